@@ -1,0 +1,130 @@
+"""Deterministic, atomic file output and line-numbered input.
+
+Every output goes through a temporary file in the same folder and an
+``os.replace``, so a crash never leaves a half-written metrics file. JSON is
+written with sorted keys and floats rounded to :data:`FLOAT_PLACES`, so the same
+inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from stages.errors import InputError, Problem
+
+FLOAT_PLACES = 6
+
+
+def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
+    """Round every float in a JSON-like value; NaN and infinities become None.
+
+    JSON has no NaN, and ``-0.0`` would print differently from ``0.0``.
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        rounded = round(value, places)
+        return 0.0 if rounded == 0 else rounded
+    if isinstance(value, dict):
+        return {str(k): round_floats(v, places) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_floats(v, places) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text: sorted keys, rounded floats, two-space indent."""
+    return json.dumps(round_floats(value), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def dumps_line(value: Any) -> str:
+    """Canonical single-line JSON for JSONL files."""
+    return json.dumps(round_floats(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write text atomically: a temporary file beside the target, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, value: Any) -> None:
+    write_text(path, dumps(value))
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
+    write_text(path, "".join(dumps_line(row) + "\n" for row in rows))
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file; a syntax error becomes a Problem naming the line."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError([Problem(str(path), "file not found", "run the stage that writes it (dvc repro)")]) from None
+    except json.JSONDecodeError as err:
+        raise InputError(
+            [Problem(f"{path}:{err.lineno}", f"malformed JSON: {err.msg}", "fix the JSON syntax on that line")]
+        ) from None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line; collect all syntax errors."""
+    path = Path(path)
+    problems: list[Problem] = []
+    rows: list[tuple[int, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((number, json.loads(line)))
+            except json.JSONDecodeError as err:
+                problems.append(
+                    Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object")
+                )
+    if problems:
+        raise InputError(problems)
+    yield from rows
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    return [value for _, value in iter_jsonl(path)]
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file; a syntax error becomes a Problem naming the line."""
+    import yaml
+
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError([Problem(str(path), "file not found", "create it, or fix the path in dvc.yaml")]) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        reason = getattr(err, "problem", None) or str(err)
+        raise InputError([Problem(where, f"malformed YAML: {reason}", "fix the YAML syntax on that line")]) from None
+
+
+def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The DVC params file as a dict (a missing or non-mapping file is an error)."""
+    params = read_yaml(path)
+    if not isinstance(params, dict):
+        raise InputError([Problem(str(path), "params must be a YAML mapping", "see the README for the params layout")])
+    return params
