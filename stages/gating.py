@@ -1,0 +1,421 @@
+"""The regression gate: paired comparison of gated configurations with a baseline.
+
+A gate is only useful if its failures are real and its passes are meaningful, so:
+
+* the comparison is *paired* over the same eval-split cases (case-to-case noise
+  cancels, and a case missing on one side cannot move a mean);
+* every delta carries a paired bootstrap confidence interval, seeded from params,
+  so the same inputs always give the same verdict;
+* when no valid comparison is possible (no baseline, relabelled eval split,
+  changed corpus, undefined metric) the gate *fails and says why*, instead of
+  silently passing on numbers that mean nothing.
+
+Everything here is pure except :func:`accept_baseline` and :func:`read_baseline_at`,
+which are the two ways a baseline gets into the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.errors import InputError, Problem
+from stages.files import FLOAT_PLACES, write_text
+
+Row = dict[str, Any]
+Summary = dict[str, Any]
+
+EVAL = "eval"
+RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
+CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
+# Bound the (resamples x cases) index matrix so large eval sets do not exhaust memory.
+_BOOTSTRAP_CELLS = 4_000_000
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN and infinities are all "no value": none of them can be compared."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def _eval_rows(rows: Iterable[Row]) -> dict[str, Row]:
+    return {row["case_id"]: row for row in rows if row.get("split") == EVAL}
+
+
+def paired_values(baseline_rows: Iterable[Row], current_rows: Iterable[Row], metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Values of ``metric`` for eval-split cases present, with a value, on both sides.
+
+    Sorted by case_id, so that the bootstrap (which indexes into these arrays)
+    sees the same order whatever order the rows were written in. Abstention cases
+    (metric None) drop out on their own.
+    """
+    base_by_id = _eval_rows(baseline_rows)
+    cur_by_id = _eval_rows(current_rows)
+    ids: list[str] = []
+    base: list[float] = []
+    cur: list[float] = []
+    for case_id in sorted(base_by_id.keys() & cur_by_id.keys()):
+        b = base_by_id[case_id].get("metrics", {}).get(metric)
+        c = cur_by_id[case_id].get("metrics", {}).get(metric)
+        if _missing(b) or _missing(c):
+            continue
+        ids.append(case_id)
+        base.append(float(b))
+        cur.append(float(c))
+    return ids, np.asarray(base, dtype=np.float64), np.asarray(cur, dtype=np.float64)
+
+
+def bootstrap_ci(
+    base: np.ndarray, cur: np.ndarray, resamples: int, seed: int, confidence: float
+) -> tuple[float | None, float | None]:
+    """Percentile interval of the mean paired delta ``cur - base``.
+
+    Resampling *cases* (not the two sides independently) keeps the pairing, which
+    is what makes small real regressions visible above per-case variance. The
+    generator is ``numpy.random.default_rng(seed)`` and indices are drawn in
+    batches whose sizes depend only on the number of cases and resamples, so the
+    interval is a pure function of its arguments.
+    """
+    deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
+    n = len(deltas)
+    if n == 0 or resamples <= 0:
+        return None, None
+    rng = np.random.default_rng(seed)
+    batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
+    means = np.empty(resamples, dtype=np.float64)
+    for start in range(0, resamples, batch):
+        stop = min(resamples, start + batch)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = deltas[idx].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+# ------------------------------------------------------------------------ comparison
+
+
+def _k_of(metric: str) -> int | None:
+    """``recall@5`` -> 5; ``mrr`` -> None."""
+    _, at, k = metric.rpartition("@")
+    return int(k) if at and k.isdigit() else None
+
+
+def _fingerprints(doc: dict | None) -> dict | None:
+    """Accept a whole summary or just its ``fingerprints`` dict."""
+    if doc is None:
+        return None
+    return doc.get("fingerprints", doc) if isinstance(doc, dict) else None
+
+
+def _summary_means(doc: dict | None) -> dict | None:
+    """Eval-split means when ``doc`` is a whole summary; None when only fingerprints were given."""
+    if not isinstance(doc, dict) or "fingerprints" not in doc:
+        return None
+    return (doc.get(EVAL) or {}).get("metrics") or {}
+
+
+def _failed(delta: float | None, ci_high: float | None, max_drop: float, require_significance: bool) -> bool:
+    """A drop beyond tolerance fails; with significance required, only if the CI excludes 0."""
+    if delta is None or delta >= -max_drop:
+        return False
+    return not require_significance or (ci_high is not None and ci_high < 0)
+
+
+def _compare(base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, significance: bool) -> dict:
+    """Means, delta and CI of one paired sample, and whether it fails.
+
+    The delta is rounded to the places the verdict file keeps, so a drop of
+    exactly ``max_drop`` passes rather than failing on float noise, and the
+    decision always agrees with the numbers written next to it.
+    """
+    if len(base) == 0:
+        return {"baseline": None, "current": None, "delta": None, "ci_low": None, "ci_high": None,
+                "cases": 0, "failed": False}
+    b, c = float(base.mean()), float(cur.mean())
+    delta = round(c - b, FLOAT_PLACES)
+    low, high = bootstrap_ci(base, cur, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
+    return {"baseline": b, "current": c, "delta": delta, "ci_low": low, "ci_high": high,
+            "cases": len(base), "failed": _failed(delta, high, max_drop, significance)}
+
+
+def _slices(baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]) -> list[dict]:
+    """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
+
+    Slice membership comes from the current rows' tags: with an unchanged eval
+    fingerprint they match the baseline's anyway. Smaller slices are left out:
+    their deltas are too noisy to gate on.
+    """
+    metric = gate["slice_metric"]
+    ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+    tags = {cid: row.get("tags") or {} for cid, row in _eval_rows(current_rows).items()}
+    out = []
+    for key in slice_keys:
+        groups: dict[str, list[int]] = {}
+        for i, cid in enumerate(ids):
+            value = tags.get(cid, {}).get(key)
+            if value is not None:
+                groups.setdefault(str(value), []).append(i)
+        for value in sorted(groups):
+            members = np.asarray(groups[value])
+            if len(members) < int(gate["min_slice_cases"]):
+                continue
+            result = _compare(base[members], cur[members], gate["bootstrap"], float(gate["slice_max_drop"]),
+                              bool(gate["require_significance"]))
+            out.append({"key": key, "value": value, "metric": metric, **result})
+    return out
+
+
+def newly_missed(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+    """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
+    ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
+    return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
+
+
+def _newly_missed_k(metrics: Sequence[str]) -> int | None:
+    ks = [k for k in map(_k_of, metrics) if k is not None]
+    return max(ks) if ks else None
+
+
+def compare_config(
+    config: str,
+    baseline_rows: Sequence[Row] | None,
+    current_rows: Sequence[Row] | None,
+    baseline_fp: dict | None,
+    current_fp: dict | None,
+    gate_params: dict,
+    slice_keys: Sequence[str],
+) -> dict:
+    """Compare one gated configuration with its baseline.
+
+    ``baseline_fp`` / ``current_fp`` are either the whole summaries
+    (``metrics/<config>.json``) or just their ``fingerprints`` dicts. With whole
+    summaries the gate also refuses a guarded metric whose summary mean is
+    undefined. ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
+    baseline; ``current_rows=None`` means the configuration has no results.
+
+    ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
+    an invalid comparison never passes.
+    """
+    metrics: list[str] = list(gate_params["metrics"])
+    k_missed = _newly_missed_k(metrics)
+    result: dict[str, Any] = {
+        "config": config, "valid": False, "reasons": [], "metrics": [], "slices": [], "newly_missed": [],
+        "newly_missed_k": k_missed, "max_drop": float(gate_params["max_drop"]),
+        "slice_max_drop": float(gate_params["slice_max_drop"]),
+        "confidence": float(gate_params["bootstrap"]["confidence"]), "passed": False,
+    }
+    reasons: list[str] = result["reasons"]
+    if baseline_rows is None or baseline_fp is None:
+        reasons.append(f"no baseline for {config} (metrics/baseline/{config}.json and "
+                       f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`")
+    if current_rows is None or current_fp is None:
+        reasons.append(f"no current results for {config} (metrics/{config}.json and "
+                       f"metrics/cases/{config}.jsonl): run `dvc repro` first")
+    if reasons:
+        return result
+
+    base_fp, cur_fp = _fingerprints(baseline_fp) or {}, _fingerprints(current_fp) or {}
+    if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
+        reasons.append(f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
+                       f"{cur_fp.get('eval_split')}): {RELABEL_FIX}")
+    if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
+        reasons.append(f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
+                       f"{cur_fp.get('corpus')}): {CORPUS_FIX}")
+    if reasons:
+        return result
+
+    for side, doc in (("baseline", baseline_fp), ("current", current_fp)):
+        means = _summary_means(doc)
+        if means is None:
+            continue
+        for metric in metrics:
+            if _missing(means.get(metric)):
+                reasons.append(f"guarded metric {metric} is undefined (NaN or missing) in the {side} summary: "
+                               "fix the cases or params so it has a value, or stop gating on it")
+
+    if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
+        reasons.append("no paired cases: no eval-split case is in both the baseline and the current results; "
+                       "re-baseline deliberately with `ragvet baseline accept`")
+        return result
+
+    boot = gate_params["bootstrap"]
+    significance = bool(gate_params["require_significance"])
+    for metric in metrics:
+        _, base, cur = paired_values(baseline_rows, current_rows, metric)
+        entry = {"metric": metric, **_compare(base, cur, boot, result["max_drop"], significance)}
+        if entry["cases"] == 0:
+            reasons.append(f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
+                           "fix the cases so it has a value, or stop gating on it")
+        result["metrics"].append(entry)
+
+    result["slices"] = _slices(baseline_rows, current_rows, gate_params, slice_keys)
+    if k_missed is not None:
+        result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
+    result["reasons"] = sorted(set(reasons), key=reasons.index)
+    result["valid"] = not result["reasons"]
+    result["passed"] = (
+        result["valid"]
+        and not any(m["failed"] for m in result["metrics"])
+        and not any(s["failed"] for s in result["slices"])
+    )
+    return result
+
+
+def gate_verdict(per_config: list[dict]) -> dict:
+    """The overall verdict, configurations sorted by name.
+
+    An empty gate fails: "nothing was compared" is not evidence of no regression.
+    """
+    configs = sorted(per_config, key=lambda c: c["config"])
+    return {"passed": bool(configs) and all(c["passed"] for c in configs), "configs": configs}
+
+
+# ------------------------------------------------------------------------- rendering
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if _missing(value):
+        return "n/a"
+    text = f"{value:+.3f}" if signed else f"{value:.3f}"
+    return text.replace("-0.000", "0.000").replace("+0.000", "0.000")
+
+
+def _comparison_text(entry: dict, confidence: float) -> str:
+    return (f"{_num(entry['baseline'])} -> {_num(entry['current'])} (delta {_num(entry['delta'], signed=True)}, "
+            f"{confidence * 100:g}% CI [{_num(entry['ci_low'], signed=True)}, {_num(entry['ci_high'], signed=True)}]"
+            f", {entry['cases']} cases)")
+
+
+def render_verdict(verdict: dict) -> str:
+    """Plain text for the terminal: every guarded delta with its CI, failing slices,
+    newly missed cases and the reasons a comparison is invalid, then the verdict."""
+    lines: list[str] = []
+    if not verdict["configs"]:
+        lines.append("no configurations are gated: list them under gate.configs in params.yaml")
+    for cfg in verdict["configs"]:
+        name, confidence = cfg["config"], cfg.get("confidence", 0.95)
+        for reason in cfg["reasons"]:
+            lines.append(f"INVALID {name}: {reason}")
+        for m in cfg["metrics"]:
+            status = "FAIL" if m["failed"] else "ok  "
+            lines.append(f"{status} {name} {m['metric']}: {_comparison_text(m, confidence)}")
+        failing = [s for s in cfg["slices"] if s["failed"]]
+        for s in failing:
+            lines.append(f"FAIL {name} slice {s['key']}={s['value']} {s['metric']}: {_comparison_text(s, confidence)}")
+        if cfg["slices"]:
+            lines.append(f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
+                         f"{_num(cfg.get('slice_max_drop'))}")
+        if cfg["newly_missed"]:
+            k = cfg.get("newly_missed_k")
+            lines.append(f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
+                         f"(hit in baseline, missed now): {', '.join(cfg['newly_missed'])}")
+    lines.append(f"gate: {'PASSED' if verdict['passed'] else 'FAILED'}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------- baselines
+
+
+def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
+    """Copy the current results of the gated configs into ``metrics/baseline/``.
+
+    Every source is checked before anything is written, so a missing result never
+    leaves a half-updated baseline. Baseline files of configurations that are no
+    longer gated are removed, so a stale baseline cannot linger in the PR. Files
+    are copied byte for byte: they are already canonical JSON.
+    """
+    metrics_dir = Path(metrics_dir)
+    baseline_dir = metrics_dir / "baseline"
+    pairs: list[tuple[Path, Path]] = []
+    problems: list[Problem] = []
+    for config in sorted(set(configs)):
+        for src, dst in (
+            (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
+            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
+        ):
+            if src.is_file():
+                pairs.append((src, dst))
+            else:
+                problems.append(Problem(str(src), f"results of gated configuration {config} not found",
+                                        "run dvc repro first"))
+    if problems:
+        raise InputError(problems)
+    written = []
+    for src, dst in pairs:
+        write_text(dst, src.read_text(encoding="utf-8"))
+        written.append(dst)
+    keep = set(configs)
+    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+        if folder.is_dir():
+            for stale in sorted(folder.glob(f"*{suffix}")):
+                if stale.is_file() and stale.name[: -len(suffix)] not in keep:
+                    stale.unlink()
+    return written
+
+
+def _git_show(repo: Path, rev: str, path: str) -> str:
+    """File text at a revision. ``./`` makes the path relative to ``repo`` even when
+    the DVC project is a subfolder of the git repository."""
+    try:
+        done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, text=True,
+                              encoding="utf-8", check=False)
+    except FileNotFoundError:
+        raise InputError([Problem(str(repo), "git is not installed", "install git to gate against a revision")]) from None
+    if done.returncode != 0:
+        raise InputError([Problem(f"{rev}:{path}", f"not in that revision ({done.stderr.strip()})",
+                                  "pick a revision whose results were committed (run dvc repro and commit there)")])
+    return done.stdout
+
+
+def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[Row]]:
+    """Summary and per-case rows of ``config`` as committed at ``rev``.
+
+    This is the *results* of that revision (``metrics/<config>.json`` and
+    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
+    asks "did this change regress relative to REV?".
+    """
+    repo = Path(repo)
+    try:
+        check = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
+                               capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise InputError([Problem(str(repo), "git is not installed", "install git to gate against a revision")]) from None
+    if check.returncode != 0:
+        raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist",
+                                  "pass a commit, branch or tag that exists (git log --oneline)")])
+    summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
+    problems: list[Problem] = []
+    texts: dict[str, str] = {}
+    for path in (summary_path, cases_path):
+        try:
+            texts[path] = _git_show(repo, rev, path)
+        except InputError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise InputError(problems)
+    try:
+        summary = json.loads(texts[summary_path])
+    except json.JSONDecodeError as err:
+        raise InputError([Problem(f"{rev}:{summary_path}:{err.lineno}", f"malformed JSON: {err.msg}",
+                                  "gate against a revision with intact results")]) from None
+    rows: list[Row] = []
+    for number, line in enumerate(texts[cases_path].splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            problems.append(Problem(f"{rev}:{cases_path}:{number}", f"malformed JSON: {err.msg}",
+                                    "gate against a revision with intact results"))
+    if problems:
+        raise InputError(problems)
+    return summary, rows

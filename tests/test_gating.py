@@ -1,0 +1,290 @@
+"""The gate: paired comparison, tolerance, slices, significance, invalid comparisons, baselines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stages.errors import InputError
+from stages.gating import (
+    accept_baseline,
+    bootstrap_ci,
+    compare_config,
+    gate_verdict,
+    paired_values,
+    read_baseline_at,
+    render_verdict,
+)
+
+CONFIG = "sentences-600-bm25"
+FP = {"eval_split": "e1", "corpus": "c1"}
+
+
+def gate(**overrides) -> dict:
+    params = {
+        "configs": [CONFIG],
+        "metrics": ["recall@5", "mrr"],
+        "max_drop": 0.02,
+        "min_slice_cases": 3,
+        "slice_max_drop": 0.10,
+        "slice_metric": "recall@5",
+        "require_significance": False,
+        "bootstrap": {"resamples": 500, "seed": 7, "confidence": 0.95},
+    }
+    params.update(overrides)
+    return params
+
+
+def row(case_id: str, recall: float | None, mrr: float | None = 1.0, split: str = "eval", **tags) -> dict:
+    hit = None if recall is None else float(recall > 0)
+    return {"case_id": case_id, "split": split, "answerable": recall is not None, "tags": tags,
+            "metrics": {"recall@5": recall, "hit@5": hit, "mrr": mrr}}
+
+
+def summary(rows: list[dict], fp: dict = FP) -> dict:
+    """A summary whose eval means match the rows (enough for the gate's checks)."""
+    means = {}
+    for metric in ("recall@5", "hit@5", "mrr"):
+        values = [r["metrics"][metric] for r in rows if r["split"] == "eval" and r["metrics"][metric] is not None]
+        means[metric] = sum(values) / len(values) if values else None
+    return {"config": CONFIG, "eval": {"metrics": means}, "fingerprints": dict(fp)}
+
+
+def compare(base_rows, cur_rows, params=None, slice_keys=(), base_fp=None, cur_fp=None):
+    return compare_config(CONFIG, base_rows, cur_rows, base_fp or summary(base_rows), cur_fp or summary(cur_rows),
+                          params or gate(), list(slice_keys))
+
+
+def metric(result: dict, name: str) -> dict:
+    return next(m for m in result["metrics"] if m["metric"] == name)
+
+
+BASE = [row("a", 1.0), row("b", 1.0), row("c", 0.5), row("d", 0.5), row("x", None, None)]
+
+
+# ------------------------------------------------------------------ pairing, bootstrap
+
+
+def test_paired_values_uses_eval_cases_on_both_sides_with_values_sorted():
+    base = [row("b", 0.5), row("a", 1.0), row("c", 0.0), row("d", 1.0, split="dev"), row("e", None)]
+    cur = [row("a", 0.0), row("c", None), row("b", 1.0), row("d", 0.0, split="dev"), row("f", 1.0)]
+    ids, b, c = paired_values(base, cur, "recall@5")
+    assert ids == ["a", "b"]
+    assert b.tolist() == [1.0, 0.5] and c.tolist() == [0.0, 1.0]
+
+
+def test_bootstrap_matches_direct_numpy_and_is_deterministic():
+    base = np.array([0.9, 0.2, 0.75, 0.4, 1.0, 0.35])
+    cur = np.array([0.1, 0.25, 0.5, 0.45, 0.6, 0.3])  # deltas -0.8, 0.05, -0.25, 0.05, -0.4, -0.05
+    low, high = bootstrap_ci(base, cur, 1000, 42, 0.9)
+    assert (low, high) == bootstrap_ci(base, cur, 1000, 42, 0.9)
+    assert (low, high) != bootstrap_ci(base, cur, 1000, 43, 0.9)
+
+    rng = np.random.default_rng(42)
+    means = (cur - base)[rng.integers(0, 6, size=(1000, 6))].mean(axis=1)
+    assert (low, high) == tuple(np.percentile(means, [5.0, 95.0]))
+
+    observed = (cur - base).mean()  # -0.233
+    assert low < observed < high
+    # Every resampled mean lies within the per-case deltas' range [-0.8, 0.05].
+    assert -0.8 <= low < high <= 0.05
+
+
+def test_bootstrap_of_constant_delta_is_that_delta_and_empty_is_none():
+    assert bootstrap_ci(np.array([0.5, 0.5]), np.array([0.25, 0.25]), 200, 1, 0.95) == (-0.25, -0.25)
+    assert bootstrap_ci(np.array([]), np.array([]), 200, 1, 0.95) == (None, None)
+
+
+def test_bootstrap_batches_large_samples_deterministically():
+    rng = np.random.default_rng(0)
+    base, cur = rng.random(50_000), rng.random(50_000)  # 200 x 50k indices: drawn in three batches
+    low, high = bootstrap_ci(base, cur, 200, 3, 0.95)
+    assert (low, high) == bootstrap_ci(base, cur, 200, 3, 0.95)
+    assert low < (cur - base).mean() < high and high - low < 0.02
+
+
+# -------------------------------------------------------------------------- verdicts
+
+
+def test_drop_beyond_max_drop_fails_and_message_names_the_numbers():
+    cur = [row("a", 1.0), row("b", 0.5), row("c", 0.5), row("d", 0.5), row("x", None, None)]
+    result = compare(BASE, cur)
+    recall = metric(result, "recall@5")
+    assert result["valid"] and not result["passed"]
+    assert (recall["baseline"], recall["current"], recall["delta"], recall["cases"]) == (0.75, 0.625, -0.125, 4)
+    assert recall["failed"] and recall["ci_low"] <= -0.125 <= recall["ci_high"]
+    text = render_verdict(gate_verdict([result]))
+    line = next(line for line in text.splitlines() if line.startswith("FAIL"))
+    assert line.startswith(f"FAIL {CONFIG} recall@5: 0.750 -> 0.625 (delta -0.125, 95% CI [")
+    assert text.endswith("gate: FAILED\n")
+
+
+def test_improvement_elsewhere_does_not_save_a_failing_metric():
+    cur = [row("a", 1.0, 1.0), row("b", 0.5, 1.0), row("c", 0.5, 1.0), row("d", 0.5, 1.0)]
+    base = [row("a", 1.0, 0.1), row("b", 1.0, 0.1), row("c", 0.5, 0.1), row("d", 0.5, 0.1)]
+    result = compare(base, cur)
+    assert metric(result, "mrr")["delta"] == pytest.approx(0.9) and not metric(result, "mrr")["failed"]
+    assert metric(result, "recall@5")["failed"] and not result["passed"]
+    assert not gate_verdict([result])["passed"]
+
+
+def test_drop_within_tolerance_passes_including_exactly_max_drop():
+    base = [row(c, 0.5) for c in "abcdefghij"]
+    cur = [row(c, 0.5) for c in "abcdefghi"] + [row("j", 0.3)]  # mean drop exactly 0.02
+    result = compare(base, cur)
+    assert metric(result, "recall@5")["delta"] == pytest.approx(-0.02)
+    assert result["passed"]
+    verdict = gate_verdict([result])
+    assert verdict["passed"] and render_verdict(verdict).endswith("gate: PASSED\n")
+
+
+def test_require_significance_only_fails_when_ci_excludes_zero():
+    base = [row(c, 1.0) for c in "abcdefgh"]
+    noisy = [row("a", 0.0)] + [row(c, 1.0) for c in "bcdefgh"]  # one case dropped: CI includes 0
+    steady = [row(c, 0.9) for c in "abcdefgh"]  # every case dropped: CI is [-0.1, -0.1]
+    strict = gate(require_significance=True)
+    assert not compare(base, noisy, strict)["metrics"][0]["failed"]
+    assert compare(base, noisy, strict)["metrics"][0]["ci_high"] >= 0
+    assert compare(base, noisy)["metrics"][0]["failed"]
+    assert compare(base, steady, strict)["metrics"][0]["failed"]
+
+
+def test_slice_failure_respects_min_slice_cases():
+    base = [row(f"p{i}", 1.0, doc_type="policy") for i in range(3)] + [
+        row(f"f{i}", 1.0, doc_type="faq") for i in range(2)] + [row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
+    cur = [row("p0", 0.5, doc_type="policy"), row("p1", 1.0, doc_type="policy"), row("p2", 1.0, doc_type="policy"),
+           row("f0", 0.0, doc_type="faq"), row("f1", 0.0, doc_type="faq")] + [
+        row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
+    # Overall recall drops 0.025 -> also fails on its own; loosen it to isolate the slice rule.
+    result = compare(base, cur, gate(max_drop=0.5), slice_keys=["doc_type", "missing_key"])
+    slices = {(s["key"], s["value"]): s for s in result["slices"]}
+    assert set(slices) == {("doc_type", "other"), ("doc_type", "policy")}  # faq has 2 < 3 cases
+    policy = slices[("doc_type", "policy")]
+    assert policy["cases"] == 3 and policy["delta"] == pytest.approx(-1 / 6, abs=1e-6) and policy["failed"]
+    assert not slices[("doc_type", "other")]["failed"]
+    assert not metric(result, "recall@5")["failed"] and not result["passed"]
+    text = render_verdict(gate_verdict([result]))
+    assert f"FAIL {CONFIG} slice doc_type=policy recall@5: 1.000 -> 0.833 (delta -0.167" in text
+    assert "faq" not in text
+
+
+def test_newly_missed_uses_hit_at_largest_guarded_k():
+    base = [row("a", 1.0), row("b", 0.5), row("c", 0.0), row("d", 1.0, split="dev"), row("e", None)]
+    cur = [row("a", 0.0), row("b", 0.0), row("c", 1.0), row("d", 0.0, split="dev"), row("e", None)]
+    result = compare(base, cur)
+    assert result["newly_missed"] == ["a", "b"] and result["newly_missed_k"] == 5
+    assert "2 newly missed at hit@5 (hit in baseline, missed now): a, b" in render_verdict(gate_verdict([result]))
+
+
+@pytest.mark.parametrize(
+    ("base_fp", "expected"),
+    [
+        ({"eval_split": "OTHER", "corpus": "c1"},
+         "labels changed: re-baseline deliberately with `ragvet baseline accept`"),
+        ({"eval_split": "e1", "corpus": "OTHER"}, "corpus fingerprint differs"),
+    ],
+)
+def test_fingerprint_mismatch_is_invalid_and_fails(base_fp, expected):
+    result = compare(BASE, BASE, base_fp=summary(BASE, base_fp))
+    assert not result["valid"] and not result["passed"] and result["metrics"] == []
+    assert any(expected in reason for reason in result["reasons"])
+    text = render_verdict(gate_verdict([result]))
+    assert f"INVALID {CONFIG}: " in text and expected in text and text.endswith("gate: FAILED\n")
+
+
+def test_fingerprints_only_are_accepted_too():
+    assert compare(BASE, BASE, base_fp=dict(FP), cur_fp=dict(FP))["passed"]
+
+
+def test_missing_baseline_fails_with_a_reason():
+    result = compare_config(CONFIG, None, BASE, None, summary(BASE), gate(), [])
+    assert not result["passed"] and "ragvet baseline accept" in result["reasons"][0]
+    assert "no baseline" in render_verdict(gate_verdict([result]))
+
+
+def test_undefined_guarded_metric_and_no_paired_cases_fail():
+    base_summary = summary(BASE)
+    base_summary["eval"]["metrics"]["mrr"] = float("nan")
+    result = compare(BASE, BASE, base_fp=base_summary)
+    assert not result["passed"] and any("mrr is undefined" in r for r in result["reasons"])
+
+    none_mrr = [row(c, 1.0, None) for c in "ab"]
+    result = compare(none_mrr, none_mrr, base_fp=dict(FP), cur_fp=dict(FP))
+    assert not result["passed"] and any("mrr has no paired" in r for r in result["reasons"])
+
+    result = compare([row("a", 1.0)], [row("b", 1.0)])
+    assert not result["valid"] and any("no paired cases" in r for r in result["reasons"])
+
+
+def test_verdict_sorts_configs_and_empty_gate_fails():
+    ok = compare(BASE, BASE)
+    other = dict(ok, config="a-first")
+    verdict = gate_verdict([ok, other])
+    assert [c["config"] for c in verdict["configs"]] == ["a-first", CONFIG] and verdict["passed"]
+    assert not gate_verdict([])["passed"]
+
+
+# ------------------------------------------------------------------------- baselines
+
+
+def write_results(metrics: Path, config: str, text: str = "x") -> None:
+    (metrics / "cases").mkdir(parents=True, exist_ok=True)
+    (metrics / f"{config}.json").write_text(json.dumps({"config": config, "v": text}) + "\n")
+    (metrics / "cases" / f"{config}.jsonl").write_text(json.dumps({"case_id": "a", "v": text}) + "\n")
+
+
+def test_accept_baseline_copies_and_removes_ungated(tmp_path):
+    metrics = tmp_path / "metrics"
+    write_results(metrics, "keep")
+    write_results(metrics, "old")
+    accept_baseline(metrics, ["keep", "old"])
+    (metrics / "baseline" / "notes.md").write_text("kept\n")
+    written = accept_baseline(metrics, ["keep"])
+    baseline = metrics / "baseline"
+    assert written == [baseline / "keep.json", baseline / "cases" / "keep.jsonl"]
+    assert (baseline / "keep.json").read_bytes() == (metrics / "keep.json").read_bytes()
+    assert (baseline / "cases" / "keep.jsonl").read_bytes() == (metrics / "cases" / "keep.jsonl").read_bytes()
+    assert not (baseline / "old.json").exists() and not (baseline / "cases" / "old.jsonl").exists()
+    assert (baseline / "notes.md").exists()
+
+
+def test_accept_baseline_missing_source_writes_nothing(tmp_path):
+    metrics = tmp_path / "metrics"
+    write_results(metrics, "keep")
+    with pytest.raises(InputError) as err:
+        accept_baseline(metrics, ["keep", "absent"])
+    assert "absent.json" in str(err.value) and "run dvc repro first" in str(err.value)
+    assert not (metrics / "baseline").exists()
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+                   cwd=repo, check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_read_baseline_at_reads_a_revisions_results(tmp_path):
+    repo = tmp_path / "repo"
+    project = repo / "project"  # a DVC project in a subfolder of the git repository
+    rows = [row("a", 1.0), row("b", 0.5)]
+    (project / "metrics" / "cases").mkdir(parents=True)
+    (project / "metrics" / f"{CONFIG}.json").write_text(json.dumps(summary(rows)))
+    (project / "metrics" / "cases" / f"{CONFIG}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "results")
+    (project / "metrics" / f"{CONFIG}.json").write_text("changed since")
+
+    got_summary, got_rows = read_baseline_at("HEAD", CONFIG, project)
+    assert got_summary == summary(rows) and got_rows == rows
+
+    with pytest.raises(InputError, match="does not exist"):
+        read_baseline_at("no-such-rev", CONFIG, project)
+    with pytest.raises(InputError) as err:
+        read_baseline_at("HEAD", "other-config", project)
+    assert "metrics/other-config.json" in str(err.value) and "metrics/cases/other-config.jsonl" in str(err.value)
