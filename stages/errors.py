@@ -8,6 +8,7 @@ user fixes a file in one pass instead of one error per run. Only the CLI boundar
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
@@ -33,11 +34,22 @@ class Problem:
         return f"{self.where}: {self.what}\n    fix: {self.fix}"
 
 
+_LINE = re.compile(r"^(.*?):(\d+)(.*)$", re.DOTALL)
+
+
+def reading_order(problem: Problem) -> tuple:
+    """Sort by file, then line number as a number (line 3 before line 10)."""
+    match = _LINE.match(problem.where)
+    if match is None:
+        return (problem.where, -1, "", problem.what, problem.fix)
+    return (match[1], int(match[2]), match[3], problem.what, problem.fix)
+
+
 class InputError(Exception):
-    """Raised with every problem found, never just the first."""
+    """Raised with every problem found, never just the first, in reading order."""
 
     def __init__(self, problems: Iterable[Problem]):
-        self.problems = sorted(set(problems))
+        self.problems = sorted(set(problems), key=reading_order)
         super().__init__(self.render())
 
     def render(self) -> str:

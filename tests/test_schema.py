@@ -1,0 +1,397 @@
+"""Loading and validating the corpus, the cases and params: every problem, each at file:line."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.errors import InputError
+from stages.schema import (
+    Case,
+    Claim,
+    Doc,
+    EvidenceUnit,
+    case_fingerprint,
+    collect_corpus,
+    corpus_fingerprint,
+    load_cases,
+    load_corpus,
+    validate_params,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def problems(fn, *args) -> list:
+    with pytest.raises(InputError) as err:
+        fn(*args)
+    return err.value.problems
+
+
+# --- corpus -----------------------------------------------------------------------------
+
+
+def test_md_and_txt_docs_nested_with_front_matter(tmp_path):
+    corpus = tmp_path / "corpus"
+    write(corpus / "leave.md", "---\ntitle: Leave 2026\nyear: 2026\ndate: 2026-01-05\n---\n# Leave\n\nCarry five days.\n")
+    write(corpus / "hr/faq.txt", "Plain text, no front matter.\r\nSecond line.")
+    write(corpus / "hr/deep/old.policy.md", "---\n---\n  body kept exactly  \n")
+    write(corpus / "hr/notes.rst", "ignored: not a corpus file type")
+    write(corpus / ".hidden/x.md", "ignored: hidden folder")
+    docs = load_corpus(corpus)
+    assert [d.doc_id for d in docs] == ["hr/deep/old.policy", "hr/faq", "leave"]
+    old, faq, leave = docs
+    assert leave == Doc("leave", "# Leave\n\nCarry five days.\n", "Leave 2026", {"year": 2026, "date": "2026-01-05"})
+    assert faq == Doc("hr/faq", "Plain text, no front matter.\r\nSecond line.", None, {})
+    assert old.text == "  body kept exactly  \n" and old.metadata == {}
+
+
+def test_jsonl_corpus(tmp_path):
+    rows = [
+        {"doc_id": "b", "text": "Bee.", "metadata": {"doc_type": "faq", "year": 2025}},
+        {"doc_id": "a", "text": "Ay.", "title": "A"},
+    ]
+    write(tmp_path / "c/docs.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    docs = load_corpus(tmp_path / "c")
+    assert docs == [Doc("a", "Ay.", "A", {}), Doc("b", "Bee.", None, {"doc_type": "faq", "year": 2025})]
+
+
+def test_malformed_json_line_is_named_and_other_lines_still_checked(tmp_path):
+    write(tmp_path / "c/docs.jsonl", '{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": \n{"doc_id": "", "text": "x"}\n')
+    found = problems(load_corpus, tmp_path / "c")
+    assert [p.where for p in found] == [f"{tmp_path}/c/docs.jsonl:2", f"{tmp_path}/c/docs.jsonl:3"]
+    assert "malformed JSON" in found[0].what and "doc_id" in found[1].what
+
+
+def test_malformed_front_matter_names_its_line(tmp_path):
+    write(tmp_path / "c/a.md", "---\ntitle: ok\nowner: [unclosed\n---\nBody.\n")
+    [problem] = problems(load_corpus, tmp_path / "c")
+    assert problem.where.startswith(f"{tmp_path}/c/a.md:") and "malformed YAML" in problem.what
+    assert int(problem.where.rsplit(":", 1)[1]) >= 3  # the bad line of the file, not of the front matter
+
+
+def test_unclosed_front_matter_empty_text_and_nested_metadata(tmp_path):
+    write(tmp_path / "c/open.md", "---\ntitle: never closed\nBody.\n")
+    write(tmp_path / "c/empty.md", "---\ntitle: nothing\n---\n\n")
+    write(tmp_path / "c/d.jsonl", '{"doc_id": "n", "text": "x", "metadata": {"tags": ["a"]}, "url": "u"}\n')
+    found = problems(load_corpus, tmp_path / "c")
+    whats = " / ".join(p.what for p in found)
+    assert len(found) == 4
+    assert "never closed" in whats and "text is empty after the front matter" in whats
+    assert "metadata `tags` must be a single" in whats and "unknown key `url`" in whats
+
+
+def test_duplicate_doc_id_names_both_places(tmp_path):
+    write(tmp_path / "c/policy.md", "One.")
+    write(tmp_path / "c/policy.txt", "Two.")
+    write(tmp_path / "c/more.jsonl", '{"doc_id": "policy", "text": "Three."}\n')
+    found = problems(load_corpus, tmp_path / "c")
+    assert len(found) == 2
+    assert {p.where for p in found} == {f"{tmp_path}/c/policy.md", f"{tmp_path}/c/policy.txt"}
+    assert all(f"also defined at {tmp_path}/c/more.jsonl:1" in p.what for p in found)
+
+
+def test_empty_corpus_names_the_folder_and_the_accepted_forms(tmp_path):
+    write(tmp_path / "c/readme.rst", "not a doc")
+    [problem] = problems(load_corpus, tmp_path / "c")
+    assert problem.where == f"{tmp_path}/c" and "no documents" in problem.what
+    assert "*.jsonl" in problem.fix and "*.md / *.txt" in problem.fix
+    [missing] = problems(load_corpus, tmp_path / "nope")
+    assert "not found" in missing.what
+
+
+def test_collect_corpus_keeps_the_valid_docs(tmp_path):
+    write(tmp_path / "c/ok.md", "Fine.")
+    write(tmp_path / "c/bad.md", "---\n: [\n---\nx")
+    docs, found = collect_corpus(tmp_path / "c")
+    assert [d.doc_id for d in docs] == ["ok"] and len(found) == 1
+
+
+# --- cases ------------------------------------------------------------------------------
+
+LEAVE = "Staff may carry up to five unused days. This applies to the 2026 plan year."
+DOCS = {
+    "leave-2026": Doc("leave-2026", LEAVE, None, {"doc_type": "policy", "year": 2026}),
+    "benefits": Doc("benefits", "Dental cover starts in May.", None, {"doc_type": "faq"}),
+}
+CHUNKINGS = {"fixed-10": {"strategy": "fixed", "unit": "chars", "size": 10, "overlap": 0}}
+
+GOOD_CASES = """\
+- id: leave-carryover
+  question: How many vacation days carry into next year?
+  evidence:
+    - {doc: leave-2026, quote: "carry up to  five
+        unused days"}
+    - {doc: leave-2026, start: 40, end: 75}
+    - {chunk: "benefits#1", chunking: fixed-10}
+    - {doc: benefits}
+  claims:
+    - text: Employees may carry five unused days.
+      evidence: [{doc: leave-2026, quote: carry up to five unused days}]
+  tags: {phrasing: natural, year: 2026, reviewed: true}
+  filter: {doc_type: [policy, faq]}
+- id: a-sabbatical-mars
+  question: Can I take my sabbatical on Mars?
+  answerable: false
+"""
+
+
+def test_yaml_cases_resolve_every_form_and_sort_by_id(tmp_path):
+    cases = load_cases(write(tmp_path / "cases.yaml", GOOD_CASES), DOCS, CHUNKINGS)
+    assert [c.case_id for c in cases] == ["a-sabbatical-mars", "leave-carryover"]
+    mars, leave = cases
+    assert mars == Case("a-sabbatical-mars", "Can I take my sabbatical on Mars?", answerable=False)
+    carry = EvidenceUnit("leave-2026", 10, 38)  # "carry" at 10, "days" ends at 38
+    assert LEAVE[10:38] == "carry up to five unused days"
+    assert leave.evidence == (carry, EvidenceUnit("leave-2026", 40, 75), EvidenceUnit("benefits", 10, 20),
+                              EvidenceUnit("benefits"))
+    assert leave.claims == (Claim("Employees may carry five unused days.", (carry,)),)
+    assert leave.tags == {"phrasing": "natural", "year": "2026", "reviewed": "true"}
+    assert leave.filter == {"doc_type": ["policy", "faq"]}
+
+
+def test_jsonl_cases_are_accepted(tmp_path):
+    rows = [
+        {"id": "q2", "question": "Dental?", "evidence": [{"doc": "benefits", "quote": "Dental cover"}]},
+        {"id": "q1", "question": "Mars?", "answerable": False},
+    ]
+    path = write(tmp_path / "cases.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    cases = load_cases(path, DOCS, CHUNKINGS)
+    assert [c.case_id for c in cases] == ["q1", "q2"]
+    assert cases[1].evidence == (EvidenceUnit("benefits", 0, 12),)
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    path = write(tmp_path / "cases.yaml", "- id: a\n  question: ok\n- id: b\n  question: [unclosed\n")
+    [problem] = problems(load_cases, path, DOCS, CHUNKINGS)
+    assert problem.where.startswith(f"{path}:") and "malformed YAML" in problem.what
+    assert int(problem.where.rsplit(":", 1)[1]) >= 4
+
+
+def test_malformed_jsonl_case_line(tmp_path):
+    path = write(tmp_path / "cases.jsonl", '{"id": "a", "question": "q", "answerable": false}\n{"id": "b",\n')
+    [problem] = problems(load_cases, path, DOCS, CHUNKINGS)
+    assert problem.where == f"{path}:2" and "malformed JSON" in problem.what
+
+
+def test_duplicate_case_id_names_both_lines(tmp_path):
+    text = "- id: a\n  question: q\n  answerable: false\n- id: a\n  question: again\n  answerable: false\n"
+    [problem] = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
+    assert problem.where == f"{tmp_path}/cases.yaml:4 (case a)"
+    assert f"also used at {tmp_path}/cases.yaml:1" in problem.what
+
+
+def test_abstention_case_with_evidence_or_claims(tmp_path):
+    text = """\
+- id: mars
+  question: Mars?
+  answerable: false
+  evidence: [{doc: benefits}]
+  claims:
+    - {text: x, evidence: [{doc: benefits}]}
+"""
+    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
+    assert [(p.where.rsplit("/", 1)[1], "answerable: false" in p.what) for p in found] == [
+        ("cases.yaml:4 (case mars)", True), ("cases.yaml:5 (case mars)", True),
+    ]
+
+
+def test_claim_without_evidence_or_text_and_answerable_case_without_evidence(tmp_path):
+    text = """\
+- id: c1
+  question: Dental?
+  evidence: [{doc: benefits}]
+  claims:
+    - text: Dental starts in May.
+    - evidence: [{doc: benefits}]
+- id: c2
+  question: No evidence given?
+"""
+    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
+    got = [(p.where.rsplit("/", 1)[1], p.what) for p in found]
+    assert got == [
+        ("cases.yaml:5 (case c1)", "claim 1 has no evidence"),
+        ("cases.yaml:6 (case c1)", "claim 2 has no text (got None)"),
+        ("cases.yaml:7 (case c2)", "an answerable case has no evidence"),
+    ]
+
+
+def test_three_mistakes_are_three_problems_in_one_error_each_at_its_line(tmp_path):
+    text = """\
+- id: q1
+  question: Carry over?
+  evidence:
+    - {doc: leave-2062, quote: carry up to}
+    - {doc: leave-2026, quote: carry up to 5 unused days}
+  tgas: {phrasing: natural}
+"""
+    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
+    assert [p.where.rsplit("/", 1)[1] for p in found] == [
+        "cases.yaml:4 (case q1)", "cases.yaml:5 (case q1)", "cases.yaml:6 (case q1)",
+    ]
+    assert "unknown doc 'leave-2062'" in found[0].what and "did you mean 'leave-2026'" in found[0].fix
+    assert "not found" in found[1].what
+    assert "unknown key `tgas`" in found[2].what and "did you mean `tags`" in found[2].fix
+
+
+def test_tags_filter_and_duplicate_keys(tmp_path):
+    text = """\
+- id: t1
+  question: Dental?
+  question: Dental again?
+  evidence: [{doc: benefits}]
+  tags: [natural]
+  filter: {doc_type: policy}
+- id: t2
+  question: Mars?
+  answerable: false
+  tags: {phrasing: {nested: 1}}
+  filter: {doc_type: [], region: emea}
+"""
+    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
+    expected = [  # in reading order: line 3 before line 10
+        ("cases.yaml:3", "key `question` appears twice in one mapping (first on line 2)"),
+        ("cases.yaml:5 (case t1)", "tags must be a mapping of key: value, got a list"),
+        ("cases.yaml:6 (case t1)", "evidence doc 'benefits' does not pass the case's filter"),
+        ("cases.yaml:10 (case t2)", "tag `phrasing` must have one text, number"),
+        ("cases.yaml:11 (case t2)", "filter `doc_type` must be one value or a non-empty list"),
+        ("cases.yaml:11 (case t2)", "the filter {'region': 'emea'} matches no document"),
+    ]
+    assert len(found) == len(expected)
+    for problem, (where, what) in zip(found, expected):
+        assert problem.where.rsplit("/", 1)[1] == where and problem.what.startswith(what)
+
+
+def test_cases_file_that_is_not_a_list_or_is_empty(tmp_path):
+    [problem] = problems(load_cases, write(tmp_path / "cases.yaml", "id: a\nquestion: q\n"), DOCS, CHUNKINGS)
+    assert "must be a YAML list" in problem.what and "start each case with `- `" in problem.what
+    [problem] = problems(load_cases, write(tmp_path / "empty.yaml", "# nothing yet\n"), DOCS, CHUNKINGS)
+    assert "no cases" in problem.what
+    [problem] = problems(load_cases, write(tmp_path / "cases.json", "[]"), DOCS, CHUNKINGS)
+    assert "unsupported cases file type" in problem.what
+
+
+# --- params -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+def where_what(found) -> list[tuple[str, str]]:
+    return [(p.where, p.what) for p in found]
+
+
+def test_the_shipped_params_are_valid(params):
+    assert validate_params(params) == []
+
+
+def test_config_naming_unknown_chunking_or_retriever(params):
+    bad = copy.deepcopy(params)
+    bad["configs"]["x"] = {"chunking": "fixed-30", "retriever": "bm52"}
+    found = validate_params(bad)
+    assert where_what(found) == [
+        ("params.yaml: configs.x.chunking", "config 'x' names unknown chunking 'fixed-30'"),
+        ("params.yaml: configs.x.retriever", "config 'x' names unknown retriever 'bm52'"),
+    ]
+    assert "fixed-300, headings-1200, sentences-600" in found[0].fix and "bm25" in found[1].fix
+
+
+def test_config_keys_and_names(params):
+    bad = copy.deepcopy(params)
+    bad["configs"]["a/b"] = {"chunking": "fixed-300", "retriever": "bm25", "reranker": "x"}
+    found = where_what(validate_params(bad))
+    assert ("params.yaml: configs.a/b", "config name 'a/b' cannot be used in stage names and file paths") in found
+    assert ("params.yaml: configs.a/b.reranker", "unknown key `reranker` in `configs.a/b`") in found
+
+
+@pytest.mark.parametrize(
+    ("ks", "where", "what"),
+    [
+        ([1, 0, 5], "params.yaml: ks[1]", "k must be an integer > 0, got 0"),
+        ([1, -3], "params.yaml: ks[1]", "k must be an integer > 0, got -3"),
+        ([2.5], "params.yaml: ks[0]", "k must be an integer > 0, got 2.5"),
+        ([True], "params.yaml: ks[0]", "k must be an integer > 0, got True"),
+        ([], "params.yaml: ks", "`ks` must be a non-empty list of integers > 0, got []"),
+        ([5, 5], "params.yaml: ks", "`ks` lists a k more than once: [5, 5]"),
+    ],
+)
+def test_bad_ks(params, ks, where, what):
+    bad = copy.deepcopy(params)
+    bad["ks"] = ks
+    bad["gate"]["metrics"] = ["mrr"]
+    bad["gate"]["slice_metric"] = "mrr"
+    assert where_what(validate_params(bad)) == [(where, what)]
+
+
+def test_depth_below_the_largest_k_is_a_problem(params):
+    bad = copy.deepcopy(params)
+    bad["depth"] = 5
+    [problem] = validate_params(bad)
+    assert problem.where == "params.yaml: depth" and "below the largest k 10" in problem.what
+
+
+def test_sections_split_evidence_slices_and_gate(params):
+    bad = copy.deepcopy(params)
+    bad["chunkng"] = {}
+    del bad["slices"]
+    bad["split"] = {"salt": "", "eval_fraction": 1.0}
+    bad["evidence"]["span_coverage"] = 1.5
+    bad["gate"]["configs"] = ["nope"]
+    bad["gate"]["metrics"] = ["recal@5", "recall@7"]
+    bad["gate"]["max_drop"] = -0.1
+    bad["gate"]["bootstrap"] = {"resamples": 0, "seed": 1.5, "confidence": 0.95, "n": 3}
+    wheres = [p.where for p in validate_params(bad)]
+    assert wheres == [
+        "params.yaml: slices",
+        "params.yaml: chunkng",
+        "params.yaml: split.salt",
+        "params.yaml: split.eval_fraction",
+        "params.yaml: evidence.span_coverage",
+        "params.yaml: gate.configs",
+        "params.yaml: gate.metrics",
+        "params.yaml: gate.metrics",
+        "params.yaml: gate.max_drop",
+        "params.yaml: gate.bootstrap.n",
+        "params.yaml: gate.bootstrap.resamples",
+        "params.yaml: gate.bootstrap.seed",
+    ]
+
+
+def test_bad_chunking_and_retriever_are_checked_by_their_modules(params):
+    bad = copy.deepcopy(params)
+    bad["chunking"]["fixed-300"]["size"] = 0
+    bad["retrievers"]["bm25"]["kind"] = "bm52"
+    wheres = {p.where for p in validate_params(bad)}
+    assert wheres == {"params.yaml: chunking.fixed-300", "params.yaml: retrievers.bm25"}
+
+
+# --- fingerprints -----------------------------------------------------------------------
+
+
+def test_corpus_fingerprint_is_order_free_and_sees_every_character():
+    docs = list(DOCS.values())
+    assert corpus_fingerprint(docs) == corpus_fingerprint(docs[::-1])
+    assert len(corpus_fingerprint(docs)) == 16
+    changed = [Doc("leave-2026", LEAVE + " "), DOCS["benefits"]]
+    assert corpus_fingerprint(changed) != corpus_fingerprint(docs)
+
+
+def test_case_fingerprint_normalises_order_but_sees_content():
+    a, b = EvidenceUnit("d", 0, 5), EvidenceUnit("d")
+    case = Case("c", "q?", True, (a, b), (Claim("x", (a,)), Claim("y", (b,))))
+    reordered = Case("c", "q?", True, (b, a), (Claim("y", (b,)), Claim("x", (a,))))
+    assert case_fingerprint(case) == case_fingerprint(reordered)
+    assert case_fingerprint(case) != case_fingerprint(Case("c", "q??", True, (a, b), case.claims))
+    assert case_fingerprint(case) != case_fingerprint(Case("c", "q?", True, (EvidenceUnit("d", 0, 6), b), case.claims))
