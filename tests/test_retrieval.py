@@ -1,0 +1,89 @@
+import math
+
+import numpy as np
+import pytest
+
+from stages.retrieval import retrieve, retriever_problems, top_ranked
+from stages.schema import Case, Chunk
+
+BM25 = {"kind": "bm25", "k1": 1.5, "b": 0.75, "stopwords": "none", "stemmer": "none"}
+
+
+def chunk(chunk_id: str, text: str, **metadata) -> Chunk:
+    return Chunk(chunk_id, chunk_id.split("#")[0], int(chunk_id.split("#")[1]), 0, len(text), text, metadata)
+
+
+CHUNKS = [chunk("a#0", "cat sat mat"), chunk("b#0", "dog cat play cat"), chunk("c#0", "bird")]
+
+
+def lucene_bm25(tf: int, df: int, dl: int, n_docs: int = 3, avgdl: float = 8 / 3, k1=1.5, b=0.75) -> float:
+    """Lucene's BM25 (no (k1+1) factor), computed by hand for the tiny corpus above."""
+    idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))
+
+
+def test_bm25_scores_match_the_lucene_formula_by_hand():
+    rows = retrieve([Case("q", "cat mat")], CHUNKS, BM25, depth=5)
+    expected_a = lucene_bm25(1, 2, 3) + lucene_bm25(1, 1, 3)
+    expected_b = lucene_bm25(2, 2, 4)
+    assert [(r["chunk_id"], r["rank"]) for r in rows] == [("a#0", 1), ("b#0", 2)]
+    assert rows[0]["score"] == pytest.approx(expected_a, abs=1e-6)
+    assert rows[1]["score"] == pytest.approx(expected_b, abs=1e-6)
+
+
+def test_chunks_matching_no_query_term_are_not_returned():
+    assert [r["chunk_id"] for r in retrieve([Case("q", "cat")], CHUNKS, BM25, depth=5)] == ["b#0", "a#0"]
+    assert retrieve([Case("q", "zebra")], CHUNKS, BM25, depth=5) == []
+
+
+def test_stemming_and_stopwords_are_params():
+    case = Case("q", "the cats")
+    assert retrieve([case], CHUNKS, BM25, depth=5) == []  # "cats" != "cat", "the" matches nothing
+    stemmed = retrieve([case], CHUNKS, {**BM25, "stemmer": "english", "stopwords": "en"}, depth=5)
+    assert [r["chunk_id"] for r in stemmed] == ["b#0", "a#0"]  # tf 2 beats tf 1
+
+
+def test_lowercase_param():
+    case = Case("q", "CAT")
+    assert retrieve([case], CHUNKS, BM25, depth=5)
+    assert retrieve([case], CHUNKS, {**BM25, "lowercase": False}, depth=5) == []
+
+
+def test_metadata_filter_and_depth_are_honoured():
+    chunks = [chunk("x#0", "leave policy", year="2025"), chunk("y#0", "leave policy", year="2026"),
+              chunk("z#0", "leave", year="2026")]
+    filtered = retrieve([Case("q", "leave policy", filter={"year": "2026"})], chunks, BM25, depth=5)
+    assert [r["chunk_id"] for r in filtered] == ["y#0", "z#0"]
+    assert len(retrieve([Case("q", "leave")], chunks, BM25, depth=2)) == 2
+
+
+def test_ties_are_broken_by_chunk_id_and_runs_sorted_by_case():
+    chunks = [chunk("d#10", "same words"), chunk("d#2", "same words"), chunk("d#1", "same words")]
+    rows = retrieve([Case("z", "same"), Case("a", "words")], chunks, BM25, depth=3)
+    assert [(r["case_id"], r["chunk_id"]) for r in rows] == [
+        ("a", "d#1"), ("a", "d#10"), ("a", "d#2"), ("z", "d#1"), ("z", "d#10"), ("z", "d#2")]
+
+
+def test_top_ranked_rounds_before_ranking_and_keeps_finite_scores_only():
+    scores = np.array([0.30000001, 0.3, -0.5, -np.inf])
+    allowed = np.array([True, True, True, True])
+    rows = top_ranked("q", scores, allowed, ["a", "b", "c", "d"], depth=10, min_score=None)
+    assert [(r["chunk_id"], r["score"]) for r in rows] == [("a", 0.3), ("b", 0.3), ("c", -0.5)]
+    assert [r["chunk_id"] for r in top_ranked("q", scores, allowed, ["a", "b", "c", "d"], 10)] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"kind": "vector-magic"}, "unknown retriever kind"),
+        ({"kind": "bm25", "k1": -1}, "k1 must be a number"),
+        ({"kind": "bm25", "stemmer": "klingon"}, "unknown stemmer"),
+        ({"kind": "bm25", "stopwords": "fr"}, "unknown stopwords"),
+        ({"kind": "bm25", "top_k": 3}, "unknown key 'top_k'"),
+        ({"kind": "bm25", "abstain_below": "low"}, "abstain_below must be a number"),
+    ],
+)
+def test_retriever_problems(spec, fragment):
+    problems = retriever_problems("r", spec, "params.yaml: retrievers.r")
+    assert any(fragment in p.what for p in problems), problems
+    assert all(p.where == "params.yaml: retrievers.r" for p in problems)
