@@ -475,9 +475,8 @@ def _aggregate(rows: Sequence[dict], ks: Sequence[int]) -> dict[str, Any]:
 
     with_claims = sum(1 for row in answerable if row["counts"].get("claims", 0) > 0)
     return {
-        "metrics": means,
+        "metrics": {**means, **pooled},
         "counted": counted,
-        **pooled,
         "denominators": {
             "cases": len(answerable),
             "abstention_cases": len(rows) - len(answerable),

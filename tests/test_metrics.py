@@ -366,7 +366,7 @@ def test_summarise_hand_computed():
     assert ev["metrics"]["context_chars@1"] == 200  # abstention cases are not averaged in
     # Macro over the two cases with claims vs pooled over their five claims.
     assert ev["metrics"]["claim_availability@1"] == 0.625
-    assert ev["claim_availability_pooled@1"] == 0.4
+    assert ev["metrics"]["claim_availability_pooled@1"] == 0.4
     assert ev["counted"]["claim_availability@1"] == 2
     assert ev["counted"]["recall@1"] == 3
     assert ev["denominators"] == {
@@ -375,7 +375,7 @@ def test_summarise_hand_computed():
     }
     dev = summary["dev"]
     assert dev["metrics"]["claim_availability@1"] == 1.0
-    assert dev["claim_availability_pooled@1"] == 1.0
+    assert dev["metrics"]["claim_availability_pooled@1"] == 1.0
     assert dev["denominators"]["cases"] == 1 and dev["denominators"]["abstention_cases"] == 0
 
     abstention = summary["abstention"]["eval"]
@@ -394,7 +394,7 @@ def test_summarise_without_threshold_or_cases():
     assert summary["abstention"]["eval"]["false_abstain_rate"] is None
     empty = summarise([], [1, 3], abstain_below=0.5)
     assert empty["eval"]["metrics"]["recall@3"] is None
-    assert empty["eval"]["claim_availability_pooled@3"] is None
+    assert empty["eval"]["metrics"]["claim_availability_pooled@3"] is None
     assert empty["eval"]["denominators"]["cases"] == 0
     assert empty["abstention"]["dev"]["false_abstain_rate"] is None
     with pytest.raises(ValueError, match="split"):
