@@ -1,0 +1,30 @@
+"""Stage ``chunk@<name>``: split the validated corpus with one named chunking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages.chunking import chunk_corpus
+from stages.errors import user_errors
+from stages.files import read_params
+from stages.tables import read_docs, write_chunks
+
+
+@user_errors
+def main(
+    name: str = typer.Argument(..., help="A chunking name from params.chunking."),
+    corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
+    out: Path = typer.Option(..., help="Chunks JSONL to write."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Chunk every document; ids are ``<doc_id>#<ordinal>``."""
+    spec = read_params(params)["chunking"][name]
+    chunks = chunk_corpus(read_docs(corpus), spec)
+    write_chunks(out, chunks)
+    typer.echo(f"chunking {name}: {len(chunks)} chunks")
+
+
+if __name__ == "__main__":
+    typer.run(main)

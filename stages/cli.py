@@ -1,0 +1,47 @@
+"""The ``ragvet`` command: a thin shell over the stage modules and the library.
+
+Each pipeline stage is also a subcommand, so a user can run one by hand exactly
+as dvc.yaml does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages import chunk, evaluate, gate, report, retrieve, split, validate
+from stages.errors import user_errors
+from stages.files import read_params
+from stages.gating import accept_baseline
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
+for module in (validate, chunk, split, retrieve, evaluate, report, gate):
+    app.command(module.__name__.rsplit(".", 1)[1])(module.main)
+
+baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed baseline.")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("accept")
+@user_errors
+def baseline_accept(
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with <config>.json and cases/."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Make the current results of the gated configurations the new baseline.
+
+    Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
+    request as the change that moved the numbers.
+    """
+    written = accept_baseline(metrics_dir, read_params(params)["gate"]["configs"])
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

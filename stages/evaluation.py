@@ -1,0 +1,75 @@
+"""Per-case evaluation: joins a run, the evidence projected onto the run's
+chunking, and the metric functions. Shared by the evaluate, report and gate
+stages, so every figure is computed one way only."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from stages.evidence import chunks_by_doc, project_unit, relevant_chunks
+from stages.metrics import case_metrics, summarise
+from stages.schema import Case, Chunk
+
+
+def case_row(
+    case: Case,
+    split: str,
+    ranked: Sequence[dict],
+    by_doc: Mapping[str, Sequence[Chunk]],
+    chunk_lengths: Mapping[str, int],
+    ks: Sequence[int],
+    span_coverage: float,
+) -> dict:
+    """One row of the per-case table: metrics, counts, missed evidence, top-1 score."""
+
+    def project(units):
+        return [project_unit(unit, by_doc.get(unit.doc_id, ())) for unit in units]
+
+    result = case_metrics(
+        [row["chunk_id"] for row in ranked],
+        relevant_chunks(case.evidence, by_doc),
+        project(case.evidence),
+        [project(claim.evidence) for claim in case.claims],
+        chunk_lengths,
+        ks,
+        span_coverage,
+    )
+    return {
+        "case_id": case.case_id,
+        "split": split,
+        "answerable": case.answerable,
+        "tags": case.tags,
+        "top1_score": ranked[0]["score"] if ranked else None,
+        **result,
+    }
+
+
+def evaluate_run(
+    cases: Sequence[Case],
+    chunks: Sequence[Chunk],
+    run: Mapping[str, Sequence[dict]],
+    split: Mapping[str, str],
+    ks: Sequence[int],
+    span_coverage: float,
+) -> list[dict]:
+    """Per-case rows for every case, sorted by case_id. A case absent from the
+    run is an empty retrieval, never a dropped case."""
+    by_doc = chunks_by_doc(chunks)
+    lengths = {chunk.chunk_id: chunk.end - chunk.start for chunk in chunks}
+    return [
+        case_row(case, split[case.case_id], run.get(case.case_id, ()), by_doc, lengths, ks, span_coverage)
+        for case in sorted(cases, key=lambda c: c.case_id)
+    ]
+
+
+def config_summary(config: str, spec: Mapping[str, str], rows: Sequence[dict], ks: Sequence[int],
+                   abstain_below: float | None, fingerprints: Mapping[str, str]) -> dict:
+    """The ``metrics/<config>.json`` content: means with denominators per split,
+    abstention figures, and the fingerprints a later gate must match."""
+    return {
+        "config": config,
+        "chunking": spec["chunking"],
+        "retriever": spec["retriever"],
+        **summarise(rows, ks, abstain_below),
+        "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
+    }

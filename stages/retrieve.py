@@ -1,0 +1,33 @@
+"""Stage ``retrieve@<config>``: rank chunks for every case with one configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages.errors import user_errors
+from stages.files import read_params, write_jsonl
+from stages.retrieval import retrieve
+from stages.tables import read_cases, read_chunks
+
+
+@user_errors
+def main(
+    config: str = typer.Argument(..., help="A configuration name from params.configs."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
+    cases: Path = typer.Option(..., help="Validated cases.jsonl."),
+    out: Path = typer.Option(..., help="Run JSONL to write."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
+    settings = read_params(params)
+    spec = settings["retrievers"][settings["configs"][config]["retriever"]]
+    all_cases = read_cases(cases)
+    rows = retrieve(all_cases, read_chunks(chunks), spec, settings["depth"])
+    write_jsonl(out, rows)
+    typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,30 @@
+"""Stage ``split``: freeze eval/dev membership and the fingerprints the gate checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages.errors import user_errors
+from stages.files import read_params, write_json
+from stages.splitting import freeze_split
+from stages.tables import read_cases, read_docs
+
+
+@user_errors
+def main(
+    cases: Path = typer.Option(..., help="Validated cases.jsonl."),
+    corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
+    out: Path = typer.Option(..., help="Split JSON to write (committed)."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Assign each case to eval or dev by a salted hash of its id."""
+    settings = read_params(params)["split"]
+    record = freeze_split(read_cases(cases), read_docs(corpus), settings["salt"], settings["eval_fraction"])
+    write_json(out, record)
+    typer.echo(f"split: {record['counts']['eval']} eval, {record['counts']['dev']} dev")
+
+
+if __name__ == "__main__":
+    typer.run(main)

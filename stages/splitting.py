@@ -1,0 +1,52 @@
+"""Freezing the eval/dev split so that labels cannot drift unnoticed.
+
+Membership is a pure function of (salt, case_id): adding a case never moves
+another, and the same case lands in the same split on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+from stages.files import dumps_line
+from stages.schema import Case, Doc, case_fingerprint, corpus_fingerprint
+
+
+def unit_hash(salt: str, case_id: str) -> float:
+    """H(salt, case_id) in [0, 1): the first 64 bits of sha256, scaled."""
+    digest = hashlib.sha256(f"{salt}\x00{case_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def assign_split(salt: str, case_id: str, eval_fraction: float) -> str:
+    """``eval`` if H(salt, case_id) < eval_fraction else ``dev``."""
+    return "eval" if unit_hash(salt, case_id) < eval_fraction else "dev"
+
+
+def set_fingerprint(members: Sequence[tuple[str, str]]) -> str:
+    """A fingerprint of a set of (case_id, case_fingerprint) pairs, order-free."""
+    return hashlib.sha256(dumps_line(sorted(members)).encode("utf-8")).hexdigest()[:16]
+
+
+def freeze_split(cases: Sequence[Case], docs: Sequence[Doc], salt: str, eval_fraction: float) -> dict:
+    """The committed split record: each case's split and fingerprint, and the
+    fingerprints the gate compares (eval split, dev split, corpus)."""
+    members = {
+        case.case_id: {"split": assign_split(salt, case.case_id, eval_fraction), "fingerprint": case_fingerprint(case)}
+        for case in cases
+    }
+    by_split = {
+        name: [(cid, m["fingerprint"]) for cid, m in members.items() if m["split"] == name] for name in ("eval", "dev")
+    }
+    return {
+        "salt": salt,
+        "eval_fraction": eval_fraction,
+        "counts": {name: len(pairs) for name, pairs in by_split.items()},
+        "fingerprints": {
+            "eval_split": set_fingerprint(by_split["eval"]),
+            "dev_split": set_fingerprint(by_split["dev"]),
+            "corpus": corpus_fingerprint(docs),
+        },
+        "cases": dict(sorted(members.items())),
+    }

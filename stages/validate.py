@@ -1,0 +1,49 @@
+"""Stage ``validate``: check the corpus, cases and params, and write them resolved.
+
+Every problem in every input is reported in one go: a broken corpus file does
+not hide the mistakes in the cases, which are checked against the docs that did
+load. Nothing is written unless all inputs are valid, so later stages only ever
+see resolved, trusted data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages.errors import InputError, Problem, user_errors
+from stages.files import read_params
+from stages.schema import collect_cases, collect_corpus, validate_params
+from stages.tables import write_cases, write_docs
+
+
+@user_errors
+def main(
+    corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
+    cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
+    out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl and cases.jsonl."),
+    params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
+) -> None:
+    """Validate every input and write the resolved corpus and cases."""
+    problems: list[Problem] = []
+    try:
+        settings = read_params(params)
+        problems += validate_params(settings)
+    except InputError as err:
+        settings = {}
+        problems += err.problems
+    docs, corpus_problems = collect_corpus(corpus)
+    chunkings = settings.get("chunking") if isinstance(settings.get("chunking"), dict) else {}
+    resolved, case_problems = collect_cases(cases, {doc.doc_id: doc for doc in docs}, chunkings)
+    problems += corpus_problems + case_problems
+    if problems:
+        raise InputError(problems)
+    write_docs(out / "corpus.jsonl", docs)
+    write_cases(out / "cases.jsonl", resolved)
+    abstention = sum(not case.answerable for case in resolved)
+    typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,77 @@
+"""Shared helpers for the end-to-end tests: a copy of the project in a temporary
+git repo, driven through DVC's own CLI exactly as a user would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ["stages", "dvc.yaml", "params.yaml", "data/corpus", "data/cases.yaml", "metrics/baseline"]
+
+
+def tool_env() -> dict[str, str]:
+    """PATH with this interpreter first, so dvc's `python -m stages...` finds ragvet."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["DVC_NO_ANALYTICS"] = "1"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def sh(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command in ``cwd``; on an unexpected failure show its output."""
+    done = subprocess.run(args, cwd=cwd, env=tool_env(), capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def init_repo(path: Path) -> Path:
+    sh(path, "git", "init", "-q", "-b", "main")
+    sh(path, "git", "config", "user.email", "test@example.com")
+    sh(path, "git", "config", "user.name", "test")
+    sh(path, "dvc", "init", "-q")
+    sh(path, "dvc", "config", "core.analytics", "false")
+    return path
+
+
+def commit_all(path: Path, message: str) -> str:
+    sh(path, "git", "add", "-A")
+    sh(path, "git", "commit", "-q", "-m", message)
+    return sh(path, "git", "rev-parse", "HEAD").stdout.strip()
+
+
+def copy_project(dest: Path) -> Path:
+    """The project's pipeline, code and sample data in a new git+dvc repo."""
+    for name in PROJECT_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.exists():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    (dest / "metrics" / "baseline").mkdir(parents=True, exist_ok=True)
+    return init_repo(dest)
+
+
+@pytest.fixture(scope="session")
+def sample_repo(tmp_path_factory) -> Path:
+    """The sample project, reproduced once and committed; tests copy it."""
+    repo = copy_project(tmp_path_factory.mktemp("sample"))
+    sh(repo, "dvc", "repro")
+    commit_all(repo, "sample reproduced")
+    return repo
+
+
+@pytest.fixture
+def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
+    """A private copy of the reproduced sample (with its DVC cache)."""
+    dest = tmp_path / "repo"
+    shutil.copytree(sample_repo, dest, symlinks=True)
+    return dest
