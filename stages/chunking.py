@@ -72,8 +72,9 @@ def chunk_document(doc: Doc, spec: dict) -> list[Chunk]:
     """
     spans = STRATEGIES[spec["strategy"]](doc.text, spec)
     return [
-        Chunk(chunk_id_for(doc.doc_id, ordinal), doc.doc_id, ordinal, start, end, doc.text[start:end],
-              dict(doc.metadata))
+        Chunk(
+            chunk_id_for(doc.doc_id, ordinal), doc.doc_id, ordinal, start, end, doc.text[start:end], dict(doc.metadata)
+        )
         for ordinal, (start, end) in enumerate(spans)
     ]
 
@@ -93,15 +94,21 @@ def chunking_problems(name: str, spec: dict, where: str) -> list[Problem]:
     """
     problems = []
     if not isinstance(name, str) or not _NAME.match(name):
-        problems.append(Problem(
-            where, f"chunking name {name!r} cannot be used in stage names and file paths",
-            "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"chunking name {name!r} cannot be used in stage names and file paths",
+                "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
+            )
+        )
     if not isinstance(spec, dict):
-        return problems + [Problem(
-            where, f"chunking {name!r} must be a mapping, got {type(spec).__name__}",
-            f"write it as keys, e.g. `strategy: sentences` and `max_chars: 600` ({_supported()})",
-        )]
+        return problems + [
+            Problem(
+                where,
+                f"chunking {name!r} must be a mapping, got {type(spec).__name__}",
+                f"write it as keys, e.g. `strategy: sentences` and `max_chars: 600` ({_supported()})",
+            )
+        ]
     strategy = spec.get("strategy")
     if not isinstance(strategy, str) or strategy not in STRATEGIES:
         got = "is missing" if strategy is None else f"is {strategy!r}, which is unknown"
@@ -189,10 +196,10 @@ def _layout(text: str) -> list[_Line]:
         content = text[start:end]
         opening = _FENCE.match(content)
         if fence is not None:
-            closes = opening is not None and _closes(fence, opening.group(1), content[opening.end():])
+            closes = opening is not None and _closes(fence, opening.group(1), content[opening.end() :])
             lines.append(_Line(start, end, "fence" if closes else "code"))
             fence = None if closes else fence
-        elif opening is not None and not (opening.group(1)[0] == "`" and "`" in content[opening.end():]):
+        elif opening is not None and not (opening.group(1)[0] == "`" and "`" in content[opening.end() :]):
             fence = opening.group(1)
             lines.append(_Line(start, end, "fence"))
         else:
@@ -271,8 +278,9 @@ def _markdown_spans(text: str, spec: dict) -> list[Span]:
     """``markdown``: split the whole text with separators from coarse to fine:
     heading levels 1..6, paragraphs (blank lines outside code), sentences."""
     layout = _layout(text)
-    separators = [[line.start for line in layout if line.kind == "heading" and line.level == level]
-                  for level in range(1, 7)]
+    separators = [
+        [line.start for line in layout if line.kind == "heading" and line.level == level] for level in range(1, 7)
+    ]
     separators.append([line.start for line in layout if line.kind == "blank"])
     separators.append(_sentence_cuts(text, layout))
     whole = _trim(text, 0, len(text))
@@ -293,7 +301,7 @@ def _split(text: str, span: Span, separators: list[list[int]], limit: int) -> li
     for index, cuts in enumerate(separators):
         parts = _parts(text, *span, cuts)
         if len(parts) > 1:
-            return _pack_siblings(text, parts, separators[index + 1:], limit)
+            return _pack_siblings(text, parts, separators[index + 1 :], limit)
     return _windows(text, *span, limit)
 
 
@@ -331,7 +339,7 @@ def _parts(text: str, start: int, end: int, cuts: list[int]) -> list[Span]:
 
     Trimming removes only whitespace, so the parts keep every other character.
     """
-    inside = cuts[bisect.bisect_right(cuts, start):bisect.bisect_left(cuts, end)]
+    inside = cuts[bisect.bisect_right(cuts, start) : bisect.bisect_left(cuts, end)]
     bounds = [start, *inside, end]
     trimmed = (_trim(text, a, b) for a, b in itertools.pairwise(bounds))
     return [span for span in trimmed if span is not None]
@@ -392,12 +400,17 @@ def _key_problems(spec: dict, where: str) -> list[Problem]:
     strategy, expected = spec["strategy"], _KEYS[spec["strategy"]]
     problems = [
         Problem(where, f"key `{key}` is missing for strategy {strategy}", f"add `{key}` ({_describe(key)})")
-        for key in expected if key not in spec
+        for key in expected
+        if key not in spec
     ]
     problems += [
-        Problem(where, f"key `{key}` is unknown for strategy {strategy}",
-                f"remove it; strategy {strategy} takes: {', '.join(expected)}")
-        for key in sorted(map(str, spec)) if key not in expected
+        Problem(
+            where,
+            f"key `{key}` is unknown for strategy {strategy}",
+            f"remove it; strategy {strategy} takes: {', '.join(expected)}",
+        )
+        for key in sorted(map(str, spec))
+        if key not in expected
     ]
     return problems
 
@@ -407,18 +420,29 @@ def _value_problems(spec: dict, where: str) -> list[Problem]:
     only when size itself is valid, so one mistake gives one problem."""
     problems = [
         Problem(where, f"key `{key}` must be a positive integer, got {spec[key]!r}", f"set `{key}` ({_describe(key)})")
-        for key in ("size", "max_chars") if key in spec and not _positive_int(spec[key])
+        for key in ("size", "max_chars")
+        if key in spec and not _positive_int(spec[key])
     ]
     if "unit" in spec and spec["unit"] not in _UNITS:
         problems.append(Problem(where, f"key `unit` is {spec['unit']!r}", f"set `unit` ({_describe('unit')})"))
     if "overlap" in spec:
         overlap, size = spec["overlap"], spec.get("size")
         if not _is_int(overlap) or overlap < 0:
-            problems.append(Problem(where, f"key `overlap` must be an integer >= 0, got {overlap!r}",
-                                    f"set `overlap` ({_describe('overlap')})"))
+            problems.append(
+                Problem(
+                    where,
+                    f"key `overlap` must be an integer >= 0, got {overlap!r}",
+                    f"set `overlap` ({_describe('overlap')})",
+                )
+            )
         elif _positive_int(size) and overlap >= size:
-            problems.append(Problem(where, f"key `overlap` ({overlap}) must be smaller than `size` ({size})",
-                                    "lower `overlap` below `size`, or windows would never advance"))
+            problems.append(
+                Problem(
+                    where,
+                    f"key `overlap` ({overlap}) must be smaller than `size` ({size})",
+                    "lower `overlap` below `size`, or windows would never advance",
+                )
+            )
     return problems
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
 
 EXIT_USER_ERROR = 2
 

@@ -34,8 +34,9 @@ def main(
     frozen = read_json(split)
     ranked = read_run(run, {c.chunk_id for c in all_chunks}, {c.case_id for c in all_cases})
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
-    rows = evaluate_run(all_cases, all_chunks, ranked, membership, settings["ks"],
-                        settings["evidence"]["span_coverage"])
+    rows = evaluate_run(
+        all_cases, all_chunks, ranked, membership, settings["ks"], settings["evidence"]["span_coverage"]
+    )
     abstain_below = settings["retrievers"][spec["retriever"]].get("abstain_below")
     summary = config_summary(config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"])
     write_rows(per_case, rows, "case_id")

@@ -4,7 +4,7 @@ stages, so every figure is computed one way only."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from stages.evidence import chunks_by_doc, project_unit, relevant_chunks
 from stages.metrics import case_metrics, summarise
@@ -62,8 +62,14 @@ def evaluate_run(
     ]
 
 
-def config_summary(config: str, spec: Mapping[str, str], rows: Sequence[dict], ks: Sequence[int],
-                   abstain_below: float | None, fingerprints: Mapping[str, str]) -> dict:
+def config_summary(
+    config: str,
+    spec: Mapping[str, str],
+    rows: Sequence[dict],
+    ks: Sequence[int],
+    abstain_below: float | None,
+    fingerprints: Mapping[str, str],
+) -> dict:
     """The ``metrics/<config>.json`` content: means with denominators per split,
     abstention figures, and the fingerprints a later gate must match."""
     return {

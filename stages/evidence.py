@@ -134,7 +134,7 @@ def _not_found_hint(text: str, quote: str) -> str:
         start = index[best_at]
         where = index[best_at + lo - 1] + 1
         doc_next = _excerpt(text, where, where + _SNIPPET).lstrip("…")
-        quote_next = needle[lo:lo + _SNIPPET]
+        quote_next = needle[lo : lo + _SNIPPET]
         return (
             f"its first {lo} characters match at offset {start} ({_excerpt(text, start, where)!r}), "
             f"then the doc reads {doc_next!r} where the quote reads {quote_next!r}"
@@ -181,20 +181,26 @@ class EvidenceResolver:
         case this is (``evidence 2``, ``claim 1 evidence 1``) and starts each message.
         """
         if not isinstance(ref, dict):
-            return None, [Problem(
-                where, f"{role}: a reference must be a mapping, got {kind_of(ref)} {ref!r}",
-                f"write one of {FORMS}, e.g. {{doc: leave-policy, quote: \"carry up to five days\"}}",
-            )]
+            return None, [
+                Problem(
+                    where,
+                    f"{role}: a reference must be a mapping, got {kind_of(ref)} {ref!r}",
+                    f'write one of {FORMS}, e.g. {{doc: leave-policy, quote: "carry up to five days"}}',
+                )
+            ]
         problems = self._key_problems(ref, where, role)
         if "chunk" in ref or "chunking" in ref:
             unit = self._resolve_chunk(ref, where, role, problems)
         elif "doc" in ref:
             unit = self._resolve_doc(ref, where, role, problems)
         else:
-            problems.append(Problem(
-                where, f"{role}: the reference {ref!r} matches none of the four forms",
-                f"write one of {FORMS}",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: the reference {ref!r} matches none of the four forms",
+                    f"write one of {FORMS}",
+                )
+            )
             unit = None
         return (None, problems) if problems else (unit, [])
 
@@ -207,25 +213,35 @@ class EvidenceResolver:
                 continue
             close = difflib.get_close_matches(str(key), REFERENCE_KEYS, n=1)
             hint = f"did you mean `{close[0]}`? " if close else ""
-            problems.append(Problem(
-                where, f"{role}: unknown key `{key}` in an evidence reference",
-                f"{hint}a reference takes only: {', '.join(REFERENCE_KEYS)} (as {FORMS})",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: unknown key `{key}` in an evidence reference",
+                    f"{hint}a reference takes only: {', '.join(REFERENCE_KEYS)} (as {FORMS})",
+                )
+            )
         return problems
 
     def _resolve_doc(self, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
         has_quote = "quote" in ref
         has_offsets = "start" in ref or "end" in ref
         if has_quote and has_offsets:
-            problems.append(Problem(
-                where, f"{role}: give either a quote or start/end offsets, not both",
-                "keep the quote (it survives edits elsewhere in the doc) and remove start/end, or the reverse",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: give either a quote or start/end offsets, not both",
+                    "keep the quote (it survives edits elsewhere in the doc) and remove start/end, or the reverse",
+                )
+            )
             return None
         if "occurrence" in ref and not has_quote:
-            problems.append(Problem(
-                where, f"{role}: `occurrence` only applies to a quote", "remove `occurrence`, or add the `quote`",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `occurrence` only applies to a quote",
+                    "remove `occurrence`, or add the `quote`",
+                )
+            )
         doc = self._doc(ref["doc"], where, role, problems)
         if doc is None:
             return None
@@ -238,16 +254,21 @@ class EvidenceResolver:
     def _doc(self, value: Any, where: str, role: str, problems: list[Problem]) -> Doc | None:
         doc_id = _as_id(value)
         if not doc_id:
-            problems.append(Problem(
-                where, f"{role}: `doc` must be a non-empty doc id, got {value!r}",
-                "set `doc` to a doc id of the corpus (a file path without suffix, or a JSONL doc_id)",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `doc` must be a non-empty doc id, got {value!r}",
+                    "set `doc` to a doc id of the corpus (a file path without suffix, or a JSONL doc_id)",
+                )
+            )
             return None
         doc = self.docs.get(doc_id)
         if doc is None:
             close = self._suggest(doc_id)
-            hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else (
-                "check it against the corpus: doc ids are file paths without suffix, or a JSONL line's doc_id"
+            hint = (
+                f"did you mean {' or '.join(repr(c) for c in close)}?"
+                if close
+                else ("check it against the corpus: doc ids are file paths without suffix, or a JSONL line's doc_id")
             )
             problems.append(Problem(where, f"{role}: unknown doc {doc_id!r}", hint))
         return doc
@@ -259,95 +280,131 @@ class EvidenceResolver:
             self._suggestions[doc_id] = difflib.get_close_matches(doc_id, list(self.docs), n=3, cutoff=0.6)
         return self._suggestions[doc_id]
 
-    def _resolve_quote(self, doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
+    def _resolve_quote(
+        self, doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]
+    ) -> EvidenceUnit | None:
         quote, occurrence = ref["quote"], ref.get("occurrence")
         if not isinstance(quote, str) or not normalise_whitespace(quote):
-            problems.append(Problem(
-                where, f"{role}: `quote` must be non-empty text, got {quote!r}",
-                "copy the supporting passage from the doc into `quote` (quote it in YAML if it has a colon)",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `quote` must be non-empty text, got {quote!r}",
+                    "copy the supporting passage from the doc into `quote` (quote it in YAML if it has a colon)",
+                )
+            )
             return None
         if occurrence is not None and (not _is_int(occurrence) or occurrence < 1):
-            problems.append(Problem(
-                where, f"{role}: `occurrence` must be an integer ≥ 1, got {occurrence!r}",
-                "set `occurrence: 1` for the first occurrence, 2 for the second, and so on",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `occurrence` must be an integer ≥ 1, got {occurrence!r}",
+                    "set `occurrence: 1` for the first occurrence, 2 for the second, and so on",
+                )
+            )
             return None
         spans = find_quote(doc.text, quote)
         short = normalise_whitespace(quote)
         short = short if len(short) <= 60 else short[:60] + "…"
         if not spans:
-            problems.append(Problem(
-                where, f"{role}: quote {short!r} not found in doc {doc.doc_id!r}; "
-                f"{_not_found_hint(doc.text, quote)}",
-                "copy the quote exactly from the doc (only whitespace may differ), or fix the `doc`",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: quote {short!r} not found in doc {doc.doc_id!r}; {_not_found_hint(doc.text, quote)}",
+                    "copy the quote exactly from the doc (only whitespace may differ), or fix the `doc`",
+                )
+            )
             return None
         if occurrence is None and len(spans) > 1:
             shown = ", ".join(str(s) for s, _ in spans[:_MAX_OFFSETS_SHOWN])
             more = f" and {len(spans) - _MAX_OFFSETS_SHOWN} more" if len(spans) > _MAX_OFFSETS_SHOWN else ""
-            problems.append(Problem(
-                where, f"{role}: quote {short!r} is ambiguous: found {len(spans)} times in doc "
-                f"{doc.doc_id!r} at offsets {shown}{more}",
-                f"add `occurrence: n` (1 to {len(spans)}) to pick one, or lengthen the quote until it is unique",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: quote {short!r} is ambiguous: found {len(spans)} times in doc "
+                    f"{doc.doc_id!r} at offsets {shown}{more}",
+                    f"add `occurrence: n` (1 to {len(spans)}) to pick one, or lengthen the quote until it is unique",
+                )
+            )
             return None
         if occurrence is not None and occurrence > len(spans):
-            problems.append(Problem(
-                where, f"{role}: `occurrence: {occurrence}` but quote {short!r} occurs "
-                f"{len(spans)} time{'s' if len(spans) != 1 else ''} in doc {doc.doc_id!r}",
-                f"set `occurrence` between 1 and {len(spans)}" if len(spans) > 1 else "remove `occurrence`",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `occurrence: {occurrence}` but quote {short!r} occurs "
+                    f"{len(spans)} time{'s' if len(spans) != 1 else ''} in doc {doc.doc_id!r}",
+                    f"set `occurrence` between 1 and {len(spans)}" if len(spans) > 1 else "remove `occurrence`",
+                )
+            )
             return None
         start, end = spans[(occurrence or 1) - 1]
         return EvidenceUnit(doc.doc_id, start, end)
 
-    def _resolve_offsets(self, doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
+    def _resolve_offsets(
+        self, doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]
+    ) -> EvidenceUnit | None:
         start, end, size = ref.get("start"), ref.get("end"), len(doc.text)
         if not (_is_int(start) and _is_int(end)):
-            problems.append(Problem(
-                where, f"{role}: `start` and `end` must both be integers, got start={start!r}, end={end!r}",
-                f"give character offsets [start, end) into doc {doc.doc_id!r}, or use a `quote` instead",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `start` and `end` must both be integers, got start={start!r}, end={end!r}",
+                    f"give character offsets [start, end) into doc {doc.doc_id!r}, or use a `quote` instead",
+                )
+            )
             return None
         if not 0 <= start < end <= size:
             why = "start must be before end" if start >= end else f"doc {doc.doc_id!r} has {size} characters"
-            problems.append(Problem(
-                where, f"{role}: offsets [{start}:{end}] are out of range ({why})",
-                f"use 0 ≤ start < end ≤ {size}; a `quote` is easier to keep right when the doc changes",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: offsets [{start}:{end}] are out of range ({why})",
+                    f"use 0 ≤ start < end ≤ {size}; a `quote` is easier to keep right when the doc changes",
+                )
+            )
             return None
         return EvidenceUnit(doc.doc_id, start, end)
 
     def _resolve_chunk(self, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
         extra = [key for key in ("doc", "quote", "occurrence", "start", "end") if key in ref]
         if extra:
-            problems.append(Problem(
-                where, f"{role}: a {{chunk, chunking}} reference cannot also have {', '.join(extra)}",
-                "the chunk id names its doc already: remove them, or drop `chunk`/`chunking` for another form",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: a {{chunk, chunking}} reference cannot also have {', '.join(extra)}",
+                    "the chunk id names its doc already: remove them, or drop `chunk`/`chunking` for another form",
+                )
+            )
             return None
         if "chunk" not in ref or "chunking" not in ref:
             missing = "chunking" if "chunk" in ref else "chunk"
-            problems.append(Problem(
-                where, f"{role}: a chunk reference needs both `chunk` and `chunking`; `{missing}` is missing",
-                "a chunk id is only valid under the chunking that made it: name it, e.g. "
-                "{chunk: leave-policy#3, chunking: fixed-300}",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: a chunk reference needs both `chunk` and `chunking`; `{missing}` is missing",
+                    "a chunk id is only valid under the chunking that made it: name it, e.g. "
+                    "{chunk: leave-policy#3, chunking: fixed-300}",
+                )
+            )
             return None
         name, chunk_id = ref["chunking"], ref["chunk"]
         if not isinstance(name, str) or name not in self.chunkings:
             defined = ", ".join(sorted(map(str, self.chunkings))) or "none"
-            problems.append(Problem(
-                where, f"{role}: unknown chunking {name!r}",
-                f"use a chunking defined in params.yaml (defined: {defined})",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: unknown chunking {name!r}",
+                    f"use a chunking defined in params.yaml (defined: {defined})",
+                )
+            )
             return None
         if not isinstance(chunk_id, str) or "#" not in chunk_id:
-            problems.append(Problem(
-                where, f"{role}: chunk id {chunk_id!r} is not of the form <doc_id>#<ordinal>",
-                "write the chunk id as ragvet's chunk stage does, e.g. leave-policy#3",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: chunk id {chunk_id!r} is not of the form <doc_id>#<ordinal>",
+                    "write the chunk id as ragvet's chunk stage does, e.g. leave-policy#3",
+                )
+            )
             return None
         doc_part = chunk_id.rsplit("#", 1)[0]
         doc = self._doc(doc_part, where, role, problems)
@@ -360,11 +417,14 @@ class EvidenceResolver:
             if chunk.chunk_id == chunk_id:
                 return EvidenceUnit(doc.doc_id, chunk.start, chunk.end)
         valid = f"{chunks[0].chunk_id} to {chunks[-1].chunk_id}" if chunks else "none"
-        problems.append(Problem(
-            where, f"{role}: unknown chunk id {chunk_id!r}: under chunking {name!r} doc {doc.doc_id!r} "
-            f"has {len(chunks)} chunk{'s' if len(chunks) != 1 else ''} ({valid})",
-            "fix the ordinal, or name the chunking the label was made with",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"{role}: unknown chunk id {chunk_id!r}: under chunking {name!r} doc {doc.doc_id!r} "
+                f"has {len(chunks)} chunk{'s' if len(chunks) != 1 else ''} ({valid})",
+                "fix the ordinal, or name the chunking the label was made with",
+            )
+        )
         return None
 
     def _chunk(self, name: str, doc: Doc, where: str, role: str, problems: list[Problem]) -> list[Chunk] | None:
@@ -374,10 +434,13 @@ class EvidenceResolver:
         if name not in self._chunking_ok:
             self._chunking_ok[name] = not chunking_problems(name, spec, f"params.yaml: chunking.{name}")
         if not self._chunking_ok[name]:
-            problems.append(Problem(
-                where, f"{role}: chunking {name!r} is invalid, so its chunk ids cannot be resolved",
-                f"fix params.yaml: chunking.{name} first (see its own problems)",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: chunking {name!r} is invalid, so its chunk ids cannot be resolved",
+                    f"fix params.yaml: chunking.{name} first (see its own problems)",
+                )
+            )
             return None
         key = (name, doc.doc_id)
         if key not in self._chunks:
@@ -386,8 +449,11 @@ class EvidenceResolver:
 
 
 def resolve_reference(
-    ref: dict, docs: Mapping[str, Doc], chunkings: Mapping[str, Any] | None = None,
-    where: str = "evidence reference", role: str = "evidence",
+    ref: dict,
+    docs: Mapping[str, Doc],
+    chunkings: Mapping[str, Any] | None = None,
+    where: str = "evidence reference",
+    role: str = "evidence",
 ) -> EvidenceUnit:
     """Resolve one reference to an :class:`EvidenceUnit`, or raise :class:`InputError`
     with every problem it has. For many references, use one :class:`EvidenceResolver`."""

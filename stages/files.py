@@ -12,8 +12,9 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from stages.errors import InputError, Problem
 

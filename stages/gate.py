@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -26,8 +25,8 @@ def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
-    out: Optional[Path] = typer.Option(None, help="Verdict JSON to write."),
-    against: Optional[str] = typer.Option(None, help="Compare with this git revision's results instead."),
+    out: Path | None = typer.Option(None, help="Verdict JSON to write."),
+    against: str | None = typer.Option(None, help="Compare with this git revision's results instead."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
@@ -42,9 +41,13 @@ def main(
             base_summary, base_rows = read_baseline_dir(baseline, config)
         results.append(
             compare_config(
-                config, base_rows, read_jsonl(cases_dir / f"{config}.jsonl"),
-                base_summary["fingerprints"] if base_summary else None, current_fingerprints,
-                gate, settings["slices"],
+                config,
+                base_rows,
+                read_jsonl(cases_dir / f"{config}.jsonl"),
+                base_summary["fingerprints"] if base_summary else None,
+                current_fingerprints,
+                gate,
+                settings["slices"],
             )
         )
     verdict = gate_verdict(results)

@@ -50,7 +50,9 @@ def _eval_rows(rows: Iterable[Row]) -> dict[str, Row]:
     return {row["case_id"]: row for row in rows if row.get("split") == EVAL}
 
 
-def paired_values(baseline_rows: Iterable[Row], current_rows: Iterable[Row], metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def paired_values(
+    baseline_rows: Iterable[Row], current_rows: Iterable[Row], metric: str
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Values of ``metric`` for eval-split cases present, with a value, on both sides.
 
     Sorted by case_id, so that the bootstrap (which indexes into these arrays)
@@ -138,16 +140,32 @@ def _compare(base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, sig
     decision always agrees with the numbers written next to it.
     """
     if len(base) == 0:
-        return {"baseline": None, "current": None, "delta": None, "ci_low": None, "ci_high": None,
-                "cases": 0, "failed": False}
+        return {
+            "baseline": None,
+            "current": None,
+            "delta": None,
+            "ci_low": None,
+            "ci_high": None,
+            "cases": 0,
+            "failed": False,
+        }
     b, c = float(base.mean()), float(cur.mean())
     delta = round(c - b, FLOAT_PLACES)
     low, high = bootstrap_ci(base, cur, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
-    return {"baseline": b, "current": c, "delta": delta, "ci_low": low, "ci_high": high,
-            "cases": len(base), "failed": _failed(delta, high, max_drop, significance)}
+    return {
+        "baseline": b,
+        "current": c,
+        "delta": delta,
+        "ci_low": low,
+        "ci_high": high,
+        "cases": len(base),
+        "failed": _failed(delta, high, max_drop, significance),
+    }
 
 
-def _slices(baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]) -> list[dict]:
+def _slices(
+    baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]
+) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
 
     Slice membership comes from the current rows' tags: with an unchanged eval
@@ -168,8 +186,13 @@ def _slices(baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dic
             members = np.asarray(groups[value])
             if len(members) < int(gate["min_slice_cases"]):
                 continue
-            result = _compare(base[members], cur[members], gate["bootstrap"], float(gate["slice_max_drop"]),
-                              bool(gate["require_significance"]))
+            result = _compare(
+                base[members],
+                cur[members],
+                gate["bootstrap"],
+                float(gate["slice_max_drop"]),
+                bool(gate["require_significance"]),
+            )
             out.append({"key": key, "value": value, "metric": metric, **result})
     return out
 
@@ -208,28 +231,43 @@ def compare_config(
     metrics: list[str] = list(gate_params["metrics"])
     k_missed = _newly_missed_k(metrics)
     result: dict[str, Any] = {
-        "config": config, "valid": False, "reasons": [], "metrics": [], "slices": [], "newly_missed": [],
-        "newly_missed_k": k_missed, "max_drop": float(gate_params["max_drop"]),
+        "config": config,
+        "valid": False,
+        "reasons": [],
+        "metrics": [],
+        "slices": [],
+        "newly_missed": [],
+        "newly_missed_k": k_missed,
+        "max_drop": float(gate_params["max_drop"]),
         "slice_max_drop": float(gate_params["slice_max_drop"]),
-        "confidence": float(gate_params["bootstrap"]["confidence"]), "passed": False,
+        "confidence": float(gate_params["bootstrap"]["confidence"]),
+        "passed": False,
     }
     reasons: list[str] = result["reasons"]
     if baseline_rows is None or baseline_fp is None:
-        reasons.append(f"no baseline for {config} (metrics/baseline/{config}.json and "
-                       f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`")
+        reasons.append(
+            f"no baseline for {config} (metrics/baseline/{config}.json and "
+            f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`"
+        )
     if current_rows is None or current_fp is None:
-        reasons.append(f"no current results for {config} (metrics/{config}.json and "
-                       f"metrics/cases/{config}.jsonl): run `dvc repro` first")
+        reasons.append(
+            f"no current results for {config} (metrics/{config}.json and "
+            f"metrics/cases/{config}.jsonl): run `dvc repro` first"
+        )
     if reasons:
         return result
 
     base_fp, cur_fp = _fingerprints(baseline_fp) or {}, _fingerprints(current_fp) or {}
     if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
-        reasons.append(f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
-                       f"{cur_fp.get('eval_split')}): {RELABEL_FIX}")
+        reasons.append(
+            f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
+            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}"
+        )
     if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
-        reasons.append(f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
-                       f"{cur_fp.get('corpus')}): {CORPUS_FIX}")
+        reasons.append(
+            f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
+            f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
+        )
     if reasons:
         return result
 
@@ -239,12 +277,16 @@ def compare_config(
             continue
         for metric in metrics:
             if _missing(means.get(metric)):
-                reasons.append(f"guarded metric {metric} is undefined (NaN or missing) in the {side} summary: "
-                               "fix the cases or params so it has a value, or stop gating on it")
+                reasons.append(
+                    f"guarded metric {metric} is undefined (NaN or missing) in the {side} summary: "
+                    "fix the cases or params so it has a value, or stop gating on it"
+                )
 
     if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
-        reasons.append("no paired cases: no eval-split case is in both the baseline and the current results; "
-                       "re-baseline deliberately with `ragvet baseline accept`")
+        reasons.append(
+            "no paired cases: no eval-split case is in both the baseline and the current results; "
+            "re-baseline deliberately with `ragvet baseline accept`"
+        )
         return result
 
     boot = gate_params["bootstrap"]
@@ -253,8 +295,10 @@ def compare_config(
         _, base, cur = paired_values(baseline_rows, current_rows, metric)
         entry = {"metric": metric, **_compare(base, cur, boot, result["max_drop"], significance)}
         if entry["cases"] == 0:
-            reasons.append(f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
-                           "fix the cases so it has a value, or stop gating on it")
+            reasons.append(
+                f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
+                "fix the cases so it has a value, or stop gating on it"
+            )
         result["metrics"].append(entry)
 
     result["slices"] = _slices(baseline_rows, current_rows, gate_params, slice_keys)
@@ -290,9 +334,11 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 
 def _comparison_text(entry: dict, confidence: float) -> str:
-    return (f"{_num(entry['baseline'])} -> {_num(entry['current'])} (delta {_num(entry['delta'], signed=True)}, "
-            f"{confidence * 100:g}% CI [{_num(entry['ci_low'], signed=True)}, {_num(entry['ci_high'], signed=True)}]"
-            f", {entry['cases']} cases)")
+    return (
+        f"{_num(entry['baseline'])} -> {_num(entry['current'])} (delta {_num(entry['delta'], signed=True)}, "
+        f"{confidence * 100:g}% CI [{_num(entry['ci_low'], signed=True)}, {_num(entry['ci_high'], signed=True)}]"
+        f", {entry['cases']} cases)"
+    )
 
 
 def render_verdict(verdict: dict) -> str:
@@ -312,12 +358,16 @@ def render_verdict(verdict: dict) -> str:
         for s in failing:
             lines.append(f"FAIL {name} slice {s['key']}={s['value']} {s['metric']}: {_comparison_text(s, confidence)}")
         if cfg["slices"]:
-            lines.append(f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
-                         f"{_num(cfg.get('slice_max_drop'))}")
+            lines.append(
+                f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
+                f"{_num(cfg.get('slice_max_drop'))}"
+            )
         if cfg["newly_missed"]:
             k = cfg.get("newly_missed_k")
-            lines.append(f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
-                         f"(hit in baseline, missed now): {', '.join(cfg['newly_missed'])}")
+            lines.append(
+                f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
+                f"(hit in baseline, missed now): {', '.join(cfg['newly_missed'])}"
+            )
     lines.append(f"gate: {'PASSED' if verdict['passed'] else 'FAILED'}")
     return "\n".join(lines) + "\n"
 
@@ -345,8 +395,9 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
             if src.is_file():
                 pairs.append((src, dst))
             else:
-                problems.append(Problem(str(src), f"results of gated configuration {config} not found",
-                                        "run dvc repro first"))
+                problems.append(
+                    Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
+                )
     if problems:
         raise InputError(problems)
     written = []
@@ -366,13 +417,23 @@ def _git_show(repo: Path, rev: str, path: str) -> str:
     """File text at a revision. ``./`` makes the path relative to ``repo`` even when
     the DVC project is a subfolder of the git repository."""
     try:
-        done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, text=True,
-                              encoding="utf-8", check=False)
+        done = subprocess.run(
+            ["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False
+        )
     except FileNotFoundError:
-        raise InputError([Problem(str(repo), "git is not installed", "install git to gate against a revision")]) from None
+        raise InputError(
+            [Problem(str(repo), "git is not installed", "install git to gate against a revision")]
+        ) from None
     if done.returncode != 0:
-        raise InputError([Problem(f"{rev}:{path}", f"not in that revision ({done.stderr.strip()})",
-                                  "pick a revision whose results were committed (run dvc repro and commit there)")])
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:{path}",
+                    f"not in that revision ({done.stderr.strip()})",
+                    "pick a revision whose results were committed (run dvc repro and commit there)",
+                )
+            ]
+        )
     return done.stdout
 
 
@@ -385,13 +446,27 @@ def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[R
     """
     repo = Path(repo)
     try:
-        check = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
-                               capture_output=True, text=True, check=False)
+        check = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except FileNotFoundError:
-        raise InputError([Problem(str(repo), "git is not installed", "install git to gate against a revision")]) from None
+        raise InputError(
+            [Problem(str(repo), "git is not installed", "install git to gate against a revision")]
+        ) from None
     if check.returncode != 0:
-        raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist",
-                                  "pass a commit, branch or tag that exists (git log --oneline)")])
+        raise InputError(
+            [
+                Problem(
+                    str(repo),
+                    f"git revision {rev!r} does not exist",
+                    "pass a commit, branch or tag that exists (git log --oneline)",
+                )
+            ]
+        )
     summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
     problems: list[Problem] = []
     texts: dict[str, str] = {}
@@ -405,8 +480,15 @@ def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[R
     try:
         summary = json.loads(texts[summary_path])
     except json.JSONDecodeError as err:
-        raise InputError([Problem(f"{rev}:{summary_path}:{err.lineno}", f"malformed JSON: {err.msg}",
-                                  "gate against a revision with intact results")]) from None
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:{summary_path}:{err.lineno}",
+                    f"malformed JSON: {err.msg}",
+                    "gate against a revision with intact results",
+                )
+            ]
+        ) from None
     rows: list[Row] = []
     for number, line in enumerate(texts[cases_path].splitlines(), start=1):
         if not line.strip():
@@ -414,8 +496,13 @@ def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[R
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as err:
-            problems.append(Problem(f"{rev}:{cases_path}:{number}", f"malformed JSON: {err.msg}",
-                                    "gate against a revision with intact results"))
+            problems.append(
+                Problem(
+                    f"{rev}:{cases_path}:{number}",
+                    f"malformed JSON: {err.msg}",
+                    "gate against a revision with intact results",
+                )
+            )
     if problems:
         raise InputError(problems)
     return summary, rows

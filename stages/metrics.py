@@ -271,9 +271,16 @@ def _k(k: int | None) -> int:
     return k
 
 
-def _metric(name: str, definition: str, compute: Callable[[CaseInput, int | None], float | int | None], *,
-            at_k: bool = True, comparable: bool = False, higher_is_better: bool = True,
-            abstention: bool = False) -> Metric:
+def _metric(
+    name: str,
+    definition: str,
+    compute: Callable[[CaseInput, int | None], float | int | None],
+    *,
+    at_k: bool = True,
+    comparable: bool = False,
+    higher_is_better: bool = True,
+    abstention: bool = False,
+) -> Metric:
     return Metric(name, at_k, definition, comparable, higher_is_better, abstention, compute)
 
 
@@ -281,37 +288,50 @@ METRICS: dict[str, Metric] = {
     metric.name: metric
     for metric in (
         _metric(
-            "recall", "|top-k ∩ relevant chunks| / |relevant chunks|",
+            "recall",
+            "|top-k ∩ relevant chunks| / |relevant chunks|",
             lambda c, k: recall_at_k(c.retrieved, c.relevant, _k(k)),
         ),
         _metric(
-            "hit", "1 if any relevant chunk is in the top-k, else 0",
+            "hit",
+            "1 if any relevant chunk is in the top-k, else 0",
             lambda c, k: hit_at_k(c.retrieved, c.relevant, _k(k)),
         ),
         _metric(
-            "mrr", "1 / rank of the first relevant chunk within depth, 0 if none",
-            lambda c, k: reciprocal_rank(c.retrieved, c.relevant), at_k=False,
+            "mrr",
+            "1 / rank of the first relevant chunk within depth, 0 if none",
+            lambda c, k: reciprocal_rank(c.retrieved, c.relevant),
+            at_k=False,
         ),
         _metric(
-            "precision", "|top-k ∩ relevant chunks| / k (trec_eval P_k)",
+            "precision",
+            "|top-k ∩ relevant chunks| / k (trec_eval P_k)",
             lambda c, k: precision_at_k(c.retrieved, c.relevant, _k(k)),
         ),
         _metric(
-            "ndcg", "binary-relevance nDCG of the top-k (trec_eval ndcg_cut_k)",
+            "ndcg",
+            "binary-relevance nDCG of the top-k (trec_eval ndcg_cut_k)",
             lambda c, k: ndcg_at_k(c.retrieved, c.relevant, _k(k)),
         ),
         _metric(
-            "evidence_recall", "share of evidence units available in the top-k",
-            lambda c, k: evidence_recall_at_k(c.retrieved, c.units, _k(k), c.span_coverage), comparable=True,
+            "evidence_recall",
+            "share of evidence units available in the top-k",
+            lambda c, k: evidence_recall_at_k(c.retrieved, c.units, _k(k), c.span_coverage),
+            comparable=True,
         ),
         _metric(
-            "claim_availability", "share of claims with an evidence unit available in the top-k",
-            lambda c, k: claim_evidence_availability(c.retrieved, c.claims, _k(k), c.span_coverage), comparable=True,
+            "claim_availability",
+            "share of claims with an evidence unit available in the top-k",
+            lambda c, k: claim_evidence_availability(c.retrieved, c.claims, _k(k), c.span_coverage),
+            comparable=True,
         ),
         _metric(
-            "context_chars", "characters in the top-k chunks (the context budget)",
+            "context_chars",
+            "characters in the top-k chunks (the context budget)",
             lambda c, k: context_chars_at_k(c.retrieved, c.chunk_lengths, _k(k)),
-            comparable=True, higher_is_better=False, abstention=True,
+            comparable=True,
+            higher_is_better=False,
+            abstention=True,
         ),
     )
 }
@@ -345,7 +365,8 @@ def metric_problems(
         elif metric.at_k and ks is not None and int(tail) not in ks:
             problems.append(
                 Problem(
-                    where, f"metric {name!r} uses k={int(tail)}, which is not computed",
+                    where,
+                    f"metric {name!r} uses k={int(tail)}, which is not computed",
                     f"add {int(tail)} to ks or use one of k = {sorted(set(ks))}",
                 )
             )

@@ -37,8 +37,12 @@ def main(
     fingerprints = read_json(split)["fingerprints"]
     summaries = {
         config: config_summary(
-            config, spec, read_jsonl(cases_dir / f"{config}.jsonl"), settings["ks"],
-            settings["retrievers"][spec["retriever"]].get("abstain_below"), fingerprints,
+            config,
+            spec,
+            read_jsonl(cases_dir / f"{config}.jsonl"),
+            settings["ks"],
+            settings["retrievers"][spec["retriever"]].get("abstain_below"),
+            fingerprints,
         )
         for config, spec in sorted(settings["configs"].items())
     }

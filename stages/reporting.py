@@ -72,8 +72,14 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
     rows = []
     for name in names:
         means, den = _split(summaries[name], split)
-        rows.append([name, *(fmt(means.get(f"evidence_recall@{k_}")) for k_ in ks),
-                     fmt(den.get("cases")), fmt(den.get("abstention_cases"))])
+        rows.append(
+            [
+                name,
+                *(fmt(means.get(f"evidence_recall@{k_}")) for k_ in ks),
+                fmt(den.get("cases")),
+                fmt(den.get("abstention_cases")),
+            ]
+        )
     out += _table(["config", *(f"evidence_recall@{k_}" for k_ in ks), "cases", "abstention cases"], rows) + [""]
 
     out += ["### Claim availability, macro / claim-pooled (comparable across chunkings)", ""]
@@ -81,10 +87,24 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
     for name in names:
         means, den = _split(summaries[name], split)
         cells = [f"{fmt(means.get(f'claim_availability@{k_}'))} / {fmt(means.get(POOLED.format(k=k_)))}" for k_ in ks]
-        rows.append([name, *cells, fmt(den.get("cases_with_claims")), fmt(den.get("claims")),
-                     fmt(den.get("cases_without_claims")), fmt(den.get("abstention_cases"))])
-    header = ["config", *(f"claim_availability@{k_}" for k_ in ks), "cases with claims", "claims",
-              "cases without claims", "abstention cases"]
+        rows.append(
+            [
+                name,
+                *cells,
+                fmt(den.get("cases_with_claims")),
+                fmt(den.get("claims")),
+                fmt(den.get("cases_without_claims")),
+                fmt(den.get("abstention_cases")),
+            ]
+        )
+    header = [
+        "config",
+        *(f"claim_availability@{k_}" for k_ in ks),
+        "cases with claims",
+        "claims",
+        "cases without claims",
+        "abstention cases",
+    ]
     out += _table(header, rows) + [""]
 
     out += [f"### Retrieval at k={k}", ""]
@@ -92,25 +112,54 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
     for name in names:
         summary = summaries[name]
         means, den = _split(summary, split)
-        rows.append([name, str(summary.get("chunking", DASH)), str(summary.get("retriever", DASH)),
-                     fmt(means.get(f"recall@{k}")), fmt(means.get(f"hit@{k}")), fmt(means.get("mrr")),
-                     fmt(means.get(f"context_chars@{k}")), fmt(den.get("cases")), fmt(den.get("abstention_cases")),
-                     fmt(den.get("cases_without_claims")), fmt(den.get("duplicates_removed"))])
-    header = ["config", "chunking", "retriever", f"recall@{k} (chunk-level)", f"hit@{k}", "mrr",
-              f"context_chars@{k}", "cases", "abstention cases", "cases without claims", "duplicates removed"]
+        rows.append(
+            [
+                name,
+                str(summary.get("chunking", DASH)),
+                str(summary.get("retriever", DASH)),
+                fmt(means.get(f"recall@{k}")),
+                fmt(means.get(f"hit@{k}")),
+                fmt(means.get("mrr")),
+                fmt(means.get(f"context_chars@{k}")),
+                fmt(den.get("cases")),
+                fmt(den.get("abstention_cases")),
+                fmt(den.get("cases_without_claims")),
+                fmt(den.get("duplicates_removed")),
+            ]
+        )
+    header = [
+        "config",
+        "chunking",
+        "retriever",
+        f"recall@{k} (chunk-level)",
+        f"hit@{k}",
+        "mrr",
+        f"context_chars@{k}",
+        "cases",
+        "abstention cases",
+        "cases without claims",
+        "duplicates removed",
+    ]
     return out + _table(header, rows) + [""]
 
 
-def _baseline_section(summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: Sequence[str],
-                      ks: Sequence[int]) -> list[str]:
+def _baseline_section(
+    summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: Sequence[str], ks: Sequence[int]
+) -> list[str]:
     """Eval-split means of each gated config beside its baseline.
 
     These are plain summary means; the gate's verdict (``metrics/gate.json``) is
     the paired comparison with confidence intervals.
     """
     k = summary_k(ks)
-    metrics = [f"evidence_recall@{k}", f"claim_availability@{k}", f"recall@{k}", f"hit@{k}", "mrr",
-               f"context_chars@{k}"]
+    metrics = [
+        f"evidence_recall@{k}",
+        f"claim_availability@{k}",
+        f"recall@{k}",
+        f"hit@{k}",
+        "mrr",
+        f"context_chars@{k}",
+    ]
     out = ["## vs baseline (eval split, gated configurations)", ""]
     if not gate_configs:
         return out + ["No configurations are gated.", ""]
@@ -144,28 +193,50 @@ def _distribution(dist: dict | None) -> str:
 
 
 def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
-    out = ["## Abstention cases (`answerable: false`)", "",
-           ("Cases with no evidence are kept out of the means above. The top-1 score shows how confidently the "
-           "retriever answers a question the corpus cannot; the rates apply where a retriever sets `abstain_below`."),
-           ""]
+    out = [
+        "## Abstention cases (`answerable: false`)",
+        "",
+        (
+            "Cases with no evidence are kept out of the means above. The top-1 score shows how confidently the "
+            "retriever answers a question the corpus cannot; the rates apply where a retriever sets `abstain_below`."
+        ),
+        "",
+    ]
     rows = []
     for name in sorted(summaries):
         abst = summaries[name].get("abstention") or {}
         for split in SPLITS:
             part = abst.get(split) or {}
-            rows.append([name, split, fmt(part.get("cases")), _distribution(part.get("top1_score")),
-                         fmt(part.get("abstain_rate")), fmt(part.get("false_abstain_rate"))])
+            rows.append(
+                [
+                    name,
+                    split,
+                    fmt(part.get("cases")),
+                    _distribution(part.get("top1_score")),
+                    fmt(part.get("abstain_rate")),
+                    fmt(part.get("false_abstain_rate")),
+                ]
+            )
     header = ["config", "split", "cases", "top-1 score", "abstain rate", "false abstain rate (answerable)"]
     return out + _table(header, rows) + [""]
 
 
-def render_report(summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: list[str],
-                  ks: list[int]) -> str:
+def render_report(
+    summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: list[str], ks: list[int]
+) -> str:
     """Markdown comparing every configuration, and the gated ones with their baseline."""
     ks = sorted(set(ks))
-    lines = ["# ragvet retrieval report", "", CHUNKING_NOTE, "",
-             ("Means are macro over cases; each table gives its denominators. `–` means no value "
-             "(no case to average over)."), ""]
+    lines = [
+        "# ragvet retrieval report",
+        "",
+        CHUNKING_NOTE,
+        "",
+        (
+            "Means are macro over cases; each table gives its denominators. `–` means no value "
+            "(no case to average over)."
+        ),
+        "",
+    ]
     for split in SPLITS:
         lines += _split_tables(summaries, split, ks)
     lines += _baseline_section(summaries, baseline, gate_configs, ks)
@@ -180,12 +251,15 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
     for name in sorted(summaries):
         means, _ = _split(summaries[name], "eval")
         for k in sorted(set(ks)):
-            rows.append({
-                "config": name, "k": k,
-                "recall": means.get(f"recall@{k}"),
-                "evidence_recall": means.get(f"evidence_recall@{k}"),
-                "claim_availability": means.get(f"claim_availability@{k}"),
-                "hit": means.get(f"hit@{k}"),
-                "context_chars": means.get(f"context_chars@{k}"),
-            })
+            rows.append(
+                {
+                    "config": name,
+                    "k": k,
+                    "recall": means.get(f"recall@{k}"),
+                    "evidence_recall": means.get(f"evidence_recall@{k}"),
+                    "claim_availability": means.get(f"claim_availability@{k}"),
+                    "hit": means.get(f"hit@{k}"),
+                    "context_chars": means.get(f"context_chars@{k}"),
+                }
+            )
     return rows

@@ -12,7 +12,8 @@ tie-breaking luck into recall.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,9 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
     for key in ("k1", "b"):
         value = spec.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            problems.append(Problem(where, f"{key} must be a number ≥ 0, got {value!r}", f"set {key}, e.g. k1: 1.5, b: 0.75"))
+            problems.append(
+                Problem(where, f"{key} must be a number ≥ 0, got {value!r}", f"set {key}, e.g. k1: 1.5, b: 0.75")
+            )
     if spec.get("stopwords", "en") not in ("en", "english", "none", None):
         problems.append(Problem(where, f"unknown stopwords {spec['stopwords']!r}", "use stopwords: en or none"))
     stemmer = spec.get("stemmer", "none")
@@ -130,7 +133,9 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
 
 # --- registry -------------------------------------------------------------
 
-Kind = tuple[Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[RunRow]], Callable[[dict, str], list[Problem]], set]
+Kind = tuple[
+    Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[RunRow]], Callable[[dict, str], list[Problem]], set
+]
 
 KINDS: dict[str, Kind] = {"bm25": (bm25_run, bm25_problems, BM25_KEYS)}
 

@@ -66,7 +66,12 @@ class Chunk:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Chunk:
         return cls(
-            row["chunk_id"], row["doc_id"], row["ordinal"], row["start"], row["end"], row["text"],
+            row["chunk_id"],
+            row["doc_id"],
+            row["ordinal"],
+            row["start"],
+            row["end"],
+            row["text"],
             dict(row.get("metadata") or {}),
         )
 
@@ -203,7 +208,13 @@ PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", 
 SPLIT_KEYS = ("salt", "eval_fraction")
 EVIDENCE_KEYS = ("span_coverage",)
 GATE_KEYS = (
-    "configs", "metrics", "max_drop", "min_slice_cases", "slice_max_drop", "slice_metric", "require_significance",
+    "configs",
+    "metrics",
+    "max_drop",
+    "min_slice_cases",
+    "slice_max_drop",
+    "slice_metric",
+    "require_significance",
     "bootstrap",
 )
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
@@ -350,8 +361,10 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
         loader.dispose()
     problems = [
         Problem(
-            f"{where}:{dup + line_offset}", f"key `{key}` appears twice in one mapping (first on line "
-            f"{first + line_offset}); YAML would silently keep only the last", "remove or rename one of them",
+            f"{where}:{dup + line_offset}",
+            f"key `{key}` appears twice in one mapping (first on line "
+            f"{first + line_offset}); YAML would silently keep only the last",
+            "remove or rename one of them",
         )
         for key, first, dup in loader.duplicates
     ]
@@ -374,19 +387,25 @@ def _metadata(raw: Any, where: str, problems: list[Problem]) -> dict[str, Scalar
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        problems.append(Problem(
-            where, f"metadata must be a mapping of key: value, got {kind_of(raw)}",
-            "write metadata as {key: value, ...} with text, number or true/false values",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"metadata must be a mapping of key: value, got {kind_of(raw)}",
+                "write metadata as {key: value, ...} with text, number or true/false values",
+            )
+        )
         return {}
     metadata: dict[str, Scalar] = {}
     for key, value in raw.items():
         if not _is_scalar(value):
-            problems.append(Problem(
-                where, f"metadata `{key}` must be a single text, number or true/false value, got "
-                f"{kind_of(value)} {value!r}",
-                "flatten it (e.g. `region: emea` rather than a list or mapping); filters match one value per key",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"metadata `{key}` must be a single text, number or true/false value, got "
+                    f"{kind_of(value)} {value!r}",
+                    "flatten it (e.g. `region: emea` rather than a list or mapping); filters match one value per key",
+                )
+            )
             continue
         metadata[str(key)] = value
     return metadata
@@ -407,29 +426,43 @@ def _has_text(text: Any) -> bool:
 
 def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
     if not isinstance(row, dict):
-        problems.append(Problem(
-            where, f"a corpus line must be a JSON object, got {kind_of(row)}",
-            'write one {"doc_id": ..., "text": ...} object per line',
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"a corpus line must be a JSON object, got {kind_of(row)}",
+                'write one {"doc_id": ..., "text": ...} object per line',
+            )
+        )
         return None
     before = len(problems)
     for key in row:
         if key not in DOC_KEYS:
-            problems.append(Problem(
-                where, f"unknown key `{key}` in a corpus line",
-                f"{_did_you_mean(key, DOC_KEYS)}a line takes {', '.join(DOC_KEYS)}; put other fields under metadata",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"unknown key `{key}` in a corpus line",
+                    f"{_did_you_mean(key, DOC_KEYS)}a line takes {', '.join(DOC_KEYS)}; "
+                    "put other fields under metadata",
+                )
+            )
     doc_id = _as_id(row.get("doc_id"))
     if doc_id is None:
-        problems.append(Problem(
-            where, f"missing or empty doc_id (got {row.get('doc_id')!r})", "give every line a unique, non-empty doc_id",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"missing or empty doc_id (got {row.get('doc_id')!r})",
+                "give every line a unique, non-empty doc_id",
+            )
+        )
     text = row.get("text")
     if not _has_text(text):
-        problems.append(Problem(
-            where, f"doc {doc_id or '?'}: missing or empty text (got {text!r})",
-            "give the line its document text, or remove the line",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"doc {doc_id or '?'}: missing or empty text (got {text!r})",
+                "give the line its document text, or remove the line",
+            )
+        )
     title = _title(row.get("title"), where, problems)
     metadata = _metadata(row.get("metadata"), where, problems)
     if len(problems) > before:
@@ -449,7 +482,7 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
     closing = _FRONT_CLOSE.search(text, opening.end())
     if not closing:
         raise ValueError("front matter opened by `---` on line 1 is never closed")
-    return text[opening.end():closing.start()], text[closing.end():]
+    return text[opening.end() : closing.start()], text[closing.end() :]
 
 
 def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
@@ -472,19 +505,25 @@ def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
         value, yaml_problems = load_located_yaml(front, where, line_offset=1)
         problems.extend(yaml_problems)
         if value is not None and not isinstance(value, dict):
-            problems.append(Problem(
-                where, f"front matter must be a YAML mapping of key: value, got {kind_of(value)}",
-                "write front matter as `key: value` lines between two `---` lines",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"front matter must be a YAML mapping of key: value, got {kind_of(value)}",
+                    "write front matter as `key: value` lines between two `---` lines",
+                )
+            )
         elif value:
             value = dict(value)
             title = _title(value.pop("title", None), where, problems)
             metadata = _metadata(value, where, problems)
     if not _has_text(body):
-        problems.append(Problem(
-            where, f"doc {doc_id}: the text is empty" + (" after the front matter" if front is not None else ""),
-            "write the document's text into the file, or delete the file",
-        ))
+        problems.append(
+            Problem(
+                where,
+                f"doc {doc_id}: the text is empty" + (" after the front matter" if front is not None else ""),
+                "write the document's text into the file, or delete the file",
+            )
+        )
     if len(problems) > before:
         return None
     return Doc(doc_id, body, title, metadata)
@@ -504,10 +543,13 @@ def _jsonl_docs(path: Path, problems: list[Problem]) -> list[tuple[Doc, str]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            problems.append(Problem(
-                where, f"malformed JSON: {err.msg} (column {err.colno})",
-                'make each line one JSON object such as {"doc_id": "a", "text": "..."}',
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"malformed JSON: {err.msg} (column {err.colno})",
+                    'make each line one JSON object such as {"doc_id": "a", "text": "..."}',
+                )
+            )
             continue
         doc = _jsonl_doc(row, where, problems)
         if doc is not None:
@@ -520,7 +562,7 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
     so cases can still be checked against the docs that did load."""
     corpus_dir = Path(corpus_dir)
     accepted = (
-        "*.jsonl files with one {\"doc_id\", \"text\", \"title\"?, \"metadata\"?} object per line, or "
+        '*.jsonl files with one {"doc_id", "text", "title"?, "metadata"?} object per line, or '
         "*.md / *.txt files (doc id = path without suffix; optional YAML front matter between `---` lines)"
     )
     if not corpus_dir.is_dir():
@@ -528,8 +570,13 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
     problems: list[Problem] = []
     found: list[tuple[Doc, str]] = []
     paths = sorted(
-        (path for path in corpus_dir.rglob("*") if path.is_file() and path.suffix.lower() in CORPUS_SUFFIXES
-         and not any(part.startswith(".") for part in path.relative_to(corpus_dir).parts)),
+        (
+            path
+            for path in corpus_dir.rglob("*")
+            if path.is_file()
+            and path.suffix.lower() in CORPUS_SUFFIXES
+            and not any(part.startswith(".") for part in path.relative_to(corpus_dir).parts)
+        ),
         key=lambda path: path.relative_to(corpus_dir).as_posix(),
     )
     for path in paths:
@@ -544,10 +591,13 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
     docs: list[Doc] = []
     for doc, where in found:
         if doc.doc_id in first_seen:
-            problems.append(Problem(
-                where, f"duplicate doc id {doc.doc_id!r}: also defined at {first_seen[doc.doc_id]}",
-                "make doc ids unique: rename one file or change one doc_id",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"duplicate doc id {doc.doc_id!r}: also defined at {first_seen[doc.doc_id]}",
+                    "make doc ids unique: rename one file or change one doc_id",
+                )
+            )
             continue
         first_seen[doc.doc_id] = where
         docs.append(doc)
@@ -582,10 +632,13 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
         return []
     suffix = path.suffix.lower()
     if suffix not in CASE_SUFFIXES:
-        problems.append(Problem(
-            str(path), f"unsupported cases file type {suffix or '(none)'!r}",
-            "write the cases as a YAML list (.yaml or .yml) or as JSONL (.jsonl, one case object per line)",
-        ))
+        problems.append(
+            Problem(
+                str(path),
+                f"unsupported cases file type {suffix or '(none)'!r}",
+                "write the cases as a YAML list (.yaml or .yml) or as JSONL (.jsonl, one case object per line)",
+            )
+        )
         return []
     try:
         text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
@@ -600,10 +653,13 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
             try:
                 items.append((number, json.loads(line)))
             except json.JSONDecodeError as err:
-                problems.append(Problem(
-                    f"{path}:{number}", f"malformed JSON: {err.msg} (column {err.colno})",
-                    "make each line one JSON case object",
-                ))
+                problems.append(
+                    Problem(
+                        f"{path}:{number}",
+                        f"malformed JSON: {err.msg} (column {err.colno})",
+                        "make each line one JSON case object",
+                    )
+                )
         if not items and not problems:
             problems.append(Problem(str(path), "the cases file has no cases", "add one JSON case object per line"))
         return items
@@ -616,10 +672,13 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
         return []
     if not isinstance(data, list):
         hint = " (start each case with `- `)" if isinstance(data, dict) else ""
-        problems.append(Problem(
-            f"{path}:1", f"the cases file must be a YAML list of cases, got {kind_of(data)}{hint}",
-            "write each case as a list item: `- id: ...`, `  question: ...`",
-        ))
+        problems.append(
+            Problem(
+                f"{path}:1",
+                f"the cases file must be a YAML list of cases, got {kind_of(data)}{hint}",
+                "write each case as a list item: `- id: ...`, `  question: ...`",
+            )
+        )
         return []
     lines = data.item_lines if isinstance(data, LocatedList) else [0] * len(data)
     return list(zip(lines, data))
@@ -648,7 +707,8 @@ def _tags(checker: _CaseChecker, raw: Any) -> dict[str, str]:
     if not isinstance(raw, dict):
         checker.add(
             f"tags must be a mapping of key: value, got {kind_of(raw)}",
-            "write tags as {phrasing: natural, year: \"2026\"}", "tags",
+            'write tags as {phrasing: natural, year: "2026"}',
+            "tags",
         )
         return {}
     tags: dict[str, str] = {}
@@ -656,7 +716,9 @@ def _tags(checker: _CaseChecker, raw: Any) -> dict[str, str]:
         if value is None or not _is_scalar(value):
             checker.add(
                 f"tag `{key}` must have one text, number or true/false value, got {value!r}",
-                "give the tag a single value (slices group cases by it), or remove it", "tags", raw,
+                "give the tag a single value (slices group cases by it), or remove it",
+                "tags",
+                raw,
             )
             continue
         tags[str(key)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
@@ -676,7 +738,10 @@ def _filter(checker: _CaseChecker, raw: Any) -> dict[str, Any]:
         values = value if isinstance(value, list) else [value]
         if not values or any(v is None or not _is_scalar(v) for v in values):
             checker.add(
-                f"filter `{key}` must be one value or a non-empty list of values, got {value!r}", fix, "filter", raw,
+                f"filter `{key}` must be one value or a non-empty list of values, got {value!r}",
+                fix,
+                "filter",
+                raw,
             )
             continue
         flt[str(key)] = list(value) if isinstance(value, list) else value
@@ -688,11 +753,13 @@ def _references(
 ) -> list[EvidenceUnit]:
     """Resolve a list of evidence references; every problem is collected."""
     if not isinstance(raw, list):
-        checker.problems.append(Problem(
-            f"{checker.path}:{_line_of(container, key, checker.line)} ({checker.label})",
-            f"{role} must be a list of references, got {kind_of(raw)}",
-            "write it as a list, e.g. evidence: [{doc: leave-policy, quote: \"carry up to five days\"}]",
-        ))
+        checker.problems.append(
+            Problem(
+                f"{checker.path}:{_line_of(container, key, checker.line)} ({checker.label})",
+                f"{role} must be a list of references, got {kind_of(raw)}",
+                'write it as a list, e.g. evidence: [{doc: leave-policy, quote: "carry up to five days"}]',
+            )
+        )
         return []
     units: list[EvidenceUnit] = []
     lines = raw.item_lines if isinstance(raw, LocatedList) else []
@@ -710,7 +777,8 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
     if not isinstance(raw, list):
         checker.add(
             f"claims must be a list, got {kind_of(raw)}",
-            "write claims as a list of {text: ..., evidence: [...]}", "claims",
+            "write claims as a list of {text: ..., evidence: [...]}",
+            "claims",
         )
         return []
     claims = []
@@ -719,7 +787,9 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
         if not isinstance(claim, dict):
             checker.add(
                 f"{role} must be a mapping with text and evidence, got {kind_of(claim)}",
-                "write it as {text: ..., evidence: [{doc: ..., quote: ...}]}", "claims", claim,
+                "write it as {text: ..., evidence: [{doc: ..., quote: ...}]}",
+                "claims",
+                claim,
             )
             continue
         before = len(checker.problems)
@@ -727,7 +797,9 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
             if key not in CLAIM_KEYS:
                 checker.add(
                     f"{role}: unknown key `{key}`",
-                    f"{_did_you_mean(key, CLAIM_KEYS)}a claim takes only text and evidence", "claims", claim,
+                    f"{_did_you_mean(key, CLAIM_KEYS)}a claim takes only text and evidence",
+                    "claims",
+                    claim,
                 )
         text = claim.get("text")
         if not _has_text(text):
@@ -737,7 +809,9 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
         if evidence is None or evidence == []:
             checker.add(
                 f"{role} has no evidence",
-                "add the human-verified evidence that supports the claim, or remove the claim", "claims", claim,
+                "add the human-verified evidence that supports the claim, or remove the claim",
+                "claims",
+                claim,
             )
         else:
             units = _references(checker, evidence, "evidence", f"{role} evidence", resolver, claim)
@@ -746,7 +820,9 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
     return claims
 
 
-def _check_case(checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filter_hits: dict[str, bool]) -> Case | None:
+def _check_case(
+    checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filter_hits: dict[str, bool]
+) -> Case | None:
     item = checker.item
     if not isinstance(item, dict):
         checker.add(
@@ -759,14 +835,17 @@ def _check_case(checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filt
     if case_id is None:
         checker.add(
             f"missing or empty id (got {item.get('id')!r})",
-            "give the case a unique, stable id, e.g. `id: leave-carryover`; never reuse an old one", "id",
+            "give the case a unique, stable id, e.g. `id: leave-carryover`; never reuse an old one",
+            "id",
         )
     else:
         checker.label = f"case {case_id}"
     for key in item:
         if key not in CASE_KEYS:
             checker.add(
-                f"unknown key `{key}`", f"{_did_you_mean(key, CASE_KEYS)}a case takes: {', '.join(CASE_KEYS)}", key,
+                f"unknown key `{key}`",
+                f"{_did_you_mean(key, CASE_KEYS)}a case takes: {', '.join(CASE_KEYS)}",
+                key,
             )
     question = item.get("question")
     if not _has_text(question):
@@ -775,7 +854,8 @@ def _check_case(checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filt
     if not isinstance(answerable, bool):
         checker.add(
             f"answerable must be true or false, got {answerable!r}",
-            "remove it for a normal case, or write `answerable: false` for an abstention case", "answerable",
+            "remove it for a normal case, or write `answerable: false` for an abstention case",
+            "answerable",
         )
         answerable = True
     evidence_raw, claims_raw = item.get("evidence"), item.get("claims")
@@ -787,14 +867,16 @@ def _check_case(checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filt
                 checker.add(
                     f"the case is marked `answerable: false` but has {key}",
                     f"an abstention case has no evidence and no claims: remove `{key}`, or remove "
-                    "`answerable: false` if the corpus does answer it", key,
+                    "`answerable: false` if the corpus does answer it",
+                    key,
                 )
     else:
         if evidence_raw in (None, []):
             checker.add(
                 "an answerable case has no evidence",
                 "add what complete retrieval must bring back (evidence: [{doc: ..., quote: ...}]), or mark "
-                "the case `answerable: false` if the corpus cannot answer it", "evidence" if "evidence" in item else None,
+                "the case `answerable: false` if the corpus cannot answer it",
+                "evidence" if "evidence" in item else None,
             )
         else:
             evidence = _references(checker, evidence_raw, "evidence", "evidence", resolver, item)
@@ -810,8 +892,12 @@ def _check_case(checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filt
 
 
 def _check_filter(
-    checker: _CaseChecker, flt: dict[str, Any], evidence: list[EvidenceUnit], claims: list[Claim],
-    docs: dict[str, Doc], filter_hits: dict[str, bool],
+    checker: _CaseChecker,
+    flt: dict[str, Any],
+    evidence: list[EvidenceUnit],
+    claims: list[Claim],
+    docs: dict[str, Doc],
+    filter_hits: dict[str, bool],
 ) -> None:
     """A filter that excludes the case's own evidence makes the case impossible to hit."""
     doc_ids = dict.fromkeys(unit.doc_id for unit in [*evidence, *(u for c in claims for u in c.evidence)])
@@ -820,7 +906,8 @@ def _check_filter(
             checker.add(
                 f"evidence doc {doc_id!r} does not pass the case's filter {flt} (its metadata is "
                 f"{docs[doc_id].metadata}), so no retriever that applies the filter can return it",
-                "fix the filter, the doc's metadata or the evidence", "filter",
+                "fix the filter, the doc's metadata or the evidence",
+                "filter",
             )
     if not doc_ids:
         key = dumps_line(flt)
@@ -855,10 +942,13 @@ def collect_cases(
         if case_id is None:
             continue
         if case_id in first_seen:
-            problems.append(Problem(
-                checker.at("id"), f"duplicate case id {case_id!r}: also used at {path}:{first_seen[case_id]}",
-                "give each case its own id; never reuse an id, even of a deleted case",
-            ))
+            problems.append(
+                Problem(
+                    checker.at("id"),
+                    f"duplicate case id {case_id!r}: also used at {path}:{first_seen[case_id]}",
+                    "give each case its own id; never reuse an id, even of a deleted case",
+                )
+            )
             continue
         first_seen[case_id] = line
         if case is not None:
@@ -903,20 +993,24 @@ class _ParamsChecker:
         for name in value:
             if name not in allowed:
                 self.add(
-                    f"{key}.{name}", f"unknown key `{name}` in `{key}`",
+                    f"{key}.{name}",
+                    f"unknown key `{name}` in `{key}`",
                     f"{_did_you_mean(name, allowed)}`{key}` takes: {', '.join(allowed)}",
                 )
 
     def name(self, key: str, name: Any, kind: str) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             self.add(
-                key, f"{kind} name {name!r} cannot be used in stage names and file paths",
+                key,
+                f"{kind} name {name!r} cannot be used in stage names and file paths",
                 "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
             )
 
     def number(self, key: str, value: Any, low: float, high: float, low_open: bool, high_open: bool, fix: str) -> None:
-        ok = _is_number(value) and (low < value if low_open else low <= value) and (
-            value < high if high_open else value <= high
+        ok = (
+            _is_number(value)
+            and (low < value if low_open else low <= value)
+            and (value < high if high_open else value <= high)
         )
         if not ok:
             interval = f"{'(' if low_open else '['}{low:g}, {'∞' if math.isinf(high) else f'{high:g}'}" + (
@@ -943,7 +1037,9 @@ def _check_configs(check: _ParamsChecker, params: dict) -> None:
         key = f"configs.{name}"
         check.name(key, name, "config")
         if not isinstance(config, dict):
-            check.add(key, f"config {name!r} must be a mapping, got {config!r}", "write it as {chunking: ..., retriever: ...}")
+            check.add(
+                key, f"config {name!r} must be a mapping, got {config!r}", "write it as {chunking: ..., retriever: ...}"
+            )
             continue
         check.keys(config, key, ("chunking", "retriever"), ("chunking", "retriever"))
         for field_name, section in (("chunking", "chunking"), ("retriever", "retrievers")):
@@ -952,7 +1048,8 @@ def _check_configs(check: _ParamsChecker, params: dict) -> None:
             value = config[field_name]
             if not isinstance(value, str) or value not in defined[section]:
                 check.add(
-                    f"{key}.{field_name}", f"config {name!r} names unknown {field_name} {value!r}",
+                    f"{key}.{field_name}",
+                    f"config {name!r} names unknown {field_name} {value!r}",
                     f"use one defined under `{section}`: {', '.join(defined[section]) or '(none defined)'}",
                 )
 
@@ -967,7 +1064,8 @@ def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
     for index, k in enumerate(ks):
         if not _is_int(k) or k <= 0:
             check.add(
-                f"ks[{index}]", f"k must be an integer > 0, got {k!r}",
+                f"ks[{index}]",
+                f"k must be an integer > 0, got {k!r}",
                 "use whole numbers of retrieved chunks ≥ 1, e.g. ks: [1, 3, 5, 10]",
             )
             ok = False
@@ -977,17 +1075,25 @@ def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
 
 
 def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
-    split = check.mapping(params["split"], "split", "{salt: my-eval-v1, eval_fraction: 0.7}") if "split" in params else None
+    split = (
+        check.mapping(params["split"], "split", "{salt: my-eval-v1, eval_fraction: 0.7}") if "split" in params else None
+    )
     if split is not None:
         check.keys(split, "split", SPLIT_KEYS, SPLIT_KEYS)
         if "salt" in split and not _has_text(split["salt"]):
             check.add(
-                "split.salt", f"`split.salt` must be non-empty text, got {split['salt']!r}",
+                "split.salt",
+                f"`split.salt` must be non-empty text, got {split['salt']!r}",
                 "set a salt such as `salt: my-eval-v1` (changing it reshuffles every case)",
             )
         if "eval_fraction" in split:
             check.number(
-                "split.eval_fraction", split["eval_fraction"], 0, 1, True, True,
+                "split.eval_fraction",
+                split["eval_fraction"],
+                0,
+                1,
+                True,
+                True,
                 "set the share of cases in the eval split, e.g. eval_fraction: 0.7",
             )
     evidence = check.mapping(params["evidence"], "evidence", "{span_coverage: 1.0}") if "evidence" in params else None
@@ -995,7 +1101,12 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
         check.keys(evidence, "evidence", EVIDENCE_KEYS, EVIDENCE_KEYS)
         if "span_coverage" in evidence:
             check.number(
-                "evidence.span_coverage", evidence["span_coverage"], 0, 1, False, False,
+                "evidence.span_coverage",
+                evidence["span_coverage"],
+                0,
+                1,
+                False,
+                False,
                 "set the share of a span's characters the top-k must cover: 1.0 = all, 0 = any overlap",
             )
     if "slices" not in params:
@@ -1003,7 +1114,8 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
     slices = params["slices"]
     if not isinstance(slices, list) or not all(_has_text(s) for s in slices):
         check.add(
-            "slices", f"`slices` must be a list of tag names, got {slices!r}",
+            "slices",
+            f"`slices` must be a list of tag names, got {slices!r}",
             "list the case tags to slice by, e.g. slices: [phrasing, doc_type], or slices: []",
         )
     elif len(set(slices)) != len(slices):
@@ -1022,39 +1134,48 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
         defined = sorted(map(str, params["configs"])) if isinstance(params.get("configs"), dict) else []
         if not isinstance(configs, list) or not configs:
             check.add(
-                "gate.configs", f"`gate.configs` must be a non-empty list of config names, got {configs!r}",
+                "gate.configs",
+                f"`gate.configs` must be a non-empty list of config names, got {configs!r}",
                 f"list the configurations to gate, from: {', '.join(defined) or '(none defined)'}",
             )
         else:
             for name in configs:
                 if name not in defined:
                     check.add(
-                        "gate.configs", f"gate names unknown config {name!r}",
+                        "gate.configs",
+                        f"gate names unknown config {name!r}",
                         f"use one defined under `configs`: {', '.join(defined) or '(none defined)'}",
                     )
     if "metrics" in gate:
         metrics = gate["metrics"]
         if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
             check.add(
-                "gate.metrics", f"`gate.metrics` must be a non-empty list of metric names, got {metrics!r}",
+                "gate.metrics",
+                f"`gate.metrics` must be a non-empty list of metric names, got {metrics!r}",
                 "list the guarded metrics, e.g. [recall@5, evidence_recall@5, mrr]",
             )
         else:
             check.problems.extend(metric_problems(metrics, ks, f"{check.source}: gate.metrics"))
     if "slice_metric" in gate:
         if not isinstance(gate["slice_metric"], str):
-            check.add("gate.slice_metric", f"`gate.slice_metric` must be a metric name, got {gate['slice_metric']!r}",
-                      "set e.g. slice_metric: evidence_recall@5")
+            check.add(
+                "gate.slice_metric",
+                f"`gate.slice_metric` must be a metric name, got {gate['slice_metric']!r}",
+                "set e.g. slice_metric: evidence_recall@5",
+            )
         else:
             check.problems.extend(metric_problems([gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric"))
     for key in ("max_drop", "slice_max_drop"):
         if key in gate:
-            check.number(f"gate.{key}", gate[key], 0, math.inf, False, True, f"set the largest allowed drop, e.g. {key}: 0.02")
+            check.number(
+                f"gate.{key}", gate[key], 0, math.inf, False, True, f"set the largest allowed drop, e.g. {key}: 0.02"
+            )
     if "min_slice_cases" in gate:
         check.integer("gate.min_slice_cases", gate["min_slice_cases"], 0, "set e.g. min_slice_cases: 8")
     if "require_significance" in gate and not isinstance(gate["require_significance"], bool):
         check.add(
-            "gate.require_significance", f"must be true or false, got {gate['require_significance']!r}",
+            "gate.require_significance",
+            f"must be true or false, got {gate['require_significance']!r}",
             "set require_significance: false (or true to fail only when the interval excludes 0)",
         )
     if "bootstrap" in gate:
@@ -1067,7 +1188,13 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                 check.integer("gate.bootstrap.seed", boot["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
             if "confidence" in boot:
                 check.number(
-                    "gate.bootstrap.confidence", boot["confidence"], 0, 1, True, True, "set e.g. confidence: 0.95",
+                    "gate.bootstrap.confidence",
+                    boot["confidence"],
+                    0,
+                    1,
+                    True,
+                    True,
+                    "set e.g. confidence: 0.95",
                 )
 
 
@@ -1093,7 +1220,8 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     for key in params:
         if key not in PARAMS_SECTIONS:
             check.add(
-                str(key), f"unknown section `{key}`",
+                str(key),
+                f"unknown section `{key}`",
                 f"{_did_you_mean(key, PARAMS_SECTIONS)}params.yaml takes: {', '.join(PARAMS_SECTIONS)}",
             )
     if "chunking" in params:
@@ -1113,7 +1241,8 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
         valid = check.integer("depth", depth, 1, "set how many chunks each run keeps per case, e.g. depth: 20")
         if valid and ks and depth < ks[-1]:
             check.add(
-                "depth", f"depth {depth} is below the largest k {ks[-1]}: ranks past {depth} are never "
+                "depth",
+                f"depth {depth} is below the largest k {ks[-1]}: ranks past {depth} are never "
                 f"retrieved, so every @{ks[-1]} figure would silently equal the one at {depth}",
                 f"raise depth to at least {ks[-1]}, or drop the larger ks",
             )
@@ -1152,8 +1281,10 @@ def case_fingerprint(case: Case) -> str:
     row = case.to_row()
     row["evidence"] = [unit.to_row() for unit in sorted(case.evidence, key=_unit_key)]
     row["claims"] = sorted(
-        ({"text": claim.text, "evidence": [u.to_row() for u in sorted(claim.evidence, key=_unit_key)]}
-         for claim in case.claims),
+        (
+            {"text": claim.text, "evidence": [u.to_row() for u in sorted(claim.evidence, key=_unit_key)]}
+            for claim in case.claims
+        ),
         key=dumps_line,
     )
     return _digest([row])

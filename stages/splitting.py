@@ -7,7 +7,7 @@ another, and the same case lands in the same split on every machine.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from stages.files import dumps_line
 from stages.schema import Case, Doc, case_fingerprint, corpus_fingerprint
@@ -15,7 +15,7 @@ from stages.schema import Case, Doc, case_fingerprint, corpus_fingerprint
 
 def unit_hash(salt: str, case_id: str) -> float:
     """H(salt, case_id) in [0, 1): the first 64 bits of sha256, scaled."""
-    digest = hashlib.sha256(f"{salt}\x00{case_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{salt}\x00{case_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 

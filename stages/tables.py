@@ -5,8 +5,8 @@ formats and every row is sorted the same way."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from stages.errors import Problem, raise_if
 from stages.files import iter_jsonl, read_jsonl, write_jsonl

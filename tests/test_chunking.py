@@ -167,8 +167,17 @@ def test_markdown_line_kinds():
     text = "#tag\n####### seven\n ### three\n    # four-space indent\n- item\n\n```py\n# code\n````\n```\nafter"
     kinds = [(line.kind, line.level) for line in _layout(text)]
     assert kinds == [
-        ("text", 0), ("text", 0), ("heading", 3), ("text", 0), ("block", 0), ("blank", 0),
-        ("fence", 0), ("code", 0), ("fence", 0), ("fence", 0), ("code", 0),
+        ("text", 0),
+        ("text", 0),
+        ("heading", 3),
+        ("text", 0),
+        ("block", 0),
+        ("blank", 0),
+        ("fence", 0),
+        ("code", 0),
+        ("fence", 0),
+        ("fence", 0),
+        ("code", 0),
     ]
 
 
@@ -200,8 +209,23 @@ def test_chunk_corpus_sorted_by_doc_then_ordinal():
 # --- properties over random text --------------------------------------------------
 
 _ALPHABET = "ab .!?#`~-*>|\n\n\t\r\u00a0\u2003é1\"')"
-_LINES = ["# H", "## Sub sect", "### x", "```", "~~~", "text. more", "", "   ", "- item", "1. one", "> q",
-          "word", "Long sentence without any punctuation at all here", "a.b", "#no"]
+_LINES = [
+    "# H",
+    "## Sub sect",
+    "### x",
+    "```",
+    "~~~",
+    "text. more",
+    "",
+    "   ",
+    "- item",
+    "1. one",
+    "> q",
+    "word",
+    "Long sentence without any punctuation at all here",
+    "a.b",
+    "#no",
+]
 random_text = st.one_of(
     st.text(alphabet=_ALPHABET, max_size=300),
     st.lists(st.sampled_from(_LINES), max_size=30).map("\n".join),
@@ -225,7 +249,7 @@ def _check_invariants(text: str, spec: dict) -> None:
     for ordinal, chunk in enumerate(chunks):
         assert chunk.ordinal == ordinal and chunk.chunk_id == f"doc-1#{ordinal}" and chunk.doc_id == "doc-1"
         assert 0 <= chunk.start < chunk.end <= len(text)
-        assert chunk.text == text[chunk.start:chunk.end]
+        assert chunk.text == text[chunk.start : chunk.end]
         assert chunk.metadata == {"k": "v"}
     starts = [c.start for c in chunks]
     assert starts == sorted(set(starts))
@@ -241,7 +265,9 @@ def _check_invariants(text: str, spec: dict) -> None:
 def _check_size(text, spec, chunks) -> None:
     if spec["strategy"] == "fixed" and spec["unit"] == "chars":
         step = spec["size"] - spec["overlap"]
-        assert all((c.start, c.end) == (i * step, min(i * step + spec["size"], len(text))) for i, c in enumerate(chunks))
+        assert all(
+            (c.start, c.end) == (i * step, min(i * step + spec["size"], len(text))) for i, c in enumerate(chunks)
+        )
         assert not chunks or chunks[-1].end == len(text)
     elif spec["strategy"] == "fixed":
         assert all(1 <= len(re.findall(r"\S+", c.text)) <= spec["size"] for c in chunks)

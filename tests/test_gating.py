@@ -42,8 +42,13 @@ def gate(**overrides) -> dict:
 
 def row(case_id: str, recall: float | None, mrr: float | None = 1.0, split: str = "eval", **tags) -> dict:
     hit = None if recall is None else float(recall > 0)
-    return {"case_id": case_id, "split": split, "answerable": recall is not None, "tags": tags,
-            "metrics": {"recall@5": recall, "hit@5": hit, "mrr": mrr}}
+    return {
+        "case_id": case_id,
+        "split": split,
+        "answerable": recall is not None,
+        "tags": tags,
+        "metrics": {"recall@5": recall, "hit@5": hit, "mrr": mrr},
+    }
 
 
 def summary(rows: list[dict], fp: dict = FP) -> dict:
@@ -56,8 +61,15 @@ def summary(rows: list[dict], fp: dict = FP) -> dict:
 
 
 def compare(base_rows, cur_rows, params=None, slice_keys=(), base_fp=None, cur_fp=None):
-    return compare_config(CONFIG, base_rows, cur_rows, base_fp or summary(base_rows), cur_fp or summary(cur_rows),
-                          params or gate(), list(slice_keys))
+    return compare_config(
+        CONFIG,
+        base_rows,
+        cur_rows,
+        base_fp or summary(base_rows),
+        cur_fp or summary(cur_rows),
+        params or gate(),
+        list(slice_keys),
+    )
 
 
 def metric(result: dict, name: str) -> dict:
@@ -155,11 +167,18 @@ def test_require_significance_only_fails_when_ci_excludes_zero():
 
 
 def test_slice_failure_respects_min_slice_cases():
-    base = [row(f"p{i}", 1.0, doc_type="policy") for i in range(3)] + [
-        row(f"f{i}", 1.0, doc_type="faq") for i in range(2)] + [row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
-    cur = [row("p0", 0.5, doc_type="policy"), row("p1", 1.0, doc_type="policy"), row("p2", 1.0, doc_type="policy"),
-           row("f0", 0.0, doc_type="faq"), row("f1", 0.0, doc_type="faq")] + [
-        row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
+    base = (
+        [row(f"p{i}", 1.0, doc_type="policy") for i in range(3)]
+        + [row(f"f{i}", 1.0, doc_type="faq") for i in range(2)]
+        + [row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
+    )
+    cur = [
+        row("p0", 0.5, doc_type="policy"),
+        row("p1", 1.0, doc_type="policy"),
+        row("p2", 1.0, doc_type="policy"),
+        row("f0", 0.0, doc_type="faq"),
+        row("f1", 0.0, doc_type="faq"),
+    ] + [row(f"o{i}", 1.0, doc_type="other") for i in range(45)]
     # Overall recall drops 0.025 -> also fails on its own; loosen it to isolate the slice rule.
     result = compare(base, cur, gate(max_drop=0.5), slice_keys=["doc_type", "missing_key"])
     slices = {(s["key"], s["value"]): s for s in result["slices"]}
@@ -184,8 +203,10 @@ def test_newly_missed_uses_hit_at_largest_guarded_k():
 @pytest.mark.parametrize(
     ("base_fp", "expected"),
     [
-        ({"eval_split": "OTHER", "corpus": "c1"},
-         "labels changed: re-baseline deliberately with `ragvet baseline accept`"),
+        (
+            {"eval_split": "OTHER", "corpus": "c1"},
+            "labels changed: re-baseline deliberately with `ragvet baseline accept`",
+        ),
         ({"eval_split": "e1", "corpus": "OTHER"}, "corpus fingerprint differs"),
     ],
 )
@@ -263,8 +284,12 @@ def test_accept_baseline_missing_source_writes_nothing(tmp_path):
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
-                   cwd=repo, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")

@@ -233,7 +233,14 @@ def test_parse_metric_name():
     assert parse_metric_name("mrr") == ("mrr", None)
     assert parse_metric_name("ndcg@3", ks=[1, 3]) == ("ndcg", 3)
     assert set(METRICS) == {
-        "recall", "hit", "mrr", "precision", "ndcg", "evidence_recall", "claim_availability", "context_chars",
+        "recall",
+        "hit",
+        "mrr",
+        "precision",
+        "ndcg",
+        "evidence_recall",
+        "claim_availability",
+        "context_chars",
     }
 
 
@@ -285,8 +292,13 @@ def test_metric_names_are_deterministic():
 
 def test_case_metrics_worked_example():
     result = case_metrics(
-        WORKED["retrieved"] + [P4], WORKED["relevant"], [UNIT1, UNIT4], WORKED["claims"],
-        {P1: 100, P4: 80, B2: 50}, ks=[2, 1], span_coverage=1.0,
+        WORKED["retrieved"] + [P4],
+        WORKED["relevant"],
+        [UNIT1, UNIT4],
+        WORKED["claims"],
+        {P1: 100, P4: 80, B2: 50},
+        ks=[2, 1],
+        span_coverage=1.0,
     )
     metrics = result["metrics"]
     assert set(metrics) == set(metric_names([1, 2]))
@@ -299,8 +311,13 @@ def test_case_metrics_worked_example():
     assert metrics["context_chars@1"] == 80
     assert metrics["context_chars@2"] == 130
     assert result["counts"] == {
-        "relevant": 2, "evidence": 2, "claims": 2, "claims_available@1": 1, "claims_available@2": 1,
-        "duplicates_removed": 1, "retrieved": 2,
+        "relevant": 2,
+        "evidence": 2,
+        "claims": 2,
+        "claims_available@1": 1,
+        "claims_available@2": 1,
+        "duplicates_removed": 1,
+        "retrieved": 2,
     }
     assert result["missed_evidence"] == [UNIT1.label]
     assert result["first_relevant_rank"] == 1
@@ -337,19 +354,45 @@ def row(case_id, split, *, answerable=True, top1=None, tags=None, claims=0, avai
     metrics["context_chars@1"] = 0
     metrics.update({name.replace("_at_", "@"): value for name, value in values.items()})
     return {
-        "case_id": case_id, "split": split, "answerable": answerable, "tags": tags or {}, "metrics": metrics,
+        "case_id": case_id,
+        "split": split,
+        "answerable": answerable,
+        "tags": tags or {},
+        "metrics": metrics,
         "counts": {"claims": claims, "claims_available@1": available, "duplicates_removed": dups},
-        "top1_score": top1, "missed_evidence": [], "first_relevant_rank": None,
+        "top1_score": top1,
+        "missed_evidence": [],
+        "first_relevant_rank": None,
     }
 
 
 ROWS = [
-    row("a", "eval", top1=0.9, tags={"phrasing": "natural"}, claims=4, available=1, dups=2,
-        recall_at_1=1.0, mrr=1.0, claim_availability_at_1=0.25, context_chars_at_1=100),
-    row("b", "eval", top1=0.4, tags={"phrasing": "terse"}, claims=1, available=1,
-        recall_at_1=0.5, mrr=0.5, claim_availability_at_1=1.0, context_chars_at_1=200),
-    row("c", "eval", top1=0.6, tags={"phrasing": "natural"},
-        recall_at_1=0.0, mrr=0.25, context_chars_at_1=300),
+    row(
+        "a",
+        "eval",
+        top1=0.9,
+        tags={"phrasing": "natural"},
+        claims=4,
+        available=1,
+        dups=2,
+        recall_at_1=1.0,
+        mrr=1.0,
+        claim_availability_at_1=0.25,
+        context_chars_at_1=100,
+    ),
+    row(
+        "b",
+        "eval",
+        top1=0.4,
+        tags={"phrasing": "terse"},
+        claims=1,
+        available=1,
+        recall_at_1=0.5,
+        mrr=0.5,
+        claim_availability_at_1=1.0,
+        context_chars_at_1=200,
+    ),
+    row("c", "eval", top1=0.6, tags={"phrasing": "natural"}, recall_at_1=0.0, mrr=0.25, context_chars_at_1=300),
     row("d", "eval", answerable=False, top1=0.3, tags={"phrasing": "natural"}, dups=1, context_chars_at_1=999),
     row("e", "eval", answerable=False, top1=None),
     row("g", "eval", answerable=False, top1=0.7),
@@ -370,7 +413,11 @@ def test_summarise_hand_computed():
     assert ev["counted"]["claim_availability@1"] == 2
     assert ev["counted"]["recall@1"] == 3
     assert ev["denominators"] == {
-        "cases": 3, "abstention_cases": 3, "cases_with_claims": 2, "cases_without_claims": 1, "claims": 5,
+        "cases": 3,
+        "abstention_cases": 3,
+        "cases_with_claims": 2,
+        "cases_without_claims": 1,
+        "claims": 5,
         "duplicates_removed": 3,
     }
     dev = summary["dev"]
@@ -384,7 +431,10 @@ def test_summarise_hand_computed():
     assert abstention["abstain_rate"] == pytest.approx(2 / 3)  # 0.3 and no retrieval at all
     assert abstention["false_abstain_rate"] == pytest.approx(1 / 3)  # b at 0.4
     assert summary["abstention"]["dev"] == {
-        "cases": 0, "top1_score": None, "abstain_rate": None, "false_abstain_rate": 1.0,
+        "cases": 0,
+        "top1_score": None,
+        "abstain_rate": None,
+        "false_abstain_rate": 1.0,
     }
 
 
@@ -412,8 +462,10 @@ def test_slice_table_uses_answerable_cases_with_the_tag():
     assert table["dev"]["phrasing"] == {}
     # A slice holding every answerable case equals the split summary.
     everyone = [dict(r, tags={"all": "yes"}) for r in ROWS]
-    assert slice_table(everyone, ["all"], [1])["eval"]["all"]["yes"]["metrics"] == summarise(ROWS, [1], None)[
-        "eval"]["metrics"]
+    assert (
+        slice_table(everyone, ["all"], [1])["eval"]["all"]["yes"]["metrics"]
+        == summarise(ROWS, [1], None)["eval"]["metrics"]
+    )
 
 
 # --------------------------------------------------------------------------- properties vs trec_eval and ranx
@@ -471,8 +523,10 @@ def test_chunk_metrics_agree_with_trec_eval_and_ranx(retrieved, relevant, judged
             "precision": precision_at_k(retrieved, relevant, k),
             "ndcg": ndcg_at_k(retrieved, relevant, k),
         }
-        trec = {name: reference.get(f"{measure}_{k}", 0.0) for name, measure in
-                (("recall", "recall"), ("hit", "success"), ("precision", "P"), ("ndcg", "ndcg_cut"))}
+        trec = {
+            name: reference.get(f"{measure}_{k}", 0.0)
+            for name, measure in (("recall", "recall"), ("hit", "success"), ("precision", "P"), ("ndcg", "ndcg_cut"))
+        }
         assert ours == pytest.approx(trec), (k, ranked)
         assert {**ours, "mrr": ours_mrr} == pytest.approx(ranx_kernels(ranked, relevant, judged, k)), (k, ranked)
 
@@ -480,8 +534,12 @@ def test_chunk_metrics_agree_with_trec_eval_and_ranx(retrieved, relevant, judged
 @PROPERTY
 @given(runs, relevant_sets, st.integers(min_value=1, max_value=16))
 def test_chunk_metric_invariants(retrieved, relevant, k):
-    values = [recall_at_k(retrieved, relevant, k), hit_at_k(retrieved, relevant, k),
-              precision_at_k(retrieved, relevant, k), ndcg_at_k(retrieved, relevant, k)]
+    values = [
+        recall_at_k(retrieved, relevant, k),
+        hit_at_k(retrieved, relevant, k),
+        precision_at_k(retrieved, relevant, k),
+        ndcg_at_k(retrieved, relevant, k),
+    ]
     assert all(0.0 <= v <= 1.0 + 1e-12 for v in values)
     recall, hit, precision, _ = values
     assert (hit == 1.0) == (recall > 0) == (precision > 0)
@@ -503,8 +561,11 @@ def span_units(draw):
 
 
 @PROPERTY
-@given(span_units(), st.sets(st.sampled_from([f"c{i}" for i in range(6)])),
-       st.sampled_from([0.0, 0.25, 0.5, 0.7, 0.9, 1.0]))
+@given(
+    span_units(),
+    st.sets(st.sampled_from([f"c{i}" for i in range(6)])),
+    st.sampled_from([0.0, 0.25, 0.5, 0.7, 0.9, 1.0]),
+)
 def test_span_availability_matches_character_count(unit, top, coverage):
     characters = set()
     for chunk_id, (start, end) in unit.pieces.items():
@@ -539,15 +600,17 @@ def test_case_metrics_match_the_reference_functions(retrieved, relevant, units, 
     result = case_metrics(retrieved, relevant, units, claims, lengths, ks, 1.0)
     expected = {"mrr": reciprocal_rank(retrieved, relevant)}
     for k in ks:
-        expected.update({
-            f"recall@{k}": recall_at_k(retrieved, relevant, k),
-            f"hit@{k}": hit_at_k(retrieved, relevant, k),
-            f"precision@{k}": precision_at_k(retrieved, relevant, k),
-            f"ndcg@{k}": ndcg_at_k(retrieved, relevant, k),
-            f"evidence_recall@{k}": evidence_recall_at_k(retrieved, units, k),
-            f"claim_availability@{k}": claim_evidence_availability(retrieved, claims, k),
-            f"context_chars@{k}": context_chars_at_k(retrieved, lengths, k),
-        })
+        expected.update(
+            {
+                f"recall@{k}": recall_at_k(retrieved, relevant, k),
+                f"hit@{k}": hit_at_k(retrieved, relevant, k),
+                f"precision@{k}": precision_at_k(retrieved, relevant, k),
+                f"ndcg@{k}": ndcg_at_k(retrieved, relevant, k),
+                f"evidence_recall@{k}": evidence_recall_at_k(retrieved, units, k),
+                f"claim_availability@{k}": claim_evidence_availability(retrieved, claims, k),
+                f"context_chars@{k}": context_chars_at_k(retrieved, lengths, k),
+            }
+        )
     assert result["metrics"] == expected
     for name, value in result["metrics"].items():
         metric = METRICS[parse_metric_name(name)[0]]

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import yaml
-
 from conftest import commit_all, sh
 
 
@@ -55,8 +54,10 @@ def test_harmful_change_fails_the_gate_naming_drops_and_missed_cases(work_repo):
     assert failed, "a 40-character chunking must drop a guarded metric"
     for metric in failed:
         assert metric["delta"] < -0.02
-        line = (f"FAIL sentences-600-bm25 {metric['metric']}: {metric['baseline']:.3f} -> {metric['current']:.3f} "
-                f"(delta {metric['delta']:.3f}")
+        line = (
+            f"FAIL sentences-600-bm25 {metric['metric']}: {metric['baseline']:.3f} -> {metric['current']:.3f} "
+            f"(delta {metric['delta']:.3f}"
+        )
         assert line in message
     assert result["newly_missed"]
     for case_id in result["newly_missed"]:

@@ -50,8 +50,11 @@ def test_lowercase_param():
 
 
 def test_metadata_filter_and_depth_are_honoured():
-    chunks = [chunk("x#0", "leave policy", year="2025"), chunk("y#0", "leave policy", year="2026"),
-              chunk("z#0", "leave", year="2026")]
+    chunks = [
+        chunk("x#0", "leave policy", year="2025"),
+        chunk("y#0", "leave policy", year="2026"),
+        chunk("z#0", "leave", year="2026"),
+    ]
     filtered = retrieve([Case("q", "leave policy", filter={"year": "2026"})], chunks, BM25, depth=5)
     assert [r["chunk_id"] for r in filtered] == ["y#0", "z#0"]
     assert len(retrieve([Case("q", "leave")], chunks, BM25, depth=2)) == 2
@@ -61,7 +64,13 @@ def test_ties_are_broken_by_chunk_id_and_runs_sorted_by_case():
     chunks = [chunk("d#10", "same words"), chunk("d#2", "same words"), chunk("d#1", "same words")]
     rows = retrieve([Case("z", "same"), Case("a", "words")], chunks, BM25, depth=3)
     assert [(r["case_id"], r["chunk_id"]) for r in rows] == [
-        ("a", "d#1"), ("a", "d#10"), ("a", "d#2"), ("z", "d#1"), ("z", "d#10"), ("z", "d#2")]
+        ("a", "d#1"),
+        ("a", "d#10"),
+        ("a", "d#2"),
+        ("z", "d#1"),
+        ("z", "d#10"),
+        ("z", "d#2"),
+    ]
 
 
 def test_top_ranked_rounds_before_ranking_and_keeps_finite_scores_only():

@@ -43,7 +43,9 @@ def problems(fn, *args) -> list:
 
 def test_md_and_txt_docs_nested_with_front_matter(tmp_path):
     corpus = tmp_path / "corpus"
-    write(corpus / "leave.md", "---\ntitle: Leave 2026\nyear: 2026\ndate: 2026-01-05\n---\n# Leave\n\nCarry five days.\n")
+    write(
+        corpus / "leave.md", "---\ntitle: Leave 2026\nyear: 2026\ndate: 2026-01-05\n---\n# Leave\n\nCarry five days.\n"
+    )
     write(corpus / "hr/faq.txt", "Plain text, no front matter.\r\nSecond line.")
     write(corpus / "hr/deep/old.policy.md", "---\n---\n  body kept exactly  \n")
     write(corpus / "hr/notes.rst", "ignored: not a corpus file type")
@@ -67,7 +69,10 @@ def test_jsonl_corpus(tmp_path):
 
 
 def test_malformed_json_line_is_named_and_other_lines_still_checked(tmp_path):
-    write(tmp_path / "c/docs.jsonl", '{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": \n{"doc_id": "", "text": "x"}\n')
+    write(
+        tmp_path / "c/docs.jsonl",
+        '{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": \n{"doc_id": "", "text": "x"}\n',
+    )
     found = problems(load_corpus, tmp_path / "c")
     assert [p.where for p in found] == [f"{tmp_path}/c/docs.jsonl:2", f"{tmp_path}/c/docs.jsonl:3"]
     assert "malformed JSON" in found[0].what and "doc_id" in found[1].what
@@ -153,8 +158,12 @@ def test_yaml_cases_resolve_every_form_and_sort_by_id(tmp_path):
     assert mars == Case("a-sabbatical-mars", "Can I take my sabbatical on Mars?", answerable=False)
     carry = EvidenceUnit("leave-2026", 10, 38)  # "carry" at 10, "days" ends at 38
     assert LEAVE[10:38] == "carry up to five unused days"
-    assert leave.evidence == (carry, EvidenceUnit("leave-2026", 40, 75), EvidenceUnit("benefits", 10, 20),
-                              EvidenceUnit("benefits"))
+    assert leave.evidence == (
+        carry,
+        EvidenceUnit("leave-2026", 40, 75),
+        EvidenceUnit("benefits", 10, 20),
+        EvidenceUnit("benefits"),
+    )
     assert leave.claims == (Claim("Employees may carry five unused days.", (carry,)),)
     assert leave.tags == {"phrasing": "natural", "year": "2026", "reviewed": "true"}
     assert leave.filter == {"doc_type": ["policy", "faq"]}
@@ -202,7 +211,8 @@ def test_abstention_case_with_evidence_or_claims(tmp_path):
 """
     found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
     assert [(p.where.rsplit("/", 1)[1], "answerable: false" in p.what) for p in found] == [
-        ("cases.yaml:4 (case mars)", True), ("cases.yaml:5 (case mars)", True),
+        ("cases.yaml:4 (case mars)", True),
+        ("cases.yaml:5 (case mars)", True),
     ]
 
 
@@ -237,7 +247,9 @@ def test_three_mistakes_are_three_problems_in_one_error_each_at_its_line(tmp_pat
 """
     found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
     assert [p.where.rsplit("/", 1)[1] for p in found] == [
-        "cases.yaml:4 (case q1)", "cases.yaml:5 (case q1)", "cases.yaml:6 (case q1)",
+        "cases.yaml:4 (case q1)",
+        "cases.yaml:5 (case q1)",
+        "cases.yaml:6 (case q1)",
     ]
     assert "unknown doc 'leave-2062'" in found[0].what and "did you mean 'leave-2026'" in found[0].fix
     assert "not found" in found[1].what
