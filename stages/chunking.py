@@ -380,12 +380,23 @@ def _pack(spans: list[Span], limit: int) -> list[Span]:
     return packed
 
 
+# --- whole documents --------------------------------------------------------------
+
+
+def _document_spans(text: str, spec: dict) -> list[Span]:
+    """One chunk per document, the whole text. This is the chunking under which
+    a doc-level run (a system that ranks documents, not passages) is scored:
+    its chunk ``<doc_id>#0`` is the document."""
+    return [(0, len(text))] if text.strip() else []
+
+
 # --- validation -------------------------------------------------------------------
 
 _KEYS = {
     "fixed": ("strategy", "unit", "size", "overlap"),
     "sentences": ("strategy", "max_chars"),
     "markdown": ("strategy", "max_chars"),
+    "document": ("strategy",),
 }
 _UNITS = ("chars", "tokens")
 
@@ -469,4 +480,5 @@ STRATEGIES: dict[str, Callable[[str, dict], list[Span]]] = {
     "fixed": _fixed_spans,
     "sentences": _sentence_spans,
     "markdown": _markdown_spans,
+    "document": _document_spans,
 }

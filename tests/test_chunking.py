@@ -293,7 +293,7 @@ def test_sentences_and_markdown_agree_on_coverage(text, size):
 
 
 def test_registry_names():
-    assert sorted(STRATEGIES) == ["fixed", "markdown", "sentences"]
+    assert sorted(STRATEGIES) == ["document", "fixed", "markdown", "sentences"]
 
 
 # --- validation -------------------------------------------------------------------
@@ -345,7 +345,7 @@ def test_each_bad_spec_names_its_key(spec, key):
 def test_unknown_strategy_lists_supported_ones():
     (problem,) = chunking_problems("x", {"strategy": "semantic"}, WHERE)
     assert "'semantic'" in problem.what
-    assert "fixed, markdown, sentences" in problem.fix
+    assert "document, fixed, markdown, sentences" in problem.fix
 
 
 def test_every_problem_is_collected_at_once():
@@ -363,3 +363,11 @@ def test_non_mapping_spec_and_bad_name():
     assert "mapping" in chunking_problems("x", ["fixed"], WHERE)[0].what  # type: ignore[arg-type]
     problems = chunking_problems("a/b", FIXED_300, WHERE)
     assert len(problems) == 1 and "'a/b'" in problems[0].what
+
+
+def test_document_strategy_is_one_chunk_per_doc():
+    doc = Doc("d", "  Whole text.\n", metadata={"year": "2026"})
+    (only,) = chunk_document(doc, {"strategy": "document"})
+    assert (only.chunk_id, only.start, only.end, only.text) == ("d#0", 0, 14, "  Whole text.\n")
+    assert chunk_document(Doc("e", " \n"), {"strategy": "document"}) == []
+    assert chunking_problems("whole", {"strategy": "document", "size": 3}, "w")[0].what.startswith("key `size`")
