@@ -12,7 +12,9 @@ tie-breaking luck into recall.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,35 +133,319 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
     return problems
 
 
+# --- ranking from scored candidates ----------------------------------------
+
+
+def rank_scored(case: Case, scored: Mapping[str, float], chunk_by_id: Mapping[str, Chunk], depth: int) -> list[RunRow]:
+    """Rank a case's scored candidates (from fusion, a reranker, a plugin or a run
+    file) with the same rounding, tie-breaking and metadata filter as every kind."""
+    ids = sorted(scored)
+    candidates = [chunk_by_id[chunk_id] for chunk_id in ids]
+    scores = np.array([scored[chunk_id] for chunk_id in ids], dtype=np.float64)
+    return top_ranked(case.case_id, scores, allowed_mask(case, candidates), ids, depth, min_score=None)
+
+
+def by_case(rows: Sequence[RunRow]) -> dict[str, list[RunRow]]:
+    grouped: dict[str, list[RunRow]] = {}
+    for row in rows:
+        grouped.setdefault(row["case_id"], []).append(row)
+    return grouped
+
+
 # --- registry -------------------------------------------------------------
 
-Kind = tuple[
-    Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[RunRow]], Callable[[dict, str], list[Problem]], set
-]
 
-KINDS: dict[str, Kind] = {"bm25": (bm25_run, bm25_problems, BM25_KEYS)}
+@dataclass(frozen=True)
+class Request:
+    """What every kind gets: cases sorted by id, chunks sorted by chunk_id, the
+    depth, and all retriever specs (for kinds built from other retrievers)."""
+
+    cases: Sequence[Case]
+    chunks: Sequence[Chunk]
+    depth: int
+    retrievers: Mapping[str, dict]
+
+    def deeper(self, depth: int) -> Request:
+        return Request(self.cases, self.chunks, depth, self.retrievers)
+
+    def chunk_by_id(self) -> dict[str, Chunk]:
+        return {chunk.chunk_id: chunk for chunk in self.chunks}
 
 
-def retriever_problems(name: str, spec: Any, where: str) -> list[Problem]:
-    """Check one ``params.retrievers`` entry: a known kind, known keys, sane values."""
+@dataclass(frozen=True)
+class Kind:
+    run: Callable[[Request, dict], list[RunRow]]
+    problems: Callable[[dict, str, Mapping[str, Any]], list[Problem]]
+    keys: frozenset[str]
+
+
+def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[RunRow]], check, keys) -> Kind:
+    """A kind that needs no other retriever: adapt ``run(cases, chunks, spec, depth)``."""
+    return Kind(
+        lambda request, spec: run(request.cases, request.chunks, spec, request.depth),
+        lambda spec, where, _retrievers: check(spec, where),
+        frozenset(keys),
+    )
+
+
+def _dense_kind() -> Kind:
+    from stages import dense
+
+    return _simple(dense.dense_run, dense.dense_problems, dense.DENSE_KEYS)
+
+
+def run_named(request: Request, name: str) -> list[RunRow]:
+    """The run of the retriever called ``name`` (a member of a hybrid or rerank)."""
+    spec = request.retrievers[name]
+    return kind_of(spec).run(request, spec)
+
+
+# --- hybrid ---------------------------------------------------------------
+
+HYBRID_KEYS = {"kind", "members", "fusion", "rrf_k", "weights", "normalisation", "candidates", "abstain_below"}
+
+
+def hybrid_run(request: Request, spec: dict) -> list[RunRow]:
+    """Fuse the members' runs, each retrieved to ``candidates`` (default 100)."""
+    from stages.fusion import reciprocal_rank_fusion, weighted_fusion
+
+    members = [by_case(run_named(request.deeper(spec.get("candidates", 100)), name)) for name in spec["members"]]
+    chunk_by_id = request.chunk_by_id()
+    rows: list[RunRow] = []
+    for case in request.cases:
+        runs = [member.get(case.case_id, []) for member in members]
+        if spec.get("fusion", "rrf") == "rrf":
+            fused = reciprocal_rank_fusion([[r["chunk_id"] for r in run] for run in runs], spec.get("rrf_k", 60))
+        else:
+            scores = [{r["chunk_id"]: r["score"] for r in run} for run in runs]
+            weights = spec.get("weights") or [1.0] * len(runs)
+            fused = weighted_fusion(scores, weights, spec.get("normalisation", "min-max"))
+        rows.extend(rank_scored(case, fused, chunk_by_id, request.depth))
+    return rows
+
+
+def _members_problems(names: Any, key: str, where: str, retrievers: Mapping[str, Any]) -> list[Problem]:
+    known = ", ".join(sorted(retrievers))
+    if not isinstance(names, list) or not names:
+        return [Problem(where, f"{key} must be a non-empty list of retriever names", f"e.g. {key}: [bm25, dense]")]
+    return [
+        Problem(where, f"{key} names unknown retriever {name!r}", f"use one of: {known}")
+        for name in names
+        if name not in retrievers
+    ]
+
+
+def hybrid_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> list[Problem]:
+    from stages.fusion import FUSIONS, NORMALISATIONS
+
+    problems = _members_problems(spec.get("members"), "members", where, retrievers)
+    fusion = spec.get("fusion", "rrf")
+    if fusion not in FUSIONS:
+        problems.append(Problem(where, f"unknown fusion {fusion!r}", f"use one of: {', '.join(FUSIONS)}"))
+    for key in ("rrf_k", "candidates"):
+        if key in spec and not _positive_int(spec[key]):
+            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 60"))
+    weights = spec.get("weights")
+    if weights is not None and (
+        not isinstance(weights, list)
+        or len(weights) != len(spec.get("members") or [])
+        or not all(_is_number(w) for w in weights)
+    ):
+        problems.append(Problem(where, "weights must be one number per member", "e.g. weights: [0.3, 0.7]"))
+    if spec.get("normalisation", "min-max") not in NORMALISATIONS:
+        problems.append(Problem(where, "unknown normalisation", f"use one of: {', '.join(NORMALISATIONS)}"))
+    return problems
+
+
+# --- rerank ---------------------------------------------------------------
+
+RERANK_KEYS = {
+    "kind",
+    "first_stage",
+    "top_n",
+    "scorer",
+    "model",
+    "batch_size",
+    "query_prefix",
+    "passage_prefix",
+    "abstain_below",
+}
+SCORERS = ("bi-encoder", "cross-encoder")
+
+
+def rerank_run(request: Request, spec: dict) -> list[RunRow]:
+    """Re-score the first stage's top ``top_n`` (default 50) with an encoder.
+
+    The run holds only re-scored chunks, so it is as deep as ``min(top_n, depth)``.
+    """
+    from stages import dense
+
+    first = by_case(run_named(request.deeper(spec.get("top_n", 50)), spec["first_stage"]))
+    chunk_by_id = request.chunk_by_id()
+    items = [(case, [row["chunk_id"] for row in first.get(case.case_id, [])]) for case in request.cases]
+    pairs = [(case.question, [chunk_by_id[chunk_id].text for chunk_id in ids]) for case, ids in items]
+    batch = spec.get("batch_size", 32)
+    if spec.get("scorer", "bi-encoder") == "cross-encoder":
+        scored = dense.cross_encoder_scores_many(spec["model"], pairs, batch_size=batch)
+    else:
+        scored = dense.bi_encoder_scores_many(
+            spec.get("model", dense.DEFAULT_MODEL),
+            pairs,
+            query_prefix=spec.get("query_prefix", ""),
+            passage_prefix=spec.get("passage_prefix", ""),
+            batch_size=batch,
+        )
+    rows: list[RunRow] = []
+    for (case, ids), scores in zip(items, scored):
+        rows.extend(rank_scored(case, dict(zip(ids, map(float, scores))), chunk_by_id, request.depth))
+    return rows
+
+
+def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> list[Problem]:
+    problems = _members_problems([spec.get("first_stage")], "first_stage", where, retrievers)
+    scorer = spec.get("scorer", "bi-encoder")
+    if scorer not in SCORERS:
+        problems.append(Problem(where, f"unknown scorer {scorer!r}", f"use one of: {', '.join(SCORERS)}"))
+    if scorer == "cross-encoder" and not spec.get("model"):
+        problems.append(Problem(where, "a cross-encoder needs `model`", "set model: a local cross-encoder folder"))
+    for key in ("top_n", "batch_size"):
+        if key in spec and not _positive_int(spec[key]):
+            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 50"))
+    return problems
+
+
+# --- the user's own system: python plugin and run file -----------------------
+
+PYTHON_KEYS = {"kind", "target", "options", "abstain_below"}
+RUN_FILE_KEYS = {"kind", "path", "format", "abstain_below"}
+
+
+def python_run(request: Request, spec: dict) -> list[RunRow]:
+    """Call the user's ``package.module:function(cases, chunks, **options)``.
+
+    ``cases`` is a list of ``{"id", "question", "filter"}`` and ``chunks`` a
+    pandas DataFrame of the chunk table. It returns ``{case_id: [(chunk_id,
+    score), ...]}``. ragvet re-applies the metadata filter, so a plugin that
+    ignores it is not rewarded for chunks the case excludes.
+    """
+    from stages.plugins import call_plugin
+
+    result = call_plugin(spec["target"], request.cases, request.chunks, spec.get("options") or {})
+    chunk_by_id = request.chunk_by_id()
+    return [
+        row
+        for case in request.cases
+        for row in rank_scored(case, result.get(case.case_id, {}), chunk_by_id, request.depth)
+    ]
+
+
+def run_file_run(request: Request, spec: dict) -> list[RunRow]:
+    """Rank a production system's run file, checked against the chunking."""
+    from stages.plugins import external_scores
+
+    scored = external_scores(Path(spec["path"]), spec.get("format"), request.cases, request.chunks)
+    chunk_by_id = request.chunk_by_id()
+    return [
+        row
+        for case in request.cases
+        for row in rank_scored(case, scored.get(case.case_id, {}), chunk_by_id, request.depth)
+    ]
+
+
+def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
+    target = spec.get("target")
+    if not isinstance(target, str) or target.count(":") != 1:
+        return [Problem(where, f"target must be 'package.module:function', got {target!r}", "e.g. plugins.mine:search")]
+    if not isinstance(spec.get("options", {}), dict):
+        return [Problem(where, "options must be a mapping", "pass keyword arguments as options: {top: 5}")]
+    return []
+
+
+def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
+    problems = []
+    if not isinstance(spec.get("path"), str):
+        problems.append(Problem(where, "run_file needs `path`", "e.g. path: data/external/production.trec"))
+    elif not Path(spec["path"]).is_file():
+        problems.append(Problem(where, f"run file {spec['path']!r} not found", "fix `path` (relative to the project)"))
+    if spec.get("format") not in (None, "trec", "jsonl"):
+        problems.append(Problem(where, f"unknown format {spec['format']!r}", "use format: trec or jsonl"))
+    return problems
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+KINDS: dict[str, Kind | Callable[[], Kind]] = {
+    "bm25": _simple(bm25_run, bm25_problems, BM25_KEYS),
+    "dense": _dense_kind,  # imported on use: the dense extra is optional
+    "hybrid": Kind(hybrid_run, hybrid_problems, frozenset(HYBRID_KEYS)),
+    "rerank": Kind(rerank_run, rerank_problems, frozenset(RERANK_KEYS)),
+    "python": Kind(python_run, python_problems, frozenset(PYTHON_KEYS)),
+    "run_file": Kind(run_file_run, run_file_problems, frozenset(RUN_FILE_KEYS)),
+}
+
+
+def kind_of(spec: dict) -> Kind:
+    kind = KINDS[spec["kind"]]
+    return kind if isinstance(kind, Kind) else kind()
+
+
+def _cycle(name: str, retrievers: Mapping[str, Any], path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """A chain of member references that comes back to ``name``, if any."""
+    spec = retrievers.get(name)
+    if not isinstance(spec, dict):
+        return None
+    refs = spec.get("members") if spec.get("kind") == "hybrid" else [spec.get("first_stage")]
+    for ref in refs if isinstance(refs, list) and spec.get("kind") in ("hybrid", "rerank") else []:
+        if ref in path + (name,):
+            return path + (name, ref)
+        found = _cycle(ref, retrievers, path + (name,))
+        if found:
+            return found
+    return None
+
+
+def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str, Any] | None = None) -> list[Problem]:
+    """Check one ``params.retrievers`` entry: a known kind, known keys, sane values,
+    and for hybrid and rerank, members that exist and never refer back to it."""
     if not isinstance(spec, dict):
         return [Problem(where, f"retriever {name!r} must be a mapping", "give it a kind, e.g. kind: bm25")]
-    kind = spec.get("kind")
-    if kind not in KINDS:
-        return [Problem(where, f"unknown retriever kind {kind!r}", f"use one of: {', '.join(sorted(KINDS))}")]
-    _, check, keys = KINDS[kind]
+    if spec.get("kind") not in KINDS:
+        return [Problem(where, f"unknown retriever kind {spec.get('kind')!r}", f"use one of: {', '.join(KINDS)}")]
+    kind = kind_of(spec)
     problems = [
-        Problem(where, f"unknown key {key!r} for kind {kind}", f"remove it; known keys: {', '.join(sorted(keys))}")
-        for key in sorted(set(spec) - keys)
+        Problem(
+            where,
+            f"unknown key {key!r} for kind {spec['kind']}",
+            f"remove it; known keys: {', '.join(sorted(kind.keys))}",
+        )
+        for key in sorted(set(spec) - kind.keys)
     ]
     threshold = spec.get("abstain_below")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+    if threshold is not None and not _is_number(threshold):
         problems.append(Problem(where, "abstain_below must be a number", "set abstain_below: 2.5, or remove it"))
-    return problems + check(spec, where)
+    retrievers = retrievers if retrievers is not None else {name: spec}
+    cycle = _cycle(name, retrievers)
+    if cycle:
+        problems.append(Problem(where, f"members refer back in a loop: {' -> '.join(cycle)}", "break the loop"))
+    return problems + kind.problems(spec, where, retrievers)
 
 
-def retrieve(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank)."""
-    run, _, _ = KINDS[spec["kind"]]
-    rows = run(sorted(cases, key=lambda c: c.case_id), chunks, spec, depth)
+def retrieve(
+    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, retrievers: Mapping[str, dict] | None = None
+) -> list[RunRow]:
+    """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
+
+    ``retrievers`` holds every named spec, which hybrid and rerank need for
+    their members.
+    """
+    request = Request(
+        sorted(cases, key=lambda c: c.case_id), sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {}
+    )
+    rows = kind_of(spec).run(request, spec)
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))

@@ -22,11 +22,13 @@ def main(
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
     settings = read_params(params)
-    spec = settings["retrievers"][settings["configs"][config]["retriever"]]
+    retrievers = settings["retrievers"]
+    spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
-    rows = retrieve(all_cases, read_chunks(chunks), spec, settings["depth"])
+    rows = retrieve(all_cases, read_chunks(chunks), spec, settings["depth"], retrievers)
     write_jsonl(out, rows)
-    typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases")
+    empty = len(all_cases) - len({row["case_id"] for row in rows})
+    typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")
 
 
 if __name__ == "__main__":

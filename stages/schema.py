@@ -83,32 +83,72 @@ def chunk_id_for(doc_id: str, ordinal: int) -> str:
 
 @dataclass(frozen=True, order=True)
 class EvidenceUnit:
-    """Resolved evidence: a character span ``[start, end)`` of a doc, or the whole doc.
+    """Resolved evidence: a character span ``[start, end)`` of a doc, or the whole doc,
+    or a choice between several of those.
 
-    Every input form (quote, offsets, doc, chunk+chunking) resolves to this, which
-    is what lets labels survive a chunking change.
+    Every single-target input form (quote, offsets, doc, chunk+chunking) resolves to
+    one span or doc, which is what lets labels survive a chunking change. The
+    ``{any: [ref, ...]}`` form resolves to one unit with ``alternatives``: two or
+    more distinct single targets, sorted, any one of which satisfies the unit (the
+    answer spans of several annotators, say). Build it with :meth:`any_of`. Its own
+    ``doc_id``, ``start`` and ``end`` repeat its first alternative's, so that units
+    still sort and group by doc; read :attr:`targets` and :attr:`doc_ids` for all of it.
     """
 
     doc_id: str
     start: int | None = None
     end: int | None = None
+    alternatives: tuple[EvidenceUnit, ...] = ()
+
+    @classmethod
+    def any_of(cls, units: Iterable[EvidenceUnit]) -> EvidenceUnit:
+        """One unit satisfied by any of ``units``: nested choices are flattened,
+        identical targets kept once and sorted, and a single target is returned as is."""
+        targets = sorted({target for unit in units for target in unit.targets}, key=_target_key)
+        if not targets:
+            raise ValueError("an `any` unit needs at least one alternative")
+        if len(targets) == 1:
+            return targets[0]
+        first = targets[0]
+        return cls(first.doc_id, first.start, first.end, tuple(targets))
+
+    @property
+    def targets(self) -> tuple[EvidenceUnit, ...]:
+        """The single-target units that can satisfy this one: its alternatives, or itself."""
+        return self.alternatives or (self,)
+
+    @property
+    def doc_ids(self) -> tuple[str, ...]:
+        """Every doc the unit points into, in target order, each once."""
+        return tuple(dict.fromkeys(target.doc_id for target in self.targets))
 
     @property
     def doc_level(self) -> bool:
-        return self.start is None
+        return not self.alternatives and self.start is None
 
     def label(self) -> str:
-        """Short human form used in per-case tables: ``doc`` or ``doc[start:end]``."""
+        """Short human form used in per-case tables: ``doc`` or ``doc[start:end]``;
+        alternatives are joined with `` | ``."""
+        if self.alternatives:
+            return " | ".join(target.label() for target in self.alternatives)
         return self.doc_id if self.doc_level else f"{self.doc_id}[{self.start}:{self.end}]"
 
     def to_row(self) -> dict[str, Any]:
+        if self.alternatives:
+            return {"any": [target.to_row() for target in self.alternatives]}
         if self.doc_level:
             return {"doc": self.doc_id}
         return {"doc": self.doc_id, "start": self.start, "end": self.end}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> EvidenceUnit:
+        if "any" in row:
+            return cls.any_of(cls.from_row(alternative) for alternative in row["any"])
         return cls(row["doc"], row.get("start"), row.get("end"))
+
+
+def _target_key(unit: EvidenceUnit) -> tuple[str, int, int]:
+    return (unit.doc_id, -1 if unit.start is None else unit.start, -1 if unit.end is None else unit.end)
 
 
 @dataclass(frozen=True)
@@ -185,13 +225,24 @@ class ProjectedUnit:
     interval in doc coordinates. For a doc-level unit every chunk of the doc is a
     piece and only the keys matter. ``length`` is the span's length (0 for
     doc-level). Overlapping chunks share characters, so coverage is the *union*
-    of pieces, never their sum.
+    of pieces, never their sum. A unit with alternatives (``{any: [...]}``) has no
+    pieces of its own: ``alternatives`` holds each alternative's projection, and
+    the unit is available when any one of them is.
     """
 
     label: str
     doc_level: bool
     length: int
     pieces: dict[str, tuple[int, int]]
+    alternatives: tuple[ProjectedUnit, ...] = ()
+
+    @property
+    def chunk_ids(self) -> set[str]:
+        """Every chunk overlapping the unit, or any of its alternatives."""
+        ids = set(self.pieces)
+        for alternative in self.alternatives:
+            ids |= alternative.chunk_ids
+        return ids
 
 
 # ---------------------------------------------------------------------------
@@ -900,7 +951,8 @@ def _check_filter(
     filter_hits: dict[str, bool],
 ) -> None:
     """A filter that excludes the case's own evidence makes the case impossible to hit."""
-    doc_ids = dict.fromkeys(unit.doc_id for unit in [*evidence, *(u for c in claims for u in c.evidence)])
+    units = [*evidence, *(u for c in claims for u in c.evidence)]
+    doc_ids = dict.fromkeys(doc_id for unit in units for doc_id in unit.doc_ids)
     for doc_id in doc_ids:
         if not matches_filter(docs[doc_id].metadata, flt):
             checker.add(
@@ -1232,7 +1284,7 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
         retrievers = check.mapping(params["retrievers"], "retrievers", "{bm25: {kind: bm25}}")
         for name, spec in (retrievers or {}).items():
             check.name(f"retrievers.{name}", name, "retriever")
-            check.problems.extend(retriever_problems(name, spec, f"{source}: retrievers.{name}"))
+            check.problems.extend(retriever_problems(name, spec, f"{source}: retrievers.{name}", retrievers))
     if "configs" in params:
         _check_configs(check, params)
     ks = _check_ks(check, params) if "ks" in params else None
@@ -1270,7 +1322,7 @@ def corpus_fingerprint(docs: Iterable[Doc]) -> str:
 
 
 def _unit_key(unit: EvidenceUnit) -> tuple:
-    return (unit.doc_id, -1 if unit.start is None else unit.start, -1 if unit.end is None else unit.end)
+    return tuple(_target_key(target) for target in unit.targets)
 
 
 def case_fingerprint(case: Case) -> str:

@@ -96,3 +96,67 @@ def test_retriever_problems(spec, fragment):
     problems = retriever_problems("r", spec, "params.yaml: retrievers.r")
     assert any(fragment in p.what for p in problems), problems
     assert all(p.where == "params.yaml: retrievers.r" for p in problems)
+
+
+# --- hybrid ---------------------------------------------------------------
+
+RETRIEVERS = {
+    "plain": BM25,
+    "stemmed": {**BM25, "stemmer": "english"},
+    "rrf": {"kind": "hybrid", "members": ["plain", "stemmed"], "fusion": "rrf", "rrf_k": 10},
+    "wsum": {"kind": "hybrid", "members": ["plain", "stemmed"], "fusion": "weighted", "weights": [0.25, 0.75]},
+}
+HYBRID_CHUNKS = [chunk("a#0", "cats cats cats"), chunk("b#0", "cat"), chunk("c#0", "cats and a cat")]
+
+
+def test_hybrid_rrf_by_hand():
+    # plain ("cats"): a#0 (tf 3) then c#0 (tf 1); stemmed: cat in all three, a#0 (tf 3), c#0 (tf 2), b#0
+    plain = [r["chunk_id"] for r in retrieve([Case("q", "cats")], HYBRID_CHUNKS, BM25, 5)]
+    stemmed = [r["chunk_id"] for r in retrieve([Case("q", "cats")], HYBRID_CHUNKS, RETRIEVERS["stemmed"], 5)]
+    assert plain == ["a#0", "c#0"]
+    assert stemmed[0] == "a#0" and sorted(stemmed) == ["a#0", "b#0", "c#0"]
+    rows = retrieve([Case("q", "cats")], HYBRID_CHUNKS, RETRIEVERS["rrf"], 5, RETRIEVERS)
+    expected = {"a#0": 1 / 11 + 1 / 11}
+    expected["c#0"] = 1 / 12 + 1 / (10 + stemmed.index("c#0") + 1)
+    expected["b#0"] = 1 / (10 + stemmed.index("b#0") + 1)
+    assert [r["chunk_id"] for r in rows] == sorted(expected, key=lambda k: -expected[k])
+    assert [r["score"] for r in rows] == [round(v, 6) for v in sorted(expected.values(), reverse=True)]
+
+
+def test_hybrid_weighted_min_max_by_hand():
+    members = [
+        {r["chunk_id"]: r["score"] for r in retrieve([Case("q", "cats")], HYBRID_CHUNKS, RETRIEVERS[name], 5)}
+        for name in ("plain", "stemmed")
+    ]
+
+    def min_max(scores):
+        low, high = min(scores.values()), max(scores.values())
+        return {key: (value - low) / (high - low) for key, value in scores.items()}
+
+    plain, stemmed = min_max(members[0]), min_max(members[1])
+    expected = {key: 0.25 * plain.get(key, 0) + 0.75 * stemmed.get(key, 0) for key in stemmed}
+    rows = retrieve([Case("q", "cats")], HYBRID_CHUNKS, RETRIEVERS["wsum"], 5, RETRIEVERS)
+    assert {r["chunk_id"]: r["score"] for r in rows} == pytest.approx(expected, abs=2e-6)
+
+
+def test_hybrid_honours_filter_and_depth():
+    chunks = [
+        chunk("a#0", "cats", year="2025"),
+        chunk("b#0", "cats cat", year="2026"),
+        chunk("c#0", "cat", year="2026"),
+    ]
+    rows = retrieve([Case("q", "cats", filter={"year": "2026"})], chunks, RETRIEVERS["rrf"], 1, RETRIEVERS)
+    assert [r["chunk_id"] for r in rows] == ["b#0"]
+
+
+def test_member_problems_and_loops():
+    retrievers = {
+        "h": {"kind": "hybrid", "members": ["h2", "ghost"]},
+        "h2": {"kind": "rerank", "first_stage": "h"},
+        "w": {"kind": "hybrid", "members": ["h2"], "fusion": "weighted", "weights": [1, 2], "normalisation": "l2"},
+    }
+    problems = retriever_problems("h", retrievers["h"], "where", retrievers)
+    whats = " | ".join(p.what for p in problems)
+    assert "unknown retriever 'ghost'" in whats and "loop: h -> h2 -> h" in whats
+    whats = " | ".join(p.what for p in retriever_problems("w", retrievers["w"], "where", retrievers))
+    assert "weights must be one number per member" in whats and "unknown normalisation" in whats

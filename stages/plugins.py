@@ -1,0 +1,141 @@
+"""The user's own retrieval system as a configuration: a Python function, or the
+ranked output of the production system in a run file.
+
+Both are checked strictly, because a silently mis-read run would produce
+confident but wrong numbers: every problem names the target or file and line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from stages.errors import InputError, Problem, raise_if
+from stages.runfiles import entry_score, read_external_run
+from stages.schema import Case, Chunk
+
+Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
+
+SHAPE = "{case_id: [(chunk_id, score), ...]}"
+
+
+def load_target(target: str):
+    """Import ``package.module:function`` from the project or the environment."""
+    module_name, _, attribute = target.partition(":")
+    where = f"params.yaml: target {target!r}"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # any import-time failure is the plugin's, reported as such
+        raise InputError(
+            [Problem(where, f"cannot import {module_name!r}: {type(err).__name__}: {err}", "check the module path")]
+        ) from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise InputError([Problem(where, f"{module_name!r} has no function {attribute!r}", "fix the name after ':'")])
+    return function
+
+
+def chunk_table(chunks: Sequence[Chunk]):
+    """The chunk table a plugin receives, as a pandas DataFrame."""
+    import pandas as pd
+
+    columns = ["chunk_id", "doc_id", "ordinal", "start", "end", "text", "metadata"]
+    return pd.DataFrame([chunk.to_row() for chunk in chunks], columns=columns)
+
+
+def _pairs(case_id: str, ranked: Any, known: set[str], where: str) -> tuple[dict[str, float], list[Problem]]:
+    """One case's returned list as ``{chunk_id: score}``, with every problem."""
+    if not isinstance(ranked, (list, tuple)):
+        return {}, [
+            Problem(f"{where} (case {case_id})", f"expected a list of (chunk_id, score), got {ranked!r:.60}", SHAPE)
+        ]
+    scores: dict[str, float] = {}
+    problems = []
+    for item in ranked:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], (int, float))):
+            problems.append(Problem(f"{where} (case {case_id})", f"item {item!r:.60} is not (chunk_id, score)", SHAPE))
+        elif item[0] not in known:
+            problems.append(
+                Problem(f"{where} (case {case_id})", f"unknown chunk id {item[0]!r}", "return ids of the chunk table")
+            )
+        elif item[0] in scores:
+            problems.append(
+                Problem(f"{where} (case {case_id})", f"chunk id {item[0]!r} returned twice", "return each chunk once")
+            )
+        else:
+            scores[item[0]] = float(item[1])
+    return scores, problems
+
+
+def check_plugin_result(result: Any, cases: Sequence[Case], chunks: Sequence[Chunk], where: str) -> Scored:
+    """Validate what a plugin returned against the cases and the chunk table."""
+    if not isinstance(result, Mapping):
+        raise InputError([Problem(where, f"the function returned {type(result).__name__}, not a mapping", SHAPE)])
+    case_ids = {case.case_id for case in cases}
+    known = {chunk.chunk_id for chunk in chunks}
+    problems = [
+        Problem(where, f"unknown case id {case_id!r} in the result", "return only the case ids you were given")
+        for case_id in sorted(set(map(str, result)) - case_ids)
+    ]
+    scored: Scored = {}
+    for case_id in sorted(case_ids & set(result)):
+        scored[case_id], found = _pairs(case_id, result[case_id], known, where)
+        problems += found
+    raise_if(problems)
+    return scored
+
+
+def call_plugin(target: str, cases: Sequence[Case], chunks: Sequence[Chunk], options: dict) -> Scored:
+    function = load_target(target)
+    payload = [{"id": case.case_id, "question": case.question, "filter": case.filter} for case in cases]
+    return check_plugin_result(function(payload, chunk_table(chunks), **options), cases, chunks, f"plugin {target}")
+
+
+def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
+    """Doc id -> its one chunk id, for a doc-level run; a doc-level run is only
+    comparable with doc evidence when each doc is a single chunk."""
+    per_doc: dict[str, list[str]] = {}
+    for chunk in chunks:
+        per_doc.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
+    if any(len(ids) > 1 for ids in per_doc.values()):
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    "the run ranks documents, but the configuration's chunking splits documents into several chunks",
+                    "give this configuration a chunking with `strategy: document`",
+                )
+            ]
+        )
+    return {doc_id: ids[0] for doc_id, ids in per_doc.items()}
+
+
+def external_scores(path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk]) -> Scored:
+    """A run file as ``{case_id: {chunk_id: score}}``, checked line by line."""
+    entries = read_external_run(path, declared_format)
+    doc_level = bool(entries) and entries[0].level == "doc"
+    ids = _doc_chunks(chunks, path) if doc_level else {chunk.chunk_id: chunk.chunk_id for chunk in chunks}
+    case_ids = {case.case_id for case in cases}
+    problems: list[Problem] = []
+    scored: Scored = {}
+    for entry in entries:
+        where = f"{path}:{entry.line} (case {entry.case_id})"
+        if entry.case_id not in case_ids:
+            problems.append(Problem(where, "unknown case id", "use the ids of data/cases.yaml"))
+        elif entry.item_id not in ids:
+            what = "doc" if doc_level else "chunk"
+            problems.append(
+                Problem(
+                    where, f"unknown {what} id {entry.item_id!r}", f"use {what} ids of the configuration's chunking"
+                )
+            )
+        elif ids[entry.item_id] in scored.get(entry.case_id, {}):
+            problems.append(
+                Problem(where, f"{entry.item_id!r} appears twice for this case", "list each item once per case")
+            )
+        else:
+            scored.setdefault(entry.case_id, {})[ids[entry.item_id]] = entry_score(entry)
+    raise_if(problems)
+    return scored
