@@ -1145,7 +1145,7 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
                 0,
                 1,
                 True,
-                True,
+                False,  # 1.0 puts every case in eval, which small collections want
                 "set the share of cases in the eval split, e.g. eval_fraction: 0.7",
             )
     evidence = check.mapping(params["evidence"], "evidence", "{span_coverage: 1.0}") if "evidence" in params else None

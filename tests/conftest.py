@@ -34,9 +34,10 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def sh(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command in ``cwd``; on an unexpected failure show its output."""
-    done = subprocess.run(args, cwd=cwd, env=tool_env(), capture_output=True, text=True)
+def sh(cwd: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """Run a command in ``cwd`` (with extra environment variables); on an
+    unexpected failure show its output."""
+    done = subprocess.run(args, cwd=cwd, env={**tool_env(), **env}, capture_output=True, text=True)
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done

@@ -358,7 +358,7 @@ def test_sections_split_evidence_slices_and_gate(params):
     bad = copy.deepcopy(params)
     bad["chunkng"] = {}
     del bad["slices"]
-    bad["split"] = {"salt": "", "eval_fraction": 1.0}
+    bad["split"] = {"salt": "", "eval_fraction": 1.5}
     bad["evidence"]["span_coverage"] = 1.5
     bad["gate"]["configs"] = ["nope"]
     bad["gate"]["metrics"] = ["recal@5", "recall@7"]
