@@ -23,7 +23,7 @@ def case_row(
     """One row of the per-case table: metrics, counts, missed evidence, top-1 score."""
 
     def project(units):
-        return [project_unit(unit, by_doc.get(unit.doc_id, ())) for unit in units]
+        return [project_unit(unit, [c for doc_id in unit.doc_ids for c in by_doc.get(doc_id, ())]) for unit in units]
 
     result = case_metrics(
         [row["chunk_id"] for row in ranked],

@@ -16,6 +16,11 @@ A case names its evidence in one of four forms (DESIGN.md, "Inputs"):
     A chunk id valid under the named chunking of ``params.yaml``. The doc is
     chunked under that spec and the chunk's span taken, so the label maps onto
     every other chunking.
+``{any: [ref, ref, ...]}``
+    One unit satisfied by any one of its alternatives, each itself one of the
+    four forms above: the answer spans of several annotators, for instance.
+    Identical alternatives count once, and a single alternative is a plain unit.
+    Every alternative's chunks are relevant chunks.
 
 Every form becomes an :class:`~stages.schema.EvidenceUnit`. Matching is
 case-sensitive and never fuzzy: a quote that is almost there is reported with a
@@ -33,7 +38,7 @@ from typing import Any
 from stages.errors import InputError, Problem
 from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, kind_of
 
-REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking")
+REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"
 
 _WS = re.compile(r"\s+")
@@ -189,7 +194,9 @@ class EvidenceResolver:
                 )
             ]
         problems = self._key_problems(ref, where, role)
-        if "chunk" in ref or "chunking" in ref:
+        if "any" in ref:
+            unit = self._resolve_any(ref, where, role, problems)
+        elif "chunk" in ref or "chunking" in ref:
             unit = self._resolve_chunk(ref, where, role, problems)
         elif "doc" in ref:
             unit = self._resolve_doc(ref, where, role, problems)
@@ -221,6 +228,36 @@ class EvidenceResolver:
                 )
             )
         return problems
+
+    def _resolve_any(self, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
+        extra = [key for key in ref if key != "any" and key in REFERENCE_KEYS]
+        if extra:
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: an {{any: [...]}} reference cannot also have {', '.join(extra)}",
+                    "put every alternative inside the `any` list, e.g. {any: [{doc: a, start: 0, end: 9}, {doc: b}]}",
+                )
+            )
+            return None
+        alternatives = ref["any"]
+        if not isinstance(alternatives, list) or not alternatives:
+            got = "an empty list" if alternatives == [] else f"{kind_of(alternatives)} {alternatives!r}"
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `any` must be a non-empty list of references, got {got}",
+                    f"list the alternatives, each one of {FORMS}",
+                )
+            )
+            return None
+        units = []
+        for index, alternative in enumerate(alternatives, start=1):
+            unit, found = self.resolve(alternative, where, f"{role} alternative {index}")
+            problems.extend(found)
+            if unit is not None:
+                units.append(unit)
+        return None if problems else EvidenceUnit.any_of(units)
 
     def _resolve_doc(self, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
         has_quote = "quote" in ref
@@ -470,10 +507,15 @@ def resolve_reference(
 def project_unit(unit: EvidenceUnit, doc_chunks: Sequence[Chunk]) -> ProjectedUnit:
     """``unit`` seen through one chunking: the chunks of its doc that overlap its span
     by at least one character, each with the overlap ``(start, end)`` in doc
-    coordinates. A doc-level unit's pieces are all its doc's chunks, whole.
+    coordinates. A doc-level unit's pieces are all its doc's chunks, whole. A unit
+    with alternatives projects each of them (see :class:`ProjectedUnit`).
 
-    ``doc_chunks`` should be the doc's chunks; chunks of other docs are ignored.
+    ``doc_chunks`` should be the doc's chunks (for alternatives, the chunks of every
+    doc in ``unit.doc_ids``); chunks of other docs are ignored.
     """
+    if unit.alternatives:
+        alternatives = tuple(project_unit(target, doc_chunks) for target in unit.alternatives)
+        return ProjectedUnit(unit.label(), False, 0, {}, alternatives)
     own = [chunk for chunk in doc_chunks if chunk.doc_id == unit.doc_id]
     if unit.doc_level:
         return ProjectedUnit(unit.label(), True, 0, {c.chunk_id: (c.start, c.end) for c in own})
@@ -488,10 +530,12 @@ def project_unit(unit: EvidenceUnit, doc_chunks: Sequence[Chunk]) -> ProjectedUn
 
 def relevant_chunks(units: Iterable[EvidenceUnit], chunks_by_doc: Mapping[str, Sequence[Chunk]]) -> set[str]:
     """Chunk ids overlapping any evidence span by at least one character; for a
-    doc-level unit, every chunk of the doc."""
+    doc-level unit, every chunk of the doc. Every alternative of an ``{any: [...]}``
+    unit counts: each annotator's span is relevant."""
     relevant: set[str] = set()
     for unit in units:
-        relevant.update(project_unit(unit, chunks_by_doc.get(unit.doc_id, ())).pieces)
+        for target in unit.targets:
+            relevant.update(project_unit(target, chunks_by_doc.get(target.doc_id, ())).pieces)
     return relevant
 
 

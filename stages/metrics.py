@@ -164,9 +164,12 @@ def unit_available(unit: ProjectedUnit, top_k: Collection[str], span_coverage: f
     and the *union* of their pieces covers at least ``span_coverage * length``
     characters (overlapping chunks are not counted twice). A zero-length span is
     available when any of its chunks is in ``top_k``. ``span_coverage`` must be in
-    ``[0, 1]``; ``0`` means "any overlap".
+    ``[0, 1]``; ``0`` means "any overlap". A unit with alternatives is available
+    when any one of them is (each judged on its own, never pooled).
     """
     _check_coverage(span_coverage)
+    if unit.alternatives:
+        return any(unit_available(alternative, top_k, span_coverage) for alternative in unit.alternatives)
     chosen = set(top_k)
     present = [piece for chunk_id, piece in unit.pieces.items() if chunk_id in chosen]
     if not present:
