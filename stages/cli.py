@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from stages import chunk, evaluate, gate, report, retrieve, split, validate
+from stages import chunk, evaluate, gate, interop, report, retrieve, split, validate
 from stages.errors import user_errors
 from stages.files import read_params
 from stages.gating import accept_baseline
@@ -21,6 +21,8 @@ for module in (validate, chunk, split, retrieve, evaluate, report, gate):
 
 baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed baseline.")
 app.add_typer(baseline_app, name="baseline")
+app.add_typer(interop.import_app, name="import")
+app.add_typer(interop.export_app, name="export")
 
 
 @baseline_app.command("accept")

@@ -1,0 +1,412 @@
+"""The BEIR, TREC and SQuAD parsers: hand-counted rows, skips and file:line problems."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stages.errors import InputError
+from stages.importing import import_beir, import_squad, import_trec, read_topics
+
+# --- BEIR --------------------------------------------------------------------------------
+
+CORPUS = [
+    {"_id": "d1", "title": "Tides", "text": "The moon pulls the oceans and makes tides rise twice a day."},
+    {"_id": "d2", "title": "Sun", "text": "The sun is a star at the centre of the solar system."},
+    {"_id": "d3", "title": "Moon", "text": "The moon  orbits the earth\nonce every 27 days."},
+    {"_id": "d4", "title": "Mars", "text": "Mars is the red planet with two small moons."},
+    {"_id": "d5", "title": "Empty", "text": ""},
+    {"_id": 6, "title": "Earth", "text": "The earth orbits the sun.", "metadata": {"kind": "planet", "tags": ["a"]}},
+]
+QUERIES = [
+    {"_id": "q1", "text": "What makes the tides rise?"},
+    {"_id": "q2", "text": "How long does the moon\ttake to orbit the earth?"},
+    {"_id": "q3", "text": "Which planet is red?"},
+    {"_id": "q4", "text": "Who painted the Mona Lisa?"},  # judged, nothing relevant
+    {"_id": "q5", "text": "What is a star?"},  # judged in train only
+    {"_id": "q6", "text": "Is the sun hot?"},  # judged nowhere
+]
+TEST_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq2\td3\t1\nq2\t6\t0\nq3\td4\t1\nq4\td2\t0\n"
+
+
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def beir(tmp_path: Path, corpus=CORPUS, queries=QUERIES, test=TEST_QRELS) -> Path:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(corpus if isinstance(corpus, str) else jsonl(corpus))
+    (folder / "queries.jsonl").write_text(jsonl(queries))
+    (folder / "qrels" / "test.tsv").write_text(test)
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq5\td2\t1\n")
+    return folder
+
+
+def test_beir_rows_counts_and_skips_hand_counted(tmp_path):
+    folder = beir(tmp_path)
+    imported = import_beir(folder, abstain_unjudged=True)
+    assert [doc["doc_id"] for doc in imported.docs] == ["6", "d1", "d2", "d3", "d4"]
+    # Text exactly as given (offsets point into it), title kept apart, non-scalar metadata dropped.
+    assert imported.docs[3] == {
+        "doc_id": "d3",
+        "text": "The moon  orbits the earth\nonce every 27 days.",
+        "title": "Moon",
+        "metadata": {},
+    }
+    assert imported.docs[0]["metadata"] == {"kind": "planet"}
+    assert imported.cases == [
+        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}, {"doc": "d3"}]},
+        {"id": "q2", "question": "How long does the moon take to orbit the earth?", "evidence": [{"doc": "d3"}]},
+        {"id": "q3", "question": "Which planet is red?", "evidence": [{"doc": "d4"}]},
+        {"id": "q4", "question": "Who painted the Mona Lisa?", "answerable": False},
+        {"id": "q6", "question": "Is the sun hot?", "answerable": False},
+    ]
+    assert imported.counts == {
+        "documents": 5,
+        "cases": 5,
+        "evidence_units": 4,
+        "abstention_cases": 2,
+        "skipped": 5,
+    }
+    assert dict(imported.skipped) == {
+        "documents with no text": 1,
+        "metadata values that are not a single value (dropped)": 1,
+        "queries judged only in another split (qrels/train.tsv)": 1,
+        "judgements below grade 1 (not relevant)": 2,
+    }
+    assert imported.doc_sources["d3"] == f"{folder / 'corpus.jsonl'}:3"
+    assert imported.case_sources["q6"] == f"{folder / 'queries.jsonl'}:6"
+
+
+def test_beir_without_the_flag_skips_queries_with_no_relevant_doc(tmp_path):
+    imported = import_beir(beir(tmp_path))
+    assert [case["id"] for case in imported.cases] == ["q1", "q2", "q3"]
+    assert imported.counts["abstention_cases"] == 0
+    assert imported.skipped["queries with no relevant doc (--abstain-unjudged imports them as abstention cases)"] == 2
+
+
+def test_beir_min_grade_and_grades_at_or_below_zero(tmp_path):
+    folder = beir(tmp_path)
+    strict = import_beir(folder, min_grade=2)
+    assert strict.cases == [
+        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}]},
+    ]
+    # Grades 1, 1, 1, 0 and 0 are below 2.
+    assert strict.skipped["judgements below grade 2 (not relevant)"] == 5
+    # --min-grade 0 cannot make a grade-0 judgement relevant.
+    lenient = import_beir(folder, min_grade=0)
+    assert [case.get("evidence") for case in lenient.cases] == [
+        [{"doc": "d1"}, {"doc": "d3"}],
+        [{"doc": "d3"}],
+        [{"doc": "d4"}],
+    ]
+
+
+def test_beir_query_whose_only_relevant_doc_is_empty_is_not_an_abstention(tmp_path):
+    imported = import_beir(beir(tmp_path, test=TEST_QRELS + "q6\td5\t1\n"), abstain_unjudged=True)
+    assert "q6" not in [case["id"] for case in imported.cases]
+    assert imported.skipped["queries whose relevant docs were all skipped for having no text"] == 1
+    assert imported.skipped["judgements of a document skipped for having no text"] == 1
+
+
+def problems(call) -> list[tuple[str, str]]:
+    with pytest.raises(InputError) as err:
+        call()
+    return [(p.where, p.what) for p in err.value.problems]
+
+
+def test_beir_bad_qrels_lines_name_file_and_line(tmp_path):
+    bad = TEST_QRELS + "q1\td2\n" + "q9\td1\t1\n" + "q1\tzzz\t1\n" + "q1\td1\t1\n" + "q2\td4\thigh\n"
+    folder = beir(tmp_path, test=bad)
+    qrels = folder / "qrels" / "test.tsv"
+    assert problems(lambda: import_beir(folder)) == [
+        (f"{qrels}:8", "a BEIR qrels line has 3 columns (query-id, corpus-id, score), this one has 2"),
+        (f"{qrels}:9", "judgement for unknown query 'q9'"),
+        (f"{qrels}:10", "judgement for unknown doc 'zzz'"),
+        (f"{qrels}:11", f"query 'q1' and doc 'd1' are judged twice (first at {qrels}:2)"),
+        (f"{qrels}:12", "relevance 'high' is not an integer"),
+    ]
+
+
+def test_beir_duplicate_ids_and_empty_corpus(tmp_path):
+    corpus = CORPUS + [{"_id": "d2", "text": "again"}]
+    folder = beir(tmp_path, corpus=corpus, queries=QUERIES + [{"_id": "q1", "text": "again?"}])
+    where = folder / "corpus.jsonl"
+    assert problems(lambda: import_beir(folder)) == [
+        (f"{where}:7", f"duplicate doc id 'd2': already defined at {where}:2"),
+        (f"{folder / 'queries.jsonl'}:7", f"duplicate query id 'q1': already defined at {folder / 'queries.jsonl'}:1"),
+    ]
+    empty = beir(tmp_path / "e", corpus="", test="query-id\tcorpus-id\tscore\n")
+    assert problems(lambda: import_beir(empty)) == [
+        (str(empty / "corpus.jsonl"), "the corpus is empty: it has no documents"),
+    ]
+    blank = beir(tmp_path / "b", corpus=[{"_id": "x", "text": " "}], test="query-id\tcorpus-id\tscore\n")
+    assert problems(lambda: import_beir(blank)) == [
+        (str(blank / "corpus.jsonl"), "the corpus is empty: none of its 1 documents has any text"),
+    ]
+
+
+def test_beir_missing_split_lists_the_available_ones(tmp_path):
+    folder = beir(tmp_path)
+    ((where, what),) = problems(lambda: import_beir(folder, split="dev"))
+    assert where == str(folder / "qrels" / "dev.tsv") and what == "no qrels for split 'dev'"
+
+
+# --- TREC --------------------------------------------------------------------------------
+
+TOPICS = """<top>
+<num> Number: 401
+<title> tides and the moon
+
+<desc> Description:
+What makes the tides
+rise twice a day?
+
+<narr> Narrative:
+Relevant documents explain tides.
+</top>
+
+<top>
+<num> Number: 402 </num>
+<title> Topic: red planet </title>
+<desc> Which planet is red? </desc>
+</top>
+<top>
+<num> Number: 403
+<title> mona lisa
+<desc> Description:
+Who painted it?
+</top>
+"""
+
+
+def trec_files(tmp_path: Path, qrels: str = "401 0 d1 2\n401 0 d3 0\n402 0 d4 1\n") -> tuple[Path, Path, Path]:
+    topics, qrels_path, docs = tmp_path / "topics.txt", tmp_path / "qrels.txt", tmp_path / "docs"
+    topics.write_text(TOPICS)
+    qrels_path.write_text(qrels)
+    docs.mkdir()
+    (docs / "d1.txt").write_text("The moon pulls the oceans.\n")
+    (docs / "d3.txt").write_text("The moon orbits the earth.")
+    (docs / "sub").mkdir()
+    (docs / "sub" / "d4.txt").write_text("Mars is red.")
+    (docs / "d9.txt").write_text("  \n")
+    return topics, qrels_path, docs
+
+
+def test_sgml_topics_title_and_desc(tmp_path):
+    topics, _, _ = trec_files(tmp_path)
+    by_title, ids, skipped, found = read_topics(topics, "title")
+    assert found == [] and not skipped and ids == {"401", "402", "403"}
+    assert by_title == {
+        "401": ("tides and the moon", f"{topics}:1"),
+        "402": ("red planet", f"{topics}:13"),
+        "403": ("mona lisa", f"{topics}:18"),
+    }
+    by_desc, _, _, _ = read_topics(topics, "desc")
+    assert [question for question, _ in by_desc.values()] == [
+        "What makes the tides rise twice a day?",
+        "Which planet is red?",
+        "Who painted it?",
+    ]
+
+
+def test_trec_import_with_a_folder_of_text_files(tmp_path):
+    imported = import_trec(*trec_files(tmp_path), abstain_unjudged=True)
+    assert imported.docs == [
+        {"doc_id": "d1", "text": "The moon pulls the oceans.\n", "title": None, "metadata": {}},
+        {"doc_id": "d3", "text": "The moon orbits the earth.", "title": None, "metadata": {}},
+        {"doc_id": "d4", "text": "Mars is red.", "title": None, "metadata": {}},
+    ]
+    assert imported.cases == [
+        {"id": "401", "question": "tides and the moon", "evidence": [{"doc": "d1"}]},
+        {"id": "402", "question": "red planet", "evidence": [{"doc": "d4"}]},
+        {"id": "403", "question": "mona lisa", "answerable": False},
+    ]
+    assert dict(imported.skipped) == {"documents with no text": 1, "judgements below grade 1 (not relevant)": 1}
+    assert imported.counts == {"documents": 3, "cases": 3, "evidence_units": 2, "abstention_cases": 1, "skipped": 2}
+
+
+def test_trec_tsv_topics_and_jsonl_docs(tmp_path):
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tcheap flights\n2\tred  planet\n")
+    qrels = tmp_path / "qrels"
+    qrels.write_text("1 0 A 1\n1 0 B 3\n2 Q0 C 1\n")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        jsonl(
+            [
+                {"docno": "A", "text": "Cheap flights to Rome.", "title": "Flights"},
+                {"docno": "B", "text": "Fares fell."},
+                {"docno": "C", "text": "Mars is red.", "metadata": {"kind": "planet", "list": [1]}},
+            ]
+        )
+    )
+    imported = import_trec(topics, qrels, docs, min_grade=2)
+    assert imported.cases == [{"id": "1", "question": "cheap flights", "evidence": [{"doc": "B"}]}]
+    assert imported.docs[0]["title"] == "Flights" and imported.docs[2]["metadata"] == {"kind": "planet"}
+    assert imported.skipped == {
+        "metadata values that are not a single value (dropped)": 1,
+        "judgements below grade 2 (not relevant)": 2,
+        "queries with no relevant doc (--abstain-unjudged imports them as abstention cases)": 1,
+    }
+
+
+def test_trec_bad_input_names_file_and_line(tmp_path):
+    topics, qrels, docs = trec_files(tmp_path, qrels="401 0 d1 2\n401 0 d1\n999 0 d1 1\n401 0 nope 1\n")
+    assert problems(lambda: import_trec(topics, qrels, docs)) == [
+        (f"{qrels}:2", "a TREC qrels line has 4 columns (qid iter docno rel), this one has 3"),
+        (f"{qrels}:3", "judgement for unknown query '999'"),
+        (f"{qrels}:4", "judgement for unknown doc 'nope'"),
+    ]
+    (docs / "other").mkdir()
+    (docs / "other" / "d1.txt").write_text("a second d1")
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("401\tok\n402 no tab\n401\tagain\n")
+    assert problems(lambda: import_trec(tsv, qrels, docs)) == [
+        (f"{docs / 'other' / 'd1.txt'}:1", f"duplicate doc id 'd1': already defined at {docs / 'd1.txt'}:1"),
+        (f"{qrels}:2", "a TREC qrels line has 4 columns (qid iter docno rel), this one has 3"),
+        (f"{qrels}:3", "judgement for unknown query '999'"),
+        (f"{qrels}:4", "judgement for unknown doc 'nope'"),
+        (f"{tsv}:2", "a topics line has 2 tab-separated columns (qid, text), this one has 1"),
+        (f"{tsv}:3", f"duplicate topic '401': already defined at {tsv}:1"),
+    ]
+
+
+def test_trec_empty_docs_folder(tmp_path):
+    topics, qrels, docs = trec_files(tmp_path, qrels="")
+    for path in docs.rglob("*.txt"):
+        path.unlink()
+    assert problems(lambda: import_trec(topics, qrels, docs)) == [
+        (str(docs), "the corpus is empty: it has no documents")
+    ]
+
+
+# --- SQuAD -------------------------------------------------------------------------------
+
+CONTEXT = "The Eiffel Tower is in Paris. It was built in 1889."  # "in Paris" 20, "Paris" 23, "1889" 46
+
+
+def squad(tmp_path: Path, answer_start: int = 46, second_title: str = "Louvre") -> Path:
+    data = {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "Eiffel Tower",
+                "paragraphs": [
+                    {
+                        "context": CONTEXT,
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "Where is the  Eiffel Tower?",
+                                "answers": [
+                                    {"text": "Paris", "answer_start": 23},
+                                    {"text": "Paris", "answer_start": 23},
+                                    {"text": "in Paris", "answer_start": 20},
+                                ],
+                                "is_impossible": False,
+                            },
+                            {
+                                "id": "q2",
+                                "question": "When was it built?",
+                                "answers": [{"text": "1889", "answer_start": answer_start}],
+                            },
+                            {"id": "q3", "question": "Who designed the Louvre?", "answers": [], "is_impossible": True},
+                        ],
+                    },
+                    {"context": "  ", "qas": [{"id": "q4", "question": "?", "answers": []}]},
+                ],
+            },
+            {
+                "title": second_title,
+                "paragraphs": [
+                    {"context": "Intro.", "qas": []},
+                    {
+                        "context": "The Louvre is a museum.",
+                        "qas": [
+                            {
+                                "id": "q5",
+                                "question": "What is the Louvre?",
+                                "answers": [{"text": "a museum", "answer_start": 14}],
+                            }
+                        ],
+                    },
+                ],
+            },
+        ],
+    }
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def test_squad_paragraphs_answers_alternatives_and_impossible_questions(tmp_path):
+    imported = import_squad(squad(tmp_path))
+    assert imported.docs == [
+        {"doc_id": "Eiffel_Tower/0", "text": CONTEXT, "title": "Eiffel Tower", "metadata": {}},
+        {"doc_id": "Louvre/0", "text": "Intro.", "title": "Louvre", "metadata": {}},
+        {"doc_id": "Louvre/1", "text": "The Louvre is a museum.", "title": "Louvre", "metadata": {}},
+    ]
+    assert imported.cases == [
+        {
+            "id": "q1",
+            "question": "Where is the Eiffel Tower?",
+            "evidence": [
+                {
+                    "any": [
+                        {"doc": "Eiffel_Tower/0", "start": 20, "end": 28},
+                        {"doc": "Eiffel_Tower/0", "start": 23, "end": 28},
+                    ]
+                }
+            ],
+        },
+        {"id": "q2", "question": "When was it built?", "evidence": [{"doc": "Eiffel_Tower/0", "start": 46, "end": 50}]},
+        {"id": "q3", "question": "Who designed the Louvre?", "answerable": False},
+        {"id": "q5", "question": "What is the Louvre?", "evidence": [{"doc": "Louvre/1", "start": 14, "end": 22}]},
+    ]
+    assert CONTEXT[20:28] == "in Paris" and CONTEXT[46:50] == "1889"
+    assert imported.counts == {"documents": 3, "cases": 4, "evidence_units": 3, "abstention_cases": 1, "skipped": 2}
+    assert dict(imported.skipped) == {"paragraphs with no context": 1, "questions on a paragraph with no context": 1}
+
+
+def line_of(path: Path, needle: str) -> int:
+    """1-based line of the JSON object holding ``needle``: its opening brace."""
+    lines = path.read_text().split("\n")
+    hit = next(i for i, line in enumerate(lines) if needle in line)
+    return next(i for i in range(hit, -1, -1) if lines[i].strip().startswith("{")) + 1
+
+
+def test_squad_offset_that_does_not_match_names_the_answer_line(tmp_path):
+    path = squad(tmp_path, answer_start=45)
+    line = line_of(path, '"answer_start": 45')
+    assert line > 1
+    assert problems(lambda: import_squad(path)) == [
+        (
+            f"{path}:{line}",
+            "question 'q2' answer 1: the context at answer_start 45 reads ' 188', not the answer text '1889'",
+        )
+    ]
+
+
+def test_squad_duplicate_paragraph_id_and_malformed_json(tmp_path):
+    path = squad(tmp_path, second_title="Eiffel  Tower")  # the same doc ids, Eiffel_Tower/0 and /1
+    first, second = problems(lambda: import_squad(path))
+    assert first == (
+        f"{path}:{line_of(path, 'Intro.')}",
+        "duplicate doc id (article title and paragraph index) 'Eiffel_Tower/0': already defined at "
+        f"{path}:{line_of(path, 'The Eiffel Tower is in Paris')}",
+    )
+    assert second[0] == f"{path}:{line_of(path, 'The Louvre is a museum')}"
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": [\n{"title": "x",\n}]}')
+    assert problems(lambda: import_squad(broken)) == [
+        (f"{broken}:3", "malformed JSON: Expecting property name enclosed in double quotes")
+    ]
+
+
+def test_importers_are_deterministic(tmp_path):
+    assert import_squad(squad(tmp_path)) == import_squad(squad(tmp_path))
+    assert import_beir(beir(tmp_path), abstain_unjudged=True) == import_beir(tmp_path / "beir", abstain_unjudged=True)
