@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from stages.errors import Problem
-from stages.schema import Chunk, Doc, chunk_id_for
+from stages.schema import Chunk, Doc, chunk_id_for, is_int, is_positive_int
 
 Span = tuple[int, int]
 
@@ -432,13 +432,13 @@ def _value_problems(spec: dict, where: str) -> list[Problem]:
     problems = [
         Problem(where, f"key `{key}` must be a positive integer, got {spec[key]!r}", f"set `{key}` ({_describe(key)})")
         for key in ("size", "max_chars")
-        if key in spec and not _positive_int(spec[key])
+        if key in spec and not is_positive_int(spec[key])
     ]
     if "unit" in spec and spec["unit"] not in _UNITS:
         problems.append(Problem(where, f"key `unit` is {spec['unit']!r}", f"set `unit` ({_describe('unit')})"))
     if "overlap" in spec:
         overlap, size = spec["overlap"], spec.get("size")
-        if not _is_int(overlap) or overlap < 0:
+        if not is_int(overlap) or overlap < 0:
             problems.append(
                 Problem(
                     where,
@@ -446,7 +446,7 @@ def _value_problems(spec: dict, where: str) -> list[Problem]:
                     f"set `overlap` ({_describe('overlap')})",
                 )
             )
-        elif _positive_int(size) and overlap >= size:
+        elif is_positive_int(size) and overlap >= size:
             problems.append(
                 Problem(
                     where,
@@ -465,15 +465,6 @@ def _describe(key: str) -> str:
         "overlap": "units shared by consecutive windows, an integer >= 0 and < size",
         "max_chars": "the most characters in one chunk, an integer > 0",
     }[key]
-
-
-def _is_int(value: object) -> bool:
-    """YAML ``true`` is a bool, which Python counts as an int: reject it."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _positive_int(value: object) -> bool:
-    return _is_int(value) and value > 0  # type: ignore[operator]
 
 
 STRATEGIES: dict[str, Callable[[str, dict], list[Span]]] = {

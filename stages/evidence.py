@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stages.errors import InputError, Problem
-from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, kind_of
+from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, as_id, is_int, kind_of
 
 REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"
@@ -148,19 +148,6 @@ def _not_found_hint(text: str, quote: str) -> str:
 
 
 # --- resolving references ------------------------------------------------------------
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _as_id(value: Any) -> str | None:
-    """Ids may be written as numbers in YAML (``doc: 2026``); anything else is not an id."""
-    if isinstance(value, str):
-        return value
-    if _is_int(value):
-        return str(value)
-    return None
 
 
 class EvidenceResolver:
@@ -289,7 +276,7 @@ class EvidenceResolver:
         return EvidenceUnit(doc.doc_id)
 
     def _doc(self, value: Any, where: str, role: str, problems: list[Problem]) -> Doc | None:
-        doc_id = _as_id(value)
+        doc_id = as_id(value)
         if not doc_id:
             problems.append(
                 Problem(
@@ -330,7 +317,7 @@ class EvidenceResolver:
                 )
             )
             return None
-        if occurrence is not None and (not _is_int(occurrence) or occurrence < 1):
+        if occurrence is not None and (not is_int(occurrence) or occurrence < 1):
             problems.append(
                 Problem(
                     where,
@@ -380,7 +367,7 @@ class EvidenceResolver:
         self, doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]
     ) -> EvidenceUnit | None:
         start, end, size = ref.get("start"), ref.get("end"), len(doc.text)
-        if not (_is_int(start) and _is_int(end)):
+        if not (is_int(start) and is_int(end)):
             problems.append(
                 Problem(
                     where,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stages.errors import Problem
-from stages.schema import Case, Chunk, matches_filter
+from stages.schema import Case, Chunk, is_number, is_positive_int, matches_filter
 
 SCORE_PLACES = 6
 
@@ -54,6 +54,10 @@ def top_ranked(
     if min_score is not None:
         eligible &= rounded > min_score
     keep = np.flatnonzero(eligible)
+    if len(keep) > depth:  # partial selection first: sorting every chunk is the slow part on large corpora
+        values = rounded[keep]
+        cut = np.partition(values, len(values) - depth)[len(values) - depth]
+        keep = keep[values >= cut]  # ties at the cut stay, so chunk_id still breaks them
     order = keep[np.argsort(-rounded[keep], kind="stable")][:depth]
     return [
         {"case_id": case_id, "rank": rank, "chunk_id": chunk_ids[i], "score": float(rounded[i])}
@@ -243,13 +247,13 @@ def hybrid_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
     if fusion not in FUSIONS:
         problems.append(Problem(where, f"unknown fusion {fusion!r}", f"use one of: {', '.join(FUSIONS)}"))
     for key in ("rrf_k", "candidates"):
-        if key in spec and not _positive_int(spec[key]):
+        if key in spec and not is_positive_int(spec[key]):
             problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 60"))
     weights = spec.get("weights")
     if weights is not None and (
         not isinstance(weights, list)
         or len(weights) != len(spec.get("members") or [])
-        or not all(_is_number(w) for w in weights)
+        or not all(is_number(w) for w in weights)
     ):
         problems.append(Problem(where, "weights must be one number per member", "e.g. weights: [0.3, 0.7]"))
     if spec.get("normalisation", "min-max") not in NORMALISATIONS:
@@ -311,7 +315,7 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
     if scorer == "cross-encoder" and not spec.get("model"):
         problems.append(Problem(where, "a cross-encoder needs `model`", "set model: a local cross-encoder folder"))
     for key in ("top_n", "batch_size"):
-        if key in spec and not _positive_int(spec[key]):
+        if key in spec and not is_positive_int(spec[key]):
             problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 50"))
     return problems
 
@@ -374,14 +378,6 @@ def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) ->
     return problems
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 KINDS: dict[str, Kind | Callable[[], Kind]] = {
     "bm25": _simple(bm25_run, bm25_problems, BM25_KEYS),
     "dense": _dense_kind,  # imported on use: the dense extra is optional
@@ -429,7 +425,7 @@ def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str
         for key in sorted(set(spec) - kind.keys)
     ]
     threshold = spec.get("abstain_below")
-    if threshold is not None and not _is_number(threshold):
+    if threshold is not None and not is_number(threshold):
         problems.append(Problem(where, "abstain_below must be a number", "set abstain_below: 2.5, or remove it"))
     retrievers = retrievers if retrievers is not None else {name: spec}
     cycle = _cycle(name, retrievers)

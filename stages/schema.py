@@ -275,24 +275,28 @@ _FRONT_OPEN = re.compile(r"---[ \t]*\r?\n")
 _FRONT_CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     """YAML ``true`` is a bool, which Python counts as an int: it is not one here."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_positive_int(value: Any) -> bool:
+    return is_int(value) and value > 0
 
 
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def _as_id(value: Any) -> str | None:
+def as_id(value: Any) -> str | None:
     """An id written as a number (``id: 42``) is read as its text; other types are not ids."""
     if isinstance(value, str):
         return value if value.strip() else None
-    return str(value) if _is_int(value) else None
+    return str(value) if is_int(value) else None
 
 
 def kind_of(value: Any) -> str:
@@ -465,7 +469,7 @@ def _metadata(raw: Any, where: str, problems: list[Problem]) -> dict[str, Scalar
 def _title(raw: Any, where: str, problems: list[Problem]) -> str | None:
     if raw is None or isinstance(raw, str):
         return raw
-    if _is_number(raw):
+    if is_number(raw):
         return str(raw)
     problems.append(Problem(where, f"title must be text, got {kind_of(raw)} {raw!r}", "write the title as text"))
     return None
@@ -496,7 +500,7 @@ def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
                     "put other fields under metadata",
                 )
             )
-    doc_id = _as_id(row.get("doc_id"))
+    doc_id = as_id(row.get("doc_id"))
     if doc_id is None:
         problems.append(
             Problem(
@@ -882,7 +886,7 @@ def _check_case(
         )
         return None
     before = len(checker.problems)
-    case_id = _as_id(item.get("id"))
+    case_id = as_id(item.get("id"))
     if case_id is None:
         checker.add(
             f"missing or empty id (got {item.get('id')!r})",
@@ -990,7 +994,7 @@ def collect_cases(
         line = line or _line_of(item)
         checker = _CaseChecker(path, line, item, number, problems)
         case = _check_case(checker, resolver, docs, filter_hits)
-        case_id = _as_id(item.get("id")) if isinstance(item, dict) else None
+        case_id = as_id(item.get("id")) if isinstance(item, dict) else None
         if case_id is None:
             continue
         if case_id in first_seen:
@@ -1060,7 +1064,7 @@ class _ParamsChecker:
 
     def number(self, key: str, value: Any, low: float, high: float, low_open: bool, high_open: bool, fix: str) -> None:
         ok = (
-            _is_number(value)
+            is_number(value)
             and (low < value if low_open else low <= value)
             and (value < high if high_open else value <= high)
         )
@@ -1071,7 +1075,7 @@ class _ParamsChecker:
             self.add(key, f"`{key}` must be a number in {interval}, got {value!r}", fix)
 
     def integer(self, key: str, value: Any, low: int, fix: str) -> bool:
-        if not _is_int(value) or value < low:
+        if not is_int(value) or value < low:
             self.add(key, f"`{key}` must be an integer ≥ {low}, got {value!r}", fix)
             return False
         return True
@@ -1114,7 +1118,7 @@ def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
         return None
     ok = True
     for index, k in enumerate(ks):
-        if not _is_int(k) or k <= 0:
+        if not is_int(k) or k <= 0:
             check.add(
                 f"ks[{index}]",
                 f"k must be an integer > 0, got {k!r}",

@@ -189,3 +189,12 @@ def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, mon
     assert [r["chunk_id"] for r in rows] == sorted(first, key=lambda i: (-round(scores[i], 6), i))
     assert [r["score"] for r in rows] == [round(scores[r["chunk_id"]], 6) for r in rows]
     assert len(rows) == 2  # only the top_n are re-scored
+
+
+def test_top_ranked_partial_selection_keeps_ties_at_the_cut():
+    scores = np.array([1.0, 3.0, 2.0, 2.0, 2.0, 0.5])
+    ids = ["a", "b", "c", "d", "e", "f"]
+    rows = top_ranked("q", scores, np.ones(6, dtype=bool), ids, depth=3)
+    assert [(r["chunk_id"], r["rank"]) for r in rows] == [("b", 1), ("c", 2), ("d", 3)]
+    everything = top_ranked("q", scores, np.ones(6, dtype=bool), ids, depth=10)
+    assert [r["chunk_id"] for r in everything] == ["b", "c", "d", "e", "a", "f"]
