@@ -429,7 +429,8 @@ def case_metrics(
     ``retrieved`` is the run for the case, best first, already cut at the depth.
     For an abstention case (no relevant chunk, no unit, no claim) every metric is
     ``None`` except ``context_chars@k``. ``missed_evidence`` lists the labels of the
-    units not available at ``max(ks)``, in the order given.
+    units not available at ``max(ks)`` (given as ``missed_evidence_at``), in the
+    order given.
     """
     unique_ks = _ks(ks)
     _check_coverage(span_coverage)
@@ -461,6 +462,7 @@ def case_metrics(
         "metrics": values,
         "counts": counts,
         "missed_evidence": missed,
+        "missed_evidence_at": unique_ks[-1],
         "first_relevant_rank": first_relevant_rank(ranked, case.relevant),
     }
 

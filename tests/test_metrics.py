@@ -340,7 +340,7 @@ def test_case_metrics_without_claims_and_missed_at_max_k():
     result = case_metrics(["x", "y", "d#1"], {"d#1"}, [unit], [], {"x": 1, "y": 1, "d#1": 4}, [2], 1.0)
     assert result["metrics"]["claim_availability@2"] is None
     assert result["metrics"]["evidence_recall@2"] == 0.0
-    assert result["missed_evidence"] == ["d[0:4]"]
+    assert result["missed_evidence"] == ["d[0:4]"] and result["missed_evidence_at"] == 2
     assert result["first_relevant_rank"] == 3
     assert result["metrics"]["mrr"] == pytest.approx(1 / 3)
 
