@@ -77,40 +77,46 @@ def progress(items: Sequence[Any], desc: str):
 BM25_KEYS = {"kind", "k1", "b", "lowercase", "stopwords", "stemmer", "abstain_below"}
 
 
-def bm25_tokenize(texts: Sequence[str], spec: dict) -> list[list[str]]:
-    """Tokenise with bm25s, the same way for chunks and questions."""
-    import bm25s
+def bm25_tokenizer(spec: dict):
+    """A bm25s tokenizer with the spec's lowercasing, stop words and stemmer,
+    shared by chunks and questions so both map into one vocabulary."""
+    from bm25s.tokenization import Tokenizer
 
     stemmer = None
     if spec.get("stemmer", "none") not in (None, "none"):
         import Stemmer
 
-        stemmer = Stemmer.Stemmer(spec["stemmer"]).stemWords
+        stemmer = Stemmer.Stemmer(spec["stemmer"])
     stopwords = spec.get("stopwords", "en")
-    return bm25s.tokenize(
-        list(texts),
+    return Tokenizer(
         lower=spec.get("lowercase", True),
         stopwords=None if stopwords in (None, "none") else stopwords,
         stemmer=stemmer,
-        return_ids=False,
-        show_progress=False,
     )
 
 
 def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case."""
+    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case.
+
+    Texts are tokenised straight to ids in one vocabulary (question words the
+    chunks never use are dropped), which is bm25s's fast path.
+    """
     import bm25s
 
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     chunk_ids = [chunk.chunk_id for chunk in chunks]
+    tokenizer = bm25_tokenizer(spec)
+    corpus_ids = tokenizer.tokenize([chunk.text for chunk in chunks], return_as="ids", show_progress=False)
     index = bm25s.BM25(k1=spec.get("k1", 1.5), b=spec.get("b", 0.75))
-    index.index(bm25_tokenize([chunk.text for chunk in chunks], spec), show_progress=False)
-    queries = bm25_tokenize([case.question for case in cases], spec)
+    index.index((corpus_ids, tokenizer.get_vocab_dict()), show_progress=False)
+    questions = [case.question for case in cases]
+    queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False)
+    unfiltered = np.ones(len(chunks), dtype=bool)
     rows: list[RunRow] = []
-    for case, tokens in zip(progress(cases, "bm25"), queries):
-        ids = index.get_tokens_ids(tokens)
+    for case, ids in zip(progress(cases, "bm25"), queries):
         scores = index.get_scores_from_ids(ids) if ids else np.zeros(len(chunks))
-        rows.extend(top_ranked(case.case_id, scores, allowed_mask(case, chunks), chunk_ids, depth))
+        allowed = allowed_mask(case, chunks) if case.filter else unfiltered
+        rows.extend(top_ranked(case.case_id, scores, allowed, chunk_ids, depth))
     return rows
 
 
