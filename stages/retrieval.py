@@ -49,19 +49,23 @@ def top_ranked(
     (``None`` keeps every finite score, as cosine similarity may be negative);
     ``-inf`` marks a chunk the retriever did not return.
     """
-    rounded = np.round(scores.astype(np.float64), SCORE_PLACES)
-    eligible = allowed & np.isfinite(rounded)
+    scores = scores.astype(np.float64, copy=False)
+    eligible = allowed & np.isfinite(scores)
     if min_score is not None:
-        eligible &= rounded > min_score
+        eligible &= scores > min_score  # rounded again below: a score that rounds to min_score goes too
     keep = np.flatnonzero(eligible)
-    if len(keep) > depth:  # partial selection first: sorting every chunk is the slow part on large corpora
-        values = rounded[keep]
+    if len(keep) > depth:  # partial selection first: rounding and sorting every chunk is the slow part
+        values = scores[keep]
         cut = np.partition(values, len(values) - depth)[len(values) - depth]
-        keep = keep[values >= cut]  # ties at the cut stay, so chunk_id still breaks them
-    order = keep[np.argsort(-rounded[keep], kind="stable")][:depth]
+        keep = keep[values >= cut - 10.0**-SCORE_PLACES]  # anything that may round to the cut's value stays
+    rounded = np.round(scores[keep], SCORE_PLACES)
+    if min_score is not None:
+        keep, rounded = keep[rounded > min_score], rounded[rounded > min_score]
+    order = np.argsort(-rounded, kind="stable")[:depth]
+    rounded, order = rounded[order], keep[order]
     return [
-        {"case_id": case_id, "rank": rank, "chunk_id": chunk_ids[i], "score": float(rounded[i])}
-        for rank, i in enumerate(order, start=1)
+        {"case_id": case_id, "rank": rank, "chunk_id": chunk_ids[i], "score": float(score)}
+        for rank, (i, score) in enumerate(zip(order, rounded), start=1)
     ]
 
 
