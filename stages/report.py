@@ -11,7 +11,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.evaluation import config_summary
-from stages.files import read_json, read_jsonl, read_params, write_text
+from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
 from stages.reporting import plot_rows, render_report
 
 
@@ -19,7 +19,7 @@ def csv_text(rows: list[dict]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(round_floats(rows))
     return buffer.getvalue()
 
 
