@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.schema import kind_of
+from stages.schema import as_id, is_scalar, kind_of
 
 Row = dict[str, Any]
 
@@ -61,19 +61,6 @@ class Imported:
 
 
 # --- shared helpers ------------------------------------------------------------------
-
-
-def _as_id(value: Any) -> str | None:
-    """Ids are text; a JSON number is read as its text. Anything else is not an id."""
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _read_text(path: Path, problems: list[Problem], what: str) -> str | None:
@@ -148,7 +135,7 @@ def _scalar_metadata(raw: Any, skipped: Counter) -> dict[str, Any]:
     key); lists and mappings are dropped and counted."""
     if not isinstance(raw, dict):
         return {}
-    kept = {str(key): value for key, value in raw.items() if _is_scalar(value)}
+    kept = {str(key): value for key, value in raw.items() if is_scalar(value)}
     skipped["metadata values that are not a single value (dropped)"] += len(raw) - len(kept)
     return kept
 
@@ -304,7 +291,7 @@ def import_beir(
     empty_docs: set[str] = set()
     seen: dict[str, str] = {}
     for where, row in rows:
-        doc_id = _as_id(row.get("_id"))
+        doc_id = as_id(row.get("_id"))
         if doc_id is None:
             problems.append(Problem(where, f"missing or empty _id (got {row.get('_id')!r})", "give every doc an _id"))
             continue
@@ -331,7 +318,7 @@ def import_beir(
     all_queries: set[str] = set()
     seen = {}
     for where, row in _jsonl_objects(queries_path, problems, "queries.jsonl", '{"_id": ..., "text": ...}'):
-        qid = _as_id(row.get("_id"))
+        qid = as_id(row.get("_id"))
         if qid is None:
             problems.append(Problem(where, f"missing or empty _id (got {row.get('_id')!r})", "give every query an _id"))
             continue
@@ -525,7 +512,7 @@ def read_trec_docs(path: str | Path) -> tuple[list[Row], dict[str, str], set[str
                     )
                 )
                 continue
-            doc_id = _as_id(row[keys[0]])
+            doc_id = as_id(row[keys[0]])
             text, title = row.get("text"), row.get("title")
             if doc_id is None:
                 problems.append(Problem(where, f"empty {keys[0]} (got {row[keys[0]]!r})", "give every doc an id"))
@@ -689,7 +676,7 @@ def _squad_case(
     if not isinstance(qa, dict):
         problems.append(Problem(where, f"a question must be an object, got {kind_of(qa)}", "fix the qas list"))
         return None
-    qid = _as_id(qa.get("id"))
+    qid = as_id(qa.get("id"))
     if qid is None:
         problems.append(Problem(where, f"a question has no id (got {qa.get('id')!r})", "give every question an id"))
         return None

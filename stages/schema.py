@@ -288,7 +288,7 @@ def is_positive_int(value: Any) -> bool:
     return is_int(value) and value > 0
 
 
-def _is_scalar(value: Any) -> bool:
+def is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
@@ -452,7 +452,7 @@ def _metadata(raw: Any, where: str, problems: list[Problem]) -> dict[str, Scalar
         return {}
     metadata: dict[str, Scalar] = {}
     for key, value in raw.items():
-        if not _is_scalar(value):
+        if not is_scalar(value):
             problems.append(
                 Problem(
                     where,
@@ -768,7 +768,7 @@ def _tags(checker: _CaseChecker, raw: Any) -> dict[str, str]:
         return {}
     tags: dict[str, str] = {}
     for key, value in raw.items():
-        if value is None or not _is_scalar(value):
+        if value is None or not is_scalar(value):
             checker.add(
                 f"tag `{key}` must have one text, number or true/false value, got {value!r}",
                 "give the tag a single value (slices group cases by it), or remove it",
@@ -791,7 +791,7 @@ def _filter(checker: _CaseChecker, raw: Any) -> dict[str, Any]:
     flt: dict[str, Any] = {}
     for key, value in raw.items():
         values = value if isinstance(value, list) else [value]
-        if not values or any(v is None or not _is_scalar(v) for v in values):
+        if not values or any(v is None or not is_scalar(v) for v in values):
             checker.add(
                 f"filter `{key}` must be one value or a non-empty list of values, got {value!r}",
                 fix,
