@@ -63,12 +63,16 @@ def test_harmful_change_fails_the_gate_naming_drops_and_missed_cases(work_repo):
     for case_id in result["newly_missed"]:
         assert case_id in message
     assert "gate: FAILED" in message
+    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD", check=False)
+    assert against.returncode == 1 and "gate: FAILED" in against.stdout
 
 
 def test_unchanged_tree_passes_the_gate(work_repo):
     done = sh(work_repo, "dvc", "repro", "-f", "-s", "gate")
     assert "gate: PASSED" in done.stdout
     assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
+    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD")
+    assert "gate: PASSED" in against.stdout
 
 
 def test_old_commit_reproduces_its_metrics_byte_for_byte(work_repo):
