@@ -345,20 +345,29 @@ def _supported() -> str:
 
 
 def metric_problems(
-    names: Iterable[str], ks: Collection[int] | None = None, where: str = "params.yaml"
+    names: Iterable[str], ks: Collection[int] | None = None, where: str = "params.yaml", gated: bool = False
 ) -> list[Problem]:
     """Every problem with a list of metric names, for the validate stage to collect.
 
     A name is ``<base>@<k>`` with ``k`` a positive integer, or ``mrr``. When ``ks``
-    is given, ``k`` must be one of them (only those are computed).
+    is given, ``k`` must be one of them (only those are computed). A ``gated``
+    metric must be a share where higher is better, listed once: the gate fails on
+    a *drop* of ``max_drop``, which means nothing for a character count.
     """
     problems: list[Problem] = []
     fix = f"use one of: {_supported()}"
+    names = list(names)
     for name in names:
         base, sep, tail = str(name).partition("@")
         metric = METRICS.get(base)
+        if gated and names.count(name) > 1:
+            problems.append(Problem(where, f"metric {name!r} is listed twice", "list each guarded metric once"))
         if metric is None:
             problems.append(Problem(where, f"unknown metric {name!r}", fix))
+        elif gated and not metric.higher_is_better:
+            problems.append(
+                Problem(where, f"{name!r} cannot be gated: more context is not a drop", "gate on a recall-like metric")
+            )
         elif metric.at_k and not sep:
             problems.append(Problem(where, f"metric {name!r} needs a cutoff", f"write it as {base}@<k>, e.g. {base}@5"))
         elif not metric.at_k and sep:

@@ -289,7 +289,10 @@ def is_positive_int(value: Any) -> bool:
 
 
 def is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
+    """One text, number or true/false value; NaN and infinities are not (JSON has none)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int, bool))
 
 
 def as_id(value: Any) -> str | None:
@@ -1211,7 +1214,7 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                 "list the guarded metrics, e.g. [recall@5, evidence_recall@5, mrr]",
             )
         else:
-            check.problems.extend(metric_problems(metrics, ks, f"{check.source}: gate.metrics"))
+            check.problems.extend(metric_problems(metrics, ks, f"{check.source}: gate.metrics", gated=True))
     if "slice_metric" in gate:
         if not isinstance(gate["slice_metric"], str):
             check.add(
@@ -1220,7 +1223,9 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                 "set e.g. slice_metric: evidence_recall@5",
             )
         else:
-            check.problems.extend(metric_problems([gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric"))
+            check.problems.extend(
+                metric_problems([gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric", gated=True)
+            )
     for key in ("max_drop", "slice_max_drop"):
         if key in gate:
             check.number(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -66,6 +67,12 @@ def test_jsonl_corpus(tmp_path):
     write(tmp_path / "c/docs.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
     docs = load_corpus(tmp_path / "c")
     assert docs == [Doc("a", "Ay.", "A", {}), Doc("b", "Bee.", None, {"doc_type": "faq", "year": 2025})]
+
+
+def test_non_finite_metadata_is_a_problem_not_a_silent_null(tmp_path):
+    write(tmp_path / "c/docs.jsonl", '{"doc_id": "a", "text": "Ay.", "metadata": {"score": NaN}}\n')
+    found = problems(load_corpus, tmp_path / "c")
+    assert len(found) == 1 and found[0].what.startswith("metadata `score` must be a single text, number")
 
 
 def test_malformed_json_line_is_named_and_other_lines_still_checked(tmp_path):
@@ -396,7 +403,7 @@ def test_corpus_fingerprint_is_order_free_and_sees_every_character():
     docs = list(DOCS.values())
     assert corpus_fingerprint(docs) == corpus_fingerprint(docs[::-1])
     assert len(corpus_fingerprint(docs)) == 16
-    changed = [Doc("leave-2026", LEAVE + " "), DOCS["benefits"]]
+    changed = [dataclasses.replace(DOCS["leave-2026"], text=LEAVE + " "), DOCS["benefits"]]
     assert corpus_fingerprint(changed) != corpus_fingerprint(docs)
 
 
@@ -407,3 +414,13 @@ def test_case_fingerprint_normalises_order_but_sees_content():
     assert case_fingerprint(case) == case_fingerprint(reordered)
     assert case_fingerprint(case) != case_fingerprint(Case("c", "q??", True, (a, b), case.claims))
     assert case_fingerprint(case) != case_fingerprint(Case("c", "q?", True, (EvidenceUnit("d", 0, 6), b), case.claims))
+
+
+def test_gate_refuses_context_chars_and_repeated_metrics(params):
+    bad = copy.deepcopy(params)
+    bad["gate"]["metrics"] = ["recall@5", "recall@5", "context_chars@5"]
+    bad["gate"]["slice_metric"] = "context_chars@5"
+    found = where_what(validate_params(bad))
+    assert ("params.yaml: gate.metrics", "metric 'recall@5' is listed twice") in found
+    assert ("params.yaml: gate.metrics", "'context_chars@5' cannot be gated: more context is not a drop") in found
+    assert ("params.yaml: gate.slice_metric", "'context_chars@5' cannot be gated: more context is not a drop") in found
