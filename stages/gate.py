@@ -44,7 +44,7 @@ def main(
                 config,
                 base_rows,
                 read_jsonl(cases_dir / f"{config}.jsonl"),
-                base_summary,  # the whole summary: the gate also refuses a NaN guarded mean
+                base_summary["fingerprints"] if base_summary else None,
                 current_fingerprints,
                 gate,
                 settings["slices"],

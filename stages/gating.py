@@ -111,20 +111,6 @@ def _k_of(metric: str) -> int | None:
     return int(k) if at and k.isdigit() else None
 
 
-def _fingerprints(doc: dict | None) -> dict | None:
-    """Accept a whole summary or just its ``fingerprints`` dict."""
-    if doc is None:
-        return None
-    return doc.get("fingerprints", doc) if isinstance(doc, dict) else None
-
-
-def _summary_means(doc: dict | None) -> dict | None:
-    """Eval-split means when ``doc`` is a whole summary; None when only fingerprints were given."""
-    if not isinstance(doc, dict) or "fingerprints" not in doc:
-        return None
-    return (doc.get(EVAL) or {}).get("metrics") or {}
-
-
 def _failed(delta: float | None, ci_high: float | None, max_drop: float, require_significance: bool) -> bool:
     """A drop beyond tolerance fails; with significance required, only if the CI excludes 0."""
     if delta is None or delta >= -max_drop:
@@ -219,11 +205,10 @@ def compare_config(
 ) -> dict:
     """Compare one gated configuration with its baseline.
 
-    ``baseline_fp`` / ``current_fp`` are either the whole summaries
-    (``metrics/<config>.json``) or just their ``fingerprints`` dicts. With whole
-    summaries the gate also refuses a guarded metric whose summary mean is
-    undefined. ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
-    baseline; ``current_rows=None`` means the configuration has no results.
+    ``baseline_fp`` / ``current_fp`` are the ``fingerprints`` dicts (eval split,
+    corpus). ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
+    baseline; ``current_rows=None`` means the configuration has no results. A
+    guarded metric with no value (None or NaN) on any paired case is refused.
 
     ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
     an invalid comparison never passes.
@@ -257,7 +242,7 @@ def compare_config(
     if reasons:
         return result
 
-    base_fp, cur_fp = _fingerprints(baseline_fp) or {}, _fingerprints(current_fp) or {}
+    base_fp, cur_fp = baseline_fp or {}, current_fp or {}
     if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
         reasons.append(
             f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
@@ -270,17 +255,6 @@ def compare_config(
         )
     if reasons:
         return result
-
-    for side, doc in (("baseline", baseline_fp), ("current", current_fp)):
-        means = _summary_means(doc)
-        if means is None:
-            continue
-        for metric in metrics:
-            if _missing(means.get(metric)):
-                reasons.append(
-                    f"guarded metric {metric} is undefined (NaN or missing) in the {side} summary: "
-                    "fix the cases or params so it has a value, or stop gating on it"
-                )
 
     if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
         reasons.append(
