@@ -9,7 +9,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.evaluation import config_summary, evaluate_run
-from stages.files import read_json, read_params, write_json
+from stages.files import read_json, read_params, round_floats, write_json
 from stages.metrics import slice_table
 from stages.tables import read_cases, read_chunks, read_run, write_rows
 
@@ -37,6 +37,7 @@ def main(
     rows = evaluate_run(
         all_cases, all_chunks, ranked, membership, settings["ks"], settings["evidence"]["span_coverage"]
     )
+    rows = round_floats(rows)  # the summary averages what the per-case table holds, exactly as the report does
     abstain_below = settings["retrievers"][spec["retriever"]].get("abstain_below")
     summary = config_summary(config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"])
     write_rows(per_case, rows, "case_id")
