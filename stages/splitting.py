@@ -14,9 +14,10 @@ from stages.schema import Case, Doc, case_fingerprint, corpus_fingerprint
 
 
 def unit_hash(salt: str, case_id: str) -> float:
-    """H(salt, case_id) in [0, 1): the first 64 bits of sha256, scaled."""
+    """H(salt, case_id) in [0, 1): the first 53 bits of sha256, scaled (53, so the
+    float is exact and can never round up to 1.0)."""
     digest = hashlib.sha256(f"{salt}\x00{case_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return (int.from_bytes(digest[:8], "big") >> 11) / 2**53
 
 
 def assign_split(salt: str, case_id: str, eval_fraction: float) -> str:

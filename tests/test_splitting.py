@@ -11,7 +11,8 @@ DOCS = [Doc("d", "text")]
 
 def test_split_is_a_pure_function_of_salt_and_id():
     assert 0 <= unit_hash("s", "x") < 1
-    assert unit_hash("s", "x") == unit_hash("s", "x") != unit_hash("t", "x")
+    assert unit_hash("s", "x") == 0.28788398069473287  # pinned: a new hash would reshuffle every split
+    assert unit_hash("t", "x") != unit_hash("s", "x")
     assert assign_split("s", "x", 1.0) == "eval" and assign_split("s", "x", 0.0) == "dev"
 
 
