@@ -19,8 +19,8 @@ from typing import Any
 from stages.errors import InputError, Problem
 
 FLOAT_PLACES = 6
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+UMASK = os.umask(0)  # read once: os.umask can only be read by setting it
+os.umask(UMASK)
 
 
 def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
@@ -58,7 +58,7 @@ def write_text(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

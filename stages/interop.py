@@ -21,7 +21,7 @@ import typer
 
 from stages.errors import InputError, Problem, raise_if, user_errors
 from stages.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
-from stages.files import dumps_line, iter_jsonl, read_json, write_jsonl, write_text
+from stages.files import UMASK, dumps_line, iter_jsonl, read_json, write_jsonl, write_text
 from stages.importing import Imported, import_beir, import_squad, import_trec
 from stages.schema import collect_cases, collect_corpus
 from stages.tables import read_cases, read_chunks
@@ -35,8 +35,6 @@ export_app = typer.Typer(
     help="Write a run or the chunk-level qrels as TREC files, for trec_eval, pytrec_eval or ranx.",
 )
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 _WHERE = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?P<rest>.*)$", re.DOTALL)
 _CASE_LABEL = re.compile(r"\(case (?P<id>.+)\)$")
 
@@ -94,7 +92,9 @@ def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
                 "pass --force to replace its content, or choose another --out-corpus",
             )
         )
-    if out_cases.exists() and not force:
+    if out_cases.is_dir() or any(parent.is_file() for parent in out_cases.parents):
+        problems.append(Problem(str(out_cases), "--out-cases is a folder or lies under a file", "give a file path"))
+    elif out_cases.exists() and not force:
         problems.append(Problem(str(out_cases), "the cases file exists", "pass --force to replace it"))
     if out_cases.resolve().is_relative_to(out_corpus.resolve()):
         problems.append(
@@ -127,12 +127,12 @@ def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force:
         problems += case_problems
         if problems:
             raise InputError(_relocate(p, imported, temp_corpus, temp_cases, suffix) for p in problems)
-        temp_corpus.chmod(0o777 & ~_UMASK)
+        temp_corpus.chmod(0o777 & ~UMASK)
+        write_text(out_cases, cases_text)  # first: the corpus swap below is two renames that cannot half-fail
         out_corpus.parent.mkdir(parents=True, exist_ok=True)
         if out_corpus.exists():
             os.replace(out_corpus, temp / "replaced")
         os.replace(temp_corpus, out_corpus)
-        write_text(out_cases, cases_text)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
@@ -298,7 +298,11 @@ def export_qrels(
     members = None
     if split != "all":
         _need(split_file, "split file")
-        members = {cid for cid, entry in read_json(split_file)["cases"].items() if entry["split"] == split}
+        frozen = read_json(split_file)
+        entries = frozen.get("cases") if isinstance(frozen, dict) else None
+        if not isinstance(entries, dict) or not all(isinstance(e, dict) and "split" in e for e in entries.values()):
+            raise_if([Problem(str(split_file), "not a split file of the split stage", "pass data/split.json")])
+        members = {cid for cid, entry in entries.items() if entry["split"] == split}
     lines = trec_qrels_lines(read_cases(cases), read_chunks(chunk_path), members)
     _emit(lines, out)
     typer.echo(f"exported {len(lines)} relevant chunks for {len({line.split()[0] for line in lines})} cases", err=True)

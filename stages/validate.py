@@ -29,7 +29,7 @@ def main(
     problems: list[Problem] = []
     try:
         settings = read_params(params)
-        problems += validate_params(settings)
+        problems += validate_params(settings, str(params))
     except InputError as err:
         settings = {}
         problems += err.problems

@@ -356,7 +356,17 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     assert trec_eval_means(tmp_path, [1])["mrr"] == pytest.approx((0.5 + 1 + 1 + 1) / 4)
 
 
-def test_readme_lines_match_the_readme_once_it_has_them():
+def test_the_readme_shows_exactly_these_lines():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    if "pytrec_eval.parse_qrel" in readme:
-        assert README_LINES in readme
+    assert README_LINES in readme
+
+
+def test_import_refuses_a_cases_path_that_is_a_folder_and_keeps_the_old_corpus(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = write_beir(tmp_path / "beir")
+    (tmp_path / "data/corpus").mkdir(parents=True)
+    (tmp_path / "data/corpus/old.md").write_text("# Old\n")
+    (tmp_path / "cases.yaml").mkdir()
+    result = ragvet("import", "beir", source, "--out-cases", "cases.yaml", "--force", ok=False)
+    assert result.exit_code == 2 and "--out-cases is a folder" in result.stderr
+    assert [p.name for p in (tmp_path / "data/corpus").iterdir()] == ["old.md"]
