@@ -57,7 +57,7 @@ from stages.embedding import (
     run_by_length,
 )
 from stages.errors import InputError, Problem
-from stages.schema import Case, Chunk
+from stages.schema import Case, Chunk, is_positive_int
 
 # stages.retrieval registers this kind by importing this module, so this module
 # imports stages.retrieval only inside functions: no import cycle.
@@ -90,24 +90,27 @@ SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
 TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
 
 
-def dense_problems(spec: dict, where: str) -> list[Problem]:
-    """Cheap checks of a dense entry: no model is loaded, nothing is imported."""
+def _positive_int_problems(spec: dict, keys: Sequence[str], where: str) -> list[Problem]:
+    return [
+        Problem(
+            where,
+            f"{key} must be a positive integer, got {spec[key]!r}",
+            f"set {key}: {DENSE_DEFAULTS[key]}, or remove it",
+        )
+        for key in keys
+        if key in spec and not is_positive_int(spec[key])
+    ]
+
+
+def encoder_problems(
+    spec: dict, where: str, modules: Sequence[str] = ("sentence_transformers", "torch")
+) -> list[Problem]:
+    """Cheap checks of an encoder's settings (dense retrieval, or a rerank scorer):
+    batch size, prefixes, a model that resolves locally, the extra installed.
+    No model is loaded, nothing is imported."""
     import importlib.util
 
-    problems = []
-    index = spec.get("index", DENSE_DEFAULTS["index"])
-    if index not in INDEX_KINDS:
-        problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
-    for key in ("hnsw_m", "ef_search", "ef_construction", "batch_size"):
-        value = spec.get(key, DENSE_DEFAULTS[key])
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            problems.append(
-                Problem(
-                    where,
-                    f"{key} must be a positive integer, got {value!r}",
-                    f"set {key}: {DENSE_DEFAULTS[key]}, or remove it",
-                )
-            )
+    problems = _positive_int_problems(spec, ["batch_size"], where)
     for key in ("query_prefix", "passage_prefix"):
         if not isinstance(spec.get(key, ""), str):
             problems.append(
@@ -121,14 +124,26 @@ def dense_problems(spec: dict, where: str) -> list[Problem]:
         resolve_model(spec.get("model", DENSE_DEFAULTS["model"]), where)
     except InputError as err:
         problems.extend(err.problems)
-    for module in ("sentence_transformers", "torch", "faiss"):
+    for module in modules:
         if importlib.util.find_spec(module) is None:
             problems.append(
                 Problem(
-                    where, f"kind dense needs the Python module {module}, which is not installed", DENSE_INSTALL_FIX
+                    where,
+                    f"kind {spec['kind']} needs the Python module {module}, which is not installed",
+                    DENSE_INSTALL_FIX,
                 )
             )
     return problems
+
+
+def dense_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks of a dense entry: the index settings and the encoder's."""
+    problems = []
+    index = spec.get("index", DENSE_DEFAULTS["index"])
+    if index not in INDEX_KINDS:
+        problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
+    problems += _positive_int_problems(spec, ["hnsw_m", "ef_search", "ef_construction"], where)
+    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
 
 
 def _settings(spec: dict) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: 
     index = bm25s.BM25(k1=spec.get("k1", 1.5), b=spec.get("b", 0.75))
     index.index((corpus_ids, tokenizer.get_vocab_dict()), show_progress=False)
     questions = [case.question for case in cases]
-    queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False)
+    queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
     unfiltered = np.ones(len(chunks), dtype=bool)
     rows: list[RunRow] = []
     for case, ids in zip(progress(cases, "bm25"), queries):
@@ -128,7 +128,7 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
     problems = []
     for key in ("k1", "b"):
         value = spec.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if not is_number(value) or value < 0:
             problems.append(
                 Problem(where, f"{key} must be a number ≥ 0, got {value!r}", f"set {key}, e.g. k1: 1.5, b: 0.75")
             )
@@ -324,9 +324,12 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
         problems.append(Problem(where, f"unknown scorer {scorer!r}", f"use one of: {', '.join(SCORERS)}"))
     if scorer == "cross-encoder" and not spec.get("model"):
         problems.append(Problem(where, "a cross-encoder needs `model`", "set model: a local cross-encoder folder"))
-    for key in ("top_n", "batch_size"):
-        if key in spec and not is_positive_int(spec[key]):
-            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 50"))
+    elif scorer in SCORERS:
+        from stages.dense import encoder_problems
+
+        problems += encoder_problems(spec, where)
+    if "top_n" in spec and not is_positive_int(spec["top_n"]):
+        problems.append(Problem(where, "top_n must be an integer > 0", "e.g. top_n: 50"))
     return problems
 
 
@@ -334,6 +337,7 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
 
 PYTHON_KEYS = {"kind", "target", "options", "abstain_below"}
 RUN_FILE_KEYS = {"kind", "path", "format", "abstain_below"}
+RUN_FILE_FOLDER = "data/external"  # a dependency of every retrieve stage in dvc.yaml
 
 
 def python_run(request: Request, spec: dict) -> list[RunRow]:
@@ -383,6 +387,14 @@ def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) ->
         problems.append(Problem(where, "run_file needs `path`", "e.g. path: data/external/production.trec"))
     elif not Path(spec["path"]).is_file():
         problems.append(Problem(where, f"run file {spec['path']!r} not found", "fix `path` (relative to the project)"))
+    elif not Path(spec["path"]).resolve().is_relative_to(Path(RUN_FILE_FOLDER).resolve()):
+        problems.append(
+            Problem(
+                where,
+                f"run file {spec['path']!r} is outside {RUN_FILE_FOLDER}/, which dvc.yaml tracks",
+                f"move it into {RUN_FILE_FOLDER}/ so that editing it re-runs retrieval",
+            )
+        )
     if spec.get("format") not in (None, "trec", "jsonl"):
         problems.append(Problem(where, f"unknown format {spec['format']!r}", "use format: trec or jsonl"))
     return problems

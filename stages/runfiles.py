@@ -96,6 +96,10 @@ def read_external_run(path: Path, declared_format: str | None = None) -> list[Ru
         raise InputError(
             [Problem(str(path), "the run mixes chunk ids and doc ids", "rank either chunks or documents, not both")]
         )
+    if len({entry.score is None for entry in entries}) > 1:
+        raise InputError(
+            [Problem(str(path), "some lines give a score and others only a rank", "give every line a score, or none")]
+        )
     return entries
 
 

@@ -120,3 +120,25 @@ def test_run_file_errors_name_file_and_line(tmp_path):
         ("bad.trec:3 (case q1)", "unknown chunk id 'zz#1'"),
         ("bad.trec:4 (case q1)", "'a#0' appears twice for this case"),
     ]
+
+
+def test_a_run_file_mixing_scores_and_ranks_is_refused(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        '{"case_id": "q1", "chunk_id": "a#0", "score": 0.4}\n{"case_id": "q1", "chunk_id": "a#1", "rank": 2}\n'
+    )
+    with pytest.raises(InputError) as err:
+        retrieve(CASES, CHUNKS, {"kind": "run_file", "path": str(path)}, depth=5)
+    assert "some lines give a score and others only a rank" in err.value.problems[0].what
+
+
+def test_run_file_must_sit_where_dvc_tracks_it(tmp_path, monkeypatch):
+    from stages.retrieval import retriever_problems
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "external").mkdir(parents=True)
+    (tmp_path / "data" / "external" / "prod.trec").write_text("")
+    (tmp_path / "elsewhere.trec").write_text("")
+    assert retriever_problems("p", {"kind": "run_file", "path": "data/external/prod.trec"}, "w") == []
+    (problem,) = retriever_problems("p", {"kind": "run_file", "path": "elsewhere.trec"}, "w")
+    assert "outside data/external/" in problem.what

@@ -31,6 +31,12 @@ def test_bm25_scores_match_the_lucene_formula_by_hand():
     assert rows[1]["score"] == pytest.approx(expected_b, abs=1e-6)
 
 
+def test_a_question_with_no_indexed_word_retrieves_nothing_even_against_empty_chunks():
+    chunks = [chunk("a#0", "the cat sat on mat"), chunk("b#0", "the the the"), chunk("c#0", "dog")]
+    spec = {**BM25, "stopwords": "en"}
+    assert retrieve([Case("q", "what is a zebra?")], chunks, spec, depth=5) == []
+
+
 def test_chunks_matching_no_query_term_are_not_returned():
     assert [r["chunk_id"] for r in retrieve([Case("q", "cat")], CHUNKS, BM25, depth=5)] == ["b#0", "a#0"]
     assert retrieve([Case("q", "zebra")], CHUNKS, BM25, depth=5) == []
@@ -74,7 +80,7 @@ def test_ties_are_broken_by_chunk_id_and_runs_sorted_by_case():
 
 
 def test_top_ranked_rounds_before_ranking_and_keeps_finite_scores_only():
-    scores = np.array([0.30000001, 0.3, -0.5, -np.inf])
+    scores = np.array([0.3, 0.30000001, -0.5, -np.inf])  # b is higher only below the 6th decimal
     allowed = np.array([True, True, True, True])
     rows = top_ranked("q", scores, allowed, ["a", "b", "c", "d"], depth=10, min_score=None)
     assert [(r["chunk_id"], r["score"]) for r in rows] == [("a", 0.3), ("b", 0.3), ("c", -0.5)]
@@ -198,3 +204,17 @@ def test_top_ranked_partial_selection_keeps_ties_at_the_cut():
     assert [(r["chunk_id"], r["rank"]) for r in rows] == [("b", 1), ("c", 2), ("d", 3)]
     everything = top_ranked("q", scores, np.ones(6, dtype=bool), ids, depth=10)
     assert [r["chunk_id"] for r in everything] == ["b", "c", "d", "e", "a", "f"]
+    # a score just under the cut that rounds to it is a tie, broken by chunk_id
+    near = top_ranked("q", np.array([3.0, 1.9999996, 2.0, 2.0]), np.ones(4, dtype=bool), list("bcde"), depth=3)
+    assert [(r["chunk_id"], r["score"]) for r in near] == [("b", 3.0), ("c", 2.0), ("d", 2.0)]
+
+
+def test_rerank_scorer_settings_are_checked_at_validation():
+    retrievers = {
+        "bm25": BM25,
+        "r": {"kind": "rerank", "first_stage": "bm25", "model": "no-such-model", "query_prefix": 3},
+    }
+    whats = " | ".join(p.what for p in retriever_problems("r", retrievers["r"], "where", retrievers))
+    assert "no-such-model" in whats and "query_prefix must be a string" in whats
+    nan_k1 = retriever_problems("b", {**BM25, "k1": float("nan")}, "where")
+    assert nan_k1 and "k1 must be a number" in nan_k1[0].what
