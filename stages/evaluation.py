@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from stages.evidence import chunks_by_doc, project_unit, relevant_chunks
-from stages.metrics import case_metrics, summarise
+from stages.evidence import project_unit, relevant_chunks
+from stages.metrics import _check_coverage, _ks, case_metrics, summarise
 from stages.schema import Case, Chunk
+from stages.scoring import ChunkTable, RunTable, case_results, score
 
 
 def case_row(
@@ -46,19 +47,37 @@ def case_row(
 
 def evaluate_run(
     cases: Sequence[Case],
-    chunks: Sequence[Chunk],
-    run: Mapping[str, Sequence[dict]],
+    chunks: Sequence[Chunk] | ChunkTable,
+    run: Mapping[str, Sequence[dict]] | RunTable,
     split: Mapping[str, str],
     ks: Sequence[int],
     span_coverage: float,
 ) -> list[dict]:
     """Per-case rows for every case, sorted by case_id. A case absent from the
-    run is an empty retrieval, never a dropped case."""
-    by_doc = chunks_by_doc(chunks)
-    lengths = {chunk.chunk_id: chunk.end - chunk.start for chunk in chunks}
+    run is an empty retrieval, never a dropped case.
+
+    Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
+    :func:`case_row` of the same case, which stays the readable definition.
+    """
+    _check_coverage(span_coverage)
+    unique_ks = _ks(ks)
+    table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)
+    index = table.index()
+    if not isinstance(run, RunTable):
+        run = RunTable.from_mapping(run, index)
+    ordered = sorted(cases, key=lambda c: c.case_id)
+    scores, evidence = score(ordered, table, run, unique_ks, span_coverage, index)
+    top1 = scores.top1_score.tolist()
     return [
-        case_row(case, split[case.case_id], run.get(case.case_id, ()), by_doc, lengths, ks, span_coverage)
-        for case in sorted(cases, key=lambda c: c.case_id)
+        {
+            "case_id": case.case_id,
+            "split": split[case.case_id],
+            "answerable": case.answerable,
+            "tags": case.tags,
+            "top1_score": None if top1[row] != top1[row] else top1[row],
+            **result,
+        }
+        for row, (case, result) in enumerate(zip(ordered, case_results(scores, evidence, unique_ks)))
     ]
 
 

@@ -1,0 +1,466 @@
+"""The vectorised evaluation engine: every per-case metric of a whole run at once.
+
+:mod:`stages.metrics` holds the reference definitions, one case at a time, over
+Python sets. Scoring 100,000 cases that way costs seconds of set building per
+metric, so this module computes the same figures over arrays instead:
+
+* chunk ids are interned once to row numbers of the chunk table, and case ids to
+  row numbers of the case list;
+* the run becomes a ``cases x ranks`` matrix of chunk numbers (``-1`` past a
+  case's last rank), deduplicated keeping the first occurrence;
+* relevance is one ``cases x ranks`` boolean matrix, found by a sorted search of
+  ``(case, chunk)`` keys, and every chunk-level metric is a cumulative sum or a
+  first ``True`` along the ranks;
+* evidence availability works on *pieces* (one evidence target's overlap with
+  one chunk): each piece gets the rank of its chunk in the case's top ``max(ks)``,
+  and the union of the pieces present at ``k`` is measured per target with one
+  running maximum over all targets at once.
+
+The test suite checks every figure against the reference functions on generated
+runs with ties, duplicates, short runs, abstention cases and partly covered spans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stages.evidence import project_unit
+from stages.schema import Case, Chunk, EvidenceUnit, ProjectedUnit
+
+NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
+
+
+@dataclass(frozen=True)
+class ChunkTable:
+    """The columns of a chunking the engine reads: ids, docs and character offsets.
+
+    Row ``i`` is chunk number ``i``; ``doc_chunks`` lists, per doc id, its rows in
+    ordinal order (what :func:`stages.evidence.project_unit` expects).
+    """
+
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    ordinals: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        return cls(
+            [c.chunk_id for c in chunks],
+            [c.doc_id for c in chunks],
+            np.fromiter((c.ordinal for c in chunks), np.int64, len(chunks)),
+            np.fromiter((c.start for c in chunks), np.int64, len(chunks)),
+            np.fromiter((c.end for c in chunks), np.int64, len(chunks)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+    def index(self) -> dict[str, int]:
+        return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
+
+    def by_doc(self) -> dict[str, list[Chunk]]:
+        """Lightweight :class:`Chunk` rows (no text) per doc, in ordinal order."""
+        grouped: dict[str, list[Chunk]] = {}
+        for row, (chunk_id, doc_id) in enumerate(zip(self.chunk_ids, self.doc_ids)):
+            grouped.setdefault(doc_id, []).append(
+                Chunk(chunk_id, doc_id, int(self.ordinals[row]), int(self.starts[row]), int(self.ends[row]), "")
+            )
+        for group in grouped.values():
+            group.sort(key=lambda c: c.ordinal)
+        return grouped
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """A run as columns: one entry per retrieved row, ids interned to numbers.
+
+    ``case`` indexes ``case_ids``; ``chunk`` indexes the chunk table. The rows may
+    come in any order; ranks order them within a case (ties keep file order).
+    """
+
+    case_ids: list[str]
+    case: np.ndarray
+    chunk: np.ndarray
+    rank: np.ndarray
+    score: np.ndarray
+
+    @classmethod
+    def from_mapping(cls, run: Mapping[str, Sequence[dict]], chunk_index: Mapping[str, int]) -> RunTable:
+        """From ``{case_id: [{"chunk_id", "score", ...}, ...]}``, each list best first
+        (its order is the ranking). An unknown chunk id raises ``KeyError``."""
+        case_ids = sorted(run)
+        case, chunk, rank, score = [], [], [], []
+        for number, case_id in enumerate(case_ids):
+            for position, row in enumerate(run[case_id], start=1):
+                if row["chunk_id"] not in chunk_index:
+                    raise KeyError(f"retrieved chunk {row['chunk_id']!r} is not in the chunking")
+                case.append(number)
+                chunk.append(chunk_index[row["chunk_id"]])
+                rank.append(position)
+                score.append(row["score"])
+        return cls(
+            case_ids,
+            np.asarray(case, np.int64),
+            np.asarray(chunk, np.int64),
+            np.asarray(rank, np.int64),
+            np.asarray(score, np.float64),
+        )
+
+
+@dataclass
+class Ranking:
+    """The deduplicated run as a ``cases x width`` matrix of chunk numbers (-1 = no chunk)."""
+
+    matrix: np.ndarray
+    retrieved: np.ndarray
+    removed: np.ndarray
+    top1_score: np.ndarray
+
+
+def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
+    """Lay the run out as one row per case of ``case_order``, best rank first.
+
+    Cases missing from the run get an empty row. Repeated chunk ids within a case
+    are dropped after their first occurrence (the rest move up) and counted.
+    """
+    n_cases = len(case_order)
+    position = {case_id: row for row, case_id in enumerate(case_order)}
+    row_of = np.asarray([position.get(case_id, -1) for case_id in run.case_ids], np.int64)
+    rows = row_of[run.case] if len(run.case) else np.zeros(0, np.int64)
+    keep = rows >= 0
+    rows, chunk, rank, score = rows[keep], run.chunk[keep], run.rank[keep], run.score[keep]
+    if len(rows) > 1 and not _sorted_by(rows, rank):
+        order = np.lexsort((rank, rows))  # stable: tied ranks keep file order
+        rows, chunk, score = rows[order], chunk[order], score[order]
+
+    counts = np.bincount(rows, minlength=n_cases)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_cases else np.zeros(0, np.int64)
+    width = int(counts.max()) if len(counts) else 0
+    matrix = np.full((n_cases, width), -1, np.int64)
+    matrix[rows, np.arange(len(rows)) - starts[rows]] = chunk
+    top1 = np.full(n_cases, NONE)
+    present = counts > 0
+    top1[present] = score[starts[present]]
+
+    removed = np.zeros(n_cases, np.int64)
+    if width > 1:
+        ordered = np.sort(matrix, axis=1)
+        repeated = np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1))
+        for row in repeated:  # rare: ragvet's own runs never repeat a chunk
+            kept = list(dict.fromkeys(int(c) for c in matrix[row] if c >= 0))
+            removed[row] = counts[row] - len(kept)
+            matrix[row] = -1
+            matrix[row, : len(kept)] = kept
+    return Ranking(matrix, counts - removed, removed, top1)
+
+
+def _sorted_by(rows: np.ndarray, rank: np.ndarray) -> bool:
+    """Whether ``(rows, rank)`` is already in lexicographic order (ragvet writes runs so)."""
+    step = np.diff(rows)
+    return bool((step >= 0).all() and (np.diff(rank)[step == 0] >= 0).all())
+
+
+# ---------------------------------------------------------------------------
+# Evidence as flat arrays
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Evidence:
+    """Every case's evidence, flattened.
+
+    A *target* is one span or doc that can make a unit available on its own (a
+    unit with alternatives has several); a *piece* is a target's overlap with one
+    chunk. Evidence units and the units of claims are numbered together; claims
+    point at their units. ``relevant`` holds sorted unique ``case * n_chunks +
+    chunk`` keys of each case's relevant chunks.
+    """
+
+    piece_target: np.ndarray
+    piece_chunk: np.ndarray
+    piece_lo: np.ndarray
+    piece_hi: np.ndarray
+    target_unit: np.ndarray
+    target_length: np.ndarray
+    target_whole: np.ndarray  # doc-level or zero-length: any present piece is enough
+    unit_case: np.ndarray
+    evidence_units: np.ndarray  # unit numbers that are a case's evidence (not a claim's)
+    claim_unit_claim: np.ndarray  # for each (claim, unit) link: the claim
+    claim_unit_unit: np.ndarray  # ... and the unit
+    claim_case: np.ndarray
+    unit_labels: list[str]
+    relevant: np.ndarray
+    n_relevant: np.ndarray
+    n_units: np.ndarray
+    n_claims: np.ndarray
+
+
+def flatten_evidence(cases: Sequence[Case], chunks: ChunkTable, chunk_index: Mapping[str, int]) -> Evidence:
+    """Project every case's evidence and claims onto the chunking, as arrays.
+
+    Each distinct evidence unit is projected once (claims usually repeat their
+    case's evidence, and cases share documents).
+    """
+    by_doc = chunks.by_doc()
+    projected: dict[EvidenceUnit, ProjectedUnit] = {}
+
+    def project(unit: EvidenceUnit) -> ProjectedUnit:
+        if unit not in projected:
+            doc_chunks = [c for doc_id in unit.doc_ids for c in by_doc.get(doc_id, ())]
+            projected[unit] = project_unit(unit, doc_chunks)
+        return projected[unit]
+
+    p_target: list[int] = []
+    p_chunk: list[int] = []
+    p_lo: list[int] = []
+    p_hi: list[int] = []
+    t_unit: list[int] = []
+    t_length: list[int] = []
+    t_whole: list[bool] = []
+    u_case: list[int] = []
+    labels: list[str] = []
+    evidence_units: list[int] = []
+    cu_claim: list[int] = []
+    cu_unit: list[int] = []
+    c_case: list[int] = []
+    rel_keys: list[int] = []
+    n_units = np.zeros(len(cases), np.int64)
+    n_claims = np.zeros(len(cases), np.int64)
+    n_chunks = len(chunks)
+
+    def add_unit(unit: ProjectedUnit, case: int) -> int:
+        number = len(u_case)
+        u_case.append(case)
+        labels.append(unit.label)
+        for target in unit.alternatives or (unit,):
+            t_unit.append(number)
+            t_length.append(target.length)
+            t_whole.append(target.doc_level or target.length <= 0)
+            tnum = len(t_unit) - 1
+            for chunk_id, (lo, hi) in target.pieces.items():
+                p_target.append(tnum)
+                p_chunk.append(chunk_index[chunk_id])
+                p_lo.append(lo)
+                p_hi.append(hi)
+        return number
+
+    for row, case in enumerate(cases):
+        units = [project(unit) for unit in case.evidence]
+        n_units[row] = len(units)
+        for unit in units:
+            evidence_units.append(add_unit(unit, row))
+            rel_keys.extend(row * n_chunks + chunk_index[c] for c in unit.chunk_ids)
+        n_claims[row] = len(case.claims)
+        for claim in case.claims:
+            claim_number = len(c_case)
+            c_case.append(row)
+            for unit in claim.evidence:
+                cu_claim.append(claim_number)
+                cu_unit.append(add_unit(project(unit), row))
+
+    relevant = np.unique(np.asarray(rel_keys, np.int64))
+    order = np.lexsort((p_lo, p_target))  # by target, then start: what the union needs
+    return Evidence(
+        np.asarray(p_target, np.int64)[order],
+        np.asarray(p_chunk, np.int64)[order],
+        np.asarray(p_lo, np.int64)[order],
+        np.asarray(p_hi, np.int64)[order],
+        np.asarray(t_unit, np.int64),
+        np.asarray(t_length, np.int64),
+        np.asarray(t_whole, bool),
+        np.asarray(u_case, np.int64),
+        np.asarray(evidence_units, np.int64),
+        np.asarray(cu_claim, np.int64),
+        np.asarray(cu_unit, np.int64),
+        np.asarray(c_case, np.int64),
+        labels,
+        relevant,
+        np.bincount(relevant // max(n_chunks, 1), minlength=len(cases)) if len(cases) else np.zeros(0, np.int64),
+        n_units,
+        n_claims,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Metrics over the matrix
+# ---------------------------------------------------------------------------
+
+
+def _discounts(width: int) -> np.ndarray:
+    return np.asarray([1.0 / math.log2(rank + 1) for rank in range(1, width + 1)])
+
+
+def _ideal_dcg(k: int, n_relevant: np.ndarray) -> np.ndarray:
+    """``IDCG@k`` per case, each an exact ``math.fsum`` as in the reference."""
+    table = np.asarray([math.fsum(_discounts(m)) for m in range(k + 1)])
+    return table[np.minimum(n_relevant, k)]
+
+
+def _top_sums(values: np.ndarray, k: int) -> np.ndarray:
+    """Row sums of the first ``k`` columns (all of them when the matrix is narrower)."""
+    return values[:, :k].sum(axis=1)
+
+
+def _available(evidence: Evidence, piece_rank: np.ndarray, k: int, n_units: int, span_coverage: float) -> np.ndarray:
+    """Per unit: whether it is available in the top ``k`` (see ``metrics.unit_available``).
+
+    The pieces are sorted by target then start, so one running maximum of piece
+    ends, offset so that targets never reach into each other, gives each piece the
+    reach of the pieces before it in its target; a piece adds only what lies past
+    that reach, and the sum per target is the union's length.
+    """
+    present = piece_rank < k
+    n_targets = len(evidence.target_unit)
+    hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
+    span = 1 + (int(evidence.piece_hi.max()) if len(evidence.piece_hi) else 0)
+    base = evidence.piece_target * span
+    lo = np.where(present, evidence.piece_lo + base, base)
+    hi = np.where(present, evidence.piece_hi + base, base)
+    reach = np.maximum.accumulate(hi) if len(hi) else hi
+    before = np.concatenate(([0], reach[:-1])) if len(reach) else reach
+    added = np.maximum(hi - np.maximum(lo, before), 0)
+    covered = np.bincount(evidence.piece_target, weights=added, minlength=n_targets)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        enough = covered / evidence.target_length >= span_coverage
+    target_ok = hits & (evidence.target_whole | enough)
+    return np.bincount(evidence.target_unit[target_ok], minlength=n_units) > 0
+
+
+@dataclass
+class Scores:
+    """Every per-case figure, one array per name, rows in the order of the cases."""
+
+    metrics: dict[str, np.ndarray]  # NaN where the reference gives None
+    counts: dict[str, np.ndarray]
+    first_relevant_rank: np.ndarray  # 0 where there is none
+    missed_units: np.ndarray  # evidence unit numbers not available at max(ks)
+    top1_score: np.ndarray
+
+
+def score(
+    cases: Sequence[Case],
+    chunks: ChunkTable,
+    run: RunTable,
+    ks: Sequence[int],
+    span_coverage: float,
+    chunk_index: Mapping[str, int] | None = None,
+) -> tuple[Scores, Evidence]:
+    """Every metric of :data:`stages.metrics.METRICS` for every case, as arrays.
+
+    Equal to :func:`stages.metrics.case_metrics` case by case (up to float
+    summation order in nDCG); ``ks`` must be sorted, unique and positive.
+    """
+    index = chunks.index() if chunk_index is None else chunk_index
+    evidence = flatten_evidence(cases, chunks, index)
+    ranking = rank_matrix(run, [case.case_id for case in cases])
+    matrix = ranking.matrix
+    n_cases, width = matrix.shape
+    n_chunks = max(len(chunks), 1)
+    top = max(ks)
+
+    keys = np.arange(n_cases, dtype=np.int64)[:, None] * n_chunks + matrix
+    found = np.searchsorted(evidence.relevant, keys)
+    found = np.minimum(found, max(len(evidence.relevant) - 1, 0))
+    relevant = (matrix >= 0) & (evidence.relevant[found] == keys if len(evidence.relevant) else False)
+
+    n_rel = evidence.n_relevant
+    answerable = n_rel > 0
+    hits_cum = np.cumsum(relevant[:, :top], axis=1) if width else np.zeros((n_cases, 0), np.int64)
+    first = np.where(relevant.any(axis=1), relevant.argmax(axis=1) + 1, 0) if width else np.zeros(n_cases, np.int64)
+    discounted = relevant[:, :top] * _discounts(min(width, top))
+    lengths = np.append(chunks.ends - chunks.starts, 0)  # chunk -1 (no chunk) has length 0
+    context = lengths[matrix[:, :top]]
+
+    piece_case = evidence.unit_case[evidence.target_unit[evidence.piece_target]]
+    top_rows = matrix[piece_case, :top] if len(piece_case) else np.zeros((0, min(width, top)), np.int64)
+    matches = top_rows == evidence.piece_chunk[:, None]
+    piece_rank = (
+        np.where(matches.any(axis=1), matches.argmax(axis=1), top)
+        if matches.shape[1]
+        else np.full(len(piece_case), top)
+    )
+    n_all_units = len(evidence.unit_case)
+
+    metrics: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
+    per_k: dict[str, dict[int, np.ndarray]] = {name: {} for name in ("recall", "hit", "precision", "ndcg")}
+    per_k.update(evidence_recall={}, claim_availability={}, context_chars={})
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in ks:
+            hits = hits_cum[:, min(k, width) - 1] if width else np.zeros(n_cases, np.int64)
+            per_k["recall"][k] = np.where(answerable, hits / n_rel, NONE)
+            per_k["hit"][k] = np.where(answerable, (hits > 0).astype(float), NONE)
+            per_k["precision"][k] = np.where(answerable, hits / k, NONE)
+            per_k["ndcg"][k] = np.where(answerable, _top_sums(discounted, k) / _ideal_dcg(k, n_rel), NONE)
+            per_k["context_chars"][k] = _top_sums(context, k)
+
+            available = _available(evidence, piece_rank, k, n_all_units, span_coverage)
+            units_ok = np.bincount(
+                evidence.unit_case[evidence.evidence_units],
+                weights=available[evidence.evidence_units],
+                minlength=n_cases,
+            )
+            per_k["evidence_recall"][k] = np.where(evidence.n_units > 0, units_ok / evidence.n_units, NONE)
+            claim_ok = np.bincount(
+                evidence.claim_unit_claim[available[evidence.claim_unit_unit]], minlength=len(evidence.claim_case)
+            )
+            claims_ok = np.bincount(evidence.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
+            per_k["claim_availability"][k] = np.where(evidence.n_claims > 0, claims_ok / evidence.n_claims, NONE)
+            counts[f"claims_available@{k}"] = claims_ok.astype(np.int64)
+            if k == top:
+                missed = evidence.evidence_units[~available[evidence.evidence_units]]
+    from stages.metrics import METRICS  # the registry's order names the columns
+
+    for metric in METRICS.values():
+        if metric.at_k:
+            for k in ks:
+                metrics[metric.key(k)] = per_k[metric.name][k]
+        else:
+            metrics[metric.name] = np.where(answerable, np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0), NONE)
+    counts = {
+        "relevant": n_rel,
+        "evidence": evidence.n_units,
+        "claims": evidence.n_claims,
+        "duplicates_removed": ranking.removed,
+        "retrieved": ranking.retrieved,
+        **counts,
+    }
+    return Scores(metrics, counts, first, missed, ranking.top1_score), evidence
+
+
+def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[dict[str, Any]]:
+    """The engine's arrays as :func:`stages.metrics.case_metrics` results, one per case."""
+    n_cases = len(scores.top1_score)
+    missed: list[list[str]] = [[] for _ in range(n_cases)]
+    for unit in scores.missed_units.tolist():
+        labels = missed[evidence.unit_case[unit]]
+        if evidence.unit_labels[unit] not in labels:
+            labels.append(evidence.unit_labels[unit])
+    names = list(scores.metrics)
+    columns = [scores.metrics[name].tolist() for name in names]
+    count_names = list(scores.counts)
+    count_columns = [scores.counts[name].tolist() for name in count_names]
+    first = scores.first_relevant_rank.tolist()
+    deepest = max(ks)
+    results = []
+    for row in range(n_cases):
+        results.append(
+            {
+                "metrics": {
+                    name: (None if value != value else (int(value) if name.startswith("context_chars") else value))
+                    for name, value in zip(names, (column[row] for column in columns))
+                },
+                "counts": {name: int(column[row]) for name, column in zip(count_names, count_columns)},
+                "missed_evidence": missed[row],
+                "missed_evidence_at": deepest,
+                "first_relevant_rank": first[row] or None,
+            }
+        )
+    return results
