@@ -11,7 +11,7 @@ from stages.errors import user_errors
 from stages.evaluation import config_summary, evaluate_run
 from stages.files import read_json, read_params, round_floats, write_json
 from stages.metrics import slice_table
-from stages.tables import read_cases, read_chunks, read_run, write_rows
+from stages.tables import read_cases, read_chunk_table, read_run_table, write_rows
 
 
 @user_errors
@@ -29,10 +29,10 @@ def main(
     """Score one configuration's run against the projected evidence."""
     settings = read_params(params)
     spec = settings["configs"][config]
-    all_chunks = read_chunks(chunks)
+    all_chunks = read_chunk_table(chunks)
     all_cases = read_cases(cases)
     frozen = read_json(split)
-    ranked = read_run(run, {c.chunk_id for c in all_chunks}, {c.case_id for c in all_cases})
+    ranked = read_run_table(run, all_chunks.chunk_ids, [c.case_id for c in all_cases])
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     rows = evaluate_run(
         all_cases, all_chunks, ranked, membership, settings["ks"], settings["evidence"]["span_coverage"]

@@ -5,11 +5,14 @@ stages, so every figure is computed one way only."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
 from stages.metrics import _check_coverage, _ks, case_metrics, summarise
 from stages.schema import Case, Chunk
-from stages.scoring import ChunkTable, RunTable, case_results, score
+
+if TYPE_CHECKING:
+    from stages.scoring import ChunkTable, RunTable
 
 
 def case_row(
@@ -59,14 +62,17 @@ def evaluate_run(
     Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
+    from stages.scoring import ChunkTable, EvidenceTable, RunTable, case_results, score  # numpy: not for --help
+
     _check_coverage(span_coverage)
     unique_ks = _ks(ks)
     table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)
-    index = table.index()
     if not isinstance(run, RunTable):
-        run = RunTable.from_mapping(run, index)
+        run = RunTable.from_mapping(run, table.index())
     ordered = sorted(cases, key=lambda c: c.case_id)
-    scores, evidence = score(ordered, table, run, unique_ks, span_coverage, index)
+    scores, evidence = score(
+        [c.case_id for c in ordered], EvidenceTable.from_cases(ordered), table, run, unique_ks, span_coverage
+    )
     top1 = scores.top1_score.tolist()
     return [
         {

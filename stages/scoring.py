@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from stages.evidence import project_unit
-from stages.schema import Case, Chunk, EvidenceUnit, ProjectedUnit
+from stages.schema import Case, Chunk
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
 
@@ -39,8 +38,7 @@ NONE = np.nan  # a metric with no value for a case (reported apart, never averag
 class ChunkTable:
     """The columns of a chunking the engine reads: ids, docs and character offsets.
 
-    Row ``i`` is chunk number ``i``; ``doc_chunks`` lists, per doc id, its rows in
-    ordinal order (what :func:`stages.evidence.project_unit` expects).
+    Row ``i`` is chunk number ``i``.
     """
 
     chunk_ids: list[str]
@@ -64,17 +62,6 @@ class ChunkTable:
 
     def index(self) -> dict[str, int]:
         return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
-
-    def by_doc(self) -> dict[str, list[Chunk]]:
-        """Lightweight :class:`Chunk` rows (no text) per doc, in ordinal order."""
-        grouped: dict[str, list[Chunk]] = {}
-        for row, (chunk_id, doc_id) in enumerate(zip(self.chunk_ids, self.doc_ids)):
-            grouped.setdefault(doc_id, []).append(
-                Chunk(chunk_id, doc_id, int(self.ordinals[row]), int(self.starts[row]), int(self.ends[row]), "")
-            )
-        for group in grouped.values():
-            group.sort(key=lambda c: c.ordinal)
-        return grouped
 
 
 @dataclass(frozen=True)
@@ -172,119 +159,175 @@ def _sorted_by(rows: np.ndarray, rank: np.ndarray) -> bool:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class Evidence:
-    """Every case's evidence, flattened.
+@dataclass(frozen=True)
+class EvidenceTable:
+    """Every case's evidence units and claims as flat columns, before projection.
 
-    A *target* is one span or doc that can make a unit available on its own (a
-    unit with alternatives has several); a *piece* is a target's overlap with one
-    chunk. Evidence units and the units of claims are numbered together; claims
-    point at their units. ``relevant`` holds sorted unique ``case * n_chunks +
-    chunk`` keys of each case's relevant chunks.
+    Units are numbered over all cases: a case's evidence units (``unit_claim ==
+    -1``) and the units cited by its claims (``unit_claim`` = the claim's number).
+    A *target* is one span or doc that can make its unit available on its own: a
+    unit with alternatives (``{any: [...]}``) has several, any other unit one.
+    ``target_start == -1`` marks a whole-doc target.
     """
 
+    n_cases: int
+    unit_case: np.ndarray
+    unit_claim: np.ndarray
+    claim_case: np.ndarray
+    target_unit: np.ndarray
+    target_doc: list[str]
+    target_start: np.ndarray
+    target_end: np.ndarray
+
+    @classmethod
+    def from_cases(cls, cases: Sequence[Case]) -> EvidenceTable:
+        return cls.from_rows([case.to_row() for case in cases])
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> EvidenceTable:
+        """From validated case rows (:meth:`stages.schema.Case.to_row`): plain dicts,
+        so that 100,000 cases cost no object per unit. A malformed row raises
+        ``KeyError`` or ``TypeError``."""
+        unit_case: list[int] = []
+        unit_claim: list[int] = []
+        claim_case: list[int] = []
+        target_unit: list[int] = []
+        target_doc: list[str] = []
+        target_start: list[int] = []
+        target_end: list[int] = []
+
+        def add(unit: dict[str, Any], case: int, claim: int) -> None:
+            for target in unit.get("any") or (unit,):
+                target_unit.append(len(unit_case))
+                target_doc.append(target["doc"])
+                target_start.append(target.get("start", -1))
+                target_end.append(target.get("end", -1))
+            unit_case.append(case)
+            unit_claim.append(claim)
+
+        for row, case in enumerate(rows):
+            for unit in case.get("evidence", ()):
+                add(unit, row, -1)
+            for claim in case.get("claims", ()):
+                for unit in claim["evidence"]:
+                    add(unit, row, len(claim_case))
+                claim_case.append(row)
+        return cls(
+            len(rows),
+            np.asarray(unit_case, np.int64),
+            np.asarray(unit_claim, np.int64),
+            np.asarray(claim_case, np.int64),
+            np.asarray(target_unit, np.int64),
+            target_doc,
+            np.asarray(target_start, np.int64),
+            np.asarray(target_end, np.int64),
+        )
+
+    def label(self, unit: int) -> str:
+        """The unit's label, as :meth:`stages.schema.EvidenceUnit.label` writes it."""
+        targets = range(*np.searchsorted(self.target_unit, [unit, unit + 1]))  # targets follow unit order
+        return " | ".join(
+            self.target_doc[t]
+            if self.target_start[t] < 0
+            else f"{self.target_doc[t]}[{self.target_start[t]}:{self.target_end[t]}]"
+            for t in targets
+        )
+
+
+@dataclass
+class Evidence:
+    """The evidence projected onto a chunking: a *piece* is a target's overlap with
+    one chunk, ``(piece_lo, piece_hi)`` in doc coordinates, sorted by target then
+    start. ``relevant`` holds the sorted unique ``case * n_chunks + chunk`` keys of
+    each case's relevant chunks (those of its evidence units' targets)."""
+
+    table: EvidenceTable
     piece_target: np.ndarray
     piece_chunk: np.ndarray
     piece_lo: np.ndarray
     piece_hi: np.ndarray
-    target_unit: np.ndarray
     target_length: np.ndarray
     target_whole: np.ndarray  # doc-level or zero-length: any present piece is enough
-    unit_case: np.ndarray
-    evidence_units: np.ndarray  # unit numbers that are a case's evidence (not a claim's)
-    claim_unit_claim: np.ndarray  # for each (claim, unit) link: the claim
-    claim_unit_unit: np.ndarray  # ... and the unit
-    claim_case: np.ndarray
-    unit_labels: list[str]
+    evidence_units: np.ndarray  # the unit numbers of the cases' own evidence
+    claim_links: np.ndarray  # the unit numbers cited by claims
     relevant: np.ndarray
     n_relevant: np.ndarray
     n_units: np.ndarray
     n_claims: np.ndarray
 
 
-def flatten_evidence(cases: Sequence[Case], chunks: ChunkTable, chunk_index: Mapping[str, int]) -> Evidence:
-    """Project every case's evidence and claims onto the chunking, as arrays.
+def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ...]:
+    """Chunk rows sorted by (doc, ordinal) and their doc numbers; per doc of ``docs``
+    its number and its ``[first, last)`` positions in that order (empty, number 0,
+    for a doc the chunking does not have)."""
+    names = sorted(set(chunks.doc_ids))
+    code = {doc_id: number for number, doc_id in enumerate(names)}
+    chunk_doc = np.fromiter((code[d] for d in chunks.doc_ids), np.int64, len(chunks))
+    order = np.lexsort((chunks.ordinals, chunk_doc))
+    bounds = np.searchsorted(chunk_doc[order], np.arange(len(names) + 1))
+    wanted = np.fromiter((code.get(d, -1) for d in docs), np.int64, len(docs))
+    known = wanted >= 0
+    first = np.where(known, bounds[np.maximum(wanted, 0)], 0)
+    last = np.where(known, bounds[np.maximum(wanted, 0) + 1], 0)
+    return order, chunk_doc[order], np.maximum(wanted, 0), first, last
 
-    Each distinct evidence unit is projected once (claims usually repeat their
-    case's evidence, and cases share documents).
+
+def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
+    """Every target's pieces, as :func:`stages.evidence.project_unit` finds them one
+    unit at a time: all the chunks of a whole-doc target, and for a span the chunks
+    of its doc that overlap it by at least one character.
+
+    When each doc's chunks have non-decreasing starts and ends in ordinal order (as
+    every built-in chunking does), a span's chunks are one contiguous run found by
+    two sorted searches; otherwise every chunk of the doc is tried.
     """
-    by_doc = chunks.by_doc()
-    projected: dict[EvidenceUnit, ProjectedUnit] = {}
+    order, doc, target_code, first, last = _doc_ranges(chunks, table.target_doc)
+    starts, ends = chunks.starts[order], chunks.ends[order]
+    span = table.target_start >= 0
+    same_doc = doc[1:] == doc[:-1]
+    monotonic = bool(((np.diff(starts) >= 0) & (np.diff(ends) >= 0) | ~same_doc).all())
+    lo_pos, hi_pos = first.copy(), last.copy()
+    if monotonic and span.any():
+        scale = int(max(ends.max(initial=0), table.target_end.max(initial=0))) + 2
+        base = target_code[span] * scale  # keys below are sorted: doc first, then offset
+        lo_pos[span] = np.searchsorted(doc * scale + ends, base + table.target_start[span], side="right")
+        hi_pos[span] = np.searchsorted(doc * scale + starts, base + table.target_end[span], side="left")
+        lo_pos, hi_pos = np.clip(lo_pos, first, last), np.clip(hi_pos, first, last)
+    counts = np.maximum(hi_pos - lo_pos, 0)
+    piece_target = np.repeat(np.arange(len(counts)), counts)
+    offsets = np.arange(len(piece_target)) - np.repeat(np.cumsum(counts) - counts, counts)
+    position = np.repeat(lo_pos, counts) + offsets
+    t_start, t_end = table.target_start[piece_target], table.target_end[piece_target]
+    whole = t_start < 0
+    piece_lo = np.where(whole, starts[position], np.maximum(t_start, starts[position]))
+    piece_hi = np.where(whole, ends[position], np.minimum(t_end, ends[position]))
+    keep = whole | (piece_lo < piece_hi)
+    piece_target, piece_lo, piece_hi = piece_target[keep], piece_lo[keep], piece_hi[keep]
+    piece_chunk = order[position[keep]]
+    sort = np.lexsort((piece_lo, piece_target))  # by target, then start: what the union needs
+    piece_target, piece_chunk = piece_target[sort], piece_chunk[sort]
+    piece_lo, piece_hi = piece_lo[sort], piece_hi[sort]
 
-    def project(unit: EvidenceUnit) -> ProjectedUnit:
-        if unit not in projected:
-            doc_chunks = [c for doc_id in unit.doc_ids for c in by_doc.get(doc_id, ())]
-            projected[unit] = project_unit(unit, doc_chunks)
-        return projected[unit]
-
-    p_target: list[int] = []
-    p_chunk: list[int] = []
-    p_lo: list[int] = []
-    p_hi: list[int] = []
-    t_unit: list[int] = []
-    t_length: list[int] = []
-    t_whole: list[bool] = []
-    u_case: list[int] = []
-    labels: list[str] = []
-    evidence_units: list[int] = []
-    cu_claim: list[int] = []
-    cu_unit: list[int] = []
-    c_case: list[int] = []
-    rel_keys: list[int] = []
-    n_units = np.zeros(len(cases), np.int64)
-    n_claims = np.zeros(len(cases), np.int64)
-    n_chunks = len(chunks)
-
-    def add_unit(unit: ProjectedUnit, case: int) -> int:
-        number = len(u_case)
-        u_case.append(case)
-        labels.append(unit.label)
-        for target in unit.alternatives or (unit,):
-            t_unit.append(number)
-            t_length.append(target.length)
-            t_whole.append(target.doc_level or target.length <= 0)
-            tnum = len(t_unit) - 1
-            for chunk_id, (lo, hi) in target.pieces.items():
-                p_target.append(tnum)
-                p_chunk.append(chunk_index[chunk_id])
-                p_lo.append(lo)
-                p_hi.append(hi)
-        return number
-
-    for row, case in enumerate(cases):
-        units = [project(unit) for unit in case.evidence]
-        n_units[row] = len(units)
-        for unit in units:
-            evidence_units.append(add_unit(unit, row))
-            rel_keys.extend(row * n_chunks + chunk_index[c] for c in unit.chunk_ids)
-        n_claims[row] = len(case.claims)
-        for claim in case.claims:
-            claim_number = len(c_case)
-            c_case.append(row)
-            for unit in claim.evidence:
-                cu_claim.append(claim_number)
-                cu_unit.append(add_unit(project(unit), row))
-
-    relevant = np.unique(np.asarray(rel_keys, np.int64))
-    order = np.lexsort((p_lo, p_target))  # by target, then start: what the union needs
+    n_cases, n_chunks = table.n_cases, max(len(chunks), 1)
+    unit_of_piece = table.target_unit[piece_target]
+    own = table.unit_claim[unit_of_piece] < 0
+    relevant = np.unique(table.unit_case[unit_of_piece[own]] * n_chunks + piece_chunk[own])
+    lengths = np.where(span, table.target_end - table.target_start, 0)
+    evidence_units = np.flatnonzero(table.unit_claim < 0)
     return Evidence(
-        np.asarray(p_target, np.int64)[order],
-        np.asarray(p_chunk, np.int64)[order],
-        np.asarray(p_lo, np.int64)[order],
-        np.asarray(p_hi, np.int64)[order],
-        np.asarray(t_unit, np.int64),
-        np.asarray(t_length, np.int64),
-        np.asarray(t_whole, bool),
-        np.asarray(u_case, np.int64),
-        np.asarray(evidence_units, np.int64),
-        np.asarray(cu_claim, np.int64),
-        np.asarray(cu_unit, np.int64),
-        np.asarray(c_case, np.int64),
-        labels,
+        table,
+        piece_target,
+        piece_chunk,
+        piece_lo,
+        piece_hi,
+        lengths,
+        ~span | (lengths <= 0),
+        evidence_units,
+        np.flatnonzero(table.unit_claim >= 0),
         relevant,
-        np.bincount(relevant // max(n_chunks, 1), minlength=len(cases)) if len(cases) else np.zeros(0, np.int64),
-        n_units,
-        n_claims,
+        np.bincount(relevant // n_chunks, minlength=n_cases),
+        np.bincount(table.unit_case[evidence_units], minlength=n_cases),
+        np.bincount(table.claim_case, minlength=n_cases),
     )
 
 
@@ -317,7 +360,7 @@ def _available(evidence: Evidence, piece_rank: np.ndarray, k: int, n_units: int,
     that reach, and the sum per target is the union's length.
     """
     present = piece_rank < k
-    n_targets = len(evidence.target_unit)
+    n_targets = len(evidence.table.target_unit)
     hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
     span = 1 + (int(evidence.piece_hi.max()) if len(evidence.piece_hi) else 0)
     base = evidence.piece_target * span
@@ -330,7 +373,7 @@ def _available(evidence: Evidence, piece_rank: np.ndarray, k: int, n_units: int,
     with np.errstate(divide="ignore", invalid="ignore"):
         enough = covered / evidence.target_length >= span_coverage
     target_ok = hits & (evidence.target_whole | enough)
-    return np.bincount(evidence.target_unit[target_ok], minlength=n_units) > 0
+    return np.bincount(evidence.table.target_unit[target_ok], minlength=n_units) > 0
 
 
 @dataclass
@@ -345,21 +388,21 @@ class Scores:
 
 
 def score(
-    cases: Sequence[Case],
+    case_ids: Sequence[str],
+    table: EvidenceTable,
     chunks: ChunkTable,
     run: RunTable,
     ks: Sequence[int],
     span_coverage: float,
-    chunk_index: Mapping[str, int] | None = None,
 ) -> tuple[Scores, Evidence]:
     """Every metric of :data:`stages.metrics.METRICS` for every case, as arrays.
 
-    Equal to :func:`stages.metrics.case_metrics` case by case (up to float
-    summation order in nDCG); ``ks`` must be sorted, unique and positive.
+    ``table`` holds the evidence of ``case_ids``, in that order. Equal to
+    :func:`stages.metrics.case_metrics` case by case (up to float summation
+    order in nDCG); ``ks`` must be sorted, unique and positive.
     """
-    index = chunks.index() if chunk_index is None else chunk_index
-    evidence = flatten_evidence(cases, chunks, index)
-    ranking = rank_matrix(run, [case.case_id for case in cases])
+    evidence = project(table, chunks)
+    ranking = rank_matrix(run, case_ids)
     matrix = ranking.matrix
     n_cases, width = matrix.shape
     n_chunks = max(len(chunks), 1)
@@ -378,7 +421,7 @@ def score(
     lengths = np.append(chunks.ends - chunks.starts, 0)  # chunk -1 (no chunk) has length 0
     context = lengths[matrix[:, :top]]
 
-    piece_case = evidence.unit_case[evidence.target_unit[evidence.piece_target]]
+    piece_case = table.unit_case[table.target_unit[evidence.piece_target]]
     top_rows = matrix[piece_case, :top] if len(piece_case) else np.zeros((0, min(width, top)), np.int64)
     matches = top_rows == evidence.piece_chunk[:, None]
     piece_rank = (
@@ -386,7 +429,8 @@ def score(
         if matches.shape[1]
         else np.full(len(piece_case), top)
     )
-    n_all_units = len(evidence.unit_case)
+    n_all_units = len(table.unit_case)
+    claim_of_link = table.unit_claim[evidence.claim_links]
 
     metrics: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
@@ -403,15 +447,13 @@ def score(
 
             available = _available(evidence, piece_rank, k, n_all_units, span_coverage)
             units_ok = np.bincount(
-                evidence.unit_case[evidence.evidence_units],
+                table.unit_case[evidence.evidence_units],
                 weights=available[evidence.evidence_units],
                 minlength=n_cases,
             )
             per_k["evidence_recall"][k] = np.where(evidence.n_units > 0, units_ok / evidence.n_units, NONE)
-            claim_ok = np.bincount(
-                evidence.claim_unit_claim[available[evidence.claim_unit_unit]], minlength=len(evidence.claim_case)
-            )
-            claims_ok = np.bincount(evidence.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
+            claim_ok = np.bincount(claim_of_link[available[evidence.claim_links]], minlength=len(table.claim_case))
+            claims_ok = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
             per_k["claim_availability"][k] = np.where(evidence.n_claims > 0, claims_ok / evidence.n_claims, NONE)
             counts[f"claims_available@{k}"] = claims_ok.astype(np.int64)
             if k == top:
@@ -440,9 +482,9 @@ def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[
     n_cases = len(scores.top1_score)
     missed: list[list[str]] = [[] for _ in range(n_cases)]
     for unit in scores.missed_units.tolist():
-        labels = missed[evidence.unit_case[unit]]
-        if evidence.unit_labels[unit] not in labels:
-            labels.append(evidence.unit_labels[unit])
+        labels, label = missed[evidence.table.unit_case[unit]], evidence.table.label(unit)
+        if label not in labels:
+            labels.append(label)
     names = list(scores.metrics)
     columns = [scores.metrics[name].tolist() for name in names]
     count_names = list(scores.counts)
