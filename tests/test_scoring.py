@@ -1,0 +1,219 @@
+"""The vectorised engine (stages/scoring.py) against the per-case reference definitions.
+
+``evaluation.case_row`` scores one case with the readable reference functions of
+``stages.metrics``; ``evaluation.evaluate_run`` scores all cases with the engine.
+Generated data covers what the engine handles by arithmetic instead of sets:
+repeated chunks in a run, short and missing runs, k beyond the depth, abstention
+cases, claims without available units, spans partly covered by overlapping
+chunks, whole-doc and alternative units, and chunkings whose chunks nest (the
+engine's slow projection path).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stages.errors import InputError
+from stages.evaluation import case_row, evaluate_run
+from stages.evidence import chunks_by_doc
+from stages.files import write_jsonl
+from stages.schema import Case, Chunk, Claim, EvidenceUnit
+from stages.scoring import ChunkTable, EvidenceTable, RunTable, project, rank_matrix
+from stages.tables import read_chunk_table, read_evidence_table, read_run, read_run_table, write_cases, write_chunks
+
+DOC_LENGTH = 60
+
+
+@st.composite
+def chunkings(draw) -> list[Chunk]:
+    """1-3 docs, each cut in fixed windows (with overlap) or in arbitrary, possibly nested pieces."""
+    chunks: list[Chunk] = []
+    for doc in range(draw(st.integers(1, 3))):
+        doc_id = f"doc{doc}"
+        if draw(st.booleans()):
+            size = draw(st.integers(5, 25))
+            step = draw(st.integers(max(1, size // 3), size))
+            bounds = [(start, min(start + size, DOC_LENGTH)) for start in range(0, DOC_LENGTH, step)]
+        else:
+            piece = st.tuples(st.integers(0, DOC_LENGTH - 1), st.integers(1, 30))
+            pairs = draw(st.lists(piece, min_size=1, max_size=6))
+            bounds = [(start, min(start + width, DOC_LENGTH)) for start, width in pairs]
+        for ordinal, (start, end) in enumerate(bounds):
+            chunks.append(Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, ""))
+    return chunks
+
+
+def targets(docs: list[str]):
+    span = st.builds(
+        lambda doc, start, width: EvidenceUnit(doc, start, min(start + width, DOC_LENGTH)),
+        st.sampled_from(docs + ["unknown-doc"]),
+        st.integers(0, DOC_LENGTH - 1),
+        st.integers(0, 25),  # 0: a zero-length span
+    )
+    return st.one_of(span, st.builds(EvidenceUnit, st.sampled_from(docs)))
+
+
+def units(docs: list[str]):
+    single = targets(docs)
+    choice = st.lists(single, min_size=2, max_size=3).map(EvidenceUnit.any_of)
+    return st.one_of(single, single, choice)
+
+
+@st.composite
+def evaluations(draw):
+    chunks = draw(chunkings())
+    docs = sorted({c.doc_id for c in chunks})
+    ids = [c.chunk_id for c in chunks]
+    cases, run = [], {}
+    for number in range(draw(st.integers(1, 5))):
+        evidence = tuple(draw(st.lists(units(docs), max_size=3)))
+        cited = st.sampled_from(evidence) if evidence else units(docs)
+        claims = tuple(
+            Claim(f"claim {c}", tuple(draw(st.lists(st.one_of(cited, units(docs)), max_size=2))))
+            for c in range(draw(st.integers(0, 2)) if evidence else 0)
+        )
+        case_id = f"case{number}"
+        cases.append(Case(case_id, "?", bool(evidence), evidence, claims, {"t": "x"}))
+        if draw(st.integers(0, 5)):  # sometimes no run at all
+            retrieved = draw(st.lists(st.sampled_from(ids), max_size=12))  # repeats allowed
+            scores = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=len(retrieved), max_size=len(retrieved)))
+            run[case_id] = [{"chunk_id": c, "score": s} for c, s in zip(retrieved, sorted(scores, reverse=True))]
+    ks = draw(st.lists(st.integers(1, 15), min_size=1, max_size=4, unique=True))
+    coverage = draw(st.sampled_from([0.0, 0.3, 0.5, 1.0]))
+    return cases, chunks, run, ks, coverage
+
+
+def assert_rows_equal(engine: dict, reference: dict) -> None:
+    assert engine.keys() == reference.keys()
+    for key in engine:
+        if key != "metrics":
+            assert engine[key] == reference[key], key
+    assert engine["metrics"].keys() == reference["metrics"].keys()
+    for name, value in engine["metrics"].items():
+        expected = reference["metrics"][name]
+        if expected is None:
+            assert value is None, name
+        else:
+            assert type(value) is type(expected), name
+            assert math.isclose(value, expected, rel_tol=0, abs_tol=1e-12), (name, value, expected)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(evaluations())
+def test_engine_equals_the_reference_case_by_case(data):
+    cases, chunks, run, ks, coverage = data
+    split = {case.case_id: "eval" for case in cases}
+    rows = evaluate_run(cases, chunks, run, split, ks, coverage)
+    by_doc = chunks_by_doc(chunks)
+    lengths = {c.chunk_id: c.end - c.start for c in chunks}
+    assert [row["case_id"] for row in rows] == sorted(split)
+    for row in rows:
+        case = next(c for c in cases if c.case_id == row["case_id"])
+        reference = case_row(case, "eval", run.get(case.case_id, ()), by_doc, lengths, ks, coverage)
+        assert_rows_equal(row, reference)
+
+
+def test_engine_hand_computed_with_a_duplicate_and_a_partly_covered_span():
+    chunks = [Chunk(f"d#{i}", "d", i, 10 * i, 10 * i + 15, "") for i in range(5)]  # 5 overlap with the next
+    # The span [12, 31) is in d#0 (12-15), d#1 (12-25), d#2 (20-31), d#3 (30-31).
+    case = Case("c", "?", True, (EvidenceUnit("d", 12, 31),), (Claim("x", (EvidenceUnit("d", 12, 31),)),))
+    run = {"c": [{"chunk_id": c, "score": 1.0} for c in ("d#4", "d#1", "d#4", "d#2", "d#3")]}
+    (row,) = evaluate_run([case], chunks, run, {"c": "eval"}, [1, 2, 3, 5], 1.0)
+    metrics = row["metrics"]
+    assert row["counts"]["duplicates_removed"] == 1 and row["counts"]["retrieved"] == 4
+    assert row["counts"]["relevant"] == 4 and row["first_relevant_rank"] == 2
+    assert [metrics[f"recall@{k}"] for k in (1, 2, 3, 5)] == [0.0, 0.25, 0.5, 0.75]
+    assert metrics["precision@5"] == pytest.approx(3 / 5)  # k beyond the 4 distinct chunks
+    assert metrics["mrr"] == 0.5
+    # d#1 and d#2 cover 12-31 whole only together: available from k = 3.
+    assert [metrics[f"evidence_recall@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
+    assert [row["counts"][f"claims_available@{k}"] for k in (2, 3)] == [0, 1]
+    assert metrics["context_chars@2"] == 30 and metrics["context_chars@5"] == 60
+    assert row["missed_evidence"] == []
+
+
+def test_overlapping_chunks_are_not_counted_twice():
+    # A [0, 12) and B [5, 15) together cover 15 of the span's 20 characters (not 22).
+    chunks = [Chunk("d#0", "d", 0, 0, 12, ""), Chunk("d#1", "d", 1, 5, 15, ""), Chunk("d#2", "d", 2, 15, 20, "")]
+    case = Case("c", "?", True, (EvidenceUnit("d", 0, 20),))
+    run = {"c": [{"chunk_id": c, "score": 1.0} for c in ("d#0", "d#1", "d#2")]}
+    (strict,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 1.0)
+    (loose,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 0.75)
+    assert strict["metrics"]["evidence_recall@2"] == 0.0 and strict["metrics"]["evidence_recall@3"] == 1.0
+    assert loose["metrics"]["evidence_recall@2"] == 1.0
+    assert strict["missed_evidence"] == [] and strict["missed_evidence_at"] == 3
+
+
+def test_rank_matrix_orders_by_rank_and_keeps_the_file_order_of_ties():
+    run = RunTable(
+        ["a", "b"],
+        np.array([1, 0, 0, 0, 1]),
+        np.array([7, 5, 6, 4, 8]),
+        np.array([2, 2, 1, 2, 1]),
+        np.array([0.1, 0.5, 0.9, 0.5, 0.8]),
+    )
+    ranking = rank_matrix(run, ["a", "b", "c"])
+    assert ranking.matrix.tolist() == [[6, 5, 4], [8, 7, -1], [-1, -1, -1]]
+    assert ranking.retrieved.tolist() == [3, 2, 0]
+    assert ranking.top1_score[:2].tolist() == [0.9, 0.8] and math.isnan(ranking.top1_score[2])
+
+
+def test_projection_of_nested_chunks_matches_the_reference():
+    # Not monotonic: d#1 lies inside d#0, so the contiguous-range search cannot be used.
+    chunks = [Chunk("d#0", "d", 0, 0, 50, ""), Chunk("d#1", "d", 1, 10, 20, ""), Chunk("d#2", "d", 2, 40, 60, "")]
+    case = Case("c", "?", True, (EvidenceUnit("d", 15, 45),))
+    evidence = project(EvidenceTable.from_cases([case]), ChunkTable.from_chunks(chunks))
+    columns = zip(evidence.piece_chunk, evidence.piece_lo, evidence.piece_hi)
+    pieces = {(int(c), int(lo), int(hi)) for c, lo, hi in columns}
+    assert pieces == {(0, 15, 45), (1, 15, 20), (2, 40, 45)}
+
+
+def test_column_readers_equal_the_object_readers(tmp_path):
+    chunks = [Chunk(f"d#{i}", "d", i, 10 * i, 10 * i + 15, "text") for i in range(3)]
+    cases = [
+        Case(
+            "b",
+            "?",
+            True,
+            (EvidenceUnit.any_of([EvidenceUnit("d", 0, 5), EvidenceUnit("d", 20, 22)]),),
+            (Claim("x", (EvidenceUnit("d"),)),),
+        ),  # fmt: skip
+        Case("a", "?", False),
+    ]
+    write_chunks(tmp_path / "chunks.jsonl", chunks)
+    write_cases(tmp_path / "cases.jsonl", cases)
+    second, first = ({"case_id": "b", "chunk_id": c, "rank": r, "score": 1.0} for c, r in (("d#2", 2), ("d#0", 1)))
+    write_jsonl(tmp_path / "run.jsonl", [second, first])
+    table = read_chunk_table(tmp_path / "chunks.jsonl")
+    assert table.chunk_ids == ["d#0", "d#1", "d#2"] and table.ends.tolist() == [15, 25, 35]
+    ids, evidence = read_evidence_table(tmp_path / "cases.jsonl")
+    expected = EvidenceTable.from_cases(sorted(cases, key=lambda c: c.case_id))
+    assert ids == ["a", "b"]
+    assert evidence.target_doc == expected.target_doc == ["d", "d", "d"]
+    for name in ("unit_case", "unit_claim", "claim_case", "target_unit", "target_start", "target_end"):
+        assert getattr(evidence, name).tolist() == getattr(expected, name).tolist(), name
+    assert evidence.target_start.tolist() == [0, 20, -1]
+    run = read_run_table(tmp_path / "run.jsonl", table.chunk_ids, ids)
+    assert run.case_ids == ["a", "b"] and run.case.tolist() == [1, 1] and run.chunk.tolist() == [2, 0]
+    assert rank_matrix(run, ids).matrix.tolist() == [[-1, -1], [0, 2]]
+
+
+def test_fast_run_reader_reports_problems_like_the_validating_reader(tmp_path):
+    rows = [
+        {"case_id": "q1", "chunk_id": "a#0", "rank": 1, "score": 1.0},
+        {"case_id": "q1", "chunk_id": "a#0", "rank": 2, "score": 0.5},
+        {"case_id": "q9", "chunk_id": "zz", "rank": 1, "score": 1.0},
+    ]
+    path = tmp_path / "run.jsonl"
+    write_jsonl(path, rows)
+    with pytest.raises(InputError) as fast:
+        read_run_table(path, ["a#0"], ["q1"])
+    with pytest.raises(InputError) as slow:
+        read_run(path, {"a#0"}, {"q1"})
+    assert str(fast.value) == str(slow.value)
+    assert "duplicate chunk id 'a#0'" in str(fast.value) and "unknown chunk id 'zz'" in str(fast.value)
