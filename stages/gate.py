@@ -9,7 +9,6 @@ import typer
 
 from stages.errors import user_errors
 from stages.files import read_json, read_jsonl, read_params, write_json
-from stages.gating import compare_config, gate_verdict, read_baseline_at, render_verdict
 
 
 def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
@@ -30,6 +29,8 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
+    from stages.gating import compare_config, gate_verdict, read_baseline_at, render_verdict  # numpy: not for --help
+
     settings = read_params(params)
     gate = settings["gate"]
     current_fingerprints = read_json(split)["fingerprints"]

@@ -8,7 +8,6 @@ import typer
 
 from stages.errors import user_errors
 from stages.files import read_params, write_jsonl
-from stages.retrieval import retrieve
 from stages.tables import read_cases, read_chunks
 
 
@@ -21,6 +20,8 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
+    from stages.retrieval import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
+
     settings = read_params(params)
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
