@@ -70,6 +70,8 @@ class RunTable:
 
     ``case`` indexes ``case_ids``; ``chunk`` indexes the chunk table. The rows may
     come in any order; ranks order them within a case (ties keep file order).
+    ``distinct`` promises that no case lists a chunk twice (a reader that checked
+    it says so), which spares :func:`rank_matrix` its search for repeats.
     """
 
     case_ids: list[str]
@@ -77,6 +79,7 @@ class RunTable:
     chunk: np.ndarray
     rank: np.ndarray
     score: np.ndarray
+    distinct: bool = False
 
     @classmethod
     def from_mapping(cls, run: Mapping[str, Sequence[dict]], chunk_index: Mapping[str, int]) -> RunTable:
@@ -84,7 +87,9 @@ class RunTable:
         (its order is the ranking). An unknown chunk id raises ``KeyError``."""
         case_ids = sorted(run)
         case, chunk, rank, score = [], [], [], []
+        distinct = True
         for number, case_id in enumerate(case_ids):
+            distinct = distinct and len({row["chunk_id"] for row in run[case_id]}) == len(run[case_id])
             for position, row in enumerate(run[case_id], start=1):
                 if row["chunk_id"] not in chunk_index:
                     raise KeyError(f"retrieved chunk {row['chunk_id']!r} is not in the chunking")
@@ -98,6 +103,7 @@ class RunTable:
             np.asarray(chunk, np.int64),
             np.asarray(rank, np.int64),
             np.asarray(score, np.float64),
+            distinct,
         )
 
 
@@ -121,8 +127,10 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
     position = {case_id: row for row, case_id in enumerate(case_order)}
     row_of = np.asarray([position.get(case_id, -1) for case_id in run.case_ids], np.int64)
     rows = row_of[run.case] if len(run.case) else np.zeros(0, np.int64)
-    keep = rows >= 0
-    rows, chunk, rank, score = rows[keep], run.chunk[keep], run.rank[keep], run.score[keep]
+    chunk, rank, score = run.chunk, run.rank, run.score
+    if len(rows) and rows.min() < 0:  # rows of cases not asked for
+        keep = rows >= 0
+        rows, chunk, rank, score = rows[keep], chunk[keep], rank[keep], score[keep]
     if len(rows) > 1 and not _sorted_by(rows, rank):
         order = np.lexsort((rank, rows))  # stable: tied ranks keep file order
         rows, chunk, score = rows[order], chunk[order], score[order]
@@ -130,14 +138,14 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
     counts = np.bincount(rows, minlength=n_cases)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_cases else np.zeros(0, np.int64)
     width = int(counts.max()) if len(counts) else 0
-    matrix = np.full((n_cases, width), -1, np.int64)
+    matrix = np.full((n_cases, width), -1, np.int32)
     matrix[rows, np.arange(len(rows)) - starts[rows]] = chunk
     top1 = np.full(n_cases, NONE)
     present = counts > 0
     top1[present] = score[starts[present]]
 
     removed = np.zeros(n_cases, np.int64)
-    if width > 1:
+    if width > 1 and not run.distinct:
         ordered = np.sort(matrix, axis=1)
         repeated = np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1))
         for row in repeated:  # rare: ragvet's own runs never repeat a chunk
@@ -150,8 +158,7 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
 
 def _sorted_by(rows: np.ndarray, rank: np.ndarray) -> bool:
     """Whether ``(rows, rank)`` is already in lexicographic order (ragvet writes runs so)."""
-    step = np.diff(rows)
-    return bool((step >= 0).all() and (np.diff(rank)[step == 0] >= 0).all())
+    return bool(((rows[1:] > rows[:-1]) | ((rows[1:] == rows[:-1]) & (rank[1:] >= rank[:-1]))).all())
 
 
 # ---------------------------------------------------------------------------
@@ -311,7 +318,8 @@ def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
     n_cases, n_chunks = table.n_cases, max(len(chunks), 1)
     unit_of_piece = table.target_unit[piece_target]
     own = table.unit_claim[unit_of_piece] < 0
-    relevant = np.unique(table.unit_case[unit_of_piece[own]] * n_chunks + piece_chunk[own])
+    relevant = np.sort(table.unit_case[unit_of_piece[own]] * n_chunks + piece_chunk[own])
+    relevant = relevant[np.concatenate(([True], relevant[1:] != relevant[:-1]))] if len(relevant) else relevant
     lengths = np.where(span, table.target_end - table.target_start, 0)
     evidence_units = np.flatnonzero(table.unit_claim < 0)
     return Evidence(
@@ -334,6 +342,23 @@ def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
 # ---------------------------------------------------------------------------
 # Metrics over the matrix
 # ---------------------------------------------------------------------------
+
+
+def _relevance(matrix: np.ndarray, keys: np.ndarray, n_chunks: int) -> np.ndarray:
+    """The ``cases x ranks`` relevance matrix from the sorted ``case * n_chunks + chunk`` keys.
+
+    Each relevant (case, chunk) pair looks for its chunk along its case's row: a
+    few comparisons per pair, cheaper than a sorted search per retrieved chunk.
+    """
+    relevant = np.zeros(matrix.shape, bool)
+    if not matrix.shape[1]:
+        return relevant
+    for part in range(0, len(keys), 1 << 18):  # bounded temporaries for any number of pairs
+        case, chunk = np.divmod(keys[part : part + (1 << 18)], n_chunks)
+        found = matrix[case] == chunk[:, None]
+        hit = found.any(axis=1)
+        relevant[case[hit], found[hit].argmax(axis=1)] = True
+    return relevant
 
 
 def _discounts(width: int) -> np.ndarray:
@@ -408,10 +433,7 @@ def score(
     n_chunks = max(len(chunks), 1)
     top = max(ks)
 
-    keys = np.arange(n_cases, dtype=np.int64)[:, None] * n_chunks + matrix
-    found = np.searchsorted(evidence.relevant, keys)
-    found = np.minimum(found, max(len(evidence.relevant) - 1, 0))
-    relevant = (matrix >= 0) & (evidence.relevant[found] == keys if len(evidence.relevant) else False)
+    relevant = _relevance(matrix, evidence.relevant, n_chunks)
 
     n_rel = evidence.n_relevant
     answerable = n_rel > 0

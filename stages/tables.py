@@ -149,7 +149,7 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     try:
         frame = pl.read_ndjson(path, schema=schema)
         for name, table in numbers.items():  # a hash join interns ids faster than an Enum cast
-            frame = frame.join(table, on=f"{name}_id", how="left", maintain_order="left")
+            frame = frame.join(table, on=f"{name}_id", how="left", maintain_order="left").drop(f"{name}_id")
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         frame = None
     clean = (
@@ -166,6 +166,7 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
         frame["chunk"].to_numpy(),
         frame["rank"].to_numpy(),
         frame["score"].to_numpy(),
+        distinct=True,
     )
 
 
