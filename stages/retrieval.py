@@ -11,6 +11,7 @@ tie-breaking luck into recall.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,13 +116,33 @@ def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: 
     index.index((corpus_ids, tokenizer.get_vocab_dict()), show_progress=False)
     questions = [case.question for case in cases]
     queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
-    unfiltered = np.ones(len(chunks), dtype=bool)
+    masks: dict[str, np.ndarray] = {"{}": np.ones(len(chunks), dtype=bool)}
     rows: list[RunRow] = []
     for case, ids in zip(progress(cases, "bm25"), queries):
-        scores = index.get_scores_from_ids(ids) if ids else np.zeros(len(chunks))
-        allowed = allowed_mask(case, chunks) if case.filter else unfiltered
-        rows.extend(top_ranked(case.case_id, scores, allowed, chunk_ids, depth))
+        if not ids:
+            continue  # no question word is in the vocabulary: every score is 0, nothing is returned
+        scores = index.get_scores_from_ids(ids)
+        key = json.dumps(case.filter, sort_keys=True, default=str)
+        if key not in masks:  # cases share few distinct filters: test each chunk's metadata once per filter
+            masks[key] = allowed_mask(case, chunks)
+        # Only chunks with a query term score above 0 and can be returned: rank those, not the whole corpus.
+        matched = np.flatnonzero(scores > 0)
+        rows.extend(top_ranked(case.case_id, scores[matched], masks[key][matched], _Subset(chunk_ids, matched), depth))
     return rows
+
+
+@dataclass(frozen=True)
+class _Subset(Sequence[str]):
+    """The chunk ids at ``positions`` (ascending, so still sorted), without building the list."""
+
+    ids: Sequence[str]
+    positions: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, index):  # top_ranked reads only the few it returns
+        return self.ids[self.positions[index]]
 
 
 def bm25_problems(spec: dict, where: str) -> list[Problem]:

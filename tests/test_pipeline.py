@@ -87,3 +87,33 @@ def test_old_commit_reproduces_its_metrics_byte_for_byte(work_repo):
     sh(work_repo, "dvc", "repro", "-f")
     assert metrics_bytes(work_repo) == before
     assert sh(work_repo, "git", "status", "--porcelain", "metrics").stdout == ""
+
+
+def test_experiment_queue_with_two_workers_equals_sequential_runs(work_repo):
+    """The README's grid recipe: queued experiments run by two workers give the
+    same committed metrics as the same experiments run one after another."""
+    import time
+
+    sizes = (600, 2000)
+    for size in sizes:
+        setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
+        sh(work_repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
+        sh(work_repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
+    sh(work_repo, "dvc", "queue", "start", "-j", "2")
+    deadline = time.monotonic() + 600
+    while "Queued" in (status := sh(work_repo, "dvc", "queue", "status").stdout) or "Running" in status:
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
+    assert "Failed" not in status, status
+
+    refs = sh(work_repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    by_name = {ref.rsplit("/", 1)[1]: ref for ref in refs}
+    assert {f"{kind}-{size}" for kind in ("seq", "q") for size in sizes} <= set(by_name)
+    path = "metrics/headings-1200-bm25.json"
+    shown = {name: sh(work_repo, "git", "show", f"{ref}:{path}").stdout for name, ref in by_name.items()}
+    for size in sizes:
+        assert json.loads(shown[f"q-{size}"]) == json.loads(shown[f"seq-{size}"])
+        assert shown[f"q-{size}"] == shown[f"seq-{size}"]  # byte for byte
+    assert shown["seq-600"] != shown["seq-2000"]  # the grid did change the chunking
+    table = sh(work_repo, "dvc", "exp", "show", "--csv").stdout
+    assert "q-600" in table and "seq-2000" in table
