@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from stages.answers import REVIEW_METRICS
 from stages.errors import InputError, Problem
 from stages.files import FLOAT_PLACES, write_text
 from stages.metrics import higher_is_better
@@ -289,9 +290,15 @@ def compare_config(
             **_compare(base, cur, boot, result["max_drop"], significance, higher),
         }
         if entry["cases"] == 0:
+            fix = (
+                f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "
+                "deliberately with `ragvet baseline accept`"
+                if metric.partition("@")[0] in REVIEW_METRICS
+                else "fix the cases so it has a value"
+            )
             reasons.append(
                 f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
-                "fix the cases so it has a value, or stop gating on it"
+                f"{fix}, or stop gating on it"
             )
         result["metrics"].append(entry)
 
