@@ -95,12 +95,18 @@ def choose_threshold(dev_rows: Sequence[Mapping[str, Any]], rule: str, target: f
       at most ``target``, i.e. the most abstention the target allows.
 
     Raises ValueError when the dev split cannot support the rule (no abstention
-    case, or no answerable case), since any threshold would then be arbitrary.
+    case, no answerable case, or top-1 scores that do not vary), since any
+    threshold would then be arbitrary.
     """
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     if not any(not row["answerable"] for row in dev_rows) or not any(row["answerable"] for row in dev_rows):
         raise ValueError("the dev split needs abstention cases and answerable cases to tune a threshold")
+    if len({row["top1_score"] for row in dev_rows if row["top1_score"] is not None}) < 2:
+        raise ValueError(
+            "the dev cases' top-1 scores do not vary, so no threshold separates them "
+            "(a run file of ranks only has no scores)"
+        )
     points = sweep(dev_rows)
     if rule == "f1":
         return min(points, key=lambda p: (-(p["f1"] or 0.0), p["false_abstain_rate"], p["threshold"]))
@@ -208,7 +214,7 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
             return "–" if value is None else f"{value:.3f}"
 
         rows.append(
-            f"| {name} | {threshold:g} | {abst.get('abstain_below_source')} | "
+            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
             f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
             f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
         )

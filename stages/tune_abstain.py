@@ -66,7 +66,15 @@ def main(
     try:
         chosen = choose_threshold(grouped["dev"], rule, target)  # dev only: eval labels never reach the choice
     except ValueError as err:
-        raise_if([Problem(str(split), str(err), "add abstention and answerable cases to the dev split")])
+        raise_if(
+            [
+                Problem(
+                    f"{split} (dev split of {config})",
+                    str(err),
+                    "tune on a retriever with scores and a dev split with both kinds of case",
+                )
+            ]
+        )
     judged = rates(grouped["eval"], chosen["threshold"])
     entry = {"abstain_below": chosen["threshold"], "rule": rule, "tuned_on": "dev"}
     if rule == "false-abstention":

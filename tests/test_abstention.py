@@ -61,6 +61,8 @@ def test_sweep_and_both_rules():
     assert choose_threshold(DEV, "false-abstention", 1.0)["threshold"] == 6.0
     with pytest.raises(ValueError, match="needs abstention cases and answerable cases"):
         choose_threshold(rows((True, 1.0)), "f1")
+    with pytest.raises(ValueError, match="top-1 scores do not vary"):
+        choose_threshold(rows((False, 1.0), (True, 1.0), (True, None)), "f1")  # ranks only: every top-1 is 1/1
     with pytest.raises(ValueError, match="unknown rule"):
         choose_threshold(DEV, "best")
 

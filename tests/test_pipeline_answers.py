@@ -131,6 +131,6 @@ def test_tuned_threshold_is_read_by_the_pipeline_and_judged_on_eval(work_repo):
     assert abstention["eval"]["abstain_rate"] is not None
     sweep = json.loads((work_repo / "metrics" / "abstention" / "fixed-300-bm25.json").read_text())
     assert threshold in [point["threshold"] for point in sweep]
-    assert f"| fixed-300-bm25 | {threshold:g} | abstention.yaml" in (work_repo / "metrics" / "report.md").read_text()
+    assert f"| fixed-300-bm25 | {threshold} | abstention.yaml" in (work_repo / "metrics" / "report.md").read_text()
     plots = sh(work_repo, "dvc", "plots", "show", "--json", "metrics/abstention/fixed-300-bm25.json").stdout
     assert "false_abstain_rate" in plots
