@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from stages.abstention import read_thresholds, threshold_for
 from stages.errors import user_errors
 from stages.evaluation import config_summary
 from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
@@ -30,22 +31,21 @@ def main(
     baseline: Path = typer.Option(..., help="Committed baseline folder."),
     out: Path = typer.Option(..., help="Markdown report to write."),
     plots: Path = typer.Option(..., help="Folder for plot CSVs, one per configuration."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Summarise every configuration and compare the gated ones with the baseline."""
     settings = read_params(params)
     fingerprints = read_json(split)["fingerprints"]
-    summaries = {
-        config: config_summary(
-            config,
-            spec,
-            read_jsonl(cases_dir / f"{config}.jsonl"),
-            settings["ks"],
-            settings["retrievers"][spec["retriever"]].get("abstain_below"),
-            fingerprints,
+    tuned = read_thresholds(thresholds, settings["configs"])
+    summaries = {}
+    for config, spec in sorted(settings["configs"].items()):
+        retriever = spec["retriever"]
+        abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
+        rows = read_jsonl(cases_dir / f"{config}.jsonl")
+        summaries[config] = config_summary(
+            config, spec, rows, settings["ks"], abstain_below, fingerprints, abstain_source=source
         )
-        for config, spec in sorted(settings["configs"].items())
-    }
     gated = settings["gate"]["configs"]
     baselines = {
         config: read_json(baseline / f"{config}.json") for config in gated if (baseline / f"{config}.json").exists()

@@ -15,6 +15,9 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+from stages.abstention import threshold_section
+from stages.answers import review_section
+
 Summary = dict[str, Any]
 
 SPLITS = ("eval", "dev")
@@ -241,6 +244,8 @@ def render_report(
         lines += _split_tables(summaries, split, ks)
     lines += _baseline_section(summaries, baseline, gate_configs, ks)
     lines += _abstention_section(summaries)
+    lines += threshold_section(summaries)
+    lines += review_section(summaries, ks, summary_k(ks))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

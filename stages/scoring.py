@@ -23,7 +23,7 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +105,19 @@ class RunTable:
             np.asarray(score, np.float64),
             distinct,
         )
+
+    def by_case(self, case_ids: Collection[str], chunk_ids: Sequence[str]) -> dict[str, list[dict]]:
+        """The rows of ``case_ids`` as ``{case_id: [{"chunk_id", "rank", "score"}, ...]}``
+        in rank order, for the per-case code that reads a run that way (recorded answers)."""
+        wanted = np.asarray([case_id in case_ids for case_id in self.case_ids], bool)
+        rows = np.flatnonzero(wanted[self.case]) if len(self.case) else np.zeros(0, np.int64)
+        rows = rows[np.lexsort((self.rank[rows], self.case[rows]))]
+        grouped: dict[str, list[dict]] = {}
+        for row in rows.tolist():
+            grouped.setdefault(self.case_ids[self.case[row]], []).append(
+                {"chunk_id": chunk_ids[self.chunk[row]], "rank": int(self.rank[row]), "score": float(self.score[row])}
+            )
+        return grouped
 
 
 @dataclass
