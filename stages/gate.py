@@ -9,7 +9,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.files import read_json, read_jsonl, read_params, write_json
-from stages.gating import compare_config, gate_verdict, read_baseline_at, render_verdict
+from stages.gating import gate_all, read_results_at, render_verdict
 
 
 def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
@@ -18,6 +18,20 @@ def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[di
     if not (summary.exists() and cases.exists()):
         return None, None
     return read_json(summary), read_jsonl(cases)
+
+
+def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
+    """``{config: (summary, rows)}`` from a git revision's results or from the
+    committed baseline folder; ``(None, None)`` where there is none."""
+    if against:
+        found = read_results_at(against, configs, Path.cwd())
+        return {config: found[config] or (None, None) for config in configs}
+    return {config: read_baseline_dir(baseline, config) for config in configs}
+
+
+def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
+    path = cases_dir / f"{config}.jsonl"
+    return read_jsonl(path) if path.exists() else None
 
 
 @user_errors
@@ -31,26 +45,15 @@ def main(
 ) -> None:
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
     settings = read_params(params)
-    gate = settings["gate"]
-    current_fingerprints = read_json(split)["fingerprints"]
-    results = []
-    for config in gate["configs"]:
-        if against:
-            base_summary, base_rows = read_baseline_at(against, config, Path.cwd())
-        else:
-            base_summary, base_rows = read_baseline_dir(baseline, config)
-        results.append(
-            compare_config(
-                config,
-                base_rows,
-                read_jsonl(cases_dir / f"{config}.jsonl"),
-                base_summary["fingerprints"] if base_summary else None,
-                current_fingerprints,
-                gate,
-                settings["slices"],
-            )
-        )
-    verdict = gate_verdict(results)
+    configs = settings["gate"]["configs"]
+    verdict = gate_all(
+        settings["gate"],
+        settings["slices"],
+        baselines_for(configs, baseline, against),
+        {config: current_rows(cases_dir, config) for config in configs},
+        read_json(split)["fingerprints"],
+        against,
+    )
     if out is not None:
         write_json(out, verdict)
     typer.echo(render_verdict(verdict))
