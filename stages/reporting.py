@@ -285,7 +285,9 @@ def _arrow(delta: float | None) -> str:
 def _value(metric: str, value: Any, signed: bool = False) -> str:
     """Context budgets are characters: no decimals. Everything else via :func:`fmt`."""
     if metric.startswith("context_chars") and not _missing(value):
-        return f"{value:+,.0f}" if signed else f"{value:,.0f}"
+        return (
+            f"{value:+,.0f}" if signed and round(value) != 0 else f"{abs(value) if round(value) == 0 else value:,.0f}"
+        )
     return fmt(value, signed)
 
 
