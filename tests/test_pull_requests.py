@@ -1,0 +1,162 @@
+"""Pull requests end to end: a temporary git repo whose `main` holds the accepted
+results, and branches with a harmful chunking change, an improvement and an
+edit of the eval labels, compared with `--against main` as CI does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, commit_all, sh
+from test_pipeline import set_param
+
+from stages.reporting import COMMENT_MARKER
+
+GATED = "sentences-600-bm25"
+SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
+README_START, README_END = "<!-- example-comment:start -->", "<!-- example-comment:end -->"
+UPDATE = os.environ.get("RAGVET_UPDATE_SNAPSHOTS") == "1"
+
+
+def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
+
+
+def branch_with(repo: Path, name: str, change) -> Path:
+    """Check out a new branch, apply ``change``, reproduce up to the report, commit."""
+    sh(repo, "git", "checkout", "-q", "-b", name)
+    change(repo)
+    sh(repo, "dvc", "repro", "report")
+    commit_all(repo, name)
+    return repo
+
+
+def rows_at(repo: Path, rev: str | None) -> dict[str, dict]:
+    path = f"metrics/cases/{GATED}.jsonl"
+    text = (repo / path).read_text() if rev is None else sh(repo, "git", "show", f"{rev}:{path}").stdout
+    return {row["case_id"]: row for row in map(json.loads, text.splitlines()) if row["split"] == "eval"}
+
+
+def listed_cases(report: str, heading: str) -> list[str]:
+    """Case ids listed under the gated configuration's collapsed ``heading`` list."""
+    section = report[report.index(f"## `{GATED}` (gated)") :]
+    start = section.index(f"<summary>{heading}")
+    block = section[start : section.index("</details>", start)]
+    return re.findall(r"^- \*\*`([^`]+)`\*\*", block, flags=re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def harmful_repo(sample_repo: Path, tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("pr") / "repo"
+    shutil.copytree(sample_repo, repo, symlinks=True)
+    return branch_with(repo, "harmful", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 300))
+
+
+def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_cases(harmful_repo):
+    gate = ragvet(harmful_repo, "gate", "--against", "main")
+    assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
+    assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
+
+    before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
+    expected = sorted(
+        cid for cid in before.keys() & after.keys()
+        if before[cid]["metrics"]["hit@5"] == 1 and after[cid]["metrics"]["hit@5"] == 0
+    )  # fmt: skip
+    found = sorted(
+        cid for cid in before.keys() & after.keys()
+        if before[cid]["metrics"]["hit@5"] == 0 and after[cid]["metrics"]["hit@5"] == 1
+    )  # fmt: skip
+    assert expected, "a 300-character sentence packing must lose some hits"
+
+    report = ragvet(harmful_repo, "report", "--against", "main", "--comment", check=True).stdout
+    assert report.startswith(COMMENT_MARKER + "\n")
+    assert report.index("## ❌ Gate failed") < report.index("## Context budget beside recall")
+    assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
+    assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
+    questions = {
+        case["id"]: case["question"] for case in yaml.safe_load((harmful_repo / "data/cases.yaml").read_text())
+    }
+    for case_id in expected:
+        assert f"- **`{case_id}`**: {questions[case_id]}" in report
+    assert "not a production guarantee" in report
+
+    if UPDATE:
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(report)
+    assert report == SNAPSHOT.read_text(), "snapshot changed: re-run with RAGVET_UPDATE_SNAPSHOTS=1 if intended"
+
+
+def test_readme_shows_the_snapshot_comment_rendered():
+    """The README's example is the real comment of the harmful change, quoted."""
+    readme = (ROOT / "README.md").read_text()
+    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    quoted = "".join("> " + line + "\n" if line else ">\n" for line in SNAPSHOT.read_text().splitlines())
+    if UPDATE:
+        (ROOT / "README.md").write_text(readme[:start] + "\n" + quoted + readme[end:])
+        readme = (ROOT / "README.md").read_text()
+        start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    assert readme[start:end] == "\n" + quoted
+
+
+def test_improvement_passes_against_main_and_shows_its_context_cost(work_repo):
+    branch_with(work_repo, "better", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 800))
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
+    report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
+    assert "## ✅ Gate passed" in report
+    # evidence_recall@5 rose, and so did the context it took: both on one row.
+    row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1].split(" (")[1].startswith("+") and cells[4].startswith("+")
+
+
+def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
+    def relabel(repo: Path) -> None:
+        path = repo / "data" / "cases.yaml"
+        text = path.read_text()
+        assert "question: cycle to work scheme limit\n" in text  # an eval-split case
+        path.write_text(text.replace("question: cycle to work scheme limit\n", "question: cycle-to-work limit\n"))
+
+    branch_with(work_repo, "relabel", relabel)
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 1
+    assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout
+    assert "labels changed: re-baseline deliberately" in gate.stdout
+    report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
+    assert "## ❌ Gate failed" in report and "labels changed: re-baseline deliberately" in report
+
+
+def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(work_repo):
+    unknown = ragvet(work_repo, "gate", "--against", "origin/nope")
+    assert unknown.returncode == 2 and "git revision 'origin/nope' does not exist" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    empty_tree = sh(work_repo, "git", "hash-object", "-t", "tree", "/dev/null").stdout.strip()
+    bare = sh(work_repo, "git", "commit-tree", empty_tree, "-m", "no results").stdout.strip()
+    for command in ("gate", "report"):
+        done = ragvet(work_repo, command, "--against", bare)
+        assert done.returncode == 2 and "that revision has no ragvet results" in done.stderr
+
+
+def test_dvc_plots_show_and_diff_main(harmful_repo):
+    ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_context", "slice_evidence_recall"}
+    shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
+    assert "errors" not in shown and set(shown["data"]) == ids
+    diff = json.loads(sh(harmful_repo, "dvc", "plots", "diff", "main", "--json").stdout)
+    assert "errors" not in diff and set(diff["data"]) == ids
+    for plot_id, (plot,) in diff["data"].items():
+        assert sorted(plot["revisions"]) == ["main", "workspace"], plot_id
+        values = plot["content"]["data"]["values"]
+        configs = {(v["rev"], v["config"]) for v in values}
+        assert configs == {
+            (rev, c) for rev in ("main", "workspace") for c in ("fixed-300-bm25", "headings-1200-bm25", GATED)
+        }
+    budget = [
+        v for v in diff["data"]["evidence_recall_vs_context"][0]["content"]["data"]["values"] if v["config"] == GATED
+    ]
+    assert len(budget) == 2 and budget[0]["context_chars"] != budget[1]["context_chars"]  # one point per config and rev
