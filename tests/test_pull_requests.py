@@ -160,3 +160,74 @@ def test_dvc_plots_show_and_diff_main(harmful_repo):
         v for v in diff["data"]["evidence_recall_vs_context"][0]["content"]["data"]["values"] if v["config"] == GATED
     ]
     assert len(budget) == 2 and budget[0]["context_chars"] != budget[1]["context_chars"]  # one point per config and rev
+
+
+# ------------------------------------------------------------------ the HTML report in a browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CONSOLE = re.compile(r"CONSOLE[:(]\d+\)?\] (.*)")
+# Appended to a copy of the page: records each chart's rendered size and drawing.
+MEASURE = """<script>
+const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
+  const box = svg.getBoundingClientRect();
+  return [Math.round(box.width), Math.round(box.height), svg.querySelectorAll("path, use, rect, text").length];
+});
+document.body.insertAdjacentHTML("beforeend", "<pre id='measured'>" + JSON.stringify(sizes) + "</pre>");
+</script>"""
+
+
+def open_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:
+    """The DOM after load and the console messages of ``page`` in headless Chromium."""
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, [m.group(1) for m in CONSOLE.finditer(done.stderr)]
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
+)
+def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmful_repo, tmp_path):
+    assert CHROMIUM is not None, "CI must have chromium: .ci/run installs it with apt-get"
+    page = tmp_path / "report.html"
+    ragvet(harmful_repo, "report", "--against", "main", "--format", "html", "--out", str(page), check=True)
+    html = page.read_text()
+    # Self-contained: no script, no stylesheet link, every href/src internal.
+    assert "<script" not in html and "<link" not in html
+    assert not re.search(r'(?:src|href)="(?!#)', html)
+
+    dom, console = open_in_chromium(page, tmp_path / "profile-a")
+    assert console == [], console
+    assert "❌ Gate failed" in dom and dom.count("<svg") == 3
+
+    measured = tmp_path / "measured.html"
+    measured.write_text(html.replace("</body>", MEASURE + "</body>"))
+    dom, console = open_in_chromium(measured, tmp_path / "profile-b")
+    assert console == [], console
+    sizes = json.loads(re.search(r"<pre id=\"measured\">(.*?)</pre>", dom).group(1))
+    assert len(sizes) == 3
+    for width, height, marks in sizes:
+        assert width > 200 and height > 100 and marks > 20
+
+    # The console check can fail: a page that logs an error is caught.
+    broken = tmp_path / "broken.html"
+    broken.write_text(html.replace("</body>", "<script>console.error('boom')</script></body>"))
+    (message,) = open_in_chromium(broken, tmp_path / "profile-c")[1]
+    assert message.startswith('"boom", source: ' + broken.as_uri())
