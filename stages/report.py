@@ -24,6 +24,7 @@ from stages.gate import baselines_for, current_rows
 from stages.gating import gate_all
 from stages.metrics import slice_table
 from stages.reporting import (
+    COMMENT_LIMIT,
     budget_rows,
     case_details,
     compare_configs,
@@ -158,7 +159,8 @@ def main(
         against,
     )
     info = _case_info(cases, corpus, comparisons)
-    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment)
+    limit = COMMENT_LIMIT if comment else None
+    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit)
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}

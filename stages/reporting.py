@@ -368,13 +368,15 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
     return ["## Context budget beside recall", "", intro, "", *_table(header, rows), ""]
 
 
-def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bool) -> list[str]:
+def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bool, cap: int | None) -> list[str]:
     out = []
-    for case_id in ids:
+    for case_id in ids[:cap]:
         info = case_info.get(case_id) or {}
         out.append(f"- **`{case_id}`**: {_escape(info.get('question', DASH))}")
         if with_evidence:
             out += [f"  - missing: {text}" for text in info.get("evidence", [])]
+    if cap is not None and len(ids) > cap:
+        out.append(f"- … and {len(ids) - cap} more: `ragvet report --against` lists them all")
     return out
 
 
@@ -382,7 +384,7 @@ def _details(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _config_section(comp: dict, case_info: dict[str, dict], confidence: float) -> list[str]:
+def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, cap: int | None) -> list[str]:
     k = comp["k"]
     if comp["reason"]:
         return [f"`{comp['config']}`: {comp['reason']}.", ""]
@@ -423,7 +425,7 @@ def _config_section(comp: dict, case_info: dict[str, dict], confidence: float) -
         ids = comp[key]
         title = f"{key.replace('_', ' ').capitalize()} at hit@{k}: {len(ids)} case{'s' if len(ids) != 1 else ''}"
         if ids:
-            out += _details(f"{title} ({label})", _case_list(ids, case_info, evidence))
+            out += _details(f"{title} ({label})", _case_list(ids, case_info, evidence, cap))
         else:
             out += [f"{title}.", ""]
     return out
@@ -448,6 +450,10 @@ DISCLAIMER = (
 )
 
 
+# GitHub refuses a comment longer than 65,536 characters.
+COMMENT_LIMIT = 65_000
+
+
 def render_report(
     summaries: dict[str, Summary],
     comparisons: list[dict],
@@ -456,12 +462,25 @@ def render_report(
     ks: list[int],
     against: str | None = None,
     marker: bool = False,
+    limit: int | None = None,
 ) -> str:
     """The pull-request document: the verdict first, then every configuration's
     paired comparison (gated ones open, the others collapsed), then the absolute
     figures of every configuration. ``marker`` prepends the hidden comment marker
-    that lets CI find and update its one comment."""
-    ks = sorted(set(ks))
+    that lets CI find and update its one comment.
+
+    With ``limit`` (characters), a document that would be longer lists fewer
+    cases per list, then leaves out the absolute figures, so that the verdict and
+    the comparisons always reach the reviewer instead of a rejected comment.
+    """
+    for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
+        text = _render(summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute)
+        if limit is None or len(text) <= limit:
+            break
+    return text
+
+
+def _render(summaries, comparisons, verdict, case_info, ks, against, marker, cap, with_absolute) -> str:
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
     lines = [COMMENT_MARKER, ""] if marker else []
     lines += ["# ragvet retrieval report", ""]
@@ -471,11 +490,15 @@ def render_report(
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
     for comp in gated:
-        lines += [f"## `{comp['config']}` (gated)", ""] + _config_section(comp, case_info, confidence)
+        lines += [f"## `{comp['config']}` (gated)", ""] + _config_section(comp, case_info, confidence, cap)
     if others:
         lines += ["## Other configurations", ""]
         for comp in others:
-            lines += _details(_headline(comp), _config_section(comp, case_info, confidence))
+            lines += _details(_headline(comp), _config_section(comp, case_info, confidence, cap))
+    lines += ["## All configurations", ""]
+    if not with_absolute:
+        lines += ["Left out to fit a comment: see `metrics/report.md` or the HTML report.", ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
     absolute = [
         CHUNKING_NOTE,
         "",
@@ -488,7 +511,7 @@ def render_report(
     for split in SPLITS:
         absolute += _split_tables(summaries, split, ks)
     absolute += _abstention_section(summaries)
-    lines += ["## All configurations", ""] + _details("Absolute figures, both splits, abstention cases", absolute)
+    lines += _details("Absolute figures, both splits, abstention cases", absolute)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -231,3 +231,27 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
     broken.write_text(html.replace("</body>", "<script>console.error('boom')</script></body>"))
     (message,) = open_in_chromium(broken, tmp_path / "profile-c")[1]
     assert message.startswith('"boom", source: ' + broken.as_uri())
+
+
+def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ragvet.yml").read_text())
+    steps = workflow["jobs"]["retrieval"]["steps"]
+    checkout = next(step for step in steps if step.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0
+    runs = [step.get("run", "") for step in steps]
+    order = [
+        next(i for i, run in enumerate(runs) if needle in run)
+        for needle in (
+            "pip install -r requirements-dense.lock",
+            "dvc repro",
+            'ragvet report --against "$BASE" --comment --out ragvet-comment.md',
+            "gh api -X PATCH",
+            'ragvet gate --against "$BASE"',
+        )
+    ]
+    assert order == sorted(order) and order[-1] == len(steps) - 1
+    # The comment step finds its comment by the report's first line, the marker.
+    assert 'marker="$(head -n 1 ragvet-comment.md)"' in runs[order[3]]
+    assert workflow["jobs"]["retrieval"]["env"]["BASE"] == "origin/${{ github.base_ref }}"
+    cached = " ".join(str(step.get("with", {}).get("path", "")) for step in steps)
+    assert ".dvc/cache" in cached and any(step.get("with", {}).get("cache") == "pip" for step in steps)

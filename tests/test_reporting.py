@@ -354,3 +354,23 @@ def test_html_is_self_contained_with_deterministic_charts():
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
     assert "<table>" in page and "<details>" in page and "<summary>" in page
     assert "<script" not in page and 'src="http' not in page and "<link" not in page
+
+
+def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figures():
+    comps = comparisons()
+    ids = [f"case-{i:03d}" for i in range(100)]
+    comps[1] = {**comps[1], "newly_missed": ids}
+    info = {cid: {"question": "q" * 200, "evidence": ["e" * 100]} for cid in ids}
+    full = render_report(SUMMARIES, comps, FAILED, info, KS)
+    assert full.count("- **`case-") == 100 and len(full) > 30_000
+    assert render_report(SUMMARIES, comps, FAILED, info, KS, limit=len(full)) == full
+
+    capped = render_report(SUMMARIES, comps, FAILED, info, KS, limit=13_000)
+    assert len(capped) <= 13_000 and capped.count("- **`case-") == 20
+    assert "- … and 80 more: `ragvet report --against` lists them all" in capped
+    assert "Absolute figures, both splits" in capped
+
+    small = render_report(SUMMARIES, comps, FAILED, info, KS, limit=5_000)
+    assert len(small) <= 5_000 and small.count("- **`case-") == 5
+    assert "Absolute figures" not in small and "Left out to fit a comment" in small
+    assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
