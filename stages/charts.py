@@ -116,7 +116,9 @@ def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequ
             ticks = [(y, old[(name, s)]) for y, s in zip(ys, slices) if old.get((name, s)) is not None]
             if ticks:
                 ax.scatter([t[1] for t in ticks], [t[0] for t in ticks], marker="|", s=120, color="black")
-        ax.set_yticks([i + 0.4 - height / 2 for i in range(len(slices))], slices)
+        cases = {r["slice"]: r.get("cases") for r in current if r["config"] == configs[0]} if configs else {}
+        labels = [f"{s} (n={cases[s]})" if cases.get(s) is not None else s for s in slices]
+        ax.set_yticks([i + 0.4 - height / 2 for i in range(len(slices))], labels)
         ax.invert_yaxis()
         ax.set_xlim(0, 1.02)
         ax.set_xlabel("evidence_recall (eval split; black tick: baseline)")
