@@ -453,6 +453,8 @@ def _check_revision(rev: str, repo: Path) -> None:
     the likely cause, since CI checkouts fetch one commit by default."""
     if _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
         return
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise InputError([Problem(str(repo), "not inside a git repository", f"run from a git clone that has {rev!r}")])
     shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
     if shallow:
         fix = (

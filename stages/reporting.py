@@ -480,7 +480,18 @@ def render_report(
     return text
 
 
-def _render(summaries, comparisons, verdict, case_info, ks, against, marker, cap, with_absolute) -> str:
+def _render(
+    summaries: dict[str, Summary],
+    comparisons: list[dict],
+    verdict: dict,
+    case_info: dict[str, dict],
+    ks: list[int],
+    against: str | None,
+    marker: bool,
+    cap: int | None,
+    with_absolute: bool,
+) -> str:
+    """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
     lines = [COMMENT_MARKER, ""] if marker else []
     lines += ["# ragvet retrieval report", ""]

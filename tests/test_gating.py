@@ -354,3 +354,22 @@ def test_missing_results_at_a_revision_fail_with_that_revision_named():
         f"no results for {CONFIG} at origin/main (metrics/{CONFIG}.json and metrics/cases/{CONFIG}.jsonl): "
         "a new configuration has nothing to compare with there; gate it once it has landed on origin/main"
     ]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_read_results_at_names_malformed_lines_and_a_folder_outside_git(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    (repo / "metrics" / f"{CONFIG}.json").write_text(json.dumps(summary([row("a", 1.0)])))
+    (repo / "metrics" / "cases" / f"{CONFIG}.jsonl").write_text(json.dumps(row("a", 1.0)) + "\n{broken\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "results")
+    with pytest.raises(InputError) as err:
+        read_results_at("HEAD", [CONFIG], repo)
+    assert f"HEAD:metrics/cases/{CONFIG}.jsonl:2: malformed JSON" in str(err.value)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(InputError, match="not inside a git repository"):
+        read_results_at("main", [CONFIG], outside)
