@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from stages import chunk, evaluate, gate, interop, report, retrieve, split, validate
+from stages import chunk, evaluate, gate, interop, report, retrieve, split, tune_abstain, validate
 from stages.errors import raise_if, user_errors
 from stages.files import read_params
 from stages.gating import accept_baseline
@@ -24,6 +24,7 @@ baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed base
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
+app.command("tune-abstain")(tune_abstain.main)
 
 
 @baseline_app.command("accept")

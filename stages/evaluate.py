@@ -1,5 +1,6 @@
 """Stage ``evaluate@<config>``: per-case metrics, per-slice tables and the
-configuration's metrics JSON."""
+configuration's metrics JSON; with recorded answers, their human review figures;
+and the dev-split abstention sweep for ``dvc plots``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from stages.abstention import read_thresholds, sweep, threshold_for
+from stages.answers import add_reviews, config_answers
 from stages.errors import user_errors
 from stages.evaluation import config_summary, evaluate_run
 from stages.files import read_json, read_params, round_floats, write_json
@@ -24,6 +27,9 @@ def main(
     metrics: Path = typer.Option(..., help="Metrics JSON to write."),
     per_case: Path = typer.Option(..., help="Per-case JSONL to write."),
     slices: Path = typer.Option(..., help="Per-slice JSON to write."),
+    answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
+    sweep_out: Path | None = typer.Option(None, "--sweep", help="Dev-split abstention sweep JSON to write."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Score one configuration's run against the projected evidence."""
@@ -32,18 +38,32 @@ def main(
     all_chunks = read_chunks(chunks)
     all_cases = read_cases(cases)
     frozen = read_json(split)
-    ranked = read_run(run, {c.chunk_id for c in all_chunks}, {c.case_id for c in all_cases})
+    chunk_ids = {c.chunk_id for c in all_chunks}
+    ranked = read_run(run, chunk_ids, {c.case_id for c in all_cases})
+    recorded = config_answers(
+        answers, config, settings["configs"], {c.case_id for c in all_cases}, chunk_ids, spec["chunking"]
+    )
+    retriever = settings["retrievers"][spec["retriever"]]
+    abstain_below, source = threshold_for(
+        config, read_thresholds(thresholds, settings["configs"]), spec["retriever"], retriever, thresholds
+    )
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     rows = evaluate_run(
         all_cases, all_chunks, ranked, membership, settings["ks"], settings["evidence"]["span_coverage"]
     )
+    if recorded is not None:
+        rows = add_reviews(rows, recorded, ranked, settings["ks"])
     rows = round_floats(rows)  # the summary averages what the per-case table holds, exactly as the report does
-    abstain_below = settings["retrievers"][spec["retriever"]].get("abstain_below")
-    summary = config_summary(config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"])
+    summary = config_summary(
+        config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
+    )
     write_rows(per_case, rows, "case_id")
     write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
     write_json(metrics, summary)
-    typer.echo(f"{config}: evaluated {len(rows)} cases")
+    if sweep_out is not None:
+        write_json(sweep_out, sweep([row for row in rows if row["split"] == "dev"]))
+    note = f", {len(recorded)} recorded answers" if recorded is not None else ""
+    typer.echo(f"{config}: evaluated {len(rows)} cases{note}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from stages.answers import review_summary
 from stages.evidence import chunks_by_doc, project_unit, relevant_chunks
-from stages.metrics import case_metrics, summarise
+from stages.metrics import SPLITS, case_metrics, summarise
 from stages.schema import Case, Chunk
 
 
@@ -69,13 +70,25 @@ def config_summary(
     ks: Sequence[int],
     abstain_below: float | None,
     fingerprints: Mapping[str, str],
+    abstain_source: str | None = None,
 ) -> dict:
     """The ``metrics/<config>.json`` content: means with denominators per split,
-    abstention figures, and the fingerprints a later gate must match."""
-    return {
+    abstention figures, and the fingerprints a later gate must match.
+
+    Where rows carry recorded answers, a ``human_review`` section is added; with
+    none, the section is absent rather than zero. The abstention threshold and
+    where it comes from (``abstain_source``) sit beside the rates it produced.
+    """
+    summary = {
         "config": config,
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
         **summarise(rows, ks, abstain_below),
         "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
     }
+    if abstain_below is not None:
+        summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
+    review = review_summary(rows, ks, SPLITS)
+    if review is not None:
+        summary["human_review"] = review
+    return summary

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from stages.answers import REVIEW_METRICS
 from stages.errors import InputError, Problem
 from stages.files import FLOAT_PLACES, write_text
+from stages.metrics import higher_is_better
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
@@ -111,14 +113,27 @@ def _k_of(metric: str) -> int | None:
     return int(k) if at and k.isdigit() else None
 
 
-def _failed(delta: float | None, ci_high: float | None, max_drop: float, require_significance: bool) -> bool:
-    """A drop beyond tolerance fails; with significance required, only if the CI excludes 0."""
-    if delta is None or delta >= -max_drop:
+def _failed(
+    delta: float | None,
+    ci: tuple[float | None, float | None],
+    max_drop: float,
+    require_significance: bool,
+    higher: bool = True,
+) -> bool:
+    """A move beyond tolerance in the metric's bad direction fails: a drop, or a
+    rise where lower is better (an unsupported-answer share). With significance
+    required, only if the CI excludes 0 on that side."""
+    if delta is None or (-delta if higher else delta) <= max_drop:
         return False
-    return not require_significance or (ci_high is not None and ci_high < 0)
+    low, high = ci
+    if not require_significance:
+        return True
+    return (high is not None and high < 0) if higher else (low is not None and low > 0)
 
 
-def _compare(base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, significance: bool) -> dict:
+def _compare(
+    base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, significance: bool, higher: bool = True
+) -> dict:
     """Means, delta and CI of one paired sample, and whether it fails.
 
     The delta is rounded to the places the verdict file keeps, so a drop of
@@ -145,7 +160,7 @@ def _compare(base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, sig
         "ci_low": low,
         "ci_high": high,
         "cases": len(base),
-        "failed": _failed(delta, high, max_drop, significance),
+        "failed": _failed(delta, (low, high), max_drop, significance, higher),
     }
 
 
@@ -178,6 +193,7 @@ def slice_comparisons(
                 gate["bootstrap"],
                 float(gate["slice_max_drop"]),
                 bool(gate["require_significance"]),
+                higher_is_better(metric),
             )
             out.append({"key": key, "value": value, "metric": metric, **result})
     return out
@@ -288,11 +304,22 @@ def compare_config(
     significance = bool(gate_params["require_significance"])
     for metric in metrics:
         _, base, cur = paired_values(baseline_rows, current_rows, metric)
-        entry = {"metric": metric, **_compare(base, cur, boot, result["max_drop"], significance)}
+        higher = higher_is_better(metric)
+        entry = {
+            "metric": metric,
+            "higher_is_better": higher,
+            **_compare(base, cur, boot, result["max_drop"], significance, higher),
+        }
         if entry["cases"] == 0:
+            fix = (
+                f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "
+                "deliberately with `ragvet baseline accept`"
+                if metric.partition("@")[0] in REVIEW_METRICS
+                else "fix the cases so it has a value"
+            )
             reasons.append(
                 f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
-                "fix the cases so it has a value, or stop gating on it"
+                f"{fix}, or stop gating on it"
             )
         result["metrics"].append(entry)
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stages.answers import REVIEW_METRICS, ReviewMetric
 from stages.errors import InputError, Problem
 from stages.schema import ProjectedUnit
 
@@ -254,6 +255,7 @@ class Metric:
     ``comparable_across_chunkings``: its denominator does not depend on the chunking.
     ``higher_is_better``: the direction of an improvement (``context_chars`` is a cost).
     ``abstention``: whether it has a value for abstention cases.
+    ``share``: a value in [0, 1], so that a gate tolerance (``max_drop``) means something.
     """
 
     name: str
@@ -263,6 +265,7 @@ class Metric:
     higher_is_better: bool
     abstention: bool
     compute: Callable[[CaseInput, int | None], float | int | None]
+    share: bool = True
 
     def key(self, k: int | None) -> str:
         return f"{self.name}@{k}" if self.at_k else self.name
@@ -283,8 +286,9 @@ def _metric(
     comparable: bool = False,
     higher_is_better: bool = True,
     abstention: bool = False,
+    share: bool = True,
 ) -> Metric:
-    return Metric(name, at_k, definition, comparable, higher_is_better, abstention, compute)
+    return Metric(name, at_k, definition, comparable, higher_is_better, abstention, compute, share)
 
 
 METRICS: dict[str, Metric] = {
@@ -335,13 +339,28 @@ METRICS: dict[str, Metric] = {
             comparable=True,
             higher_is_better=False,
             abstention=True,
+            share=False,
         ),
     )
 }
 
 
+def _lookup(base: str) -> Metric | ReviewMetric | None:
+    """A retrieval metric, or a human review figure (stages.answers) by name."""
+    return METRICS.get(base) or REVIEW_METRICS.get(base)
+
+
 def _supported() -> str:
-    return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in METRICS.values())
+    return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in [*METRICS.values(), *REVIEW_METRICS.values()])
+
+
+def higher_is_better(name: str) -> bool:
+    """The direction of an improvement of a metric named ``base`` or ``base@k``:
+    the gate fails a move the other way (a rise of an unsupported-answer share)."""
+    metric = _lookup(name.partition("@")[0])
+    if metric is None:
+        raise InputError([Problem("params.yaml", f"unknown metric {name!r}", f"use one of: {_supported()}")])
+    return metric.higher_is_better
 
 
 def metric_problems(
@@ -351,20 +370,21 @@ def metric_problems(
 
     A name is ``<base>@<k>`` with ``k`` a positive integer, or ``mrr``. When ``ks``
     is given, ``k`` must be one of them (only those are computed). A ``gated``
-    metric must be a share where higher is better, listed once: the gate fails on
-    a *drop* of ``max_drop``, which means nothing for a character count.
+    metric must be a share, listed once: the gate fails on a move of ``max_drop``
+    in its bad direction, which means nothing for a character count. Human review
+    figures (:data:`stages.answers.REVIEW_METRICS`) are names like any other.
     """
     problems: list[Problem] = []
     fix = f"use one of: {_supported()}"
     names = list(names)
     for name in names:
         base, sep, tail = str(name).partition("@")
-        metric = METRICS.get(base)
+        metric = _lookup(base)
         if gated and names.count(name) > 1:
             problems.append(Problem(where, f"metric {name!r} is listed twice", "list each guarded metric once"))
         if metric is None:
             problems.append(Problem(where, f"unknown metric {name!r}", fix))
-        elif gated and not metric.higher_is_better:
+        elif gated and not metric.share:
             problems.append(
                 Problem(where, f"{name!r} cannot be gated: more context is not a drop", "gate on a recall-like metric")
             )

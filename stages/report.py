@@ -17,6 +17,7 @@ from pathlib import Path
 
 import typer
 
+from stages.abstention import read_thresholds, threshold_for
 from stages.errors import InputError, Problem, user_errors
 from stages.evaluation import config_summary
 from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
@@ -49,18 +50,17 @@ def csv_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict) -> dict[str, dict]:
-    return {
-        config: config_summary(
-            config,
-            spec,
-            rows[config],
-            settings["ks"],
-            settings["retrievers"][spec["retriever"]].get("abstain_below"),
-            fingerprints,
+def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
+    """Each configuration's summary, with its abstention threshold (tuned, or from params) beside the rates."""
+    tuned = read_thresholds(thresholds, settings["configs"])
+    summaries = {}
+    for config, spec in sorted(settings["configs"].items()):
+        retriever = spec["retriever"]
+        abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
+        summaries[config] = config_summary(
+            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
         )
-        for config, spec in sorted(settings["configs"].items())
-    }
+    return summaries
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
@@ -138,6 +138,7 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
@@ -145,7 +146,7 @@ def main(
     settings = read_params(params)
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
-    summaries = _summaries(settings, rows, fingerprints)
+    summaries = _summaries(settings, rows, fingerprints, thresholds)
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against)

@@ -15,6 +15,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+from stages.abstention import threshold_section
+from stages.answers import review_section
 from stages.gating import (
     compare_metric,
     newly_found,
@@ -22,6 +24,7 @@ from stages.gating import (
     newly_missed_k,
     slice_comparisons,
 )
+from stages.metrics import higher_is_better
 
 Summary = dict[str, Any]
 
@@ -297,6 +300,11 @@ def _ci(entry: dict) -> str:
     return f"[{_value(entry['metric'], entry['ci_low'], True)}, {_value(entry['metric'], entry['ci_high'], True)}]"
 
 
+def _bad_move(metric: str) -> str:
+    """The direction that fails: a drop, or a rise where lower is better (an unsupported-answer share)."""
+    return "drop" if higher_is_better(metric) else "rise"
+
+
 def _verdict_section(verdict: dict, against: str | None) -> list[str]:
     """Pass or fail first, then every reason it failed (or what passing covered)."""
     passed = verdict["passed"]
@@ -312,7 +320,7 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
             if m["failed"]:
                 out.append(
                     f"- `{name}`: `{m['metric']}` {fmt(m['baseline'])} → {fmt(m['current'])} "
-                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}), a drop of more than "
+                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}), a {_bad_move(m['metric'])} of more than "
                     f"`max_drop` {fmt(cfg['max_drop'])}"
                 )
         for s in cfg["slices"]:
@@ -320,13 +328,13 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                 out.append(
                     f"- `{name}`: slice `{s['key']}={s['value']}` ({s['cases']} cases) `{s['metric']}` "
                     f"{fmt(s['baseline'])} → {fmt(s['current'])} ({fmt(s['delta'], True)}, {confidence} CI "
-                    f"{_ci(s)}), a drop of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
+                    f"{_ci(s)}), a {_bad_move(s['metric'])} of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
         if cfg["passed"]:
             guarded = ", ".join(f"`{m['metric']}`" for m in cfg["metrics"])
             out.append(
-                f"- `{name}`: no guarded metric ({guarded}) dropped more than {fmt(cfg['max_drop'])}, and none of "
-                f"its {len(cfg['slices'])} slices dropped more than {fmt(cfg['slice_max_drop'])}."
+                f"- `{name}`: no guarded metric ({guarded}) moved the wrong way by more than {fmt(cfg['max_drop'])}, "
+                f"and none of its {len(cfg['slices'])} slices by more than {fmt(cfg['slice_max_drop'])}."
             )
         if cfg["newly_missed"]:
             out.append(
@@ -522,7 +530,9 @@ def _render(
     for split in SPLITS:
         absolute += _split_tables(summaries, split, ks)
     absolute += _abstention_section(summaries)
-    lines += _details("Absolute figures, both splits, abstention cases", absolute)
+    absolute += threshold_section(summaries)
+    absolute += review_section(summaries, ks, summary_k(ks))
+    lines += _details("Absolute figures, both splits, abstention cases, human review", absolute)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

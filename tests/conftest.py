@@ -21,6 +21,8 @@ PROJECT_FILES = [
     "data/corpus",
     "data/cases.yaml",
     "data/external",
+    "data/answers",
+    "abstention.yaml",
     "metrics/baseline",
 ]
 

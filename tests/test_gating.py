@@ -373,3 +373,51 @@ def test_read_results_at_names_malformed_lines_and_a_folder_outside_git(tmp_path
     outside.mkdir()
     with pytest.raises(InputError, match="not inside a git repository"):
         read_results_at("main", [CONFIG], outside)
+
+
+# ---------------------------------------------------------------- metric direction
+
+
+def answered(case_id: str, unsupported: float | None, split: str = "eval") -> dict:
+    """An abstention case with its human review figure (1.0: answered with a claim)."""
+    return {
+        "case_id": case_id,
+        "split": split,
+        "answerable": False,
+        "tags": {},
+        "metrics": {"recall@5": None, "hit@5": None, "mrr": None, "unsupported_answer": unsupported},
+    }
+
+
+def test_a_lower_is_better_figure_fails_on_a_rise_and_passes_on_a_fall():
+    base = [row(c, 1.0) for c in "ab"] + [answered(f"u{i}", 0.0) for i in range(10)]
+    worse = [row(c, 1.0) for c in "ab"] + [answered("u0", 1.0)] + [answered(f"u{i}", 0.0) for i in range(1, 10)]
+    params = gate(metrics=["recall@5", "unsupported_answer"])
+    result = compare(base, worse, params)
+    guarded = metric(result, "unsupported_answer")
+    assert (guarded["baseline"], guarded["current"], guarded["delta"], guarded["cases"]) == (0.0, 0.1, 0.1, 10)
+    assert guarded["higher_is_better"] is False and guarded["failed"] and not result["passed"]
+    assert f"FAIL {CONFIG} unsupported_answer: 0.000 -> 0.100 (delta +0.100" in render_verdict(gate_verdict([result]))
+    better = compare(worse, base, params)
+    assert metric(better, "unsupported_answer")["delta"] == -0.1 and better["passed"]
+    # a rise of exactly max_drop passes, as a drop of exactly max_drop does
+    base50 = [answered(f"u{i}", 0.0) for i in range(50)]
+    rise = [answered("u0", 1.0)] + base50[1:]
+    assert compare(base50 + [row("a", 1.0)], rise + [row("a", 1.0)], params)["passed"]
+
+
+def test_significance_looks_at_the_bad_side_of_the_interval():
+    base = [row("a", 1.0)] + [answered(f"u{i}", 0.0) for i in range(8)]
+    one = [row("a", 1.0), answered("u0", 1.0)] + [answered(f"u{i}", 0.0) for i in range(1, 8)]
+    every = [row("a", 1.0)] + [answered(f"u{i}", 1.0) for i in range(8)]
+    strict = gate(metrics=["unsupported_answer"], require_significance=True)
+    assert not metric(compare(base, one, strict), "unsupported_answer")["failed"]  # CI includes 0
+    assert metric(compare(base, every, strict), "unsupported_answer")["failed"]  # CI is [1, 1]
+
+
+def test_a_review_figure_without_answers_is_refused_with_the_fix():
+    base = [row("a", 1.0), answered("u0", 0.0)]
+    cur = [row("a", 1.0), answered("u0", None)]
+    result = compare(base, cur, gate(metrics=["unsupported_answer"]))
+    assert not result["valid"] and not result["passed"]
+    assert f"record answers in data/answers/{CONFIG}.jsonl" in result["reasons"][0]

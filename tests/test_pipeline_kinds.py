@@ -125,6 +125,9 @@ def kinds_repo(tmp_path_factory) -> Path:
     (repo / "data" / "cases.yaml").write_text(yaml.safe_dump(CASES, sort_keys=False))
     (repo / "data" / "external").mkdir()
     (repo / "data" / "external" / "prod.trec").write_text(PROD_RUN)
+    (repo / "data" / "answers").mkdir()  # a declared dependency: recorded answers are optional files in it
+    (repo / "data" / "answers" / ".gitkeep").write_text("")
+    (repo / "abstention.yaml").write_text("{}\n")  # a declared params file: no threshold tuned
     (repo / "plugins").mkdir()
     (repo / "plugins" / "__init__.py").write_text("")
     (repo / "plugins" / "mine.py").write_text(textwrap.dedent(PLUGIN))

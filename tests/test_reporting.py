@@ -313,8 +313,8 @@ def test_passing_verdict_says_what_it_covered():
     text = render_report(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS)
     assert "## ✅ Gate passed" in text and COMMENT_MARKER not in text
     assert (
-        f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) dropped more than 0.020, and none of its 1 "
-        "slices dropped more than 0.100." in text
+        f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
+        "and none of its 1 slices by more than 0.100." in text
     )
     assert "Compared with the committed baseline (`metrics/baseline/`)" in text
 

@@ -1,0 +1,233 @@
+"""Abstention thresholds: sweep the top-1 score on the dev split, choose by a
+stated rule, and judge the choice on eval.
+
+A system that abstains when its best retrieved score is under a threshold trades
+abstaining on questions its corpus cannot answer against wrongly abstaining on
+questions it can. Choosing that threshold on the cases it is judged on would
+flatter it, so the chooser only ever sees dev cases: :func:`choose_threshold`
+takes dev rows and nothing else, and the eval figures are computed afterwards,
+for the chosen threshold only.
+
+The choice lives in its own DVC params file (``abstention.yaml``), written by
+``ragvet tune-abstain`` and read by the evaluate stage, one entry per
+configuration (a threshold depends on the chunking as well as the retriever).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from stages.errors import Problem, raise_if
+from stages.files import FLOAT_PLACES, read_yaml, write_text
+from stages.schema import is_number
+
+RULES = ("f1", "false-abstention")
+ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")
+HEADER = (
+    "# Abstention thresholds, one per configuration: the system abstains when its top-1\n"
+    "# score is below abstain_below. Written by `ragvet tune-abstain` from the dev split\n"
+    "# only; the evaluate stage reads it (a DVC params file) and reports the effect on eval.\n"
+)
+
+
+def abstains(top1: float | None, threshold: float) -> bool:
+    """A case with nothing retrieved abstains whatever the threshold."""
+    return top1 is None or top1 < threshold
+
+
+def candidate_thresholds(scores: Sequence[float | None]) -> list[float]:
+    """Midpoints between consecutive distinct top-1 scores, plus one under the
+    lowest (abstain on nothing) and one over the highest (abstain on everything).
+
+    Midpoints rather than the scores themselves, so a case scoring exactly at a
+    neighbouring dev score is not decided by float noise on eval.
+    """
+    distinct = sorted({round(s, FLOAT_PLACES) for s in scores if s is not None})
+    if not distinct:
+        return [0.0]
+    mids = [round((a + b) / 2, FLOAT_PLACES) for a, b in zip(distinct, distinct[1:])]
+    return [round(distinct[0] - 1.0, FLOAT_PLACES), *mids, round(distinct[-1] + 1.0, FLOAT_PLACES)]
+
+
+def rates(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, Any]:
+    """Abstention figures of one threshold over ``rows`` (``answerable``, ``top1_score``).
+
+    ``abstain_rate``: abstention cases it abstains on / abstention cases (the
+    recall of abstaining). ``false_abstain_rate``: answerable cases it abstains on
+    / answerable cases. ``precision``: abstention cases among all abstentions.
+    ``f1``: their harmonic mean. Each is None when its denominator is 0 (F1 is 0
+    when precision and recall are both 0).
+    """
+    positives = [row for row in rows if not row["answerable"]]
+    negatives = [row for row in rows if row["answerable"]]
+    hits = sum(abstains(row["top1_score"], threshold) for row in positives)
+    false = sum(abstains(row["top1_score"], threshold) for row in negatives)
+    recall = hits / len(positives) if positives else None
+    precision = hits / (hits + false) if hits + false else None
+    if recall is None or precision is None:
+        f1 = None
+    else:
+        f1 = 0.0 if recall + precision == 0 else 2 * precision * recall / (precision + recall)
+    return {
+        "threshold": threshold,
+        "abstain_rate": recall,
+        "false_abstain_rate": false / len(negatives) if negatives else None,
+        "precision": precision,
+        "f1": f1,
+        "abstention_cases": len(positives),
+        "answerable_cases": len(negatives),
+    }
+
+
+def sweep(dev_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Figures at every candidate threshold, ascending."""
+    return [rates(dev_rows, t) for t in candidate_thresholds([row["top1_score"] for row in dev_rows])]
+
+
+def choose_threshold(dev_rows: Sequence[Mapping[str, Any]], rule: str, target: float | None = None) -> dict[str, Any]:
+    """The sweep point chosen by ``rule`` over dev rows only.
+
+    * ``f1``: the best F1 of abstaining (abstention cases are the positives);
+      ties go to the fewer false abstentions, then the lower threshold.
+    * ``false-abstention``: the highest threshold whose false-abstention rate is
+      at most ``target``, i.e. the most abstention the target allows.
+
+    Raises ValueError when the dev split cannot support the rule (no abstention
+    case, no answerable case, or top-1 scores that do not vary), since any
+    threshold would then be arbitrary.
+    """
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
+    if not any(not row["answerable"] for row in dev_rows) or not any(row["answerable"] for row in dev_rows):
+        raise ValueError("the dev split needs abstention cases and answerable cases to tune a threshold")
+    if len({row["top1_score"] for row in dev_rows if row["top1_score"] is not None}) < 2:
+        raise ValueError(
+            "the dev cases' top-1 scores do not vary, so no threshold separates them "
+            "(a run file of ranks only has no scores)"
+        )
+    points = sweep(dev_rows)
+    if rule == "f1":
+        return min(points, key=lambda p: (-(p["f1"] or 0.0), p["false_abstain_rate"], p["threshold"]))
+    if target is None or not 0 <= target <= 1:
+        raise ValueError(f"the false-abstention rule needs a target in [0, 1], got {target!r}")
+    allowed = [p for p in points if p["false_abstain_rate"] <= target]
+    return max(allowed, key=lambda p: p["threshold"])  # the lowest candidate abstains on nothing: never empty
+
+
+def score_rows(cases: Sequence[Any], run: Mapping[str, Sequence[Mapping[str, Any]]], split: Mapping[str, str]) -> dict:
+    """``{split: [{case_id, answerable, top1_score}, ...]}`` from cases, a run and the split."""
+    grouped: dict[str, list[dict]] = {"eval": [], "dev": []}
+    for case in sorted(cases, key=lambda c: c.case_id):
+        ranked = run.get(case.case_id) or ()
+        top1 = ranked[0]["score"] if ranked else None
+        grouped[split[case.case_id]].append(
+            {"case_id": case.case_id, "answerable": case.answerable, "top1_score": top1}
+        )
+    return grouped
+
+
+# ---------------------------------------------------------------------- params file
+
+
+def read_thresholds(path: Path, configs: Mapping[str, Any]) -> dict[str, dict]:
+    """The tuned entries by configuration; every problem is collected.
+
+    A missing file means nothing is tuned. An entry for an unknown configuration
+    is an error, as is a threshold that is not a number.
+    """
+    if not path.exists():
+        return {}
+    data = read_yaml(path) or {}
+    problems: list[Problem] = []
+    if not isinstance(data, dict):
+        raise_if([Problem(str(path), "must be a mapping of configuration names", "re-run ragvet tune-abstain")])
+    for name, entry in data.items():
+        where = f"{path}: {name}"
+        if name not in configs:
+            problems.append(
+                Problem(where, f"threshold for configuration {name!r}, which does not exist", "remove the entry")
+            )
+        elif not isinstance(entry, dict) or not is_number(entry.get("abstain_below")):
+            problems.append(Problem(where, "needs a numeric abstain_below", "re-run ragvet tune-abstain --config NAME"))
+        elif set(entry) - set(ENTRY_KEYS):
+            problems.append(
+                Problem(where, f"unknown keys {sorted(set(entry) - set(ENTRY_KEYS))}", f"use {', '.join(ENTRY_KEYS)}")
+            )
+    raise_if(problems)
+    return dict(data)
+
+
+def threshold_for(
+    config: str, thresholds: Mapping[str, dict], retriever_name: str, retriever: Mapping[str, Any], path: Path
+) -> tuple[float | None, str | None]:
+    """``(abstain_below, where it comes from)`` for one configuration.
+
+    Set in both places is an error rather than a silent precedence: the user
+    would not know which of two thresholds the figures used.
+    """
+    tuned = thresholds.get(config)
+    fixed = retriever.get("abstain_below")
+    if tuned is not None and fixed is not None:
+        raise_if(
+            [
+                Problem(
+                    f"{path}: {config}",
+                    f"abstain_below is set here and in retrievers.{retriever_name}.abstain_below",
+                    "keep one: remove the retriever's abstain_below, or this entry",
+                )
+            ]
+        )
+    if tuned is not None:
+        rule = tuned.get("rule", "?")
+        return float(tuned["abstain_below"]), f"{path.name} (tuned on dev, rule {rule})"
+    if fixed is not None:
+        return float(fixed), f"retrievers.{retriever_name}.abstain_below"
+    return None, None
+
+
+def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
+    """The params file, configurations sorted, with its header."""
+    import yaml
+
+    body = (
+        yaml.safe_dump({name: thresholds[name] for name in sorted(thresholds)}, sort_keys=True)
+        if thresholds
+        else "{}\n"
+    )
+    write_text(path, HEADER + body)
+
+
+def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
+    """Report lines: each configuration's threshold, where it comes from, and its
+    effect on dev (where it was chosen) beside eval (where it is judged)."""
+    rows = []
+    for name, summary in sorted(summaries.items()):
+        abst = summary.get("abstention") or {}
+        threshold = abst.get("abstain_below")
+        if threshold is None:
+            continue
+        dev, ev = abst.get("dev") or {}, abst.get("eval") or {}
+
+        def fmt(value: Any) -> str:
+            return "–" if value is None else f"{value:.3f}"
+
+        rows.append(
+            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
+            f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
+            f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Abstention thresholds",
+        "",
+        "The system abstains when its top-1 score is below the threshold. Tuned thresholds are chosen on dev only; "
+        "eval shows their effect on cases the choice never saw.",
+        "",
+        "| config | abstain below | from | dev: abstain / false abstain | eval: abstain / false abstain |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]

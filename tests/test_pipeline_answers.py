@@ -1,0 +1,136 @@
+"""Recorded answers and tuned thresholds end to end, through DVC's own CLI, on
+the bundled sample (its BM25 configurations; sentences-600-bm25 has answers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from conftest import sh
+from test_pipeline import set_param
+
+CONFIG = "sentences-600-bm25"
+ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
+EVALUATE = [
+    *("python", "-m", "stages.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.jsonl"),
+    *("--chunks", "data/chunks/sentences-600.jsonl", "--cases", "data/validated/cases.jsonl"),
+    *(
+        "--split",
+        "data/split.json",
+        "--metrics",
+        f"metrics/{CONFIG}.json",
+        "--per-case",
+        f"metrics/cases/{CONFIG}.jsonl",
+    ),
+    *("--slices", f"metrics/slices/{CONFIG}.json", "--sweep", f"metrics/abstention/{CONFIG}.json"),
+]
+
+
+def summary(repo: Path, config: str = CONFIG) -> dict:
+    return json.loads((repo / "metrics" / f"{config}.json").read_text())
+
+
+def case_rows(repo: Path, config: str = CONFIG) -> list[dict]:
+    return [json.loads(line) for line in (repo / "metrics" / "cases" / f"{config}.jsonl").read_text().splitlines()]
+
+
+def test_answers_present_give_human_review_figures_apart(work_repo):
+    review = summary(work_repo)["human_review"]
+    # The sample's hand labels: 13 eval abstention cases, 2 answered with a claim, 11 handled, 6 showed sources.
+    abstention = review["eval"]["abstention_cases"]
+    assert (abstention["cases"], abstention["recorded"]) == (13, 13)
+    assert abstention["figures"] == {
+        "abstention_handled": 0.846154,
+        "sources_shown": 0.461538,
+        "unsupported_answer": 0.153846,
+    }
+    answerable = review["eval"]["answerable_cases"]
+    assert answerable["recorded"] == 20 and answerable["claims"]["unreviewed"] == 5
+    assert answerable["figures"]["cited_available@5"] == 0.975  # one answer cites a chunk never retrieved
+    assert "not faithfulness" in review["note"]
+    assert "human_review" not in summary(work_repo, "fixed-300-bm25")  # no answers file: no figures at all
+    report = (work_repo / "metrics" / "report.md").read_text()
+    assert "## Human review of recorded answers" in report
+    assert f"| {CONFIG} | eval | 13 / 13 | 0.846 | 0.154 | 0.462 | 2 / 6 / 1 / 4 |" in report
+    verdict = json.loads((work_repo / "metrics" / "gate.json").read_text())
+    guarded = next(m for m in verdict["configs"][0]["metrics"] if m["metric"] == "unsupported_answer")
+    assert guarded["higher_is_better"] is False and guarded["cases"] == 13
+
+
+def test_answers_absent_give_no_figures_and_no_zeros(work_repo):
+    (work_repo / ANSWERS).unlink()
+    set_param(work_repo, ["gate", "metrics"], ["recall@5", "evidence_recall@5", "claim_availability@5", "mrr"])
+    out = sh(work_repo, "dvc", "repro").stdout
+    assert "Running stage 'evaluate@sentences-600-bm25'" in out and "gate: PASSED" in out
+    assert "human_review" not in summary(work_repo)
+    for row in case_rows(work_repo):
+        assert "human_review" not in row and "unsupported_answer" not in row["metrics"]
+    assert "Human review" not in (work_repo / "metrics" / "report.md").read_text()
+
+
+def test_a_rise_in_unsupported_answers_fails_the_gate(work_repo):
+    path = work_repo / ANSWERS
+    lines = path.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if '"kw-abstain-dog-policy"' in line)  # an eval abstention case
+    lines[index] = json.dumps(
+        {
+            "case_id": "kw-abstain-dog-policy",
+            "behaviour": "answered",
+            "sources_shown": True,
+            "cited": ["remote-work-policy-2025#0"],
+            "claims": [{"text": "Dogs are welcome in the Leeds office on Fridays.", "supported": False}],
+        }
+    )
+    path.write_text("\n".join(lines) + "\n")
+    done = sh(work_repo, "dvc", "repro", check=False)
+    assert done.returncode != 0
+    assert f"FAIL {CONFIG} unsupported_answer: 0.154 -> 0.231 (delta +0.077" in done.stdout + done.stderr
+    assert summary(work_repo)["human_review"]["eval"]["abstention_cases"]["figures"]["unsupported_answer"] == 0.230769
+
+
+def test_bad_answers_name_file_and_line_and_write_nothing(work_repo):
+    path = work_repo / ANSWERS
+    bad = {"case_id": "no-such-case", "behaviour": "shrugged", "sources_shown": True, "cited": ["nope#1"]}
+    path.write_text(path.read_text() + json.dumps(bad) + "\n")
+    line = len(path.read_text().splitlines())
+    outputs = [f"metrics/{CONFIG}.json", f"metrics/cases/{CONFIG}.jsonl", f"metrics/abstention/{CONFIG}.json"]
+    before = {name: (work_repo / name).read_bytes() for name in outputs}
+    # The stage by hand (DVC itself deletes a stage's outputs before running it): it writes nothing.
+    by_hand = sh(work_repo, *EVALUATE, check=False)
+    assert by_hand.returncode == 2 and "Traceback" not in by_hand.stderr
+    assert {name: (work_repo / name).read_bytes() for name in outputs} == before
+    done = sh(work_repo, "dvc", "repro", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    for what in (
+        "case id 'no-such-case' is not in the cases",
+        "behaviour 'shrugged' is not one of",
+        "cited chunk 'nope#1' is not a chunk of chunking sentences-600",
+    ):
+        assert f"{ANSWERS}:{line} (case no-such-case): {what}" in by_hand.stderr
+        assert f"{ANSWERS}:{line} (case no-such-case): {what}" in done.stderr
+
+
+def test_answers_for_a_configuration_that_does_not_exist(work_repo):
+    (work_repo / "data" / "answers" / "sentences-600-bm52.jsonl").write_text("")
+    done = sh(work_repo, "dvc", "repro", check=False)
+    assert done.returncode != 0
+    assert "data/answers/sentences-600-bm52.jsonl: answers for configuration 'sentences-600-bm52'" in done.stderr
+
+
+def test_tuned_threshold_is_read_by_the_pipeline_and_judged_on_eval(work_repo):
+    done = sh(work_repo, "python", "-m", "stages.cli", "tune-abstain", "--config", "fixed-300-bm25")
+    assert "chosen on dev" in done.stdout and "eval: abstains on" in done.stdout
+    tuned = yaml.safe_load((work_repo / "abstention.yaml").read_text())
+    threshold = tuned["fixed-300-bm25"]["abstain_below"]
+    out = sh(work_repo, "dvc", "repro").stdout
+    assert "Running stage 'evaluate@fixed-300-bm25'" in out
+    abstention = summary(work_repo, "fixed-300-bm25")["abstention"]
+    assert abstention["abstain_below"] == threshold
+    assert abstention["abstain_below_source"] == "abstention.yaml (tuned on dev, rule f1)"
+    assert abstention["eval"]["abstain_rate"] is not None
+    sweep = json.loads((work_repo / "metrics" / "abstention" / "fixed-300-bm25.json").read_text())
+    assert threshold in [point["threshold"] for point in sweep]
+    assert f"| fixed-300-bm25 | {threshold} | abstention.yaml" in (work_repo / "metrics" / "report.md").read_text()
+    plots = sh(work_repo, "dvc", "plots", "show", "--json", "metrics/abstention/fixed-300-bm25.json").stdout
+    assert "false_abstain_rate" in plots
