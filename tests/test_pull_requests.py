@@ -104,16 +104,18 @@ def test_readme_shows_the_snapshot_comment_rendered():
     assert readme[start:end] == "\n" + quoted
 
 
-def test_improvement_passes_against_main_and_shows_its_context_cost(work_repo):
-    branch_with(work_repo, "better", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 800))
+def test_improvement_passes_against_main(work_repo):
+    # A retriever change, not a chunking one: the sample's recorded answers cite
+    # sentences-600 chunk ids, which a different packing would invalidate.
+    branch_with(work_repo, "better", lambda r: set_param(r, ["retrievers", "bm25", "k1"], 1.2))
     gate = ragvet(work_repo, "gate", "--against", "main")
     assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
-    assert "## ✅ Gate passed" in report
-    # evidence_recall@5 rose, and so did the context it took: both on one row.
+    assert "## ✅ Gate passed" in report and "Newly missed at hit@5: 0 cases." in report
+    # evidence_recall@5 rose (0.681 -> 0.686), shown beside its context budget.
     row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1].split(" (")[1].startswith("+") and cells[4].startswith("+")
+    assert cells[1] == "0.686 (+0.005)" and " → " in cells[3]
 
 
 def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
@@ -146,10 +148,11 @@ def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(wor
 def test_dvc_plots_show_and_diff_main(harmful_repo):
     ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_context", "slice_evidence_recall"}
     shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
-    assert "errors" not in shown and set(shown["data"]) == ids
+    assert "errors" not in shown and ids <= set(shown["data"])  # beside the stages' own plots
     diff = json.loads(sh(harmful_repo, "dvc", "plots", "diff", "main", "--json").stdout)
-    assert "errors" not in diff and set(diff["data"]) == ids
-    for plot_id, (plot,) in diff["data"].items():
+    assert "errors" not in diff and ids <= set(diff["data"])
+    for plot_id in ids:
+        (plot,) = diff["data"][plot_id]
         assert sorted(plot["revisions"]) == ["main", "workspace"], plot_id
         values = plot["content"]["data"]["values"]
         configs = {(v["rev"], v["config"]) for v in values}
