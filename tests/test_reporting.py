@@ -374,3 +374,16 @@ def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figu
     assert len(small) <= 5_000 and small.count("- **`case-") == 5
     assert "Absolute figures" not in small and "Left out to fit a comment" in small
     assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
+
+
+def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
+    cfg = {**FAILED["configs"][0], "slices": [], "newly_missed": []}
+    cfg["metrics"] = [
+        {"metric": "unsupported_answer", "baseline": 0.1, "current": 0.3, "delta": 0.2, "ci_low": 0.1,
+         "ci_high": 0.3, "cases": 10, "failed": True, "higher_is_better": False},
+    ]  # fmt: skip
+    text = render_report(SUMMARIES, [], {"passed": False, "configs": [cfg]}, {}, KS)
+    assert (
+        f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300]), a rise of more than "
+        "`max_drop` 0.020" in text
+    )
