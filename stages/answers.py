@@ -281,17 +281,11 @@ def stray_answer_files(folder: Path, configs: Collection[str]) -> list[Problem]:
 
 
 def config_answers(
-    folder: Path,
-    config: str,
-    configs: Collection[str],
-    case_ids: Collection[str],
-    chunk_ids: Collection[str],
-    chunking: str,
+    folder: Path, config: str, case_ids: Collection[str], chunk_ids: Collection[str], chunking: str
 ) -> dict[str, Answer] | None:
-    """The configuration's recorded answers, or None when it has none. Any stray
-    file in the folder is an error here too, so that every evaluate stage refuses
-    a folder with a mistake in it."""
-    raise_if(stray_answer_files(folder, configs))
+    """The configuration's recorded answers, or None when it has none. Stray files
+    are the validate stage's business (:func:`stray_answer_files`), so an evaluate
+    stage reads only its own configuration's params."""
     path = folder / f"{config}.jsonl"
     if not path.is_file():
         return None

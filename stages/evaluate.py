@@ -40,9 +40,7 @@ def main(
     frozen = read_json(split)
     chunk_ids = {c.chunk_id for c in all_chunks}
     ranked = read_run(run, chunk_ids, {c.case_id for c in all_cases})
-    recorded = config_answers(
-        answers, config, settings["configs"], {c.case_id for c in all_cases}, chunk_ids, spec["chunking"]
-    )
+    recorded = config_answers(answers, config, {c.case_id for c in all_cases}, chunk_ids, spec["chunking"])
     retriever = settings["retrievers"][spec["retriever"]]
     abstain_below, source = threshold_for(
         config, read_thresholds(thresholds, settings["configs"]), spec["retriever"], retriever, thresholds

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from stages.answers import stray_answer_files
 from stages.errors import InputError, Problem, user_errors
 from stages.files import read_params
 from stages.schema import collect_cases, collect_corpus, validate_params
@@ -23,6 +24,7 @@ def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
     out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl and cases.jsonl."),
+    answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
 ) -> None:
     """Validate every input and write the resolved corpus and cases."""
@@ -37,6 +39,8 @@ def main(
     chunkings = settings.get("chunking") if isinstance(settings.get("chunking"), dict) else {}
     resolved, case_problems = collect_cases(cases, {doc.doc_id: doc for doc in docs}, chunkings)
     problems += corpus_problems + case_problems
+    configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
+    problems += stray_answer_files(answers, configs)
     if problems:
         raise InputError(problems)
     write_docs(out / "corpus.jsonl", docs)

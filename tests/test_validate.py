@@ -27,6 +27,8 @@ def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, em
             str(corpus),
             "--cases",
             str(tmp_path / "cases.yaml"),
+            "--answers",
+            str(tmp_path / "answers"),
             "--out",
             str(tmp_path / "out"),
             "--params",
@@ -86,4 +88,15 @@ def test_empty_corpus_fails_clearly(tmp_path):
     done = run_validate(tmp_path, "- id: c1\n  question: q\n  answerable: false\n", empty_corpus=True)
     assert done.returncode == 2
     assert "the corpus has no documents" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_answers_for_a_configuration_that_does_not_exist_stop_validate(tmp_path):
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "answers" / "sentences-600-bm52.jsonl").write_text("{}\n")
+    done = run_validate(tmp_path, "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "sentences-600-bm52.jsonl" in done.stderr
+    assert "answers for configuration 'sentences-600-bm52', which does not exist" in done.stderr
     assert not (tmp_path / "out").exists()
