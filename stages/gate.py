@@ -34,6 +34,17 @@ def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
     return read_jsonl(path) if path.exists() else None
 
 
+def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
+    """The configurations whose committed baseline holds exactly their current
+    per-case results: this change ran ``ragvet baseline accept`` (or is back at
+    the accepted state), so a comparison with another revision may accept its moves."""
+    return [
+        config
+        for config in configs
+        if current.get(config) is not None and read_baseline_dir(baseline, config)[1] == current[config]
+    ]
+
+
 @user_errors
 def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
@@ -46,13 +57,15 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
     settings = read_params(params)
     configs = settings["gate"]["configs"]
+    current = {config: current_rows(cases_dir, config) for config in configs}
     verdict = gate_all(
         settings["gate"],
         settings["slices"],
         baselines_for(configs, baseline, against),
-        {config: current_rows(cases_dir, config) for config in configs},
+        current,
         read_json(split)["fingerprints"],
         against,
+        rebaselined(configs, baseline, current),
     )
     if out is not None:
         write_json(out, verdict)

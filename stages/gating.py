@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +291,7 @@ def compare_config(
             f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
         )
     if reasons:
+        result["fingerprints_differ"] = True
         return result
 
     if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
@@ -352,28 +353,48 @@ def gate_all(
     current: dict[str, Sequence[Row] | None],
     fingerprints: dict,
     against: str | None = None,
+    rebaselined: Collection[str] = (),
 ) -> dict:
     """The verdict over every gated configuration: ``baselines`` maps a config to
     its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
     per-case rows (None when absent). Shared by the gate and the report, so both
-    say the same thing."""
+    say the same thing. ``rebaselined`` names the configurations whose committed
+    baseline this change re-accepted (see :func:`accept_deliberate`)."""
     results = []
     for config in gate_params["configs"]:
         base_summary, base_rows = baselines.get(config, (None, None))
         rows = current.get(config)
-        results.append(
-            compare_config(
-                config,
-                base_rows,
-                rows,
-                (base_summary or {}).get("fingerprints"),
-                fingerprints if rows is not None else None,
-                gate_params,
-                slice_keys,
-                against,
-            )
+        result = compare_config(
+            config,
+            base_rows,
+            rows,
+            (base_summary or {}).get("fingerprints"),
+            fingerprints if rows is not None else None,
+            gate_params,
+            slice_keys,
+            against,
         )
+        results.append(accept_deliberate(result, against) if config in rebaselined else result)
     return gate_verdict(results)
+
+
+def accept_deliberate(result: dict, against: str | None) -> dict:
+    """Let a change that re-accepted its baseline pass against a revision.
+
+    ``ragvet baseline accept`` is how a drop or a relabelling is accepted on
+    purpose, in the same pull request. Compared with the base branch's results,
+    that change still shows the drop, and the job would fail forever. So when the
+    workspace's committed baseline equals its current results, a failing or
+    relabelled comparison against ``against`` passes as *accepted*: the drop stays
+    in the verdict for reviewers to read. Missing results or NaN still fail.
+    """
+    if against is None or result["passed"] or (result["reasons"] and not result.get("fingerprints_differ")):
+        return result
+    note = (
+        f"this change re-accepted metrics/baseline/ (`ragvet baseline accept`) at its current results, "
+        f"so the moves against {against} are accepted deliberately: reviewers, check them"
+    )
+    return {**result, "passed": True, "accepted": note}
 
 
 # ------------------------------------------------------------------------- rendering
@@ -402,6 +423,8 @@ def render_verdict(verdict: dict) -> str:
         lines.append("no configurations are gated: list them under gate.configs in params.yaml")
     for cfg in verdict["configs"]:
         name, confidence = cfg["config"], cfg.get("confidence", 0.95)
+        if cfg.get("accepted"):
+            lines.append(f"ACCEPTED {name}: {cfg['accepted']}")
         for reason in cfg["reasons"]:
             lines.append(f"INVALID {name}: {reason}")
         for m in cfg["metrics"]:

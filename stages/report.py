@@ -21,7 +21,7 @@ from stages.abstention import read_thresholds, threshold_for
 from stages.errors import InputError, Problem, user_errors
 from stages.evaluation import config_summary
 from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
-from stages.gate import baselines_for, current_rows
+from stages.gate import baselines_for, current_rows, rebaselined
 from stages.gating import gate_all
 from stages.metrics import slice_table
 from stages.reporting import (
@@ -149,7 +149,10 @@ def main(
     summaries = _summaries(settings, rows, fingerprints, thresholds)
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
-    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against)
+    gated = list(settings["gate"]["configs"])
+    verdict = gate_all(
+        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, rows)
+    )
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
         bases,

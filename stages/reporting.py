@@ -314,6 +314,8 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
     for cfg in verdict["configs"]:
         name = cfg["config"]
         confidence = f"{cfg.get('confidence', 0.95) * 100:g}%"
+        if cfg.get("accepted"):
+            out.append(f"- `{name}`: accepted: {cfg['accepted']}.")
         for reason in cfg["reasons"]:
             out.append(f"- `{name}`: no valid comparison: {reason}")
         for m in cfg["metrics"]:
@@ -330,7 +332,7 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                     f"{fmt(s['baseline'])} → {fmt(s['current'])} ({fmt(s['delta'], True)}, {confidence} CI "
                     f"{_ci(s)}), a {_bad_move(s['metric'])} of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
-        if cfg["passed"]:
+        if cfg["passed"] and not cfg.get("accepted"):
             guarded = ", ".join(f"`{m['metric']}`" for m in cfg["metrics"])
             out.append(
                 f"- `{name}`: no guarded metric ({guarded}) moved the wrong way by more than {fmt(cfg['max_drop'])}, "

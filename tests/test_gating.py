@@ -14,6 +14,7 @@ from stages import gating
 from stages.errors import InputError
 from stages.gating import (
     accept_baseline,
+    accept_deliberate,
     bootstrap_ci,
     compare_config,
     gate_verdict,
@@ -223,6 +224,19 @@ def test_fingerprint_mismatch_is_invalid_and_fails(base_fp, expected):
 
 def test_fingerprints_only_are_accepted_too():
     assert compare(BASE, BASE, base_fp=dict(FP), cur_fp=dict(FP))["passed"]
+
+
+def test_a_rebaselined_change_accepts_drops_and_relabelling_only_against_a_revision():
+    dropped = compare(BASE, [row("a", 1.0), row("b", 0.5), row("c", 0.5), row("d", 0.5)])
+    relabelled = compare(BASE, BASE, base_fp={"eval_split": "OTHER", "corpus": "c1"})
+    nan_mrr = compare([row("a", 1.0, float("nan"))], [row("a", 1.0, float("nan"))])
+    assert accept_deliberate(dropped, None) == dropped  # the committed baseline itself: nothing to accept
+    for result in (dropped, relabelled):
+        accepted = accept_deliberate(result, "origin/main")
+        assert accepted["passed"] and "moves against origin/main are accepted deliberately" in accepted["accepted"]
+        assert accepted["metrics"] == result["metrics"] and accepted["reasons"] == result["reasons"]
+        assert "ACCEPTED" in render_verdict(gate_verdict([accepted]))
+    assert not accept_deliberate(nan_mrr, "origin/main")["passed"]  # an undefined metric is never accepted
 
 
 def test_missing_baseline_fails_with_a_reason():

@@ -92,6 +92,28 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
     assert report == SNAPSHOT.read_text(), "snapshot changed: re-run with RAGVET_UPDATE_SNAPSHOTS=1 if intended"
 
 
+def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmful_repo, tmp_path):
+    """`ragvet baseline accept` in the pull request is the deliberate way through:
+    against main the drop is still listed, but the verdict is an accepted pass."""
+    repo = tmp_path / "repo"
+    shutil.copytree(harmful_repo, repo, symlinks=True)
+    ragvet(repo, "baseline", "accept", check=True)
+    sh(repo, "dvc", "repro")
+    commit_all(repo, "accept the drop")
+    gate = ragvet(repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
+    assert f"ACCEPTED {GATED}: this change re-accepted metrics/baseline/" in gate.stdout
+    assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
+    report = ragvet(repo, "report", "--against", "main", check=True).stdout
+    assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
+
+    # Once results move away from the accepted baseline again, nothing is accepted.
+    set_param(repo, ["retrievers", "bm25", "k1"], 0.5)
+    sh(repo, "dvc", "repro", "report")
+    gate = ragvet(repo, "gate", "--against", "main")
+    assert gate.returncode == 1 and "ACCEPTED" not in gate.stdout
+
+
 def test_readme_shows_the_snapshot_comment_rendered():
     """The README's example is the real comment of the harmful change, quoted."""
     readme = (ROOT / "README.md").read_text()
@@ -132,6 +154,12 @@ def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
     assert "labels changed: re-baseline deliberately" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
     assert "## ❌ Gate failed" in report and "labels changed: re-baseline deliberately" in report
+
+    ragvet(work_repo, "baseline", "accept", check=True)  # as the message says
+    sh(work_repo, "dvc", "repro")
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and f"ACCEPTED {GATED}: this change re-accepted" in gate.stdout
+    assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout  # still shown to reviewers
 
 
 def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(work_repo):
