@@ -171,7 +171,9 @@ def _cited(raw: Any, where: str, chunk_ids: Collection[str], chunking: str, prob
                 Problem(
                     where,
                     f"cited chunk {chunk_id!r} is not a chunk of chunking {chunking}",
-                    f"cite chunk ids from data/chunks/{chunking}.jsonl (<doc_id>#<ordinal>)",
+                    f"cite chunk ids from data/chunks/{chunking}.jsonl (<doc_id>#<ordinal>); if chunking "
+                    f"{chunking} changed since the answers were recorded, record and review them again under "
+                    "it, or move the file out of data/answers/",
                 )
             )
         elif chunk_id in cited:

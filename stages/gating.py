@@ -10,7 +10,7 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
 
-Everything here is pure except :func:`accept_baseline` and :func:`read_baseline_at`,
+Everything here is pure except :func:`accept_baseline` and :func:`read_results_at`,
 which are the two ways a baseline gets into the comparison.
 """
 
@@ -19,16 +19,17 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from stages.answers import REVIEW_METRICS
 from stages.errors import InputError, Problem
 from stages.files import FLOAT_PLACES, write_text
 from stages.metrics import higher_is_better
+
+if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
+    import numpy as np
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
@@ -61,6 +62,8 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
+    import numpy as np
+
     base_by_id = _eval_rows(baseline_rows)
     cur_by_id = _eval_rows(current_rows)
     ids: list[str] = []
@@ -88,6 +91,8 @@ def bootstrap_ci(
     batches whose sizes depend only on the number of cases and resamples, so the
     interval is a pure function of its arguments.
     """
+    import numpy as np
+
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     n = len(deltas)
     if n == 0 or resamples <= 0:
@@ -164,7 +169,7 @@ def _compare(
     }
 
 
-def _slices(
+def slice_comparisons(
     baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
@@ -173,6 +178,8 @@ def _slices(
     fingerprint they match the baseline's anyway. Smaller slices are left out:
     their deltas are too noisy to gate on.
     """
+    import numpy as np
+
     metric = gate["slice_metric"]
     ids, base, cur = paired_values(baseline_rows, current_rows, metric)
     tags = {cid: row.get("tags") or {} for cid, row in _eval_rows(current_rows).items()}
@@ -199,13 +206,27 @@ def _slices(
     return out
 
 
+def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], metric: str, bootstrap: dict) -> dict:
+    """Paired means, delta and CI of any metric, with no pass/fail decision: the
+    report shows every metric this way, the gate decides only on guarded ones."""
+    _, base, cur = paired_values(baseline_rows, current_rows, metric)
+    entry = _compare(base, cur, bootstrap, math.inf, False)
+    del entry["failed"]
+    return {"metric": metric, **entry}
+
+
 def newly_missed(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
     ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
     return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
 
 
-def _newly_missed_k(metrics: Sequence[str]) -> int | None:
+def newly_found(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+    """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
+    return newly_missed(current_rows, baseline_rows, k)
+
+
+def newly_missed_k(metrics: Sequence[str]) -> int | None:
     ks = [k for k in map(_k_of, metrics) if k is not None]
     return max(ks) if ks else None
 
@@ -218,6 +239,7 @@ def compare_config(
     current_fp: dict | None,
     gate_params: dict,
     slice_keys: Sequence[str],
+    against: str | None = None,
 ) -> dict:
     """Compare one gated configuration with its baseline.
 
@@ -227,10 +249,11 @@ def compare_config(
     guarded metric with no value (None or NaN) on any paired case is refused.
 
     ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
-    an invalid comparison never passes.
+    an invalid comparison never passes. ``against`` names the git revision the
+    baseline was read from, when it is not the committed baseline folder.
     """
     metrics: list[str] = list(gate_params["metrics"])
-    k_missed = _newly_missed_k(metrics)
+    k_missed = newly_missed_k(metrics)
     result: dict[str, Any] = {
         "config": config,
         "valid": False,
@@ -245,7 +268,12 @@ def compare_config(
         "passed": False,
     }
     reasons: list[str] = result["reasons"]
-    if baseline_rows is None or baseline_fp is None:
+    if (baseline_rows is None or baseline_fp is None) and against is not None:
+        reasons.append(
+            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.jsonl): "
+            f"a new configuration has nothing to compare with there; gate it once it has landed on {against}"
+        )
+    elif baseline_rows is None or baseline_fp is None:
         reasons.append(
             f"no baseline for {config} (metrics/baseline/{config}.json and "
             f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`"
@@ -270,6 +298,7 @@ def compare_config(
             f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
         )
     if reasons:
+        result["fingerprints_differ"] = True
         return result
 
     if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
@@ -302,7 +331,7 @@ def compare_config(
             )
         result["metrics"].append(entry)
 
-    result["slices"] = _slices(baseline_rows, current_rows, gate_params, slice_keys)
+    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate_params, slice_keys)
     if k_missed is not None:
         result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
     result["reasons"] = sorted(set(reasons), key=reasons.index)
@@ -322,6 +351,57 @@ def gate_verdict(per_config: list[dict]) -> dict:
     """
     configs = sorted(per_config, key=lambda c: c["config"])
     return {"passed": bool(configs) and all(c["passed"] for c in configs), "configs": configs}
+
+
+def gate_all(
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    baselines: dict[str, tuple[Summary | None, Sequence[Row] | None]],
+    current: dict[str, Sequence[Row] | None],
+    fingerprints: dict,
+    against: str | None = None,
+    rebaselined: Collection[str] = (),
+) -> dict:
+    """The verdict over every gated configuration: ``baselines`` maps a config to
+    its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
+    per-case rows (None when absent). Shared by the gate and the report, so both
+    say the same thing. ``rebaselined`` names the configurations whose committed
+    baseline this change re-accepted (see :func:`accept_deliberate`)."""
+    results = []
+    for config in gate_params["configs"]:
+        base_summary, base_rows = baselines.get(config, (None, None))
+        rows = current.get(config)
+        result = compare_config(
+            config,
+            base_rows,
+            rows,
+            (base_summary or {}).get("fingerprints"),
+            fingerprints if rows is not None else None,
+            gate_params,
+            slice_keys,
+            against,
+        )
+        results.append(accept_deliberate(result, against) if config in rebaselined else result)
+    return gate_verdict(results)
+
+
+def accept_deliberate(result: dict, against: str | None) -> dict:
+    """Let a change that re-accepted its baseline pass against a revision.
+
+    ``ragvet baseline accept`` is how a drop or a relabelling is accepted on
+    purpose, in the same pull request. Compared with the base branch's results,
+    that change still shows the drop, and the job would fail forever. So when the
+    workspace's committed baseline equals its current results, a failing or
+    relabelled comparison against ``against`` passes as *accepted*: the drop stays
+    in the verdict for reviewers to read. Missing results or NaN still fail.
+    """
+    if against is None or result["passed"] or (result["reasons"] and not result.get("fingerprints_differ")):
+        return result
+    note = (
+        f"this change re-accepted metrics/baseline/ (`ragvet baseline accept`) at its current results, "
+        f"so the moves against {against} are accepted deliberately: reviewers, check them"
+    )
+    return {**result, "passed": True, "accepted": note}
 
 
 # ------------------------------------------------------------------------- rendering
@@ -350,6 +430,8 @@ def render_verdict(verdict: dict) -> str:
         lines.append("no configurations are gated: list them under gate.configs in params.yaml")
     for cfg in verdict["configs"]:
         name, confidence = cfg["config"], cfg.get("confidence", 0.95)
+        if cfg.get("accepted"):
+            lines.append(f"ACCEPTED {name}: {cfg['accepted']}")
         for reason in cfg["reasons"]:
             lines.append(f"INVALID {name}: {reason}")
         for m in cfg["metrics"]:
@@ -414,84 +496,48 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     return written
 
 
-def _git_show(repo: Path, rev: str, path: str) -> str:
-    """File text at a revision. ``./`` makes the path relative to ``repo`` even when
-    the DVC project is a subfolder of the git repository."""
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
     try:
-        done = subprocess.run(
-            ["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False
-        )
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False)
     except FileNotFoundError:
         raise InputError(
-            [Problem(str(repo), "git is not installed", "install git to gate against a revision")]
+            [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
         ) from None
-    if done.returncode != 0:
-        raise InputError(
-            [
-                Problem(
-                    f"{rev}:{path}",
-                    f"not in that revision ({done.stderr.strip()})",
-                    "pick a revision whose results were committed (run dvc repro and commit there)",
-                )
-            ]
-        )
-    return done.stdout
 
 
-def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[Row]]:
-    """Summary and per-case rows of ``config`` as committed at ``rev``.
+def _check_revision(rev: str, repo: Path) -> None:
+    """Fail clearly when ``rev`` is not a commit here; a shallow clone is named as
+    the likely cause, since CI checkouts fetch one commit by default."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
+        return
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise InputError([Problem(str(repo), "not inside a git repository", f"run from a git clone that has {rev!r}")])
+    shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    if shallow:
+        fix = (
+            "this clone is shallow, so it lacks that history: fetch it with `git fetch --unshallow origin` "
+            "(in GitHub Actions, actions/checkout with `fetch-depth: 0`)"
+        )
+    else:
+        fix = "pass a commit, branch or tag that exists (git log --oneline; git fetch origin for origin/...)"
+    raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
 
-    This is the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
-    asks "did this change regress relative to REV?".
-    """
-    repo = Path(repo)
-    try:
-        check = subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise InputError(
-            [Problem(str(repo), "git is not installed", "install git to gate against a revision")]
-        ) from None
-    if check.returncode != 0:
-        raise InputError(
-            [
-                Problem(
-                    str(repo),
-                    f"git revision {rev!r} does not exist",
-                    "pass a commit, branch or tag that exists (git log --oneline)",
-                )
-            ]
-        )
-    summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
+
+def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
     problems: list[Problem] = []
-    texts: dict[str, str] = {}
-    for path in (summary_path, cases_path):
-        try:
-            texts[path] = _git_show(repo, rev, path)
-        except InputError as err:
-            problems.extend(err.problems)
-    if problems:
-        raise InputError(problems)
+    summary: Summary = {}
     try:
-        summary = json.loads(texts[summary_path])
+        summary = json.loads(summary_text)
     except json.JSONDecodeError as err:
-        raise InputError(
-            [
-                Problem(
-                    f"{rev}:{summary_path}:{err.lineno}",
-                    f"malformed JSON: {err.msg}",
-                    "gate against a revision with intact results",
-                )
-            ]
-        ) from None
+        problems.append(
+            Problem(
+                f"{rev}:{summary_path}:{err.lineno}",
+                f"malformed JSON: {err.msg}",
+                "compare with a revision with intact results",
+            )
+        )
     rows: list[Row] = []
-    for number, line in enumerate(texts[cases_path].splitlines(), start=1):
+    for number, line in enumerate(cases_text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -501,9 +547,43 @@ def read_baseline_at(rev: str, config: str, repo: Path) -> tuple[Summary, list[R
                 Problem(
                     f"{rev}:{cases_path}:{number}",
                     f"malformed JSON: {err.msg}",
-                    "gate against a revision with intact results",
+                    "compare with a revision with intact results",
                 )
             )
     if problems:
         raise InputError(problems)
     return summary, rows
+
+
+def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
+    """Summary and per-case rows of each configuration as committed at ``rev``;
+    None for a configuration that revision has no results for (a new one).
+
+    These are the *results* of that revision (``metrics/<config>.json`` and
+    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
+    asks "did this change regress relative to REV?". An unknown revision, a clone
+    too shallow to have it, and a revision with no ragvet results at all are
+    errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
+    subfolder of the git repository.
+    """
+    repo = Path(repo)
+    _check_revision(rev, repo)
+    if _git(repo, "cat-file", "-e", f"{rev}:./metrics/cases").returncode != 0:
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:metrics/cases",
+                    "that revision has no ragvet results (no per-case tables committed)",
+                    "compare with a revision where `dvc repro` ran and metrics/ was committed",
+                )
+            ]
+        )
+    results: dict[str, tuple[Summary, list[Row]] | None] = {}
+    for config in sorted(set(configs)):
+        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
+        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
+        if any(done.returncode != 0 for done in texts):
+            results[config] = None
+            continue
+        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
+    return results

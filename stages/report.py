@@ -1,19 +1,45 @@
-"""Stage ``report``: one markdown comparison of all configurations (fit for a
-pull-request comment) and per-configuration data for ``dvc plots``."""
+"""Stage ``report``: one document comparing every configuration with its baseline
+(the committed baseline, or a git revision's results with ``--against``), fit for
+a pull-request comment, and the data for ``dvc plots``.
+
+As a DVC stage it writes ``metrics/report.md`` and ``metrics/plots/``. By hand,
+``ragvet report --against origin/main --format md|html`` prints (or ``--out``
+writes) the same document against another revision; ``--comment`` adds the
+hidden marker CI uses to find and update its one pull-request comment.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from stages.abstention import read_thresholds, threshold_for
-from stages.errors import user_errors
+from stages.errors import InputError, Problem, user_errors
 from stages.evaluation import config_summary
 from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
-from stages.reporting import plot_rows, render_report
+from stages.gate import baselines_for, current_rows, rebaselined
+from stages.gating import gate_all
+from stages.metrics import slice_table
+from stages.reporting import (
+    COMMENT_LIMIT,
+    budget_rows,
+    case_details,
+    compare_configs,
+    plot_rows,
+    render_html,
+    render_report,
+    slice_rows,
+    summary_k,
+)
+
+
+class Format(StrEnum):
+    md = "md"
+    html = "html"
 
 
 def csv_text(rows: list[dict]) -> str:
@@ -24,40 +50,132 @@ def csv_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-@user_errors
-def main(
-    cases_dir: Path = typer.Option(..., help="Folder of per-case JSONL, one per configuration."),
-    split: Path = typer.Option(..., help="Frozen split JSON."),
-    baseline: Path = typer.Option(..., help="Committed baseline folder."),
-    out: Path = typer.Option(..., help="Markdown report to write."),
-    plots: Path = typer.Option(..., help="Folder for plot CSVs, one per configuration."),
-    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
-    params: Path = typer.Option(Path("params.yaml")),
-) -> None:
-    """Summarise every configuration and compare the gated ones with the baseline."""
-    settings = read_params(params)
-    fingerprints = read_json(split)["fingerprints"]
+def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
+    """Each configuration's summary, with its abstention threshold (tuned, or from params) beside the rates."""
     tuned = read_thresholds(thresholds, settings["configs"])
     summaries = {}
     for config, spec in sorted(settings["configs"].items()):
         retriever = spec["retriever"]
         abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
-        rows = read_jsonl(cases_dir / f"{config}.jsonl")
         summaries[config] = config_summary(
-            config, spec, rows, settings["ks"], abstain_below, fingerprints, abstain_source=source
+            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
         )
-    gated = settings["gate"]["configs"]
-    baselines = {
-        config: read_json(baseline / f"{config}.json") for config in gated if (baseline / f"{config}.json").exists()
+    return summaries
+
+
+def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
+    rows = {config: current_rows(cases_dir, config) for config in sorted(settings["configs"])}
+    missing = [config for config, found in rows.items() if found is None]
+    if missing:
+        raise InputError(
+            [
+                Problem(str(cases_dir / f"{c}.jsonl"), "per-case results not found", "run dvc repro first")
+                for c in missing
+            ]
+        )
+    return rows  # type: ignore[return-value]
+
+
+def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, dict]:
+    """Questions and evidence of the newly missed and found cases only."""
+    ids = {cid for comp in comparisons for key in ("newly_missed", "newly_found") for cid in comp.get(key, [])}
+    if not ids:
+        return {}
+    texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
+    return case_details(read_jsonl(cases), texts, ids)
+
+
+def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, base_rows: dict) -> list:
+    from stages import charts
+
+    ks, k = settings["ks"], summary_k(settings["ks"])
+    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
+    base_slices = {name: slice_table(r, settings["slices"], [k]) for name, r in base_rows.items()}
+    gated = [c for c in settings["gate"]["configs"] if c in rows]
+    return [
+        (
+            "recall@k and evidence_recall@k (dashed: baseline)",
+            charts.at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks)),
+        ),
+        (
+            "Evidence recall against the context budget",
+            charts.budget_chart(budget_rows(summaries, k), budget_rows(base_summaries, k)),
+        ),
+        (
+            f"Per-slice evidence_recall@{k} of the gated configurations",
+            charts.slice_chart(slice_rows(slices, k), slice_rows(base_slices, k), gated),
+        ),
+    ]
+
+
+def write_plots(plots: Path, settings: dict, summaries: dict, rows: dict) -> None:
+    """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
+    ks, k = settings["ks"], summary_k(settings["ks"])
+    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
+    files = {
+        "at_k.csv": plot_rows(summaries, ks),
+        "budget.csv": budget_rows(summaries, k),
+        "slices.csv": slice_rows(slices, k),
     }
-    write_text(out, render_report(summaries, baselines, gated, settings["ks"]))
-    rows = plot_rows(summaries, settings["ks"])
     for stale in plots.glob("*.csv") if plots.exists() else []:
-        if stale.stem not in summaries:
+        if stale.name not in files:
             stale.unlink()
-    for config in summaries:
-        write_text(plots / f"{config}.csv", csv_text([row for row in rows if row["config"] == config]))
-    typer.echo(f"report: {len(summaries)} configurations -> {out}")
+    for name, data in files.items():
+        write_text(plots / name, csv_text(data))
+
+
+@user_errors
+def main(
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
+    baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
+    cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases (questions, evidence)."),
+    corpus: Path = typer.Option(Path("data/validated/corpus.jsonl"), help="Validated corpus (evidence text)."),
+    against: str | None = typer.Option(None, help="Compare with this git revision's committed results instead."),
+    format: Format = typer.Option(
+        Format.md, "--format", help="md (a PR comment) or html (self-contained, with plots)."
+    ),
+    comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
+    out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
+    plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Verdict, paired deltas with confidence intervals, moved slices, newly missed
+    and found cases, and the context budget, for every configuration."""
+    settings = read_params(params)
+    fingerprints = read_json(split)["fingerprints"]
+    rows = _read_current(settings, cases_dir)
+    summaries = _summaries(settings, rows, fingerprints, thresholds)
+    configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
+    bases = baselines_for(configs, baseline, against)
+    gated = list(settings["gate"]["configs"])
+    verdict = gate_all(
+        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, rows)
+    )
+    comparisons = compare_configs(
+        {c: rows[c] for c in configs if c in rows},
+        bases,
+        fingerprints,
+        settings["ks"],
+        settings["gate"],
+        settings["slices"],
+        against,
+    )
+    info = _case_info(cases, corpus, comparisons)
+    limit = COMMENT_LIMIT if comment else None
+    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit)
+    if format is Format.html:
+        base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
+        base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
+        text = render_html(text, _figures(settings, summaries, base_summaries, rows, base_rows))
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        write_text(out, text)
+        typer.echo(f"report: {len(summaries)} configurations -> {out}")
+    if plots is not None:
+        write_plots(plots, settings, summaries, rows)
 
 
 if __name__ == "__main__":

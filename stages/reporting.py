@@ -17,6 +17,14 @@ from typing import Any
 
 from stages.abstention import threshold_section
 from stages.answers import review_section
+from stages.gating import (
+    compare_metric,
+    newly_found,
+    newly_missed,
+    newly_missed_k,
+    slice_comparisons,
+)
+from stages.metrics import higher_is_better
 
 Summary = dict[str, Any]
 
@@ -146,48 +154,6 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
     return out + _table(header, rows) + [""]
 
 
-def _baseline_section(
-    summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: Sequence[str], ks: Sequence[int]
-) -> list[str]:
-    """Eval-split means of each gated config beside its baseline.
-
-    These are plain summary means; the gate's verdict (``metrics/gate.json``) is
-    the paired comparison with confidence intervals.
-    """
-    k = summary_k(ks)
-    metrics = [
-        f"evidence_recall@{k}",
-        f"claim_availability@{k}",
-        f"recall@{k}",
-        f"hit@{k}",
-        "mrr",
-        f"context_chars@{k}",
-    ]
-    out = ["## vs baseline (eval split, gated configurations)", ""]
-    if not gate_configs:
-        return out + ["No configurations are gated.", ""]
-    rows, notes = [], []
-    for name in sorted(gate_configs):
-        base, cur = baseline.get(name), summaries.get(name)
-        if base is None or cur is None:
-            missing = "no baseline: run `ragvet baseline accept`" if base is None else "no current results"
-            rows.append([name, DASH, DASH, DASH, DASH, missing])
-            continue
-        base_fp, cur_fp = base.get("fingerprints") or {}, cur.get("fingerprints") or {}
-        for key, why in (("eval_split", "eval split (labels) changed"), ("corpus", "corpus changed")):
-            if base_fp.get(key) != cur_fp.get(key):
-                notes.append(f"- `{name}`: {why} since the baseline; these deltas are not a valid comparison.")
-        base_means, _ = _split(base, "eval")
-        cur_means, den = _split(cur, "eval")
-        for metric in metrics:
-            b, c = base_means.get(metric), cur_means.get(metric)
-            delta = None if _missing(b) or _missing(c) else c - b
-            cases = den.get("cases_with_claims" if metric.startswith("claim_availability") else "cases")
-            rows.append([name, metric, fmt(b), fmt(c), fmt(delta, signed=True), fmt(cases)])
-    out += _table(["config", "metric", "baseline", "current", "delta", "cases (current)"], rows) + [""]
-    return out + notes + ([""] if notes else [])
-
-
 def _distribution(dist: dict | None) -> str:
     if not dist:
         return DASH
@@ -224,14 +190,337 @@ def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
     return out + _table(header, rows) + [""]
 
 
+# ------------------------------------------------------------------ comparison
+
+
+def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
+    """The metrics each configuration's comparison table shows: the comparable
+    ones first, the context budget last, then any guarded metric not yet listed."""
+    shown = [f"evidence_recall@{k}", f"claim_availability@{k}", f"recall@{k}", f"hit@{k}", "mrr", f"context_chars@{k}"]
+    return shown + [m for m in guarded if m not in shown]
+
+
+def _invalid_reason(base_fp: dict, cur_fp: dict) -> str | None:
+    if base_fp.get("eval_split") != cur_fp.get("eval_split"):
+        return "the eval split's labels changed since the baseline (labels changed: re-baseline deliberately)"
+    if base_fp.get("corpus") != cur_fp.get("corpus"):
+        return "the corpus changed since the baseline (re-baseline deliberately)"
+    return None
+
+
+def compare_configs(
+    current: dict[str, Sequence[dict]],
+    baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
+    fingerprints: dict,
+    ks: Sequence[int],
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    against: str | None = None,
+    top_slices: int = 5,
+) -> list[dict]:
+    """Paired comparison of every configuration with its baseline, sorted by name.
+
+    Each entry has the paired delta and bootstrap CI of every metric of
+    :func:`report_metrics`, the slices whose ``gate.slice_metric`` moved most
+    (largest absolute delta, among slices with at least ``min_slice_cases``), and
+    the newly missed and newly found cases at ``hit@k``. ``reason`` is set, and
+    nothing is compared, when there is no baseline or the fingerprints differ.
+    """
+    k = newly_missed_k(gate_params["metrics"]) or summary_k(ks)
+    out = []
+    for config in sorted(current):
+        rows = current[config]
+        base_summary, base_rows = baselines.get(config, (None, None))
+        gated = config in gate_params["configs"]
+        entry: dict[str, Any] = {"config": config, "gated": gated, "k": k, "reason": None}
+        if base_summary is None or base_rows is None:
+            entry["reason"] = (
+                f"no results at `{against}` to compare with (a new configuration)"
+                if against
+                else "no baseline: create it deliberately with `ragvet baseline accept`"
+            )
+        else:
+            entry["reason"] = _invalid_reason(base_summary.get("fingerprints") or {}, fingerprints)
+        if entry["reason"]:
+            out.append(entry)
+            continue
+        guarded = gate_params["metrics"] if gated else ()
+        boot = gate_params["bootstrap"]
+        entry["metrics"] = [
+            {**compare_metric(base_rows, rows, metric, boot), "guarded": metric in guarded}
+            for metric in report_metrics(k, guarded)
+        ]
+        moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys) if s["delta"] is not None]
+        moved.sort(key=lambda s: (-abs(s["delta"]), s["key"], s["value"]))
+        entry["slices"] = moved[:top_slices]
+        entry["newly_missed"] = newly_missed(base_rows, rows, k)
+        entry["newly_found"] = newly_found(base_rows, rows, k)
+        out.append(entry)
+    return out
+
+
+def describe_evidence(ref: dict, texts: dict[str, str], limit: int = 160) -> str:
+    """One evidence reference as a reviewer reads it: the doc and the quoted text
+    of its span (whitespace collapsed, cut at ``limit``), any chunk of the doc for
+    ``{doc}``, or the alternatives of ``{any}``."""
+    if "any" in ref:
+        return " or ".join(describe_evidence(alt, texts, limit) for alt in ref["any"])
+    doc = ref.get("doc", "?")
+    if "start" not in ref:
+        return f"`{doc}` (any chunk)"
+    quote = " ".join(texts.get(doc, "")[ref["start"] : ref["end"]].split())
+    if len(quote) > limit:
+        quote = quote[: limit - 1].rstrip() + "…"
+    return f"`{doc}` [{ref['start']}:{ref['end']}] “{_escape(quote)}”"
+
+
+def _escape(text: str) -> str:
+    """Keep user text inert in markdown and HTML: no tags, no table breaks."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _arrow(delta: float | None) -> str:
+    if _missing(delta) or abs(delta) < 0.0005:
+        return "→"
+    return "↑" if delta > 0 else "↓"
+
+
+def _value(metric: str, value: Any, signed: bool = False) -> str:
+    """Context budgets are characters: no decimals. Everything else via :func:`fmt`."""
+    if metric.startswith("context_chars") and not _missing(value):
+        return (
+            f"{value:+,.0f}" if signed and round(value) != 0 else f"{abs(value) if round(value) == 0 else value:,.0f}"
+        )
+    return fmt(value, signed)
+
+
+def _ci(entry: dict) -> str:
+    if _missing(entry.get("ci_low")):
+        return DASH
+    return f"[{_value(entry['metric'], entry['ci_low'], True)}, {_value(entry['metric'], entry['ci_high'], True)}]"
+
+
+def _bad_move(metric: str) -> str:
+    """The direction that fails: a drop, or a rise where lower is better (an unsupported-answer share)."""
+    return "drop" if higher_is_better(metric) else "rise"
+
+
+def _verdict_section(verdict: dict, against: str | None) -> list[str]:
+    """Pass or fail first, then every reason it failed (or what passing covered)."""
+    passed = verdict["passed"]
+    out = [f"## {'✅ Gate passed' if passed else '❌ Gate failed'}", ""]
+    if not verdict["configs"]:
+        return out + ["- No configuration is gated: list them under `gate.configs` in params.yaml.", ""]
+    for cfg in verdict["configs"]:
+        name = cfg["config"]
+        confidence = f"{cfg.get('confidence', 0.95) * 100:g}%"
+        if cfg.get("accepted"):
+            out.append(f"- `{name}`: accepted: {cfg['accepted']}.")
+        for reason in cfg["reasons"]:
+            out.append(f"- `{name}`: no valid comparison: {reason}")
+        for m in cfg["metrics"]:
+            if m["failed"]:
+                out.append(
+                    f"- `{name}`: `{m['metric']}` {fmt(m['baseline'])} → {fmt(m['current'])} "
+                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}), a {_bad_move(m['metric'])} of more than "
+                    f"`max_drop` {fmt(cfg['max_drop'])}"
+                )
+        for s in cfg["slices"]:
+            if s["failed"]:
+                out.append(
+                    f"- `{name}`: slice `{s['key']}={s['value']}` ({s['cases']} cases) `{s['metric']}` "
+                    f"{fmt(s['baseline'])} → {fmt(s['current'])} ({fmt(s['delta'], True)}, {confidence} CI "
+                    f"{_ci(s)}), a {_bad_move(s['metric'])} of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
+                )
+        if cfg["passed"] and not cfg.get("accepted"):
+            guarded = ", ".join(f"`{m['metric']}`" for m in cfg["metrics"])
+            out.append(
+                f"- `{name}`: no guarded metric ({guarded}) moved the wrong way by more than {fmt(cfg['max_drop'])}, "
+                f"and none of its {len(cfg['slices'])} slices by more than {fmt(cfg['slice_max_drop'])}."
+            )
+        if cfg["newly_missed"]:
+            out.append(
+                f"- `{name}`: {len(cfg['newly_missed'])} case(s) newly missed at `hit@{cfg['newly_missed_k']}` "
+                "(listed below)."
+            )
+    source = f"`{against}` (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
+    return out + ["", f"Compared with {source}, paired over the same eval-split cases.", ""]
+
+
+def _budget_section(comparisons: list[dict]) -> list[str]:
+    rows = []
+    for comp in comparisons:
+        if comp["reason"]:
+            continue
+        by_name = {m["metric"]: m for m in comp["metrics"]}
+        k = comp["k"]
+        ev, rc, ctx = by_name[f"evidence_recall@{k}"], by_name[f"recall@{k}"], by_name[f"context_chars@{k}"]
+        share = DASH
+        if not _missing(ctx["baseline"]) and ctx["baseline"]:
+            share = f"{(ctx['current'] - ctx['baseline']) / ctx['baseline'] * 100:+.1f}%"
+        rows.append(
+            [
+                f"`{comp['config']}`",
+                f"{fmt(ev['current'])} ({fmt(ev['delta'], True)})",
+                f"{fmt(rc['current'])} ({fmt(rc['delta'], True)})",
+                f"{_value(ctx['metric'], ctx['baseline'])} → {_value(ctx['metric'], ctx['current'])}",
+                share,
+            ]
+        )
+    if not rows:
+        return []
+    k = comparisons[0]["k"]
+    header = ["config", f"evidence_recall@{k} (Δ)", f"recall@{k} (Δ)", f"context_chars@{k}", "context Δ"]
+    intro = (
+        "A recall gain bought with a larger context is not free: the generator reads every one of these "
+        "characters. Compare recall at an equal budget."
+    )
+    return ["## Context budget beside recall", "", intro, "", *_table(header, rows), ""]
+
+
+def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bool, cap: int | None) -> list[str]:
+    out = []
+    for case_id in ids[:cap]:
+        info = case_info.get(case_id) or {}
+        out.append(f"- **`{case_id}`**: {_escape(info.get('question', DASH))}")
+        if with_evidence:
+            out += [f"  - missing: {text}" for text in info.get("evidence", [])]
+    if cap is not None and len(ids) > cap:
+        out.append(f"- … and {len(ids) - cap} more: `ragvet report --against` lists them all")
+    return out
+
+
+def _details(summary: str, body: list[str]) -> list[str]:
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, cap: int | None) -> list[str]:
+    k = comp["k"]
+    if comp["reason"]:
+        return [f"`{comp['config']}`: {comp['reason']}.", ""]
+    rows = [
+        [
+            f"`{m['metric']}`" + (" (guarded)" if m["guarded"] else ""),
+            _value(m["metric"], m["baseline"]),
+            _value(m["metric"], m["current"]),
+            _value(m["metric"], m["delta"], True),
+            _ci(m),
+            _arrow(m["delta"]),
+            fmt(m["cases"]),
+        ]
+        for m in comp["metrics"]
+    ]
+    header = ["metric", "baseline", "current", "delta", f"paired {confidence * 100:g}% CI", "", "cases"]
+    out = _table(header, rows) + [""]
+    if comp["slices"]:
+        metric = comp["slices"][0]["metric"]
+        slice_rows = [
+            [
+                f"`{s['key']}={s['value']}`",
+                fmt(s["cases"]),
+                fmt(s["baseline"]),
+                fmt(s["current"]),
+                fmt(s["delta"], True),
+                _ci(s),
+                _arrow(s["delta"]),
+            ]
+            for s in comp["slices"]
+        ]
+        body = _table(["slice", "cases", "baseline", "current", "delta", "CI", ""], slice_rows)
+        out += _details(f"Slices that moved most ({metric})", body)
+    for key, label, evidence in (
+        ("newly_missed", "hit in the baseline, missed now", True),
+        ("newly_found", "missed in the baseline, hit now", False),
+    ):
+        ids = comp[key]
+        title = f"{key.replace('_', ' ').capitalize()} at hit@{k}: {len(ids)} case{'s' if len(ids) != 1 else ''}"
+        if ids:
+            out += _details(f"{title} ({label})", _case_list(ids, case_info, evidence, cap))
+        else:
+            out += [f"{title}.", ""]
+    return out
+
+
+def _headline(comp: dict) -> str:
+    """One line for a collapsed configuration: its evidence recall move."""
+    if comp["reason"]:
+        return f"<code>{comp['config']}</code>: {comp['reason']}"
+    ev = next(m for m in comp["metrics"] if m["metric"] == f"evidence_recall@{comp['k']}")
+    return (
+        f"<code>{comp['config']}</code>: evidence_recall@{comp['k']} {fmt(ev['baseline'])} → {fmt(ev['current'])} "
+        f"({fmt(ev['delta'], True)}) {_arrow(ev['delta'])}, {len(comp['newly_missed'])} newly missed, "
+        f"{len(comp['newly_found'])} newly found"
+    )
+
+
+COMMENT_MARKER = "<!-- ragvet-report -->"
+DISCLAIMER = (
+    "> Offline scores on labelled cases are not a production guarantee: they say whether the labelled "
+    "evidence was retrieved for these questions, not that real users' answers will be right."
+)
+
+
+# GitHub refuses a comment longer than 65,536 characters.
+COMMENT_LIMIT = 65_000
+
+
 def render_report(
-    summaries: dict[str, Summary], baseline: dict[str, Summary], gate_configs: list[str], ks: list[int]
+    summaries: dict[str, Summary],
+    comparisons: list[dict],
+    verdict: dict,
+    case_info: dict[str, dict],
+    ks: list[int],
+    against: str | None = None,
+    marker: bool = False,
+    limit: int | None = None,
 ) -> str:
-    """Markdown comparing every configuration, and the gated ones with their baseline."""
-    ks = sorted(set(ks))
-    lines = [
-        "# ragvet retrieval report",
-        "",
+    """The pull-request document: the verdict first, then every configuration's
+    paired comparison (gated ones open, the others collapsed), then the absolute
+    figures of every configuration. ``marker`` prepends the hidden comment marker
+    that lets CI find and update its one comment.
+
+    With ``limit`` (characters), a document that would be longer lists fewer
+    cases per list, then leaves out the absolute figures, so that the verdict and
+    the comparisons always reach the reviewer instead of a rejected comment.
+    """
+    for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
+        text = _render(summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute)
+        if limit is None or len(text) <= limit:
+            break
+    return text
+
+
+def _render(
+    summaries: dict[str, Summary],
+    comparisons: list[dict],
+    verdict: dict,
+    case_info: dict[str, dict],
+    ks: list[int],
+    against: str | None,
+    marker: bool,
+    cap: int | None,
+    with_absolute: bool,
+) -> str:
+    """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
+    confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
+    lines = [COMMENT_MARKER, ""] if marker else []
+    lines += ["# ragvet retrieval report", ""]
+    lines += _verdict_section(verdict, against)
+    lines += [DISCLAIMER, ""]
+    lines += _budget_section(comparisons)
+    gated = [c for c in comparisons if c["gated"]]
+    others = [c for c in comparisons if not c["gated"]]
+    for comp in gated:
+        lines += [f"## `{comp['config']}` (gated)", ""] + _config_section(comp, case_info, confidence, cap)
+    if others:
+        lines += ["## Other configurations", ""]
+        for comp in others:
+            lines += _details(_headline(comp), _config_section(comp, case_info, confidence, cap))
+    lines += ["## All configurations", ""]
+    if not with_absolute:
+        lines += ["Left out to fit a comment: see `metrics/report.md` or the HTML report.", ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
+    absolute = [
         CHUNKING_NOTE,
         "",
         (
@@ -241,11 +530,11 @@ def render_report(
         "",
     ]
     for split in SPLITS:
-        lines += _split_tables(summaries, split, ks)
-    lines += _baseline_section(summaries, baseline, gate_configs, ks)
-    lines += _abstention_section(summaries)
-    lines += threshold_section(summaries)
-    lines += review_section(summaries, ks, summary_k(ks))
+        absolute += _split_tables(summaries, split, ks)
+    absolute += _abstention_section(summaries)
+    absolute += threshold_section(summaries)
+    absolute += review_section(summaries, ks, summary_k(ks))
+    lines += _details("Absolute figures, both splits, abstention cases, human review", absolute)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -268,3 +557,82 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
                 }
             )
     return rows
+
+
+def budget_rows(summaries: dict[str, Summary], k: int) -> list[dict]:
+    """Eval-split ``{config, k, context_chars, evidence_recall}``: one point per
+    configuration in the budget plot (evidence recall against the context it cost)."""
+    rows = []
+    for name in sorted(summaries):
+        means, _ = _split(summaries[name], "eval")
+        rows.append(
+            {
+                "config": name,
+                "k": k,
+                "context_chars": means.get(f"context_chars@{k}"),
+                "evidence_recall": means.get(f"evidence_recall@{k}"),
+            }
+        )
+    return rows
+
+
+def slice_rows(slices: dict[str, dict], k: int) -> list[dict]:
+    """Eval-split ``{config, slice, cases, recall, evidence_recall}`` at ``k`` from
+    each configuration's slice table, sorted by (config, slice): the per-slice bars."""
+    rows = []
+    for name in sorted(slices):
+        for key, values in sorted((slices[name].get("eval") or {}).items()):
+            for value, entry in sorted(values.items()):
+                means = entry.get("metrics") or {}
+                rows.append(
+                    {
+                        "config": name,
+                        "slice": f"{key}={value}",
+                        "cases": entry.get("cases"),
+                        "recall": means.get(f"recall@{k}"),
+                        "evidence_recall": means.get(f"evidence_recall@{k}"),
+                    }
+                )
+    return rows
+
+
+def case_details(cases: Sequence[dict], texts: dict[str, str], ids: set[str]) -> dict[str, dict]:
+    """``{case_id: {question, evidence}}`` for the listed validated cases, with
+    each evidence reference described by :func:`describe_evidence`."""
+    return {
+        case["id"]: {
+            "question": case.get("question", ""),
+            "evidence": [describe_evidence(ref, texts) for ref in case.get("evidence") or []],
+        }
+        for case in cases
+        if case.get("id") in ids
+    }
+
+
+_CSS = """
+body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1100px;
+       margin: 2em auto; padding: 0 1em; color: #1f2328; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; }
+th { background: #f6f8fa; }
+code { background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
+blockquote { color: #59636e; border-left: 4px solid #d0d7de; margin: 0; padding: 0 1em; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+"""
+
+
+def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
+    """One self-contained HTML page: the markdown report rendered (tables and
+    ``<details>`` kept) followed by the inline SVG figures. No script and no
+    external resource, so it opens offline and nothing is fetched."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    plots = ["<h2>Plots</h2>"]
+    for title, svg in figures:
+        plots.append(f"<figure><figcaption>{_escape(title)}</figcaption>\n{svg}</figure>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<title>ragvet retrieval report</title>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + "\n</body>\n</html>\n"
+    )

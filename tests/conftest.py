@@ -70,7 +70,10 @@ def copy_project(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
     (dest / "metrics" / "baseline").mkdir(parents=True, exist_ok=True)
-    return init_repo(dest)
+    init_repo(dest)
+    # dvc init refuses an existing .dvc/, so the plot templates come after it.
+    shutil.copytree(ROOT / ".dvc" / "plots", dest / ".dvc" / "plots")
+    return dest
 
 
 def keep_configs(repo: Path, kind: str) -> None:

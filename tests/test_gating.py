@@ -14,11 +14,14 @@ from stages import gating
 from stages.errors import InputError
 from stages.gating import (
     accept_baseline,
+    accept_deliberate,
     bootstrap_ci,
     compare_config,
     gate_verdict,
+    newly_found,
+    newly_missed,
     paired_values,
-    read_baseline_at,
+    read_results_at,
     render_verdict,
 )
 
@@ -223,6 +226,19 @@ def test_fingerprints_only_are_accepted_too():
     assert compare(BASE, BASE, base_fp=dict(FP), cur_fp=dict(FP))["passed"]
 
 
+def test_a_rebaselined_change_accepts_drops_and_relabelling_only_against_a_revision():
+    dropped = compare(BASE, [row("a", 1.0), row("b", 0.5), row("c", 0.5), row("d", 0.5)])
+    relabelled = compare(BASE, BASE, base_fp={"eval_split": "OTHER", "corpus": "c1"})
+    nan_mrr = compare([row("a", 1.0, float("nan"))], [row("a", 1.0, float("nan"))])
+    assert accept_deliberate(dropped, None) == dropped  # the committed baseline itself: nothing to accept
+    for result in (dropped, relabelled):
+        accepted = accept_deliberate(result, "origin/main")
+        assert accepted["passed"] and "moves against origin/main are accepted deliberately" in accepted["accepted"]
+        assert accepted["metrics"] == result["metrics"] and accepted["reasons"] == result["reasons"]
+        assert "ACCEPTED" in render_verdict(gate_verdict([accepted]))
+    assert not accept_deliberate(nan_mrr, "origin/main")["passed"]  # an undefined metric is never accepted
+
+
 def test_missing_baseline_fails_with_a_reason():
     result = compare_config(CONFIG, None, BASE, None, dict(FP), gate(), [])
     assert not result["passed"] and "ragvet baseline accept" in result["reasons"][0]
@@ -293,7 +309,7 @@ def git(repo: Path, *args: str) -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-def test_read_baseline_at_reads_a_revisions_results(tmp_path):
+def test_read_results_at_reads_a_revisions_results(tmp_path):
     repo = tmp_path / "repo"
     project = repo / "project"  # a DVC project in a subfolder of the git repository
     rows = [row("a", 1.0), row("b", 0.5)]
@@ -305,14 +321,72 @@ def test_read_baseline_at_reads_a_revisions_results(tmp_path):
     git(repo, "commit", "-q", "-m", "results")
     (project / "metrics" / f"{CONFIG}.json").write_text("changed since")
 
-    got_summary, got_rows = read_baseline_at("HEAD", CONFIG, project)
-    assert got_summary == summary(rows) and got_rows == rows
+    found = read_results_at("HEAD", [CONFIG, "new-config"], project)
+    assert found == {CONFIG: (summary(rows), rows), "new-config": None}
 
-    with pytest.raises(InputError, match="does not exist"):
-        read_baseline_at("no-such-rev", CONFIG, project)
     with pytest.raises(InputError) as err:
-        read_baseline_at("HEAD", "other-config", project)
-    assert "metrics/other-config.json" in str(err.value) and "metrics/cases/other-config.jsonl" in str(err.value)
+        read_results_at("no-such-rev", [CONFIG], project)
+    assert "git revision 'no-such-rev' does not exist" in str(err.value) and "shallow" not in str(err.value)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_read_results_at_names_a_shallow_clone_and_a_revision_without_results(tmp_path):
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "-b", "main")
+    (origin / "README").write_text("no results yet\n")
+    git(origin, "add", ".")
+    git(origin, "commit", "-q", "-m", "first")
+    first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=origin, capture_output=True, text=True).stdout.strip()
+    (origin / "README").write_text("second\n")
+    git(origin, "commit", "-q", "-am", "second")
+
+    with pytest.raises(InputError) as err:
+        read_results_at("HEAD", [CONFIG], origin)
+    assert "HEAD:metrics/cases: that revision has no ragvet results" in str(err.value)
+
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", str(shallow))
+    with pytest.raises(InputError) as err:
+        read_results_at(first, [CONFIG], shallow)
+    message = str(err.value)
+    assert f"git revision {first!r} does not exist" in message
+    assert "this clone is shallow" in message and "git fetch --unshallow" in message and "fetch-depth: 0" in message
+
+
+def test_newly_found_mirrors_newly_missed():
+    base = [row("a", 1.0), row("b", 0.0), row("c", 0.0), row("d", 1.0, split="dev")]
+    cur = [row("a", 0.0), row("b", 1.0), row("c", 0.0), row("d", 0.0, split="dev")]
+    assert newly_missed(base, cur, 5) == ["a"]
+    assert newly_found(base, cur, 5) == ["b"]
+
+
+def test_missing_results_at_a_revision_fail_with_that_revision_named():
+    result = compare_config(CONFIG, None, BASE, None, dict(FP), gate(), [], against="origin/main")
+    assert result["passed"] is False
+    assert result["reasons"] == [
+        f"no results for {CONFIG} at origin/main (metrics/{CONFIG}.json and metrics/cases/{CONFIG}.jsonl): "
+        "a new configuration has nothing to compare with there; gate it once it has landed on origin/main"
+    ]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_read_results_at_names_malformed_lines_and_a_folder_outside_git(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    (repo / "metrics" / f"{CONFIG}.json").write_text(json.dumps(summary([row("a", 1.0)])))
+    (repo / "metrics" / "cases" / f"{CONFIG}.jsonl").write_text(json.dumps(row("a", 1.0)) + "\n{broken\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "results")
+    with pytest.raises(InputError) as err:
+        read_results_at("HEAD", [CONFIG], repo)
+    assert f"HEAD:metrics/cases/{CONFIG}.jsonl:2: malformed JSON" in str(err.value)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(InputError, match="not inside a git repository"):
+        read_results_at("main", [CONFIG], outside)
 
 
 # ---------------------------------------------------------------- metric direction

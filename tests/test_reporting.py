@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from stages.reporting import plot_rows, render_report, summary_k
+from stages.charts import at_k_chart, budget_chart, slice_chart
+from stages.reporting import (
+    COMMENT_MARKER,
+    budget_rows,
+    compare_configs,
+    describe_evidence,
+    plot_rows,
+    render_html,
+    render_report,
+    slice_rows,
+    summary_k,
+)
 
 KS = [1, 3, 5, 10]
 
@@ -56,7 +67,7 @@ SUMMARIES = {
     "sentences-600-bm25": summary("sentences-600-bm25", "sentences-600", 1.0),
     "fixed-300-bm25": summary("fixed-300-bm25", "fixed-300", 0.5),
 }
-BASELINE = {"sentences-600-bm25": summary("sentences-600-bm25", "sentences-600", 1.25)}
+PASSED = {"passed": True, "configs": []}
 
 
 def test_summary_k_picks_largest_k_up_to_five_else_smallest():
@@ -66,7 +77,7 @@ def test_summary_k_picks_largest_k_up_to_five_else_smallest():
 
 
 def test_report_tables_rows_and_numbers():
-    text = render_report(SUMMARIES, BASELINE, ["sentences-600-bm25"], KS)
+    text = render_report(SUMMARIES, [], PASSED, {}, KS)
     lines = text.splitlines()
     assert text.index("## eval split") < text.index("## dev split")
     # Evidence recall at every k, configs sorted, denominators beside.
@@ -87,27 +98,11 @@ def test_report_tables_rows_and_numbers():
     assert "| sentences-600-bm25 | sentences-600 | bm25 | 0.250 | 1.000 | 0.500 | 3000.000 | 40 | 3 | 10 | 2 |" in lines
     # Dev split with missing metrics.
     assert "| sentences-600-bm25 | 0.500 | 0.500 | 0.500 | 0.500 | 12 | 1 |" in lines
-    # vs baseline: only gated configs; baseline 0.5, current 0.4.
-    assert "| sentences-600-bm25 | evidence_recall@5 | 0.500 | 0.400 | -0.100 | 40 |" in lines
-    assert "| sentences-600-bm25 | context_chars@5 | 3000.000 | 3000.000 | 0.000 | 40 |" in lines
-    assert "| sentences-600-bm25 | claim_availability@5 | 0.562 | 0.450 | -0.113 | 30 |" in lines
-    assert "| fixed-300-bm25 | evidence_recall@5 |" not in text
     # Abstention section and the comparability note.
     assert "| sentences-600-bm25 | eval | 3 | min 1.250, median 2.500, max 7.000 | – | – |" in lines
     assert "| sentences-600-bm25 | dev | 1 | – | – | – |" in lines
     assert "cannot be compared across chunkings" in text and "denominator" in text
     assert text.endswith("\n") and not text.endswith("\n\n")
-
-
-def test_report_is_deterministic_and_flags_missing_or_changed_baseline():
-    first = render_report(SUMMARIES, BASELINE, ["sentences-600-bm25"], KS)
-    assert first == render_report(dict(reversed(SUMMARIES.items())), BASELINE, ["sentences-600-bm25"], [10, 5, 3, 1])
-    missing = render_report(SUMMARIES, {}, ["sentences-600-bm25", "fixed-300-bm25"], KS)
-    assert "| fixed-300-bm25 | – | – | – | – | no baseline: run `ragvet baseline accept` |" in missing
-    changed = {"sentences-600-bm25": summary("sentences-600-bm25", "sentences-600", 1.0, eval_fp="e2")}
-    assert "eval split (labels) changed since the baseline" in render_report(
-        SUMMARIES, changed, ["sentences-600-bm25"], KS
-    )
 
 
 def test_plot_rows_eval_split_sorted_by_config_and_k():
@@ -130,3 +125,265 @@ def test_plot_rows_eval_split_sorted_by_config_and_k():
         }
     )
     assert rows[2]["claim_availability"] is None
+
+
+# ------------------------------------------------------------------ comparison with a baseline
+
+CFG, OTHER = "sentences-600-bm25", "fixed-300-bm25"
+FP = {"eval_split": "e1", "corpus": "c1"}
+GATE = {
+    "configs": [CFG],
+    "metrics": ["evidence_recall@5", "mrr"],
+    "max_drop": 0.02,
+    "min_slice_cases": 2,
+    "slice_max_drop": 0.10,
+    "slice_metric": "evidence_recall@5",
+    "require_significance": False,
+    "bootstrap": {"resamples": 200, "seed": 3, "confidence": 0.95},
+}
+
+
+def case(case_id: str, ev: float, hit: float, chars: int, kind: str, split: str = "eval") -> dict:
+    metrics = {f"{m}@5": ev for m in ("evidence_recall", "claim_availability", "recall")}
+    metrics |= {"hit@5": hit, "mrr": hit, "context_chars@5": chars}
+    return {"case_id": case_id, "split": split, "answerable": True, "tags": {"kind": kind}, "metrics": metrics}
+
+
+# a, b, c: kind x; d, e: kind y. a is newly missed, d newly found; f is dev (ignored).
+BASE_ROWS = [
+    case("a", 1.0, 1.0, 1000, "x"),
+    case("b", 1.0, 1.0, 1000, "x"),
+    case("c", 0.5, 1.0, 1000, "x"),
+    case("d", 0.0, 0.0, 1000, "y"),
+    case("e", 1.0, 1.0, 1000, "y"),
+    case("f", 1.0, 1.0, 1000, "y", split="dev"),
+]
+CUR_ROWS = [
+    case("a", 0.0, 0.0, 1500, "x"),
+    case("b", 1.0, 1.0, 1500, "x"),
+    case("c", 0.5, 1.0, 1500, "x"),
+    case("d", 1.0, 1.0, 1500, "y"),
+    case("e", 1.0, 1.0, 1500, "y"),
+    case("f", 0.0, 0.0, 1500, "y", split="dev"),
+]
+
+
+def comparisons(base_fp=FP) -> list[dict]:
+    baselines = {CFG: ({"fingerprints": dict(base_fp)}, BASE_ROWS), OTHER: (None, None)}
+    return compare_configs({CFG: CUR_ROWS, OTHER: CUR_ROWS}, baselines, FP, KS, GATE, ["kind"])
+
+
+def test_compare_configs_pairs_eval_cases_with_deltas_slices_and_case_lists():
+    other, comp = comparisons()  # sorted by name
+    assert other == {
+        "config": OTHER,
+        "gated": False,
+        "k": 5,
+        "reason": "no baseline: create it deliberately with `ragvet baseline accept`",
+    }
+    assert comp["gated"] is True and comp["reason"] is None
+    by_name = {m["metric"]: m for m in comp["metrics"]}
+    assert list(by_name) == [
+        "evidence_recall@5", "claim_availability@5", "recall@5", "hit@5", "mrr", "context_chars@5"
+    ]  # fmt: skip
+    ev = by_name["evidence_recall@5"]
+    # eval means: baseline (1 + 1 + .5 + 0 + 1) / 5 = .7, current (0 + 1 + .5 + 1 + 1) / 5 = .7
+    assert (ev["baseline"], ev["current"], ev["delta"], ev["cases"]) == pytest.approx((0.7, 0.7, 0.0, 5))
+    assert ev["guarded"] is True and by_name["hit@5"]["guarded"] is False
+    ctx = by_name["context_chars@5"]
+    assert (ctx["baseline"], ctx["current"], ctx["delta"]) == (1000.0, 1500.0, 500.0)
+    assert (ctx["ci_low"], ctx["ci_high"]) == (500.0, 500.0)  # a constant paired delta has a zero-width CI
+    # slice x: (1 + 1 + .5) / 3 -> (0 + 1 + .5) / 3, delta -1/3; slice y: .5 -> 1, +.5; largest move first
+    assert [(s["value"], round(s["delta"], 6)) for s in comp["slices"]] == [("y", 0.5), ("x", -0.333333)]
+    assert comp["newly_missed"] == ["a"] and comp["newly_found"] == ["d"]
+
+
+def test_compare_configs_refuses_changed_labels():
+    comp = comparisons({"eval_split": "e0", "corpus": "c1"})[1]
+    assert comp["reason"] == (
+        "the eval split's labels changed since the baseline (labels changed: re-baseline deliberately)"
+    )
+    assert "metrics" not in comp
+
+
+FAILED = {
+    "passed": False,
+    "configs": [
+        {
+            "config": CFG,
+            "confidence": 0.95,
+            "max_drop": 0.02,
+            "slice_max_drop": 0.1,
+            "reasons": [],
+            "metrics": [
+                {
+                    "metric": "evidence_recall@5",
+                    "baseline": 0.7,
+                    "current": 0.6,
+                    "delta": -0.1,
+                    "ci_low": -0.2,
+                    "ci_high": -0.05,
+                    "cases": 5,
+                    "failed": True,
+                },
+                {
+                    "metric": "mrr",
+                    "baseline": 0.8,
+                    "current": 0.8,
+                    "delta": 0.0,
+                    "ci_low": 0.0,
+                    "ci_high": 0.0,
+                    "cases": 5,
+                    "failed": False,
+                },
+            ],  # fmt: skip
+            "slices": [
+                {
+                    "key": "kind",
+                    "value": "x",
+                    "metric": "evidence_recall@5",
+                    "baseline": 0.833333,
+                    "current": 0.5,
+                    "delta": -0.333333,
+                    "ci_low": -1.0,
+                    "ci_high": 0.0,
+                    "cases": 3,
+                    "failed": True,
+                },
+            ],  # fmt: skip
+            "newly_missed": ["a"],
+            "newly_missed_k": 5,
+            "passed": False,
+            "valid": True,
+        }
+    ],
+}
+INFO = {
+    "a": {"question": "How many <days> carry over?", "evidence": ["`leave` [0:5] “carry”"]},
+    "d": {"question": "Q d?"},
+}
+
+
+def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
+    text = render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main", marker=True)
+    lines = text.splitlines()
+    assert lines[0] == COMMENT_MARKER and lines[2] == "# ragvet retrieval report" and lines[4] == "## ❌ Gate failed"
+    assert (
+        f"- `{CFG}`: `evidence_recall@5` 0.700 → 0.600 (-0.100, 95% CI [-0.200, -0.050]), a drop of more than "
+        "`max_drop` 0.020" in lines
+    )
+    assert (
+        f"- `{CFG}`: slice `kind=x` (3 cases) `evidence_recall@5` 0.833 → 0.500 (-0.333, 95% CI [-1.000, 0.000]), "
+        "a drop of more than `slice_max_drop` 0.100" in lines
+    )
+    assert "Compared with `origin/main` (its committed results), paired over the same eval-split cases." in lines
+    assert any(line.startswith("> Offline scores") and "not a production guarantee" in line for line in lines)
+    # The gated config's table: baseline, current, delta, CI, arrow, cases.
+    assert any(line.startswith("| `evidence_recall@5` (guarded) | 0.700 | 0.700 | 0.000 | [-") for line in lines)
+    assert "| `context_chars@5` | 1,000 | 1,500 | +500 | [+500, +500] | ↑ | 5 |" in lines
+    slices = lines.index("<summary>Slices that moved most (evidence_recall@5)</summary>")
+    assert lines[slices + 4 : slices + 6] == [
+        "| `kind=y` | 2 | 0.500 | 1.000 | +0.500 | [0.000, +1.000] | ↑ |",
+        "| `kind=x` | 3 | 0.833 | 0.500 | -0.333 | [-1.000, 0.000] | ↓ |",
+    ]
+    # Context budget beside recall.
+    assert f"| `{CFG}` | 0.700 (0.000) | 0.700 (0.000) | 1,000 → 1,500 | +50.0% |" in lines
+    # Newly missed, collapsed, with the question (escaped) and the missing evidence; newly found without.
+    start = lines.index("<summary>Newly missed at hit@5: 1 case (hit in the baseline, missed now)</summary>")
+    assert lines[start - 1] == "<details>"
+    assert lines[start + 2 : start + 4] == [
+        "- **`a`**: How many &lt;days&gt; carry over?",
+        "  - missing: `leave` [0:5] “carry”",
+    ]
+    assert "<summary>Newly found at hit@5: 1 case (missed in the baseline, hit now)</summary>" in lines
+    assert "- **`d`**: Q d?" in lines
+    # The config without a baseline is collapsed with its reason.
+    assert (
+        f"<summary><code>{OTHER}</code>: no baseline: create it deliberately with `ragvet baseline accept`</summary>"
+        in lines
+    )
+    assert text == render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main", marker=True)
+
+
+def test_passing_verdict_says_what_it_covered():
+    verdict = {**FAILED, "passed": True}
+    cfg = {**FAILED["configs"][0], "passed": True, "newly_missed": []}
+    cfg["metrics"] = [{**m, "failed": False} for m in cfg["metrics"]]
+    cfg["slices"] = [{**s, "failed": False} for s in cfg["slices"]]
+    text = render_report(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS)
+    assert "## ✅ Gate passed" in text and COMMENT_MARKER not in text
+    assert (
+        f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
+        "and none of its 1 slices by more than 0.100." in text
+    )
+    assert "Compared with the committed baseline (`metrics/baseline/`)" in text
+
+
+def test_describe_evidence_quotes_spans_names_docs_and_alternatives():
+    texts = {"leave": "Staff   may carry\nfive days. | <b>", "faq": "x" * 300}
+    assert describe_evidence({"doc": "leave", "start": 0, "end": 23}, texts) == "`leave` [0:23] “Staff may carry five”"
+    assert describe_evidence({"doc": "leave", "start": 29, "end": 36}, texts) == "`leave` [29:36] “\\| &lt;b&gt;”"
+    assert describe_evidence({"doc": "faq"}, texts) == "`faq` (any chunk)"
+    long = describe_evidence({"doc": "faq", "start": 0, "end": 300}, texts, limit=10)
+    assert long == "`faq` [0:300] “xxxxxxxxx…”"
+    either = {"any": [{"doc": "faq"}, {"doc": "leave", "start": 0, "end": 5}]}
+    assert describe_evidence(either, texts) == "`faq` (any chunk) or `leave` [0:5] “Staff”"
+
+
+def test_budget_and_slice_rows():
+    assert budget_rows(SUMMARIES, 5) == [
+        {"config": "fixed-300-bm25", "k": 5, "context_chars": 3000.0, "evidence_recall": pytest.approx(0.2)},
+        {"config": "sentences-600-bm25", "k": 5, "context_chars": 3000.0, "evidence_recall": pytest.approx(0.4)},
+    ]
+    table = {"eval": {"kind": {"y": {"cases": 2, "metrics": {"recall@5": 0.5, "evidence_recall@5": 0.25}}}}}
+    assert slice_rows({CFG: table}, 5) == [
+        {"config": CFG, "slice": "kind=y", "cases": 2, "recall": 0.5, "evidence_recall": 0.25}
+    ]
+
+
+def test_html_is_self_contained_with_deterministic_charts():
+    current = plot_rows(SUMMARIES, KS)
+    svg = at_k_chart(current, plot_rows({CFG: SUMMARIES[CFG]}, KS))
+    assert svg.startswith("<svg") and svg == at_k_chart(current, plot_rows({CFG: SUMMARIES[CFG]}, KS))
+    assert "sentences-600-bm25" in svg and "<dc:date>" not in svg
+    budget = budget_chart(budget_rows(SUMMARIES, 5), [])
+    bars = slice_chart([{"config": CFG, "slice": "kind=y", "evidence_recall": 0.25}], [], [CFG])
+    page = render_html(
+        render_report(SUMMARIES, comparisons(), FAILED, INFO, KS), [("a", svg), ("b", budget), ("c", bars)]
+    )
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
+    assert "<table>" in page and "<details>" in page and "<summary>" in page
+    assert "<script" not in page and 'src="http' not in page and "<link" not in page
+
+
+def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figures():
+    comps = comparisons()
+    ids = [f"case-{i:03d}" for i in range(100)]
+    comps[1] = {**comps[1], "newly_missed": ids}
+    info = {cid: {"question": "q" * 200, "evidence": ["e" * 100]} for cid in ids}
+    full = render_report(SUMMARIES, comps, FAILED, info, KS)
+    assert full.count("- **`case-") == 100 and len(full) > 30_000
+    assert render_report(SUMMARIES, comps, FAILED, info, KS, limit=len(full)) == full
+
+    capped = render_report(SUMMARIES, comps, FAILED, info, KS, limit=13_000)
+    assert len(capped) <= 13_000 and capped.count("- **`case-") == 20
+    assert "- … and 80 more: `ragvet report --against` lists them all" in capped
+    assert "Absolute figures, both splits" in capped
+
+    small = render_report(SUMMARIES, comps, FAILED, info, KS, limit=5_000)
+    assert len(small) <= 5_000 and small.count("- **`case-") == 5
+    assert "Absolute figures" not in small and "Left out to fit a comment" in small
+    assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
+
+
+def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
+    cfg = {**FAILED["configs"][0], "slices": [], "newly_missed": []}
+    cfg["metrics"] = [
+        {"metric": "unsupported_answer", "baseline": 0.1, "current": 0.3, "delta": 0.2, "ci_low": 0.1,
+         "ci_high": 0.3, "cases": 10, "failed": True, "higher_is_better": False},
+    ]  # fmt: skip
+    text = render_report(SUMMARIES, [], {"passed": False, "configs": [cfg]}, {}, KS)
+    assert (
+        f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300]), a rise of more than "
+        "`max_drop` 0.020" in text
+    )

@@ -1,0 +1,288 @@
+"""Pull requests end to end: a temporary git repo whose `main` holds the accepted
+results, and branches with a harmful chunking change, an improvement and an
+edit of the eval labels, compared with `--against main` as CI does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, commit_all, sh
+from test_pipeline import set_param
+
+from stages.reporting import COMMENT_MARKER
+
+GATED = "sentences-600-bm25"
+SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
+README_START, README_END = "<!-- example-comment:start -->", "<!-- example-comment:end -->"
+UPDATE = os.environ.get("RAGVET_UPDATE_SNAPSHOTS") == "1"
+
+
+def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
+
+
+def branch_with(repo: Path, name: str, change) -> Path:
+    """Check out a new branch, apply ``change``, reproduce up to the report, commit."""
+    sh(repo, "git", "checkout", "-q", "-b", name)
+    change(repo)
+    sh(repo, "dvc", "repro", "report")
+    commit_all(repo, name)
+    return repo
+
+
+def rows_at(repo: Path, rev: str | None) -> dict[str, dict]:
+    path = f"metrics/cases/{GATED}.jsonl"
+    text = (repo / path).read_text() if rev is None else sh(repo, "git", "show", f"{rev}:{path}").stdout
+    return {row["case_id"]: row for row in map(json.loads, text.splitlines()) if row["split"] == "eval"}
+
+
+def listed_cases(report: str, heading: str) -> list[str]:
+    """Case ids listed under the gated configuration's collapsed ``heading`` list."""
+    section = report[report.index(f"## `{GATED}` (gated)") :]
+    start = section.index(f"<summary>{heading}")
+    block = section[start : section.index("</details>", start)]
+    return re.findall(r"^- \*\*`([^`]+)`\*\*", block, flags=re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def harmful_repo(sample_repo: Path, tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("pr") / "repo"
+    shutil.copytree(sample_repo, repo, symlinks=True)
+    return branch_with(repo, "harmful", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 300))
+
+
+def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_cases(harmful_repo):
+    gate = ragvet(harmful_repo, "gate", "--against", "main")
+    assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
+    assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
+
+    before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
+    expected = sorted(
+        cid for cid in before.keys() & after.keys()
+        if before[cid]["metrics"]["hit@5"] == 1 and after[cid]["metrics"]["hit@5"] == 0
+    )  # fmt: skip
+    found = sorted(
+        cid for cid in before.keys() & after.keys()
+        if before[cid]["metrics"]["hit@5"] == 0 and after[cid]["metrics"]["hit@5"] == 1
+    )  # fmt: skip
+    assert expected, "a 300-character sentence packing must lose some hits"
+
+    report = ragvet(harmful_repo, "report", "--against", "main", "--comment", check=True).stdout
+    assert report.startswith(COMMENT_MARKER + "\n")
+    assert report.index("## ❌ Gate failed") < report.index("## Context budget beside recall")
+    assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
+    assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
+    questions = {
+        case["id"]: case["question"] for case in yaml.safe_load((harmful_repo / "data/cases.yaml").read_text())
+    }
+    for case_id in expected:
+        assert f"- **`{case_id}`**: {questions[case_id]}" in report
+    assert "not a production guarantee" in report
+
+    if UPDATE:
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(report)
+    assert report == SNAPSHOT.read_text(), "snapshot changed: re-run with RAGVET_UPDATE_SNAPSHOTS=1 if intended"
+
+
+def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmful_repo, tmp_path):
+    """`ragvet baseline accept` in the pull request is the deliberate way through:
+    against main the drop is still listed, but the verdict is an accepted pass."""
+    repo = tmp_path / "repo"
+    shutil.copytree(harmful_repo, repo, symlinks=True)
+    ragvet(repo, "baseline", "accept", check=True)
+    sh(repo, "dvc", "repro")
+    commit_all(repo, "accept the drop")
+    gate = ragvet(repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
+    assert f"ACCEPTED {GATED}: this change re-accepted metrics/baseline/" in gate.stdout
+    assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
+    report = ragvet(repo, "report", "--against", "main", check=True).stdout
+    assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
+
+    # Once results move away from the accepted baseline again, nothing is accepted.
+    set_param(repo, ["retrievers", "bm25", "k1"], 0.5)
+    sh(repo, "dvc", "repro", "report")
+    gate = ragvet(repo, "gate", "--against", "main")
+    assert gate.returncode == 1 and "ACCEPTED" not in gate.stdout
+
+
+def test_readme_shows_the_snapshot_comment_rendered():
+    """The README's example is the real comment of the harmful change, quoted."""
+    readme = (ROOT / "README.md").read_text()
+    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    quoted = "".join("> " + line + "\n" if line else ">\n" for line in SNAPSHOT.read_text().splitlines())
+    if UPDATE:
+        (ROOT / "README.md").write_text(readme[:start] + "\n" + quoted + readme[end:])
+        readme = (ROOT / "README.md").read_text()
+        start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    assert readme[start:end] == "\n" + quoted
+
+
+def test_improvement_passes_against_main(work_repo):
+    # A retriever change, not a chunking one: the sample's recorded answers cite
+    # sentences-600 chunk ids, which a different packing would invalidate.
+    branch_with(work_repo, "better", lambda r: set_param(r, ["retrievers", "bm25", "k1"], 1.2))
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
+    report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
+    assert "## ✅ Gate passed" in report and "Newly missed at hit@5: 0 cases." in report
+    # evidence_recall@5 rose (0.681 -> 0.686), shown beside its context budget.
+    row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1] == "0.686 (+0.005)" and " → " in cells[3]
+
+
+def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
+    def relabel(repo: Path) -> None:
+        path = repo / "data" / "cases.yaml"
+        text = path.read_text()
+        assert "question: cycle to work scheme limit\n" in text  # an eval-split case
+        path.write_text(text.replace("question: cycle to work scheme limit\n", "question: cycle-to-work limit\n"))
+
+    branch_with(work_repo, "relabel", relabel)
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 1
+    assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout
+    assert "labels changed: re-baseline deliberately" in gate.stdout
+    report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
+    assert "## ❌ Gate failed" in report and "labels changed: re-baseline deliberately" in report
+
+    ragvet(work_repo, "baseline", "accept", check=True)  # as the message says
+    sh(work_repo, "dvc", "repro")
+    gate = ragvet(work_repo, "gate", "--against", "main")
+    assert gate.returncode == 0 and f"ACCEPTED {GATED}: this change re-accepted" in gate.stdout
+    assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout  # still shown to reviewers
+
+
+def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(work_repo):
+    unknown = ragvet(work_repo, "gate", "--against", "origin/nope")
+    assert unknown.returncode == 2 and "git revision 'origin/nope' does not exist" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    empty_tree = sh(work_repo, "git", "hash-object", "-t", "tree", "/dev/null").stdout.strip()
+    bare = sh(work_repo, "git", "commit-tree", empty_tree, "-m", "no results").stdout.strip()
+    for command in ("gate", "report"):
+        done = ragvet(work_repo, command, "--against", bare)
+        assert done.returncode == 2 and "that revision has no ragvet results" in done.stderr
+
+
+def test_dvc_plots_show_and_diff_main(harmful_repo):
+    ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_context", "slice_evidence_recall"}
+    shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
+    assert "errors" not in shown and ids <= set(shown["data"])  # beside the stages' own plots
+    diff = json.loads(sh(harmful_repo, "dvc", "plots", "diff", "main", "--json").stdout)
+    assert "errors" not in diff and ids <= set(diff["data"])
+    for plot_id in ids:
+        (plot,) = diff["data"][plot_id]
+        assert sorted(plot["revisions"]) == ["main", "workspace"], plot_id
+        values = plot["content"]["data"]["values"]
+        configs = {(v["rev"], v["config"]) for v in values}
+        assert configs == {
+            (rev, c) for rev in ("main", "workspace") for c in ("fixed-300-bm25", "headings-1200-bm25", GATED)
+        }
+    budget = [
+        v for v in diff["data"]["evidence_recall_vs_context"][0]["content"]["data"]["values"] if v["config"] == GATED
+    ]
+    assert len(budget) == 2 and budget[0]["context_chars"] != budget[1]["context_chars"]  # one point per config and rev
+
+
+# ------------------------------------------------------------------ the HTML report in a browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CONSOLE = re.compile(r"CONSOLE[:(]\d+\)?\] (.*)")
+# Appended to a copy of the page: records each chart's rendered size and drawing.
+MEASURE = """<script>
+const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
+  const box = svg.getBoundingClientRect();
+  return [Math.round(box.width), Math.round(box.height), svg.querySelectorAll("path, use, rect, text").length];
+});
+document.body.insertAdjacentHTML("beforeend", "<pre id='measured'>" + JSON.stringify(sizes) + "</pre>");
+</script>"""
+
+
+def open_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:
+    """The DOM after load and the console messages of ``page`` in headless Chromium."""
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, [m.group(1) for m in CONSOLE.finditer(done.stderr)]
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
+)
+def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmful_repo, tmp_path):
+    assert CHROMIUM is not None, "CI must have chromium: .ci/run installs it with apt-get"
+    page = tmp_path / "report.html"
+    ragvet(harmful_repo, "report", "--against", "main", "--format", "html", "--out", str(page), check=True)
+    html = page.read_text()
+    # Self-contained: no script, no stylesheet link, every href/src internal.
+    assert "<script" not in html and "<link" not in html
+    assert not re.search(r'(?:src|href)="(?!#)', html)
+
+    dom, console = open_in_chromium(page, tmp_path / "profile-a")
+    assert console == [], console
+    assert "❌ Gate failed" in dom and dom.count("<svg") == 3
+
+    measured = tmp_path / "measured.html"
+    measured.write_text(html.replace("</body>", MEASURE + "</body>"))
+    dom, console = open_in_chromium(measured, tmp_path / "profile-b")
+    assert console == [], console
+    sizes = json.loads(re.search(r"<pre id=\"measured\">(.*?)</pre>", dom).group(1))
+    assert len(sizes) == 3
+    for width, height, marks in sizes:
+        assert width > 200 and height > 100 and marks > 20
+
+    # The console check can fail: a page that logs an error is caught.
+    broken = tmp_path / "broken.html"
+    broken.write_text(html.replace("</body>", "<script>console.error('boom')</script></body>"))
+    (message,) = open_in_chromium(broken, tmp_path / "profile-c")[1]
+    assert message.startswith('"boom", source: ' + broken.as_uri())
+
+
+def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ragvet.yml").read_text())
+    steps = workflow["jobs"]["retrieval"]["steps"]
+    checkout = next(step for step in steps if step.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0
+    runs = [step.get("run", "") for step in steps]
+    order = [
+        next(i for i, run in enumerate(runs) if needle in run)
+        for needle in (
+            "pip install -r requirements-dense.lock",
+            "dvc repro",
+            'ragvet report --against "$BASE" --comment --out ragvet-comment.md',
+            "gh api -X PATCH",
+            'ragvet gate --against "$BASE"',
+        )
+    ]
+    assert order == sorted(order) and order[-1] == len(steps) - 1
+    # The comment step finds its comment by the report's first line, the marker.
+    assert 'marker="$(head -n 1 ragvet-comment.md)"' in runs[order[3]]
+    assert workflow["jobs"]["retrieval"]["env"]["BASE"] == "origin/${{ github.base_ref }}"
+    cached = " ".join(str(step.get("with", {}).get("path", "")) for step in steps)
+    assert ".dvc/cache" in cached and any(step.get("with", {}).get("cache") == "pip" for step in steps)
