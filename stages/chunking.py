@@ -5,10 +5,10 @@ A chunk is only ever a ``(start, end)`` span of the document's original text, so
 can be projected onto any chunking. Strategies (``params.yaml: chunking.<name>``):
 
 ``fixed``
-    Windows of ``size`` characters or ``\\S+`` tokens advancing by
-    ``size - overlap``, stopping at the first window that reaches the end.
+    Windows of ``window`` characters or ``\\S+`` tokens advancing by
+    ``window - overlap``, stopping at the first window that reaches the end.
     Character windows are never trimmed: chunk labels ``doc#n`` mean exactly
-    ``[n*step, n*step+size)``, and datasets labelled that way rely on it.
+    ``[n*step, n*step+window)``, and datasets labelled that way rely on it.
 ``sentences``
     Sentences (rules in :func:`_sentence_cuts`) packed greedily while the span
     from the first sentence's start to the last one's end is ``<= max_chars``.
@@ -120,14 +120,14 @@ def chunking_problems(name: str, spec: dict, where: str) -> list[Problem]:
 
 
 def _fixed_spans(text: str, spec: dict) -> list[Span]:
-    """``fixed`` dispatches on ``unit``: the two units share size/overlap semantics."""
+    """``fixed`` dispatches on ``unit``: the two units share window/overlap semantics."""
     if spec["unit"] == "tokens":
-        return _token_windows(text, spec["size"], spec["overlap"])
-    return _char_windows(text, spec["size"], spec["overlap"])
+        return _token_windows(text, spec["window"], spec["overlap"])
+    return _char_windows(text, spec["window"], spec["overlap"])
 
 
-def _char_windows(text: str, size: int, overlap: int) -> list[Span]:
-    """Exact windows ``[i*step, min(i*step+size, len))``, untrimmed.
+def _char_windows(text: str, window: int, overlap: int) -> list[Span]:
+    """Exact windows ``[i*step, min(i*step+window, len))``, untrimmed.
 
     Stopping at the first window that reaches the end avoids a trailing window
     that lies wholly inside the previous one. A whitespace-only text has nothing
@@ -136,20 +136,20 @@ def _char_windows(text: str, size: int, overlap: int) -> list[Span]:
     if not text.strip():
         return []
     spans = []
-    for start in range(0, len(text), size - overlap):
-        spans.append((start, min(start + size, len(text))))
+    for start in range(0, len(text), window - overlap):
+        spans.append((start, min(start + window, len(text))))
         if spans[-1][1] == len(text):
             break
     return spans
 
 
-def _token_windows(text: str, size: int, overlap: int) -> list[Span]:
-    """Windows of ``size`` whitespace-separated tokens, from the first token's
+def _token_windows(text: str, window: int, overlap: int) -> list[Span]:
+    """Windows of ``window`` whitespace-separated tokens, from the first token's
     start to the last token's end, so the whitespace between windows is dropped."""
     tokens = [match.span() for match in _TOKEN.finditer(text)]
     spans = []
-    for first in range(0, len(tokens), size - overlap):
-        last = min(first + size, len(tokens)) - 1
+    for first in range(0, len(tokens), window - overlap):
+        last = min(first + window, len(tokens)) - 1
         spans.append((tokens[first][0], tokens[last][1]))
         if last == len(tokens) - 1:
             break
@@ -393,7 +393,7 @@ def _document_spans(text: str, spec: dict) -> list[Span]:
 # --- validation -------------------------------------------------------------------
 
 _KEYS = {
-    "fixed": ("strategy", "unit", "size", "overlap"),
+    "fixed": ("strategy", "unit", "window", "overlap"),
     "sentences": ("strategy", "max_chars"),
     "markdown": ("strategy", "max_chars"),
     "document": ("strategy",),
@@ -427,17 +427,17 @@ def _key_problems(spec: dict, where: str) -> list[Problem]:
 
 
 def _value_problems(spec: dict, where: str) -> list[Problem]:
-    """Type and range of each present value; overlap is checked against size
-    only when size itself is valid, so one mistake gives one problem."""
+    """Type and range of each present value; overlap is checked against window
+    only when window itself is valid, so one mistake gives one problem."""
     problems = [
         Problem(where, f"key `{key}` must be a positive integer, got {spec[key]!r}", f"set `{key}` ({_describe(key)})")
-        for key in ("size", "max_chars")
+        for key in ("window", "max_chars")
         if key in spec and not is_positive_int(spec[key])
     ]
     if "unit" in spec and spec["unit"] not in _UNITS:
         problems.append(Problem(where, f"key `unit` is {spec['unit']!r}", f"set `unit` ({_describe('unit')})"))
     if "overlap" in spec:
-        overlap, size = spec["overlap"], spec.get("size")
+        overlap, window = spec["overlap"], spec.get("window")
         if not is_int(overlap) or overlap < 0:
             problems.append(
                 Problem(
@@ -446,12 +446,12 @@ def _value_problems(spec: dict, where: str) -> list[Problem]:
                     f"set `overlap` ({_describe('overlap')})",
                 )
             )
-        elif is_positive_int(size) and overlap >= size:
+        elif is_positive_int(window) and overlap >= window:
             problems.append(
                 Problem(
                     where,
-                    f"key `overlap` ({overlap}) must be smaller than `size` ({size})",
-                    "lower `overlap` below `size`, or windows would never advance",
+                    f"key `overlap` ({overlap}) must be smaller than `window` ({window})",
+                    "lower `overlap` below `window`, or windows would never advance",
                 )
             )
     return problems
@@ -461,8 +461,8 @@ def _describe(key: str) -> str:
     return {
         "strategy": f"one of: {_supported()}",
         "unit": "chars or tokens (whitespace-separated)",
-        "size": "window length in units, an integer > 0",
-        "overlap": "units shared by consecutive windows, an integer >= 0 and < size",
+        "window": "window length in units, an integer > 0 (not `size`: DVC's run cache ignores that key)",
+        "overlap": "units shared by consecutive windows, an integer >= 0 and < window",
         "max_chars": "the most characters in one chunk, an integer > 0",
     }[key]
 

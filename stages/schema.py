@@ -1259,6 +1259,26 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                 )
 
 
+# DVC's run cache hashes a stage with every key named like these left out, at any
+# depth, params included (dvc/stage/cache.py: Meta.PARAM_SIZE, Meta.PARAM_NFILES).
+# A change to such a param would let `dvc repro` restore stale outputs.
+RUN_CACHE_BLIND_KEYS = ("size", "nfiles")
+
+
+def run_cache_blind_keys(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of every key DVC's run cache would not see, sorted."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found += [where] if key in RUN_CACHE_BLIND_KEYS else []
+            found += run_cache_blind_keys(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += run_cache_blind_keys(item, f"{path}[{index}]")
+    return sorted(found)
+
+
 def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     """Every problem with the params, each at ``params.yaml: <key path>``.
 
@@ -1275,6 +1295,13 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     if not isinstance(params, dict):
         check.add("(top level)", "params must be a YAML mapping", f"write the sections {', '.join(PARAMS_SECTIONS)}")
         return check.problems
+    for path in run_cache_blind_keys(params):
+        check.add(
+            path,
+            f"DVC's run cache leaves keys named {' or '.join(RUN_CACHE_BLIND_KEYS)} out of a stage's hash, "
+            "so changing this value could bring back stale outputs",
+            "rename the key (the fixed chunking's window length is `window`)",
+        )
     for key in PARAMS_SECTIONS:
         if key not in params:
             check.add(key, f"section `{key}` is missing", "add it; see the README for every section of params.yaml")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stages.chunking import STRATEGIES, _layout, _sentences, chunk_corpus, chunk_document, chunking_problems
 from stages.schema import Doc
 
-FIXED_300 = {"strategy": "fixed", "unit": "chars", "size": 300, "overlap": 50}
+FIXED_300 = {"strategy": "fixed", "unit": "chars", "window": 300, "overlap": 50}
 
 
 def spans(text: str, spec: dict) -> list[tuple[int, int]]:
@@ -25,7 +25,7 @@ def texts(text: str, spec: dict) -> list[str]:
 
 
 def fixed(size: int, overlap: int, unit: str = "chars") -> dict:
-    return {"strategy": "fixed", "unit": unit, "size": size, "overlap": overlap}
+    return {"strategy": "fixed", "unit": unit, "window": size, "overlap": overlap}
 
 
 def sentences(max_chars: int) -> dict:
@@ -264,13 +264,13 @@ def _check_invariants(text: str, spec: dict) -> None:
 
 def _check_size(text, spec, chunks) -> None:
     if spec["strategy"] == "fixed" and spec["unit"] == "chars":
-        step = spec["size"] - spec["overlap"]
+        step = spec["window"] - spec["overlap"]
         assert all(
-            (c.start, c.end) == (i * step, min(i * step + spec["size"], len(text))) for i, c in enumerate(chunks)
+            (c.start, c.end) == (i * step, min(i * step + spec["window"], len(text))) for i, c in enumerate(chunks)
         )
         assert not chunks or chunks[-1].end == len(text)
     elif spec["strategy"] == "fixed":
-        assert all(1 <= len(re.findall(r"\S+", c.text)) <= spec["size"] for c in chunks)
+        assert all(1 <= len(re.findall(r"\S+", c.text)) <= spec["window"] for c in chunks)
         assert all(not c.text[0].isspace() and not c.text[-1].isspace() for c in chunks)
     else:
         assert all(len(c.text) <= spec["max_chars"] for c in chunks)
@@ -312,18 +312,18 @@ def test_valid_specs_have_no_problems(spec):
 @pytest.mark.parametrize(
     ("spec", "key"),
     [
-        ({"strategy": "windows", "size": 3}, "strategy"),
-        ({"size": 3}, "strategy"),
+        ({"strategy": "windows", "window": 3}, "strategy"),
+        ({"window": 3}, "strategy"),
         ({"strategy": ["fixed"]}, "strategy"),
-        ({"strategy": "fixed", "unit": "chars", "size": 300}, "overlap"),
-        ({"strategy": "fixed", "unit": "chars", "overlap": 0}, "size"),
-        ({"strategy": "fixed", "size": 300, "overlap": 0}, "unit"),
-        ({**FIXED_300, "sise": 3}, "sise"),
-        ({**FIXED_300, "size": 0}, "size"),
-        ({**FIXED_300, "size": -5}, "size"),
-        ({**FIXED_300, "size": 300.0}, "size"),
-        ({**FIXED_300, "size": "300"}, "size"),
-        ({**FIXED_300, "size": True}, "size"),
+        ({"strategy": "fixed", "unit": "chars", "window": 300}, "overlap"),
+        ({"strategy": "fixed", "unit": "chars", "overlap": 0}, "window"),
+        ({"strategy": "fixed", "window": 300, "overlap": 0}, "unit"),
+        ({**FIXED_300, "windwo": 3}, "windwo"),
+        ({**FIXED_300, "window": 0}, "window"),
+        ({**FIXED_300, "window": -5}, "window"),
+        ({**FIXED_300, "window": 300.0}, "window"),
+        ({**FIXED_300, "window": "300"}, "window"),
+        ({**FIXED_300, "window": True}, "window"),
         ({**FIXED_300, "overlap": -1}, "overlap"),
         ({**FIXED_300, "overlap": 300}, "overlap"),
         ({**FIXED_300, "overlap": 301}, "overlap"),
@@ -349,14 +349,14 @@ def test_unknown_strategy_lists_supported_ones():
 
 
 def test_every_problem_is_collected_at_once():
-    spec = {"strategy": "fixed", "unit": "lines", "size": 0, "overlap": -1, "extra": 1}
+    spec = {"strategy": "fixed", "unit": "lines", "window": 0, "overlap": -1, "extra": 1}
     keys = {key for p in chunking_problems("x", spec, WHERE) for key in re.findall(r"`(\w+)`", p.what)}
-    assert keys == {"unit", "size", "overlap", "extra"}
+    assert keys == {"unit", "window", "overlap", "extra"}
 
 
-def test_overlap_not_compared_with_an_invalid_size():
-    problems = chunking_problems("x", {**FIXED_300, "size": "big", "overlap": 50}, WHERE)
-    assert [p.what for p in problems] == ["key `size` must be a positive integer, got 'big'"]
+def test_overlap_not_compared_with_an_invalid_window():
+    problems = chunking_problems("x", {**FIXED_300, "window": "big", "overlap": 50}, WHERE)
+    assert [p.what for p in problems] == ["key `window` must be a positive integer, got 'big'"]
 
 
 def test_non_mapping_spec_and_bad_name():
@@ -370,4 +370,4 @@ def test_document_strategy_is_one_chunk_per_doc():
     (only,) = chunk_document(doc, {"strategy": "document"})
     assert (only.chunk_id, only.start, only.end, only.text) == ("d#0", 0, 14, "  Whole text.\n")
     assert chunk_document(Doc("e", " \n"), {"strategy": "document"}) == []
-    assert chunking_problems("whole", {"strategy": "document", "size": 3}, "w")[0].what.startswith("key `size`")
+    assert chunking_problems("whole", {"strategy": "document", "window": 3}, "w")[0].what.startswith("key `window`")

@@ -22,7 +22,7 @@ from stages.schema import Chunk, Doc, EvidenceUnit
 # Offsets: "up" 16, "to" 19, "\n" 21, "five" 24, "unused" 29-35, "Days are lost." 42-56 and 57-71.
 TEXT = "Staff may carry up to\n  five unused days. Days are lost. Days are lost."
 DOCS = {"leave-2026": Doc("leave-2026", TEXT), "benefits": Doc("benefits", "Dental cover starts in May.")}
-FIXED_10 = {"strategy": "fixed", "unit": "chars", "size": 10, "overlap": 0}
+FIXED_10 = {"strategy": "fixed", "unit": "chars", "window": 10, "overlap": 0}
 CHUNKINGS = {"fixed-10": FIXED_10}
 
 
@@ -80,7 +80,7 @@ def test_chunk_reference_problems():
 
 
 def test_chunk_reference_under_an_invalid_chunking_is_reported_not_crashed():
-    resolver = EvidenceResolver(DOCS, {"bad": {"strategy": "fixed", "size": 0}})
+    resolver = EvidenceResolver(DOCS, {"bad": {"strategy": "fixed", "window": 0}})
     unit, problems = resolver.resolve({"chunk": "benefits#0", "chunking": "bad"}, "w", "evidence 1")
     assert unit is None and "chunking 'bad' is invalid" in problems[0].what
 

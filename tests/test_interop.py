@@ -71,7 +71,7 @@ QRELS = [
 PARAMS = """\
 chunking:
   whole: {strategy: document}
-  fixed-40: {strategy: fixed, unit: chars, size: 40, overlap: 10}
+  fixed-40: {strategy: fixed, unit: chars, window: 40, overlap: 10}
 retrievers:
   bm25: {kind: bm25, k1: 1.2, b: 0.75, lowercase: true, stopwords: en, stemmer: english}
 configs:

@@ -136,7 +136,7 @@ DOCS = {
     "leave-2026": Doc("leave-2026", LEAVE, None, {"doc_type": "policy", "year": 2026}),
     "benefits": Doc("benefits", "Dental cover starts in May.", None, {"doc_type": "faq"}),
 }
-CHUNKINGS = {"fixed-10": {"strategy": "fixed", "unit": "chars", "size": 10, "overlap": 0}}
+CHUNKINGS = {"fixed-10": {"strategy": "fixed", "unit": "chars", "window": 10, "overlap": 0}}
 
 GOOD_CASES = """\
 - id: leave-carryover
@@ -316,6 +316,20 @@ def test_the_shipped_params_are_valid(params):
     assert validate_params(params) == []
 
 
+def test_keys_dvc_run_cache_cannot_see_are_refused_at_any_depth(params):
+    """DVC hashes a stage for its run cache without keys named size or nfiles, so
+    a change to one would restore stale outputs: no params key may use them."""
+    bad = copy.deepcopy(params)
+    bad["chunking"]["fixed-300"]["size"] = bad["chunking"]["fixed-300"].pop("window")
+    bad["retrievers"]["mine"] = {"kind": "python", "target": "plugins/x.py:run", "params": {"nfiles": 2}}
+    found = [p for p in validate_params(bad) if "run cache" in p.what]
+    assert [p.where for p in found] == [
+        "params.yaml: chunking.fixed-300.size",
+        "params.yaml: retrievers.mine.params.nfiles",
+    ]
+    assert all("stale outputs" in p.what and "`window`" in p.fix for p in found)
+
+
 def test_config_naming_unknown_chunking_or_retriever(params):
     bad = copy.deepcopy(params)
     bad["configs"]["x"] = {"chunking": "fixed-30", "retriever": "bm52"}
@@ -390,7 +404,7 @@ def test_sections_split_evidence_slices_and_gate(params):
 
 def test_bad_chunking_and_retriever_are_checked_by_their_modules(params):
     bad = copy.deepcopy(params)
-    bad["chunking"]["fixed-300"]["size"] = 0
+    bad["chunking"]["fixed-300"]["window"] = 0
     bad["retrievers"]["bm25"]["kind"] = "bm52"
     wheres = {p.where for p in validate_params(bad)}
     assert wheres == {"params.yaml: chunking.fixed-300", "params.yaml: retrievers.bm25"}
