@@ -167,7 +167,8 @@ def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
         "",
         (
             "Cases with no evidence are kept out of the means above. The top-1 score shows how confidently the "
-            "retriever answers a question the corpus cannot; the rates apply where a retriever sets `abstain_below`."
+            "retriever answers a question the corpus cannot; the rates apply where a threshold is set: "
+            "`abstain_below` on the retriever, or tuned on dev by `ragvet tune-abstain` (abstention.yaml)."
         ),
         "",
     ]
