@@ -7,8 +7,9 @@ Generates (once, cached in ``--workdir``) a chunk table of ``--chunks`` chunks o
 as in English text) and ``--cases`` questions of 3-8 words, 10% of them with a
 metadata filter. Each side runs in a fresh process, so its peak RSS is its own:
 
-* **ragvet**: read the chunk JSONL, tokenise, index, score, filter and rank with
-  chunk-id ties to ``depth`` 100, as the ``retrieve`` stage does;
+* **ragvet**: read the chunk JSONL as columns (``read_chunk_texts``), tokenise,
+  index, score, filter and rank with chunk-id ties to ``depth`` 100, as the
+  ``retrieve`` stage does for the bm25 kind;
 * **bm25s**: read the chunk texts from the same JSONL, then bm25s as its README
   uses it (``tokenize`` to ids, ``index``, ``retrieve(k=100)``), no filter.
 
@@ -94,10 +95,10 @@ def measure_ragvet(workdir: Path) -> dict:
     sys.path.insert(0, str(HERE.parent))
     from stages.retrieval import retrieve
     from stages.schema import Case
-    from stages.tables import read_chunks
+    from stages.tables import read_chunk_texts
 
     start = time.perf_counter()
-    chunks = read_chunks(workdir / "chunks.jsonl")
+    chunks = read_chunk_texts(workdir / "chunks.jsonl")
     cases = [Case(q["id"], q["question"], filter=q["filter"]) for q in read_questions(workdir)]
     loaded = time.perf_counter()
     rows = retrieve(cases, chunks, SPEC, DEPTH)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,34 +100,97 @@ def bm25_tokenizer(spec: dict):
     )
 
 
+@dataclass
+class ChunkTexts:
+    """What BM25 and metadata filters read of a chunking, as columns sorted by chunk_id.
+
+    At a million chunks a :class:`Chunk` per row (with its metadata dict) costs
+    more memory than the BM25 index, so this keeps the ids, the texts only until
+    they are tokenised (:meth:`release_texts`), and each *distinct* metadata
+    mapping once: chunks of one doc share theirs, and a filter is then tested
+    once per distinct mapping instead of once per chunk.
+    """
+
+    chunk_ids: list[str]
+    texts: list[str] | None
+    metadata: list[dict[str, Any]]
+    metadata_of: np.ndarray  # row i's metadata is metadata[metadata_of[i]]
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[str, str, dict[str, Any]]]) -> ChunkTexts:
+        """From ``(chunk_id, text, metadata)`` in any order; equal chunk ids keep their order."""
+        ids: list[str] = []
+        texts: list[str] = []
+        codes: list[int] = []
+        distinct: dict[str, tuple[int, dict[str, Any]]] = {}
+        for chunk_id, text, metadata in rows:
+            ids.append(chunk_id)
+            texts.append(text)
+            # repr keeps 1, 1.0, True and "1" apart, as str() in matches_filter does
+            codes.append(distinct.setdefault(repr(sorted(metadata.items())), (len(distinct), metadata))[0])
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        return cls(
+            [ids[i] for i in order],
+            [texts[i] for i in order],
+            [metadata for _, metadata in distinct.values()],
+            np.asarray(codes, dtype=np.int64)[np.asarray(order, dtype=np.int64)],
+        )
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTexts:
+        return cls.from_rows((chunk.chunk_id, chunk.text, chunk.metadata) for chunk in chunks)
+
+    def release_texts(self) -> list[str]:
+        """The texts, forgotten here: once the caller has tokenised them they can be freed."""
+        texts, self.texts = self.texts, None
+        if texts is None:
+            raise ValueError("the chunk texts were released already")
+        return texts
+
+    def allowed(self, flt: dict[str, Any]) -> np.ndarray:
+        """Which chunks a metadata filter admits (all, for no filter), as :func:`allowed_mask`."""
+        if not flt:
+            return np.ones(len(self.chunk_ids), dtype=bool)
+        admitted = np.array([matches_filter(metadata, flt) for metadata in self.metadata], dtype=bool)
+        return admitted[self.metadata_of]
+
+
 def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
+    """BM25 over :class:`Chunk` objects (the kind as a member of hybrid or rerank)."""
+    return bm25_columns_run(cases, ChunkTexts.from_chunks(chunks), spec, depth)
+
+
+def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth: int) -> list[RunRow]:
     """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case.
 
     Texts are tokenised straight to ids in one vocabulary (question words the
-    chunks never use are dropped), which is bm25s's fast path.
+    chunks never use are dropped), which is bm25s's fast path. The table's texts
+    are released once tokenised and the token ids once indexed, so neither is
+    held while the index is built or queried.
     """
     import bm25s
 
-    chunks = sorted(chunks, key=lambda c: c.chunk_id)
-    chunk_ids = [chunk.chunk_id for chunk in chunks]
     tokenizer = bm25_tokenizer(spec)
-    corpus_ids = tokenizer.tokenize([chunk.text for chunk in chunks], return_as="ids", show_progress=False)
+    corpus_ids = tokenizer.tokenize(table.release_texts(), return_as="ids", show_progress=False)
     index = bm25s.BM25(k1=spec.get("k1", 1.5), b=spec.get("b", 0.75))
     index.index((corpus_ids, tokenizer.get_vocab_dict()), show_progress=False)
+    del corpus_ids
     questions = [case.question for case in cases]
     queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
-    masks: dict[str, np.ndarray] = {"{}": np.ones(len(chunks), dtype=bool)}
+    masks: dict[str, np.ndarray] = {}
     rows: list[RunRow] = []
     for case, ids in zip(progress(cases, "bm25"), queries):
         if not ids:
             continue  # no question word is in the vocabulary: every score is 0, nothing is returned
         scores = index.get_scores_from_ids(ids)
         key = json.dumps(case.filter, sort_keys=True, default=str)
-        if key not in masks:  # cases share few distinct filters: test each chunk's metadata once per filter
-            masks[key] = allowed_mask(case, chunks)
+        if key not in masks:  # cases share few distinct filters: test each once
+            masks[key] = table.allowed(case.filter)
         # Only chunks with a query term score above 0 and can be returned: rank those, not the whole corpus.
         matched = np.flatnonzero(scores > 0)
-        rows.extend(top_ranked(case.case_id, scores[matched], masks[key][matched], _Subset(chunk_ids, matched), depth))
+        rows.extend(
+            top_ranked(case.case_id, scores[matched], masks[key][matched], _Subset(table.chunk_ids, matched), depth)
+        )
     return rows
 
 
@@ -478,15 +541,25 @@ def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str
 
 
 def retrieve(
-    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, retrievers: Mapping[str, dict] | None = None
+    cases: Sequence[Case],
+    chunks: Sequence[Chunk] | ChunkTexts,
+    spec: dict,
+    depth: int,
+    retrievers: Mapping[str, dict] | None = None,
 ) -> list[RunRow]:
     """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
 
     ``retrievers`` holds every named spec, which hybrid and rerank need for
-    their members.
+    their members. The bm25 kind also takes the chunks as :class:`ChunkTexts`
+    (the retrieve stage reads them so, to fit a million chunks in less memory);
+    every other kind needs :class:`Chunk` objects.
     """
-    request = Request(
-        sorted(cases, key=lambda c: c.case_id), sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {}
-    )
-    rows = kind_of(spec).run(request, spec)
+    cases = sorted(cases, key=lambda c: c.case_id)
+    if isinstance(chunks, ChunkTexts):
+        if spec["kind"] != "bm25":
+            raise ValueError(f"the {spec['kind']} kind needs Chunk objects, not ChunkTexts")
+        rows = bm25_columns_run(cases, chunks, spec, depth)
+    else:
+        request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {})
+        rows = kind_of(spec).run(request, spec)
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))

@@ -8,7 +8,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.files import read_params, write_jsonl
-from stages.tables import read_cases, read_chunks
+from stages.tables import read_cases, read_chunk_texts, read_chunks
 
 
 @user_errors
@@ -26,7 +26,9 @@ def main(
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
-    rows = retrieve(all_cases, read_chunks(chunks), spec, settings["depth"], retrievers)
+    # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)
+    chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks)
+    rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers)
     write_jsonl(out, rows)
     empty = len(all_cases) - len({row["case_id"] for row in rows})
     typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")

@@ -14,6 +14,7 @@ from stages.files import iter_jsonl, read_jsonl, write_jsonl
 from stages.schema import Case, Chunk, Doc
 
 if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
+    from stages.retrieval import ChunkTexts
     from stages.scoring import ChunkTable, EvidenceTable, RunTable
 
 
@@ -59,6 +60,35 @@ def write_chunks(path: Path, chunks: Iterable[Chunk]) -> None:
 
 def read_chunks(path: Path) -> list[Chunk]:
     return [Chunk.from_row(row) for row in read_jsonl(path)]
+
+
+def read_chunk_texts(path: Path) -> ChunkTexts:
+    """The chunk ids, texts and metadata BM25 reads, one line at a time, without a
+    :class:`Chunk` per row (a million of them with their metadata dicts cost a
+    gigabyte more than the index).
+
+    Rows need every field :func:`read_chunks` needs; a file that does not read
+    so goes through :func:`read_chunks`, which names the line that is wrong.
+    orjson rather than polars: polars re-encodes nested metadata and turns 1.0
+    into 1, which a filter compares as a different string.
+    """
+    import orjson
+
+    from stages.retrieval import ChunkTexts
+
+    def rows(handle):
+        for line in handle:
+            if line.strip():
+                row = orjson.loads(line)
+                if not {"chunk_id", "doc_id", "ordinal", "start", "end", "text"} <= row.keys():
+                    raise KeyError("a chunk row lacks a field")
+                yield row["chunk_id"], row["text"], dict(row.get("metadata") or {})
+
+    try:
+        with open(path, "rb") as handle:
+            return ChunkTexts.from_rows(rows(handle))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+        return ChunkTexts.from_chunks(read_chunks(path))
 
 
 def read_chunk_table(path: Path) -> ChunkTable:

@@ -3,8 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from stages.retrieval import retrieve, retriever_problems, top_ranked
+from stages.errors import InputError
+from stages.retrieval import ChunkTexts, allowed_mask, retrieve, retriever_problems, top_ranked
 from stages.schema import Case, Chunk
+from stages.tables import read_chunk_texts, read_chunks, write_chunks
 
 BM25 = {"kind": "bm25", "k1": 1.5, "b": 0.75, "stopwords": "none", "stemmer": "none"}
 
@@ -218,3 +220,84 @@ def test_rerank_scorer_settings_are_checked_at_validation():
     assert "no-such-model" in whats and "query_prefix must be a string" in whats
     nan_k1 = retriever_problems("b", {**BM25, "k1": float("nan")}, "where")
     assert nan_k1 and "k1 must be a number" in nan_k1[0].what
+
+
+METADATA = [{}, {"team": "a"}, {"team": "b"}, {"team": None}, {"year": 2026}, {"year": "2026"}]
+METADATA += [{"v": 1}, {"v": 1.0}, {"v": True}, {"v": "1"}, {"team": "a", "v": 1}]
+FILTERS = [{}, {"team": "a"}, {"team": ["a", "b"]}, {"team": "None"}, {"year": 2026}, {"v": 1}, {"v": "1.0"}]
+FILTERS += [{"v": True}, {"v": "True"}, {"v": ["1", "nope"]}, {"team": "a", "v": 1}, {"missing": "x"}]
+
+
+def generated_chunks(seed: int) -> list[Chunk]:
+    """Docs of up to 13 chunks (so d#10 sorts before d#2), few words (so many scores
+    tie) and metadata whose values differ only in type (1, 1.0, True, "1")."""
+    rng = np.random.default_rng(seed)
+    words = ["cat", "dog", "mat", "sun", "sea", "sky", "owl", "fig"]
+    chunks = []
+    for doc in range(30):
+        metadata = METADATA[doc % len(METADATA)]
+        for ordinal in range(int(rng.integers(1, 14))):
+            text = " ".join(rng.choice(words, int(rng.integers(1, 4))))
+            chunks.append(Chunk(f"d{doc}#{ordinal}", f"d{doc}", ordinal, 0, len(text), text, dict(metadata)))
+    return chunks
+
+
+def test_bm25_on_chunk_columns_gives_exactly_the_run_of_chunk_objects(tmp_path):
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, generated_chunks(seed=3))
+    rng = np.random.default_rng(4)
+    cases = [
+        Case(f"q{n:02d}", " ".join(rng.choice(["cat", "dog", "sun", "owl", "zebra"], 2)), filter=flt)
+        for n, flt in enumerate(FILTERS * 3)
+    ]
+    from_objects = retrieve(cases, read_chunks(path), BM25, 7)
+    table = read_chunk_texts(path)
+    from_columns = retrieve(cases, table, BM25, 7)
+    assert from_columns == from_objects
+    assert table.texts is None  # released once tokenised
+    # the comparison is not vacuous: filters by type admit different chunks, and scores tie at the cut
+    filtered = {row["case_id"] for row in from_objects if cases[int(row["case_id"][1:])].filter}
+    assert len(filtered) >= 10
+    by_score = [(row["case_id"], row["score"]) for row in from_objects]
+    assert len(set(by_score)) < len(by_score)
+    doc_metadata = {f"d{doc}": METADATA[doc % len(METADATA)] for doc in range(30)}
+    admitted = {case_id: set() for case_id in ("q05", "q06", "q07")}
+    for row in from_objects:
+        if row["case_id"] in admitted:
+            admitted[row["case_id"]].add(repr(doc_metadata[row["chunk_id"].split("#")[0]]["v"]))
+    assert admitted == {"q05": {"1", "'1'"}, "q06": {"1.0"}, "q07": {"True"}}  # filters v: 1, v: "1.0", v: true
+
+
+def test_chunk_columns_intern_metadata_and_filter_like_each_chunk():
+    chunks = generated_chunks(seed=5)
+    table = ChunkTexts.from_chunks(chunks)
+    ordered = sorted(chunks, key=lambda c: c.chunk_id)
+    assert table.chunk_ids == [c.chunk_id for c in ordered]
+    assert table.texts == [c.text for c in ordered]
+    assert len(table.metadata) == len(METADATA)  # 1, 1.0, True and "1" stay apart
+    for flt in FILTERS:
+        assert table.allowed(flt).tolist() == allowed_mask(Case("q", "", filter=flt), ordered).tolist()
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ['{"chunk_id": "a#0", "doc_id": "a", "ordinal": 0, "start": 0, "end": 1, "text": "x"}', "{not json"],
+        ['{"chunk_id": "a#0", "doc_id": "a", "ordinal": 0, "start": 0, "end": 1, "text": "x"}', "[1, 2]"],
+        ['{"chunk_id": "a#0", "ordinal": 0, "start": 0, "end": 1, "text": "x"}'],
+        ['{"chunk_id": "a#0", "doc_id": "a", "ordinal": 0, "start": 0, "end": 1, "text": "x", "metadata": 3}'],
+    ],
+)
+def test_a_bad_chunk_file_fails_in_the_column_reader_as_in_the_validating_reader(tmp_path, lines):
+    path = tmp_path / "chunks.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises((InputError, KeyError, TypeError)) as expected:
+        read_chunks(path)
+    with pytest.raises(expected.type) as got:
+        read_chunk_texts(path)
+    assert str(got.value) == str(expected.value)
+
+
+def test_only_bm25_reads_chunk_columns():
+    with pytest.raises(ValueError, match="needs Chunk objects"):
+        retrieve([], ChunkTexts.from_chunks(CHUNKS), {"kind": "hybrid", "members": ["bm25"]}, 5, {"bm25": BM25})
