@@ -23,7 +23,7 @@ from typing import Any
 
 from stages.errors import Problem, raise_if
 from stages.files import iter_jsonl
-from stages.schema import _did_you_mean, as_id, kind_of
+from stages.schema import as_id, did_you_mean, kind_of
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.
@@ -135,7 +135,7 @@ def _claims(raw: Any, where: str, problems: list[Problem]) -> tuple[ReviewedClai
                 Problem(
                     where,
                     f"unknown key {key!r} in {at}",
-                    f"{_did_you_mean(key, CLAIM_KEYS)}a claim takes text, supported",
+                    f"{did_you_mean(key, CLAIM_KEYS)}a claim takes text, supported",
                 )
             )
         text = claim.get("text")
@@ -206,7 +206,7 @@ def read_answers(path: Path, case_ids: Collection[str], chunk_ids: Collection[st
                 Problem(
                     where,
                     f"unknown key {key!r}",
-                    f"{_did_you_mean(key, ANSWER_KEYS)}a line takes {', '.join(ANSWER_KEYS)}",
+                    f"{did_you_mean(key, ANSWER_KEYS)}a line takes {', '.join(ANSWER_KEYS)}",
                 )
             )
         if case_id is None:

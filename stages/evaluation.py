@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stages.answers import review_summary
 from stages.evidence import project_unit, relevant_chunks
-from stages.metrics import SPLITS, _check_coverage, _ks, case_metrics, summarise
+from stages.metrics import SPLITS, case_metrics, check_coverage, sorted_ks, summarise
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ def evaluate_run(
     """
     from stages.scoring import ChunkTable, EvidenceTable, RunTable, case_results, score  # numpy: not for --help
 
-    _check_coverage(span_coverage)
-    unique_ks = _ks(ks)
+    check_coverage(span_coverage)
+    unique_ks = sorted_ks(ks)
     table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)
     if not isinstance(run, RunTable):
         run = RunTable.from_mapping(run, table.index())

@@ -152,7 +152,8 @@ def _union_length(intervals: Iterable[tuple[int, int]]) -> int:
     return covered
 
 
-def _check_coverage(span_coverage: float) -> None:
+def check_coverage(span_coverage: float) -> None:
+    """Refuse a share outside [0, 1]: a programming error, since validate checks params."""
     if not 0.0 <= span_coverage <= 1.0:
         raise ValueError(f"span_coverage must be between 0 and 1, got {span_coverage!r}")
 
@@ -168,7 +169,7 @@ def unit_available(unit: ProjectedUnit, top_k: Collection[str], span_coverage: f
     ``[0, 1]``; ``0`` means "any overlap". A unit with alternatives is available
     when any one of them is (each judged on its own, never pooled).
     """
-    _check_coverage(span_coverage)
+    check_coverage(span_coverage)
     if unit.alternatives:
         return any(unit_available(alternative, top_k, span_coverage) for alternative in unit.alternatives)
     chosen = set(top_k)
@@ -188,7 +189,7 @@ def evidence_recall_at_k(
 
     ``available units / units``. ``None`` when there are no units; ``0.0`` when ``k <= 0``.
     """
-    _check_coverage(span_coverage)
+    check_coverage(span_coverage)
     if not units:
         return None
     top = set(_top(retrieved, k))
@@ -208,7 +209,7 @@ def claim_evidence_availability(
     is annotated evidence availability, not a judgement of any answer. ``None``
     when there are no claims; ``0.0`` when ``k <= 0``.
     """
-    _check_coverage(span_coverage)
+    check_coverage(span_coverage)
     if not claims:
         return None
     top = set(_top(retrieved, k))
@@ -420,7 +421,8 @@ def parse_metric_name(
     return base, int(tail) if sep else None
 
 
-def _ks(ks: Iterable[int]) -> list[int]:
+def sorted_ks(ks: Iterable[int]) -> list[int]:
+    """Distinct ks ascending; shared by the reference functions and the engine."""
     unique = sorted(set(ks))
     if not unique or unique[0] <= 0:
         raise ValueError(f"ks must be a non-empty list of positive integers, got {list(ks)!r}")
@@ -432,7 +434,7 @@ def metric_names(ks: Iterable[int]) -> list[str]:
 
     ``[recall@1, recall@5, hit@1, hit@5, mrr, precision@1, ...]``.
     """
-    unique = _ks(ks)
+    unique = sorted_ks(ks)
     names: list[str] = []
     for metric in METRICS.values():
         names.extend([metric.key(k) for k in unique] if metric.at_k else [metric.name])
@@ -461,8 +463,8 @@ def case_metrics(
     units not available at ``max(ks)`` (given as ``missed_evidence_at``), in the
     order given.
     """
-    unique_ks = _ks(ks)
-    _check_coverage(span_coverage)
+    unique_ks = sorted_ks(ks)
+    check_coverage(span_coverage)
     ranked, removed = dedupe(retrieved)
     case = CaseInput(ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage)
     values: dict[str, float | int | None] = {}
@@ -512,7 +514,7 @@ def _aggregate(rows: Sequence[dict], ks: Sequence[int]) -> dict[str, Any]:
     mean is over the cases where it is not None (``counted`` gives how many), or
     None when there are none. Abstention cases are counted but not averaged.
     """
-    unique_ks = _ks(ks)
+    unique_ks = sorted_ks(ks)
     answerable = [row for row in rows if row.get("answerable", True)]
     names = metric_names(unique_ks)
     means: dict[str, float | None] = {}

@@ -319,7 +319,7 @@ def kind_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _did_you_mean(key: Any, options: Iterable[str]) -> str:
+def did_you_mean(key: Any, options: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(key), list(options), n=1)
     return f"did you mean `{close[0]}`? " if close else ""
 
@@ -499,8 +499,7 @@ def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
                 Problem(
                     where,
                     f"unknown key `{key}` in a corpus line",
-                    f"{_did_you_mean(key, DOC_KEYS)}a line takes {', '.join(DOC_KEYS)}; "
-                    "put other fields under metadata",
+                    f"{did_you_mean(key, DOC_KEYS)}a line takes {', '.join(DOC_KEYS)}; put other fields under metadata",
                 )
             )
     doc_id = as_id(row.get("doc_id"))
@@ -855,7 +854,7 @@ def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
             if key not in CLAIM_KEYS:
                 checker.add(
                     f"{role}: unknown key `{key}`",
-                    f"{_did_you_mean(key, CLAIM_KEYS)}a claim takes only text and evidence",
+                    f"{did_you_mean(key, CLAIM_KEYS)}a claim takes only text and evidence",
                     "claims",
                     claim,
                 )
@@ -902,7 +901,7 @@ def _check_case(
         if key not in CASE_KEYS:
             checker.add(
                 f"unknown key `{key}`",
-                f"{_did_you_mean(key, CASE_KEYS)}a case takes: {', '.join(CASE_KEYS)}",
+                f"{did_you_mean(key, CASE_KEYS)}a case takes: {', '.join(CASE_KEYS)}",
                 key,
             )
     question = item.get("question")
@@ -1054,7 +1053,7 @@ class _ParamsChecker:
                 self.add(
                     f"{key}.{name}",
                     f"unknown key `{name}` in `{key}`",
-                    f"{_did_you_mean(name, allowed)}`{key}` takes: {', '.join(allowed)}",
+                    f"{did_you_mean(name, allowed)}`{key}` takes: {', '.join(allowed)}",
                 )
 
     def name(self, key: str, name: Any, kind: str) -> None:
@@ -1310,7 +1309,7 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
             check.add(
                 str(key),
                 f"unknown section `{key}`",
-                f"{_did_you_mean(key, PARAMS_SECTIONS)}params.yaml takes: {', '.join(PARAMS_SECTIONS)}",
+                f"{did_you_mean(key, PARAMS_SECTIONS)}params.yaml takes: {', '.join(PARAMS_SECTIONS)}",
             )
     if "chunking" in params:
         chunkings = check.mapping(params["chunking"], "chunking", "{fixed-300: {strategy: fixed, ...}}")
