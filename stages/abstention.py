@@ -21,6 +21,7 @@ from typing import Any
 
 from stages.errors import Problem, raise_if
 from stages.files import FLOAT_PLACES, read_yaml, write_text
+from stages.formatting import fmt
 from stages.schema import is_number
 
 RULES = ("f1", "false-abstention")
@@ -209,9 +210,6 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
         if threshold is None:
             continue
         dev, ev = abst.get("dev") or {}, abst.get("eval") or {}
-
-        def fmt(value: Any) -> str:
-            return "–" if value is None else f"{value:.3f}"
 
         rows.append(
             f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "

@@ -23,6 +23,7 @@ from typing import Any
 
 from stages.errors import Problem, raise_if
 from stages.files import iter_jsonl
+from stages.formatting import fmt
 from stages.schema import as_id, did_you_mean, kind_of
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
@@ -423,12 +424,6 @@ def review_summary(rows: Sequence[dict], ks: Sequence[int], splits: Sequence[str
 # ------------------------------------------------------------------------ reporting
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
     """Markdown lines for the report: the human review figures of each configuration
     with recorded answers, or nothing at all when none has any."""
@@ -455,8 +450,8 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
             part = review[split]["abstention_cases"]
             fig, beh = part["figures"], part["behaviours"]
             out.append(
-                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {_fmt(fig['abstention_handled'])} | "
-                f"{_fmt(fig['unsupported_answer'])} | {_fmt(fig['sources_shown'])} | "
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
+                f"{fmt(fig['unsupported_answer'])} | {fmt(fig['sources_shown'])} | "
                 f"{' / '.join(str(beh[b]) for b in BEHAVIOURS)} |"
             )
     out += [
@@ -472,9 +467,9 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
             part = review[split]["answerable_cases"]
             fig, claims = part["figures"], part["claims"]
             out.append(
-                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {_fmt(fig['false_abstention'])} | "
-                f"{_fmt(fig['unsupported_claims'])} / {_fmt(fig['unsupported_claims_pooled'])} | "
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
+                f"{fmt(fig['unsupported_claims'])} / {fmt(fig['unsupported_claims_pooled'])} | "
                 f"{claims['reviewed']} / {claims['unreviewed']} | "
-                f"{_fmt(fig[f'cited_available@{k}'])} / {_fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
+                f"{fmt(fig[f'cited_available@{k}'])} / {fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
             )
     return out + [""]

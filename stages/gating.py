@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from stages.answers import REVIEW_METRICS
 from stages.errors import InputError, Problem
 from stages.files import FLOAT_PLACES, write_text
+from stages.formatting import is_missing
 from stages.metrics import higher_is_better
 
 if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
@@ -42,11 +43,6 @@ _BOOTSTRAP_CELLS = 4_000_000
 
 
 # --------------------------------------------------------------------------- pairing
-
-
-def _missing(value: Any) -> bool:
-    """None, NaN and infinities are all "no value": none of them can be compared."""
-    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 def _eval_rows(rows: Iterable[Row]) -> dict[str, Row]:
@@ -72,7 +68,7 @@ def paired_values(
     for case_id in sorted(base_by_id.keys() & cur_by_id.keys()):
         b = base_by_id[case_id].get("metrics", {}).get(metric)
         c = cur_by_id[case_id].get("metrics", {}).get(metric)
-        if _missing(b) or _missing(c):
+        if is_missing(b) or is_missing(c):
             continue
         ids.append(case_id)
         base.append(float(b))
@@ -408,7 +404,7 @@ def accept_deliberate(result: dict, against: str | None) -> dict:
 
 
 def _num(value: float | None, signed: bool = False) -> str:
-    if _missing(value):
+    if is_missing(value):
         return "n/a"
     text = f"{value:+.3f}" if signed else f"{value:.3f}"
     return text.replace("-0.000", "0.000").replace("+0.000", "0.000")

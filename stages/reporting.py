@@ -10,13 +10,12 @@ PR diff shows only real changes.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 from stages.abstention import threshold_section
 from stages.answers import review_section
+from stages.formatting import DASH, fmt, is_missing
 from stages.gating import (
     compare_metric,
     newly_found,
@@ -29,7 +28,6 @@ from stages.metrics import higher_is_better
 Summary = dict[str, Any]
 
 SPLITS = ("eval", "dev")
-DASH = "–"
 # Name of the claim-pooled figure beside the macro claim_availability@k mean.
 POOLED = "claim_availability_pooled@{k}"
 CHUNKING_NOTE = (
@@ -38,20 +36,6 @@ CHUNKING_NOTE = (
     "`context_chars@k` can."
 )
 _DIST_ORDER = ("min", "p10", "p25", "q1", "median", "p50", "mean", "p75", "q3", "p90", "max")
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and not math.isfinite(value))
-
-
-def fmt(value: Any, signed: bool = False) -> str:
-    """3 decimals for floats, plain ints, a dash for None/NaN; never ``-0.000``."""
-    if _missing(value):
-        return DASH
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    text = f"{value:+.3f}" if signed else f"{value:.3f}"
-    return "0.000" if text in ("-0.000", "+0.000") else text
 
 
 def summary_k(ks: Sequence[int]) -> int:
@@ -281,14 +265,14 @@ def _escape(text: str) -> str:
 
 
 def _arrow(delta: float | None) -> str:
-    if _missing(delta) or abs(delta) < 0.0005:
+    if is_missing(delta) or abs(delta) < 0.0005:
         return "→"
     return "↑" if delta > 0 else "↓"
 
 
 def _value(metric: str, value: Any, signed: bool = False) -> str:
     """Context budgets are characters: no decimals. Everything else via :func:`fmt`."""
-    if metric.startswith("context_chars") and not _missing(value):
+    if metric.startswith("context_chars") and not is_missing(value):
         return (
             f"{value:+,.0f}" if signed and round(value) != 0 else f"{abs(value) if round(value) == 0 else value:,.0f}"
         )
@@ -296,7 +280,7 @@ def _value(metric: str, value: Any, signed: bool = False) -> str:
 
 
 def _ci(entry: dict) -> str:
-    if _missing(entry.get("ci_low")):
+    if is_missing(entry.get("ci_low")):
         return DASH
     return f"[{_value(entry['metric'], entry['ci_low'], True)}, {_value(entry['metric'], entry['ci_high'], True)}]"
 
@@ -357,7 +341,7 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
         k = comp["k"]
         ev, rc, ctx = by_name[f"evidence_recall@{k}"], by_name[f"recall@{k}"], by_name[f"context_chars@{k}"]
         share = DASH
-        if not _missing(ctx["baseline"]) and ctx["baseline"]:
+        if not is_missing(ctx["baseline"]) and ctx["baseline"]:
             share = f"{(ctx['current'] - ctx['baseline']) / ctx['baseline'] * 100:+.1f}%"
         rows.append(
             [

@@ -15,11 +15,8 @@ import typer
 from stages.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
 from stages.errors import Problem, raise_if, user_errors
 from stages.files import read_json, read_params
+from stages.formatting import fmt
 from stages.tables import read_cases, read_chunks, read_run
-
-
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
 
 
 @user_errors
@@ -85,9 +82,9 @@ def main(
     typer.echo(f"{config}: abstain below {chosen['threshold']:g} (rule {rule}, chosen on dev) -> {out}")
     for name, point in (("dev ", chosen), ("eval", judged)):
         typer.echo(
-            f"  {name}: abstains on {_fmt(point['abstain_rate'])} of {point['abstention_cases']} abstention cases, "
-            f"wrongly on {_fmt(point['false_abstain_rate'])} of {point['answerable_cases']} answerable "
-            f"(F1 {_fmt(point['f1'])})"
+            f"  {name}: abstains on {fmt(point['abstain_rate'])} of {point['abstention_cases']} abstention cases, "
+            f"wrongly on {fmt(point['false_abstain_rate'])} of {point['answerable_cases']} answerable "
+            f"(F1 {fmt(point['f1'])})"
         )
 
 
