@@ -155,6 +155,19 @@ def generate(workdir: Path, n_cases: int, depth: int, n_docs: int, per_doc: int,
         handle.close()
 
 
+def write_parquet_run(workdir: Path) -> None:
+    """The run as the retrieve stage writes it (Parquet, ids numbered), through
+    ragvet's own writer; untimed, as writing the TREC files is."""
+    import polars as pl
+
+    sys.path.insert(0, str(HERE.parent))
+    from stages.tables import write_run_frame
+
+    case_ids = [json.loads(line)["id"] for line in open(workdir / "cases.jsonl")]
+    chunk_ids = pl.read_ndjson(workdir / "chunks.jsonl", schema={"chunk_id": pl.String})["chunk_id"].to_list()
+    write_run_frame(workdir / "run.parquet", pl.read_ndjson(workdir / "run.jsonl"), case_ids, chunk_ids)
+
+
 # --------------------------------------------------------------------------- measured sides
 
 
@@ -171,7 +184,7 @@ def measure_ragvet(workdir: Path, ks: list[int]) -> dict:
     chunks = read_chunk_table(workdir / "chunks.jsonl")
     case_ids, evidence = read_evidence_table(workdir / "cases.jsonl")
     loaded = time.perf_counter()
-    run = read_run_table(workdir / "run.jsonl", chunks.chunk_ids, case_ids)
+    run = read_run_table(workdir / "run.parquet", chunks.chunk_ids, case_ids)
     read = time.perf_counter()
     scores, _ = score(case_ids, evidence, chunks, run, ks, 1.0)
     done = time.perf_counter()
@@ -297,6 +310,8 @@ def main() -> None:
         started = time.perf_counter()
         generate(workdir, args.cases, args.depth, args.docs, args.chunks_per_doc, args.seed)
         print(f"generated {workdir} in {time.perf_counter() - started:.0f} s")
+    if not (workdir / "run.parquet").exists():
+        write_parquet_run(workdir)
     sides = ["ragvet", "pytrec_eval"] + ([] if args.skip_ranx else ["ranx"])
     best: dict[str, dict] = {}
     for _ in range(args.rounds):

@@ -20,7 +20,7 @@ from stages.tables import read_cases, read_chunk_table, read_run_table, write_ro
 @user_errors
 def main(
     config: str = typer.Argument(..., help="A configuration name from params.configs."),
-    run: Path = typer.Option(..., help="The configuration's run JSONL."),
+    run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),

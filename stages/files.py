@@ -13,6 +13,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +51,27 @@ def dumps_line(value: Any) -> str:
     return json.dumps(round_floats(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """Write text atomically: a temporary file beside the target, then a rename."""
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for a writer to fill: renamed over ``path``
+    when the block ends, deleted when it fails, so readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        yield Path(tmp)
         os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write text atomically: a temporary file beside the target, then a rename."""
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
 
 
 def write_json(path: str | Path, value: Any) -> None:

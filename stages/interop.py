@@ -21,10 +21,10 @@ import typer
 
 from stages.errors import InputError, Problem, raise_if, user_errors
 from stages.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
-from stages.files import UMASK, dumps_line, iter_jsonl, read_json, write_jsonl, write_text
+from stages.files import UMASK, dumps_line, read_json, write_jsonl, write_text
 from stages.importing import Imported, import_beir, import_squad, import_trec
 from stages.schema import collect_cases, collect_corpus
-from stages.tables import read_cases, read_chunks
+from stages.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(
     no_args_is_help=True,
@@ -226,7 +226,7 @@ def read_run_rows(path: Path) -> list[dict]:
     """Run rows ``{case_id, rank, chunk_id, score}``; every malformed line is a problem."""
     _need(path, "run")
     rows, problems = [], []
-    for line, row in iter_jsonl(path):
+    for where, _, row in iter_run_rows(path):
         ok = (
             isinstance(row, dict)
             and isinstance(row.get("case_id"), str)
@@ -236,9 +236,7 @@ def read_run_rows(path: Path) -> list[dict]:
             and not isinstance(row.get("score"), bool)
         )
         if not ok:
-            problems.append(
-                Problem(f"{path}:{line}", "a run row needs case_id, rank, chunk_id and a numeric score", "re-run it")
-            )
+            problems.append(Problem(where, "a run row needs case_id, rank, chunk_id and a numeric score", "re-run it"))
             continue
         rows.append(row)
     raise_if(problems)
@@ -250,7 +248,7 @@ def read_run_rows(path: Path) -> list[dict]:
 def export_run(
     config: str = typer.Option(..., help="A configuration name from params.configs."),
     fmt: str = typer.Option("trec", "--format", help="Output format: trec (`qid Q0 docno rank score tag`)."),
-    runs_dir: Path = typer.Option(Path("data/runs"), help="Folder of <config>.jsonl runs."),
+    runs_dir: Path = typer.Option(Path("data/runs"), help="Folder of <config>.parquet runs."),
     scores: str = typer.Option("auto", help="auto | score | rank: which scores to write (see above)."),
     out: Path | None = typer.Option(None, help="File to write; standard output when omitted."),
 ) -> None:
@@ -266,7 +264,7 @@ def export_run(
         raise_if([Problem("--format", f"unknown format {fmt!r}", "use --format trec")])
     if scores not in SCORE_MODES:
         raise_if([Problem("--scores", f"unknown scores {scores!r}", f"use one of: {', '.join(SCORE_MODES)}")])
-    rows = read_run_rows(runs_dir / f"{config}.jsonl")
+    rows = read_run_rows(run_path(runs_dir, config))
     lines, mode = trec_run_lines(rows, config, scores)
     _emit(lines, out)
     note = " (rank-derived: the run has tied scores)" if mode == "rank" and scores == "auto" else ""

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.files import read_params, write_jsonl
-from stages.tables import read_cases, read_chunk_texts, read_chunks
+from stages.files import read_params
+from stages.tables import read_cases, read_chunk_texts, read_chunks, write_run
 
 
 @user_errors
@@ -16,7 +16,7 @@ def main(
     config: str = typer.Argument(..., help="A configuration name from params.configs."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
-    out: Path = typer.Option(..., help="Run JSONL to write."),
+    out: Path = typer.Option(..., help="Run (Parquet) to write."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
@@ -29,7 +29,8 @@ def main(
     # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)
     chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks)
     rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers)
-    write_jsonl(out, rows)
+    chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
+    write_run(out, rows, [case.case_id for case in all_cases], chunk_ids)
     empty = len(all_cases) - len({row["case_id"] for row in rows})
     typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")
 

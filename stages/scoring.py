@@ -23,7 +23,7 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,8 @@ NONE = np.nan  # a metric with no value for a case (reported apart, never averag
 class ChunkTable:
     """The columns of a chunking the engine reads: ids, docs and character offsets.
 
-    Row ``i`` is chunk number ``i``.
+    Row ``i`` is chunk number ``i``; rows are in chunk_id order, the numbering
+    the retrieve stage's runs use (:func:`stages.tables.write_run`).
     """
 
     chunk_ids: list[str]
@@ -49,6 +50,7 @@ class ChunkTable:
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        chunks = sorted(chunks, key=lambda c: c.chunk_id)
         return cls(
             [c.chunk_id for c in chunks],
             [c.doc_id for c in chunks],
@@ -135,11 +137,16 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
 
     Cases missing from the run get an empty row. Repeated chunk ids within a case
     are dropped after their first occurrence (the rest move up) and counted.
+    Rows are placed through flat indices: at millions of rows numpy's 2-D fancy
+    assignment costs several times more.
     """
     n_cases = len(case_order)
-    position = {case_id: row for row, case_id in enumerate(case_order)}
-    row_of = np.asarray([position.get(case_id, -1) for case_id in run.case_ids], np.int64)
-    rows = row_of[run.case] if len(run.case) else np.zeros(0, np.int64)
+    if list(run.case_ids) == list(case_order):  # the readers number cases in this order already
+        rows = run.case
+    else:
+        position = {case_id: row for row, case_id in enumerate(case_order)}
+        row_of = np.asarray([position.get(case_id, -1) for case_id in run.case_ids], np.int64)
+        rows = row_of[run.case] if len(run.case) else np.zeros(0, np.int64)
     chunk, rank, score = run.chunk, run.rank, run.score
     if len(rows) and rows.min() < 0:  # rows of cases not asked for
         keep = rows >= 0
@@ -152,7 +159,11 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_cases else np.zeros(0, np.int64)
     width = int(counts.max()) if len(counts) else 0
     matrix = np.full((n_cases, width), -1, np.int32)
-    matrix[rows, np.arange(len(rows)) - starts[rows]] = chunk
+    index_type = np.int32 if n_cases * width < 2**31 else np.int64  # half the memory at 100,000 cases
+    flat = np.arange(len(rows), dtype=index_type)
+    if len(rows):
+        flat += rows.astype(index_type, copy=False) * width - starts[rows].astype(index_type, copy=False)
+    matrix.reshape(-1)[flat] = chunk
     top1 = np.full(n_cases, NONE)
     present = counts > 0
     top1[present] = score[starts[present]]
@@ -204,10 +215,10 @@ class EvidenceTable:
         return cls.from_rows([case.to_row() for case in cases])
 
     @classmethod
-    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> EvidenceTable:
+    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> EvidenceTable:
         """From validated case rows (:meth:`stages.schema.Case.to_row`): plain dicts,
-        so that 100,000 cases cost no object per unit. A malformed row raises
-        ``KeyError`` or ``TypeError``."""
+        so that 100,000 cases cost no object per unit; any iterable, so that a
+        reader can stream them. A malformed row raises ``KeyError`` or ``TypeError``."""
         unit_case: list[int] = []
         unit_claim: list[int] = []
         claim_case: list[int] = []
@@ -225,6 +236,7 @@ class EvidenceTable:
             unit_case.append(case)
             unit_claim.append(claim)
 
+        n_cases = 0
         for row, case in enumerate(rows):
             for unit in case.get("evidence", ()):
                 add(unit, row, -1)
@@ -232,8 +244,9 @@ class EvidenceTable:
                 for unit in claim["evidence"]:
                     add(unit, row, len(claim_case))
                 claim_case.append(row)
+            n_cases = row + 1
         return cls(
-            len(rows),
+            n_cases,
             np.asarray(unit_case, np.int64),
             np.asarray(unit_claim, np.int64),
             np.asarray(claim_case, np.int64),
@@ -280,12 +293,14 @@ def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ..
     """Chunk rows sorted by (doc, ordinal) and their doc numbers; per doc of ``docs``
     its number and its ``[first, last)`` positions in that order (empty, number 0,
     for a doc the chunking does not have)."""
-    names = sorted(set(chunks.doc_ids))
-    code = {doc_id: number for number, doc_id in enumerate(names)}
-    chunk_doc = np.fromiter((code[d] for d in chunks.doc_ids), np.int64, len(chunks))
+    import polars as pl  # interns a million doc ids in C: a dict lookup per id costs several times more
+
+    names = pl.Series(chunks.doc_ids, dtype=pl.String).unique().sort()
+    numbers = pl.int_range(len(names), dtype=pl.Int64, eager=True)
+    chunk_doc = pl.Series(chunks.doc_ids, dtype=pl.String).replace_strict(names, numbers).to_numpy()
     order = np.lexsort((chunks.ordinals, chunk_doc))
     bounds = np.searchsorted(chunk_doc[order], np.arange(len(names) + 1))
-    wanted = np.fromiter((code.get(d, -1) for d in docs), np.int64, len(docs))
+    wanted = pl.Series(docs, dtype=pl.String).replace_strict(names, numbers, default=-1).to_numpy()
     known = wanted >= 0
     first = np.where(known, bounds[np.maximum(wanted, 0)], 0)
     last = np.where(known, bounds[np.maximum(wanted, 0) + 1], 0)

@@ -4,16 +4,22 @@ formats and every row is sorted the same way."""
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stages.errors import Problem, raise_if
-from stages.files import iter_jsonl, read_jsonl, write_jsonl
+from stages.files import atomic_output, iter_jsonl, read_jsonl, round_floats, write_jsonl
 from stages.schema import Case, Chunk, Doc
 
 if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
+    import polars as pl
+
     from stages.retrieval import ChunkTexts
     from stages.scoring import ChunkTable, EvidenceTable, RunTable
 
@@ -34,21 +40,45 @@ def read_cases(path: Path) -> list[Case]:
     return [Case.from_row(row) for row in read_jsonl(path)]
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a reader builds many small
+    containers: each thousand allocations would otherwise trigger a pass over
+    every object made so far (4x the parse time at 100,000 cases). Parsed rows
+    hold no cycles, so nothing is left for the collector to find."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_evidence_table(path: Path) -> tuple[list[str], EvidenceTable]:
     """The validated cases' ids and evidence as columns, for the evaluation engine.
 
-    Rows go straight from JSON to the columns, without a :class:`Case` per row
-    (an order of magnitude faster at 100,000 cases). A file that does not read
-    so goes through :func:`read_cases`, which names the line that is wrong.
+    Lines go straight from JSON to the columns, one at a time, without a
+    :class:`Case` per row (an order of magnitude faster at 100,000 cases). A
+    file that does not read so goes through :func:`read_cases`, which names the
+    line that is wrong.
     """
     import orjson
 
     from stages.scoring import EvidenceTable
 
+    case_ids: list[str] = []
+
+    def rows(handle):
+        for line in handle:
+            if line.strip():
+                row = orjson.loads(line)
+                case_ids.append(row["id"])
+                yield row
+
     try:
-        with open(path, "rb") as handle:
-            rows = [orjson.loads(line) for line in handle if line.strip()]
-        return [row["id"] for row in rows], EvidenceTable.from_rows(rows)
+        with open(path, "rb") as handle, gc_paused():
+            return case_ids, EvidenceTable.from_rows(rows(handle))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OSError):
         cases = read_cases(path)
         return [case.case_id for case in cases], EvidenceTable.from_cases(cases)
@@ -92,7 +122,8 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
 
 
 def read_chunk_table(path: Path) -> ChunkTable:
-    """The chunk columns the evaluation engine reads (no text), straight into arrays.
+    """The chunk columns the evaluation engine reads (no text), straight into arrays,
+    in chunk_id order: the numbering a Parquet run's ``chunk`` column uses.
 
     A file that does not parse as chunk rows goes through :func:`read_chunks`,
     which names the line that is wrong.
@@ -103,7 +134,7 @@ def read_chunk_table(path: Path) -> ChunkTable:
 
     schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
-        frame = pl.read_ndjson(path, schema=schema)
+        frame = pl.read_ndjson(path, schema=schema).sort("chunk_id")
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         frame = None
     if frame is None or frame.null_count().sum_horizontal().item() or frame["chunk_id"].n_unique() != len(frame):
@@ -118,6 +149,104 @@ def read_chunk_table(path: Path) -> ChunkTable:
 
 
 RunRow = dict
+RUN_METADATA = "ragvet.run"  # the Parquet key-value entry naming what a run's numbers count
+
+
+def run_schema() -> dict[str, pl.DataType]:
+    """The run contract's columns and their types (polars loads only when called)."""
+    import polars as pl
+
+    return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    """A fingerprint of an id list, order included.
+
+    A Parquet run records the digests of the sorted case ids and sorted chunk ids
+    its ``case`` and ``chunk`` columns number; a reader holding lists with the same
+    digests can use those numbers as they are, without interning millions of
+    strings again (a hash join costs more than the rest of the scoring).
+    """
+    return hashlib.blake2b("\n".join(ids).encode(), digest_size=16).hexdigest()
+
+
+def run_path(runs: Path, config: str) -> Path:
+    """Where the retrieve stage writes a configuration's run (dvc.yaml names the same path)."""
+    return runs / f"{config}.parquet"
+
+
+def write_run(path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str]) -> None:
+    """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
+    scores rounded as JSON output rounds them."""
+    import polars as pl
+
+    frame = pl.DataFrame(
+        {
+            "case_id": [row["case_id"] for row in rows],
+            "rank": [row["rank"] for row in rows],
+            "chunk_id": [row["chunk_id"] for row in rows],
+            "score": [round_floats(float(row["score"])) for row in rows],
+        },
+        schema=run_schema(),
+    )
+    write_run_frame(path, frame, case_ids, chunk_ids)
+
+
+def write_run_frame(path: Path, frame: pl.DataFrame, case_ids: Iterable[str], chunk_ids: Iterable[str]) -> None:
+    """A run as Parquet (JSONL when ``path`` ends in ``.jsonl``), sorted by
+    (case_id, rank); equal ranks keep their order.
+
+    Parquet columns: ``case_id, rank, chunk_id, score``, then ``case`` and
+    ``chunk``: each id's number among the sorted ``case_ids`` and ``chunk_ids``
+    (all those of the cases file and the chunking, not only the retrieved
+    ones), whose digests go in the file's metadata. An id outside them is a
+    ``ValueError``: the retrievers only return chunks of the chunking.
+    """
+    import polars as pl
+
+    schema = run_schema()
+    frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
+    if path.suffix == ".jsonl":
+        write_jsonl(path, frame.iter_rows(named=True))
+        return
+    cases, chunks = sorted(set(case_ids)), sorted(set(chunk_ids))
+    frame = _number_ids(frame, cases, chunks)
+    if frame.select(pl.col("case", "chunk").null_count().sum()).sum_horizontal().item():
+        raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
+    numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks)}
+    with atomic_output(path) as tmp:
+        frame.write_parquet(tmp, metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)})
+
+
+def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[str]) -> pl.DataFrame:
+    """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
+    ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
+    faster than an Enum cast."""
+    import polars as pl
+
+    for name, ids in (("case", cases), ("chunk", chunk_ids)):
+        numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
+        frame = frame.join(numbers, on=f"{name}_id", how="left", maintain_order="left")
+    return frame
+
+
+def iter_run_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
+    """Every row of a run file as ``(where, position, row)``: ``path:7`` and
+    ``line 7`` in a JSONL run, ``path row 7`` and ``row 7`` in the retrieve
+    stage's Parquet. A file that does not read is a problem naming it."""
+    if path.suffix != ".parquet":
+        for line, row in iter_jsonl(path):
+            yield f"{path}:{line}", f"line {line}", row
+        return
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        problem = f"not a readable Parquet run ({type(err).__name__})"
+        raise_if([Problem(str(path), problem, "re-run the retrieve stage (dvc repro)")])
+    for number, row in enumerate(frame.iter_rows(named=True), start=1):
+        yield f"{path} row {number}", f"row {number}", row
 
 
 def read_run(path: Path, chunk_ids: set[str], case_ids: set[str]) -> dict[str, list[RunRow]]:
@@ -129,9 +258,8 @@ def read_run(path: Path, chunk_ids: set[str], case_ids: set[str]) -> dict[str, l
     """
     problems: list[Problem] = []
     by_case: dict[str, list[RunRow]] = defaultdict(list)
-    seen: dict[tuple[str, str], int] = {}
-    for line, row in iter_jsonl(path):
-        where = f"{path}:{line}"
+    seen: dict[tuple[str, str], str] = {}
+    for where, position, row in iter_run_rows(path):
         if not isinstance(row, dict) or not {"case_id", "rank", "chunk_id", "score"} <= set(row):
             problems.append(Problem(where, "a run row needs case_id, rank, chunk_id and score", "re-run dvc repro"))
             continue
@@ -146,14 +274,41 @@ def read_run(path: Path, chunk_ids: set[str], case_ids: set[str]) -> dict[str, l
             problems.append(
                 Problem(
                     f"{where} (case {case_id})",
-                    f"duplicate chunk id {chunk_id!r} (already at line {seen[case_id, chunk_id]})",
+                    f"duplicate chunk id {chunk_id!r} (already at {seen[case_id, chunk_id]})",
                     "make the retriever return each chunk at most once per case",
                 )
             )
-        seen[case_id, chunk_id] = line
+        seen[case_id, chunk_id] = position
         by_case[case_id].append(row)
     raise_if(problems)
     return {case_id: sorted(rows, key=lambda r: r["rank"]) for case_id, rows in by_case.items()}
+
+
+def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) -> RunTable | None:
+    """A Parquet run's own ``case`` and ``chunk`` numbers, when they number exactly
+    ``cases`` and ``chunk_ids`` (the digests match only if both lists are the
+    writer's, sorted) and every one is in range; else None.
+
+    Only four numeric columns are read: no string of the run is touched.
+    """
+    import polars as pl
+
+    from stages.scoring import RunTable
+
+    try:
+        numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
+        if numbering != {"cases": ids_digest(cases), "chunks": ids_digest(chunk_ids)}:
+            return None
+        frame = pl.read_parquet(path, columns=["case", "chunk", "rank", "score"])
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    in_range = frame.select(
+        pl.col("case").is_between(0, len(cases) - 1).all() & pl.col("chunk").is_between(0, len(chunk_ids) - 1).all()
+    ).item()
+    if frame.null_count().sum_horizontal().item() or not in_range:
+        return None
+    columns = [frame[name].to_numpy() for name in ("case", "chunk", "rank", "score")]
+    return RunTable(list(cases), *columns)
 
 
 def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]) -> RunTable:
@@ -161,31 +316,35 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     of :func:`read_run`: every row complete, known case and chunk ids, no chunk
     twice for one case.
 
-    Millions of rows parse in C (polars) without a Python object per row. When
-    any check fails, the file is read again by :func:`read_run`, which names
-    every line that is wrong.
+    A Parquet run numbered for these very ids is used as it is (its chunks repeat
+    within a case only if the file was made by hand, and the engine then drops
+    and counts the repeats, as the design says). Any other run parses in C
+    (polars) without a Python object per row, and its ids are interned by hash
+    joins. When any check fails, :func:`read_run` reads the file again and names
+    every row that is wrong.
     """
-    import numpy as np
     import polars as pl
 
     from stages.scoring import RunTable
 
-    schema = {"case_id": pl.String, "chunk_id": pl.String, "rank": pl.Int64, "score": pl.Float64}
     cases = sorted(set(case_ids))
-    numbers = {
-        "case": pl.DataFrame({"case_id": cases, "case": np.arange(len(cases))}),
-        "chunk": pl.DataFrame({"chunk_id": list(chunk_ids), "chunk": np.arange(len(chunk_ids))}),
-    }
+    if path.suffix == ".parquet":
+        numbered = _numbered_run(path, chunk_ids, cases)
+        if numbered is not None:
+            return numbered
     try:
-        frame = pl.read_ndjson(path, schema=schema)
-        for name, table in numbers.items():  # a hash join interns ids faster than an Enum cast
-            frame = frame.join(table, on=f"{name}_id", how="left", maintain_order="left").drop(f"{name}_id")
+        if path.suffix == ".parquet":
+            frame = pl.read_parquet(path, columns=list(run_schema())).cast(run_schema())
+        else:
+            frame = pl.read_ndjson(path, schema=run_schema())
+        frame = _number_ids(frame, cases, chunk_ids).drop("case_id", "chunk_id")
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         frame = None
     clean = (
         frame is not None
         and not frame.null_count().sum_horizontal().item()
-        and frame.select((pl.col("case") * len(chunk_ids) + pl.col("chunk")).n_unique()).item() == len(frame)
+        and frame.select((pl.col("case").cast(pl.Int64) * len(chunk_ids) + pl.col("chunk")).n_unique()).item()
+        == len(frame)
     )
     if not clean:  # a problem somewhere: the validating reader finds and names each one
         rows = read_run(path, set(chunk_ids), set(case_ids))

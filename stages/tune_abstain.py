@@ -16,7 +16,7 @@ from stages.abstention import RULES, choose_threshold, rates, read_thresholds, s
 from stages.errors import Problem, raise_if, user_errors
 from stages.files import read_json, read_params
 from stages.formatting import fmt
-from stages.tables import read_cases, read_chunks, read_run
+from stages.tables import read_cases, read_chunks, read_run, run_path
 
 
 @user_errors
@@ -24,7 +24,7 @@ def main(
     config: str = typer.Option(..., help="A configuration name from params.configs."),
     rule: str = typer.Option("f1", help=f"How to choose: {' | '.join(RULES)}."),
     target: float | None = typer.Option(None, help="For --rule false-abstention: the highest allowed rate."),
-    runs: Path = typer.Option(Path("data/runs"), help="Folder of runs, <config>.jsonl."),
+    runs: Path = typer.Option(Path("data/runs"), help="Folder of runs, <config>.parquet."),
     chunks: Path = typer.Option(Path("data/chunks"), help="Folder of chunk tables, <chunking>.jsonl."),
     cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases.jsonl."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
@@ -53,12 +53,12 @@ def main(
                 )
             ]
         )
-    missing = [path for path in (runs / f"{config}.jsonl", cases, split) if not path.is_file()]
+    missing = [path for path in (run_path(runs, config), cases, split) if not path.is_file()]
     raise_if([Problem(str(path), "not found", "run `dvc repro` first") for path in missing])
     all_cases = read_cases(cases)
     frozen = read_json(split)
     chunk_ids = {chunk.chunk_id for chunk in read_chunks(chunks / f"{configs[config]['chunking']}.jsonl")}
-    run = read_run(runs / f"{config}.jsonl", chunk_ids, {c.case_id for c in all_cases})
+    run = read_run(run_path(runs, config), chunk_ids, {c.case_id for c in all_cases})
     grouped = score_rows(all_cases, run, {cid: entry["split"] for cid, entry in frozen["cases"].items()})
     try:
         chosen = choose_threshold(grouped["dev"], rule, target)  # dev only: eval labels never reach the choice

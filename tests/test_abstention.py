@@ -23,6 +23,7 @@ from stages.abstention import (
 )
 from stages.errors import InputError
 from stages.schema import Case
+from stages.tables import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,7 +133,7 @@ def project(tmp_path: Path, eval_answerable: bool, eval_score: float) -> Path:
         runs.append({"case_id": case_id, "rank": 1, "chunk_id": "d#0", "score": score})
         split["cases"][case_id] = {"split": "dev" if case_id in dev else "eval"}
     (root / "data" / "validated" / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
-    (root / "data" / "runs" / "cfg.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    write_run(root / "data" / "runs" / "cfg.parquet", runs, [c["id"] for c in cases], ["d#0"])
     (root / "data" / "split.json").write_text(json.dumps(split))
     return root
 

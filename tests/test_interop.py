@@ -318,9 +318,9 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     for config, chunking in (("whole-bm25", "whole"), ("fixed-bm25", "fixed-40")):
         chunks = f"data/chunks/{chunking}.jsonl"
         ragvet("chunk", chunking, "--corpus", "data/validated/corpus.jsonl", "--out", chunks)
-        ragvet("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.jsonl")
+        ragvet("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.parquet")
         ragvet(
-            "evaluate", config, "--run", f"data/runs/{config}.jsonl", "--chunks", chunks, *validated,
+            "evaluate", config, "--run", f"data/runs/{config}.parquet", "--chunks", chunks, *validated,
             "--split", "data/split.json", "--metrics", f"metrics/{config}.json",
             "--per-case", f"metrics/cases/{config}.jsonl", "--slices", f"metrics/slices/{config}.json",
         )  # fmt: skip

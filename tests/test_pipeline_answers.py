@@ -13,7 +13,7 @@ from test_pipeline import set_param
 CONFIG = "sentences-600-bm25"
 ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
 EVALUATE = [
-    *("python", "-m", "stages.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.jsonl"),
+    *("python", "-m", "stages.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
     *("--chunks", "data/chunks/sentences-600.jsonl", "--cases", "data/validated/cases.jsonl"),
     *(
         "--split",

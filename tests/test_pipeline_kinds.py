@@ -12,6 +12,8 @@ import pytest
 import yaml
 from conftest import ROOT, init_repo, sh
 
+from stages.tables import iter_run_rows
+
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("faiss")
 
@@ -145,8 +147,12 @@ def kinds_repo(tmp_path_factory) -> Path:
 
 
 def outputs(repo: Path) -> dict[str, bytes]:
-    paths = sorted((repo / "data" / "runs").glob("*.jsonl")) + sorted((repo / "metrics").glob("**/*.json*"))
+    paths = sorted((repo / "data" / "runs").glob("*.parquet")) + sorted((repo / "metrics").glob("**/*.json*"))
     return {str(path.relative_to(repo)): path.read_bytes() for path in paths}
+
+
+def run_rows(path: Path) -> list[dict]:
+    return [row for _, _, row in iter_run_rows(path)]
 
 
 def summary(repo: Path, config: str) -> dict:
@@ -165,8 +171,8 @@ def test_every_kind_produces_metrics(kinds_repo):
             "duplicates_removed": 0,
         }, config
     # the plugin keeps 2 chunks per case, the run file ranks whole documents
-    plugin_run = (kinds_repo / "data" / "runs" / "sent-mine.jsonl").read_text().splitlines()
-    assert max(json.loads(line)["rank"] for line in plugin_run) <= 2
+    plugin_run = run_rows(kinds_repo / "data" / "runs" / "sent-mine.parquet")
+    assert max(row["rank"] for row in plugin_run) <= 2
     prod = summary(kinds_repo, "whole-prod")["eval"]["metrics"]
     # hits: money-back (rank 1), carry-over (rank 1); mfa-reset and lunch are missing from the file
     assert prod["hit@1"] == 0.5 and prod["mrr"] == 0.5 and prod["evidence_recall@3"] == 0.5
@@ -178,7 +184,7 @@ def test_run_file_missing_cases_are_counted_not_dropped(kinds_repo):
 
 
 def test_dense_beats_bm25_on_the_paraphrase_and_honours_the_filter(kinds_repo):
-    dense_rows = [json.loads(line) for line in (kinds_repo / "data/runs/sent-dense.jsonl").read_text().splitlines()]
+    dense_rows = run_rows(kinds_repo / "data/runs/sent-dense.parquet")
     top = {row["case_id"]: row["chunk_id"] for row in dense_rows if row["rank"] == 1}
     assert top["money-back"].startswith("travel#")
     assert {row["chunk_id"].split("#")[0] for row in dense_rows if row["case_id"] == "lunch"} == {"canteen"}
