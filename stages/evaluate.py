@@ -14,7 +14,7 @@ from stages.errors import user_errors
 from stages.evaluation import config_summary, evaluate_run
 from stages.files import read_json, read_params, round_floats, write_json
 from stages.metrics import slice_table
-from stages.tables import read_cases, read_chunk_table, read_run_table, write_rows
+from stages.tables import read_case_table, read_chunk_table, read_run_table, write_rows
 
 
 @user_errors
@@ -22,7 +22,7 @@ def main(
     config: str = typer.Argument(..., help="A configuration name from params.configs."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
-    cases: Path = typer.Option(..., help="Validated cases.jsonl."),
+    cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
     metrics: Path = typer.Option(..., help="Metrics JSON to write."),
     per_case: Path = typer.Option(..., help="Per-case JSONL to write."),
@@ -36,11 +36,10 @@ def main(
     settings = read_params(params)
     spec = settings["configs"][config]
     all_chunks = read_chunk_table(chunks)
-    all_cases = read_cases(cases)
+    all_cases = read_case_table(cases)
     frozen = read_json(split)
-    ranked = read_run_table(run, all_chunks.chunk_ids, [c.case_id for c in all_cases])
-    case_ids = {c.case_id for c in all_cases}
-    recorded = config_answers(answers, config, case_ids, set(all_chunks.chunk_ids), spec["chunking"])
+    ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
+    recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
     retriever = settings["retrievers"][spec["retriever"]]
     abstain_below, source = threshold_for(
         config, read_thresholds(thresholds, settings["configs"]), spec["retriever"], retriever, thresholds

@@ -13,7 +13,7 @@ from stages.metrics import SPLITS, case_metrics, check_coverage, sorted_ks, summ
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
-    from stages.scoring import ChunkTable, RunTable
+    from stages.scoring import CaseTable, ChunkTable, RunTable
 
 
 def case_row(
@@ -50,7 +50,7 @@ def case_row(
 
 
 def evaluate_run(
-    cases: Sequence[Case],
+    cases: Sequence[Case] | CaseTable,
     chunks: Sequence[Chunk] | ChunkTable,
     run: Mapping[str, Sequence[dict]] | RunTable,
     split: Mapping[str, str],
@@ -63,28 +63,29 @@ def evaluate_run(
     Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.scoring import ChunkTable, EvidenceTable, RunTable, case_results, score  # numpy: not for --help
+    from stages.scoring import CaseTable, ChunkTable, RunTable, case_results, score  # numpy: not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)
     table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)
     if not isinstance(run, RunTable):
         run = RunTable.from_mapping(run, table.index())
-    ordered = sorted(cases, key=lambda c: c.case_id)
-    scores, evidence = score(
-        [c.case_id for c in ordered], EvidenceTable.from_cases(ordered), table, run, unique_ks, span_coverage
-    )
+    if not isinstance(cases, CaseTable):
+        cases = CaseTable.from_cases(cases)
+    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage)
     top1 = scores.top1_score.tolist()
     return [
         {
-            "case_id": case.case_id,
-            "split": split[case.case_id],
-            "answerable": case.answerable,
-            "tags": case.tags,
+            "case_id": case_id,
+            "split": split[case_id],
+            "answerable": answerable,
+            "tags": tags,
             "top1_score": None if top1[row] != top1[row] else top1[row],
             **result,
         }
-        for row, (case, result) in enumerate(zip(ordered, case_results(scores, evidence, unique_ks)))
+        for row, (case_id, answerable, tags, result) in enumerate(
+            zip(cases.case_ids, cases.answerable, cases.tags, case_results(scores, evidence, unique_ks))
+        )
     ]
 
 

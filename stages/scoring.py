@@ -23,7 +23,7 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,8 +137,9 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
 
     Cases missing from the run get an empty row. Repeated chunk ids within a case
     are dropped after their first occurrence (the rest move up) and counted.
-    Rows are placed through flat indices: at millions of rows numpy's 2-D fancy
-    assignment costs several times more.
+    Rows are placed through flat indices, with as few temporaries of the run's
+    length as can be: at millions of rows numpy's 2-D fancy assignment costs
+    several times more, and fresh memory costs more than the arithmetic.
     """
     n_cases = len(case_order)
     if list(run.case_ids) == list(case_order):  # the readers number cases in this order already
@@ -155,14 +156,13 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
         order = np.lexsort((rank, rows))  # stable: tied ranks keep file order
         rows, chunk, score = rows[order], chunk[order], score[order]
 
-    counts = np.bincount(rows, minlength=n_cases)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_cases else np.zeros(0, np.int64)
+    bounds = np.searchsorted(rows, np.arange(n_cases + 1))  # rows are sorted: a case's rows are one slice
+    counts, starts = np.diff(bounds), bounds[:-1]
     width = int(counts.max()) if len(counts) else 0
     matrix = np.full((n_cases, width), -1, np.int32)
     index_type = np.int32 if n_cases * width < 2**31 else np.int64  # half the memory at 100,000 cases
-    flat = np.arange(len(rows), dtype=index_type)
-    if len(rows):
-        flat += rows.astype(index_type, copy=False) * width - starts[rows].astype(index_type, copy=False)
+    flat = (np.arange(n_cases, dtype=index_type) * width - starts.astype(index_type))[rows]
+    flat += np.arange(len(rows), dtype=index_type)  # row r of case c goes to c * width + (r - starts[c])
     matrix.reshape(-1)[flat] = chunk
     top1 = np.full(n_cases, NONE)
     present = counts > 0
@@ -228,7 +228,8 @@ class EvidenceTable:
         target_end: list[int] = []
 
         def add(unit: dict[str, Any], case: int, claim: int) -> None:
-            for target in unit.get("any") or (unit,):
+            alternatives = unit.get("any")
+            for target in alternatives or (unit,):
                 target_unit.append(len(unit_case))
                 target_doc.append(target["doc"])
                 target_start.append(target.get("start", -1))
@@ -238,13 +239,13 @@ class EvidenceTable:
 
         n_cases = 0
         for row, case in enumerate(rows):
-            for unit in case.get("evidence", ()):
+            n_cases = row + 1
+            for unit in case.get("evidence") or ():
                 add(unit, row, -1)
-            for claim in case.get("claims", ()):
+            for claim in case.get("claims") or ():
                 for unit in claim["evidence"]:
                     add(unit, row, len(claim_case))
                 claim_case.append(row)
-            n_cases = row + 1
         return cls(
             n_cases,
             np.asarray(unit_case, np.int64),
@@ -264,6 +265,74 @@ class EvidenceTable:
             if self.target_start[t] < 0
             else f"{self.target_doc[t]}[{self.target_start[t]}:{self.target_end[t]}]"
             for t in targets
+        )
+
+
+@dataclass(frozen=True)
+class CaseTable:
+    """What evaluation reads of the validated cases, in case_id order: the ids,
+    the fields a per-case row carries, and the evidence as columns."""
+
+    case_ids: list[str]
+    answerable: list[bool]
+    tags: list[dict[str, str]]
+    evidence: EvidenceTable
+
+    @classmethod
+    def from_cases(cls, cases: Sequence[Case]) -> CaseTable:
+        return cls.from_rows(case.to_row() for case in sorted(cases, key=lambda c: c.case_id))
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> CaseTable:
+        """From validated case rows in case_id order (as the validate stage writes
+        them), read once: a reader can stream them. A malformed row raises
+        ``KeyError`` or ``TypeError``; rows out of order raise ``ValueError``."""
+        case_ids: list[str] = []
+        answerable: list[bool] = []
+        tags: list[dict[str, str]] = []
+
+        def noted(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            for row in rows:
+                if case_ids and not case_ids[-1] < row["id"]:
+                    raise ValueError(f"case {row['id']!r} is out of case_id order")
+                case_ids.append(row["id"])
+                answerable.append(row.get("answerable", True))
+                tags.append(dict(row.get("tags") or {}))
+                yield row
+
+        evidence = EvidenceTable.from_rows(noted(rows))
+        return cls(case_ids, answerable, tags, evidence)
+
+    @classmethod
+    def from_frame(cls, frame: Any) -> CaseTable:
+        """From the validate stage's Parquet case table (:func:`stages.tables.write_case_table`),
+        a polars frame with one row per case: every column is flattened in C, so
+        100,000 cases cost no Python object per unit or target."""
+        import orjson
+        import polars as pl
+
+        n_cases = len(frame)
+        units = frame["units"].explode(empty_as_null=False)
+        unit_case = np.repeat(np.arange(n_cases), frame["units"].list.len().to_numpy())
+        n_claims = frame["claims"].to_numpy().astype(np.int64)
+        local_claim = units.struct.field("claim").to_numpy().astype(np.int64)
+        first_claim = np.cumsum(n_claims) - n_claims  # each case's first claim number over all cases
+        targets = units.struct.field("targets")
+        flat = targets.explode(empty_as_null=False)
+        return cls(
+            frame["id"].to_list(),
+            frame["answerable"].to_list(),
+            [orjson.loads(text) for text in frame["tags"].to_list()],
+            EvidenceTable(
+                n_cases,
+                unit_case,
+                np.where(local_claim < 0, -1, first_claim[unit_case] + local_claim),
+                np.repeat(np.arange(n_cases), n_claims),
+                np.repeat(np.arange(len(units)), targets.list.len().to_numpy()),
+                flat.struct.field("doc").to_list(),
+                flat.struct.field("start").fill_null(-1).cast(pl.Int64).to_numpy(),
+                flat.struct.field("end").fill_null(-1).cast(pl.Int64).to_numpy(),
+            ),
         )
 
 
@@ -339,9 +408,10 @@ def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
     keep = whole | (piece_lo < piece_hi)
     piece_target, piece_lo, piece_hi = piece_target[keep], piece_lo[keep], piece_hi[keep]
     piece_chunk = order[position[keep]]
-    sort = np.lexsort((piece_lo, piece_target))  # by target, then start: what the union needs
-    piece_target, piece_chunk = piece_target[sort], piece_chunk[sort]
-    piece_lo, piece_hi = piece_lo[sort], piece_hi[sort]
+    if not monotonic:  # sort by target, then start, as the union needs (monotonic chunks come so already)
+        sort = np.lexsort((piece_lo, piece_target))
+        piece_target, piece_chunk = piece_target[sort], piece_chunk[sort]
+        piece_lo, piece_hi = piece_lo[sort], piece_hi[sort]
 
     n_cases, n_chunks = table.n_cases, max(len(chunks), 1)
     unit_of_piece = table.target_unit[piece_target]
@@ -381,8 +451,8 @@ def _relevance(matrix: np.ndarray, keys: np.ndarray, n_chunks: int) -> np.ndarra
     relevant = np.zeros(matrix.shape, bool)
     if not matrix.shape[1]:
         return relevant
-    for part in range(0, len(keys), 1 << 18):  # bounded temporaries for any number of pairs
-        case, chunk = np.divmod(keys[part : part + (1 << 18)], n_chunks)
+    for part in range(0, len(keys), 1 << 14):  # small temporaries: reused memory, not fresh pages
+        case, chunk = np.divmod(keys[part : part + (1 << 14)], n_chunks)
         found = matrix[case] == chunk[:, None]
         hit = found.any(axis=1)
         relevant[case[hit], found[hit].argmax(axis=1)] = True

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import Problem, raise_if
+from stages.errors import InputError, Problem, raise_if
 from stages.files import atomic_output, iter_jsonl, read_jsonl, round_floats, write_jsonl
 from stages.schema import Case, Chunk, Doc
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with 
     import polars as pl
 
     from stages.retrieval import ChunkTexts
-    from stages.scoring import ChunkTable, EvidenceTable, RunTable
+    from stages.scoring import CaseTable, ChunkTable, RunTable
 
 
 def write_docs(path: Path, docs: Iterable[Doc]) -> None:
@@ -55,33 +55,90 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_evidence_table(path: Path) -> tuple[list[str], EvidenceTable]:
-    """The validated cases' ids and evidence as columns, for the evaluation engine.
+def case_table_schema() -> dict[str, pl.DataType]:
+    """The columns of the evaluator's case table: a case's evidence units, then
+    the units its claims cite (``claim`` is the claim's number in the case, -1
+    for the case's own evidence), each with its targets: one span or doc, or
+    the alternatives of an ``any`` unit (a doc-level target has no offsets)."""
+    import polars as pl
 
-    Lines go straight from JSON to the columns, one at a time, without a
-    :class:`Case` per row (an order of magnitude faster at 100,000 cases). A
-    file that does not read so goes through :func:`read_cases`, which names the
-    line that is wrong.
+    target = pl.Struct({"doc": pl.String, "start": pl.Int64, "end": pl.Int64})
+    unit = pl.Struct({"claim": pl.Int32, "targets": pl.List(target)})
+    return {"id": pl.String, "answerable": pl.Boolean, "tags": pl.String, "claims": pl.Int32, "units": pl.List(unit)}
+
+
+def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Validated case rows (:meth:`Case.to_row`) as Parquet, one row per case in
+    case_id order (see :func:`case_table_schema`; tags as canonical JSON).
+
+    The validate stage writes it beside cases.jsonl so that the evaluate stage
+    of every configuration reads the evidence as columns instead of parsing and
+    walking the JSON again (most of its reading time at 100,000 cases).
+    """
+    import polars as pl
+
+    def unit(row: dict[str, Any], claim: int) -> dict[str, Any]:
+        targets = row.get("any") or (row,)
+        return {"claim": claim, "targets": [{key: t.get(key) for key in ("doc", "start", "end")} for t in targets]}
+
+    records = []
+    for row in sorted(rows, key=lambda r: r["id"]):
+        claims = row.get("claims") or ()
+        units = [unit(u, -1) for u in row.get("evidence") or ()]
+        units += [unit(u, number) for number, claim in enumerate(claims) for u in claim["evidence"]]
+        tags = json.dumps(row.get("tags") or {}, sort_keys=True, ensure_ascii=False)
+        records.append(
+            {
+                "id": row["id"],
+                "answerable": row.get("answerable", True),
+                "tags": tags,
+                "claims": len(claims),
+                "units": units,
+            }
+        )
+    frame = pl.DataFrame(records, schema=case_table_schema())
+    with atomic_output(path) as tmp:
+        frame.write_parquet(tmp, row_group_size=max(len(frame), 1))
+
+
+def read_case_table(path: Path) -> CaseTable:
+    """The validated cases as the evaluation engine reads them (ids, answerable,
+    tags and the evidence as columns), from the validate stage's Parquet case
+    table or from a cases JSONL.
+
+    JSONL lines go straight to the columns, one at a time, without a
+    :class:`Case` per row. A JSONL file that does not read so (or is not in
+    case_id order, as validate writes it) goes through :func:`read_cases`,
+    which names the line that is wrong.
     """
     import orjson
 
-    from stages.scoring import EvidenceTable
+    from stages.scoring import CaseTable
 
-    case_ids: list[str] = []
+    if path.suffix == ".parquet":
+        return CaseTable.from_frame(_read_parquet(path, "case table", "the validate stage"))
 
     def rows(handle):
         for line in handle:
             if line.strip():
-                row = orjson.loads(line)
-                case_ids.append(row["id"])
-                yield row
+                yield orjson.loads(line)
 
     try:
         with open(path, "rb") as handle, gc_paused():
-            return case_ids, EvidenceTable.from_rows(rows(handle))
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OSError):
-        cases = read_cases(path)
-        return [case.case_id for case in cases], EvidenceTable.from_cases(cases)
+            return CaseTable.from_rows(rows(handle))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+        return CaseTable.from_cases(read_cases(path))
+
+
+def _read_parquet(path: Path, what: str, stage: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
+    import polars as pl
+
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        problem = f"not a readable Parquet {what} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        raise InputError([Problem(str(path), problem, f"re-run {stage} (dvc repro)")]) from None
 
 
 def write_chunks(path: Path, chunks: Iterable[Chunk]) -> None:
@@ -215,7 +272,9 @@ def write_run_frame(path: Path, frame: pl.DataFrame, case_ids: Iterable[str], ch
         raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
     numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks)}
     with atomic_output(path) as tmp:
-        frame.write_parquet(tmp, metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)})
+        frame.write_parquet(  # one row group: a reader gets each column as one array, without a copy
+            tmp, row_group_size=max(len(frame), 1), metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
+        )
 
 
 def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[str]) -> pl.DataFrame:
@@ -238,13 +297,7 @@ def iter_run_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
         for line, row in iter_jsonl(path):
             yield f"{path}:{line}", f"line {line}", row
         return
-    import polars as pl
-
-    try:
-        frame = pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError) as err:
-        problem = f"not a readable Parquet run ({type(err).__name__})"
-        raise_if([Problem(str(path), problem, "re-run the retrieve stage (dvc repro)")])
+    frame = _read_parquet(path, "run", "the retrieve stage")
     for number, row in enumerate(frame.iter_rows(named=True), start=1):
         yield f"{path} row {number}", f"row {number}", row
 

@@ -16,14 +16,14 @@ from stages.answers import stray_answer_files
 from stages.errors import InputError, Problem, user_errors
 from stages.files import read_params
 from stages.schema import collect_cases, collect_corpus, validate_params
-from stages.tables import write_cases, write_docs
+from stages.tables import write_case_table, write_cases, write_docs
 
 
 @user_errors
 def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
-    out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl and cases.jsonl."),
+    out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl, cases.jsonl and cases.parquet."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
 ) -> None:
@@ -45,6 +45,7 @@ def main(
         raise InputError(problems)
     write_docs(out / "corpus.jsonl", docs)
     write_cases(out / "cases.jsonl", resolved)
+    write_case_table(out / "cases.parquet", (case.to_row() for case in resolved))
     abstention = sum(not case.answerable for case in resolved)
     typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
 

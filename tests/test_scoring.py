@@ -24,7 +24,7 @@ from stages.evidence import chunks_by_doc
 from stages.files import write_jsonl
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
 from stages.scoring import ChunkTable, EvidenceTable, RunTable, project, rank_matrix
-from stages.tables import read_chunk_table, read_evidence_table, read_run, read_run_table, write_cases, write_chunks
+from stages.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
 
 DOC_LENGTH = 60
 
@@ -191,9 +191,10 @@ def test_column_readers_equal_the_object_readers(tmp_path):
     write_jsonl(tmp_path / "run.jsonl", [second, first])
     table = read_chunk_table(tmp_path / "chunks.jsonl")
     assert table.chunk_ids == ["d#0", "d#1", "d#2"] and table.ends.tolist() == [15, 25, 35]
-    ids, evidence = read_evidence_table(tmp_path / "cases.jsonl")
+    case_table = read_case_table(tmp_path / "cases.jsonl")
+    ids, evidence = case_table.case_ids, case_table.evidence
     expected = EvidenceTable.from_cases(sorted(cases, key=lambda c: c.case_id))
-    assert ids == ["a", "b"]
+    assert ids == ["a", "b"] and case_table.answerable == [False, True] and case_table.tags == [{}, {}]
     assert evidence.target_doc == expected.target_doc == ["d", "d", "d"]
     for name in ("unit_case", "unit_claim", "claim_case", "target_unit", "target_start", "target_end"):
         assert getattr(evidence, name).tolist() == getattr(expected, name).tolist(), name

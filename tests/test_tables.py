@@ -1,25 +1,41 @@
+import json
+
+import polars as pl
 import pytest
 
 from stages.errors import InputError
 from stages.files import write_jsonl
-from stages.tables import read_run
+from stages.schema import Case, Claim, EvidenceUnit
+from stages.tables import (
+    RUN_METADATA,
+    ids_digest,
+    iter_run_rows,
+    read_case_table,
+    read_run,
+    read_run_table,
+    write_case_table,
+    write_cases,
+    write_run,
+)
+
+RUN_COLUMNS = ("case_id", "rank", "chunk_id", "score")
 
 
-def write_run(tmp_path, rows):
+def write_jsonl_run(tmp_path, rows):
     path = tmp_path / "run.jsonl"
     write_jsonl(path, [dict(zip(("case_id", "rank", "chunk_id", "score"), row)) for row in rows])
     return path
 
 
 def test_run_is_grouped_by_case_and_sorted_by_rank(tmp_path):
-    path = write_run(tmp_path, [("q1", 2, "a#1", 1.0), ("q1", 1, "a#0", 2.0), ("q2", 1, "a#1", 0.5)])
+    path = write_jsonl_run(tmp_path, [("q1", 2, "a#1", 1.0), ("q1", 1, "a#0", 2.0), ("q2", 1, "a#1", 0.5)])
     run = read_run(path, {"a#0", "a#1"}, {"q1", "q2"})
     assert [row["chunk_id"] for row in run["q1"]] == ["a#0", "a#1"]
     assert [row["chunk_id"] for row in run["q2"]] == ["a#1"]
 
 
 def test_duplicate_chunk_ids_unknown_chunks_and_cases_are_all_reported(tmp_path):
-    path = write_run(
+    path = write_jsonl_run(
         tmp_path, [("q1", 1, "a#0", 2.0), ("q1", 2, "a#0", 1.0), ("q1", 3, "zz#9", 0.5), ("ghost", 1, "a#0", 1.0)]
     )
     with pytest.raises(InputError) as err:
@@ -30,3 +46,133 @@ def test_duplicate_chunk_ids_unknown_chunks_and_cases_are_all_reported(tmp_path)
         ("run.jsonl:3 (case q1)", "unknown chunk id 'zz#9'"),
         ("run.jsonl:4 (case ghost)", "unknown case id"),
     ]
+
+
+CHUNKS = [f"d#{i}" for i in range(12)]  # chunk_id order puts d#10 and d#11 before d#2
+ROWS = [  # out of order on purpose: the writer sorts by (case_id, rank)
+    {"case_id": "q2", "rank": 1, "chunk_id": "d#10", "score": 0.1234567},
+    {"case_id": "q1", "rank": 2, "chunk_id": "d#2", "score": 1.0},
+    {"case_id": "q1", "rank": 1, "chunk_id": "d#11", "score": 2.0},
+]
+
+
+def test_parquet_run_carries_the_contract_columns_and_ids_numbered_in_sorted_order(tmp_path):
+    path = tmp_path / "run.parquet"
+    write_run(path, ROWS, ["q3", "q2", "q1"], reversed(CHUNKS))
+    frame = pl.read_parquet(path)
+    assert frame.columns == [*RUN_COLUMNS, "case", "chunk"]
+    assert frame.rows() == [
+        ("q1", 1, "d#11", 2.0, 0, 3),  # sorted ids: d#0, d#1, d#10, d#11, d#2, ...
+        ("q1", 2, "d#2", 1.0, 0, 4),
+        ("q2", 1, "d#10", 0.123457, 1, 2),  # rounded to 6 places, as JSON output is
+    ]
+    numbering = json.loads(pl.read_parquet_metadata(path)[RUN_METADATA])
+    assert numbering == {"cases": ids_digest(["q1", "q2", "q3"]), "chunks": ids_digest(sorted(CHUNKS))}
+    again = tmp_path / "again.parquet"
+    write_run(again, list(reversed(ROWS)), ["q1", "q2", "q3"], CHUNKS)
+    assert again.read_bytes() == path.read_bytes()  # same inputs, same bytes, whatever their order
+    assert [row for _, _, row in iter_run_rows(path)][0] == {**ROWS[2], "case": 0, "chunk": 3}
+
+
+def test_a_run_written_as_jsonl_keeps_only_the_contract_columns(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_run(path, ROWS, ["q1", "q2"], CHUNKS)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [list(row) for row in rows] == [sorted(RUN_COLUMNS)] * 3
+    assert [(row["case_id"], row["rank"]) for row in rows] == [("q1", 1), ("q1", 2), ("q2", 1)]
+
+
+def test_the_run_table_is_the_same_through_numbers_joins_or_jsonl(tmp_path):
+    sorted_chunks = sorted(CHUNKS)
+    write_run(tmp_path / "run.parquet", ROWS, ["q1", "q2", "q3"], CHUNKS)
+    write_run(tmp_path / "run.jsonl", ROWS, ["q1", "q2", "q3"], CHUNKS)
+    numbered = read_run_table(tmp_path / "run.parquet", sorted_chunks, ["q1", "q2", "q3"])
+    assert not numbered.distinct  # the file's own numbers: repeats are left to the engine to drop and count
+    other_chunks = [*sorted_chunks, "e#0"]  # another chunking's numbering: the ids are joined again
+    joined = read_run_table(tmp_path / "run.parquet", other_chunks, ["q1", "q2", "q3"])
+    from_jsonl = read_run_table(tmp_path / "run.jsonl", other_chunks, ["q1", "q2", "q3"])
+    assert joined.distinct and from_jsonl.distinct
+    for table in (numbered, joined, from_jsonl):
+        assert table.case_ids == ["q1", "q2", "q3"]
+        assert table.case.tolist() == [0, 0, 1] and table.rank.tolist() == [1, 2, 1]
+        assert [sorted_chunks[c] for c in table.chunk.tolist()] == ["d#11", "d#2", "d#10"]
+        assert table.score.tolist() == [2.0, 1.0, 0.123457]
+
+
+def test_parquet_run_problems_name_the_row(tmp_path):
+    path = tmp_path / "run.parquet"
+    rows = [*ROWS, {"case_id": "q1", "rank": 3, "chunk_id": "d#2", "score": 0.5}]
+    write_run(path, rows, ["q1", "q2"], CHUNKS)
+    with pytest.raises(InputError) as err:
+        read_run_table(path, sorted(CHUNKS[:11]), ["q1"])  # d#11 and case q2 are not in these lists
+    whats = [(p.where.rsplit("/", 1)[1], p.what) for p in err.value.problems]
+    assert whats == [
+        ("run.parquet row 1 (case q1)", "unknown chunk id 'd#11'"),
+        ("run.parquet row 3 (case q1)", "duplicate chunk id 'd#2' (already at row 2)"),
+        ("run.parquet row 4 (case q2)", "unknown case id"),
+    ]
+
+
+def test_an_unreadable_parquet_run_is_a_problem_naming_it(tmp_path):
+    path = tmp_path / "run.parquet"
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError) as err:
+        read_run_table(path, CHUNKS, ["q1"])
+    (problem,) = err.value.problems
+    assert problem.where == str(path) and problem.what.startswith("not a readable Parquet run")
+
+
+def test_case_table_reads_cases_out_of_order_through_the_validating_reader(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    cases = [Case("b", "?", True, (EvidenceUnit("d", 1, 4),), tags={"kind": "x"}), Case("a", "?", False)]
+    write_cases(path, cases)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(reversed(lines)) + "\n")  # b before a: not as validate writes
+    table = read_case_table(path)
+    assert table.case_ids == ["a", "b"] and table.answerable == [False, True]
+    assert table.tags == [{}, {"kind": "x"}]
+    assert table.evidence.unit_case.tolist() == [1] and table.evidence.target_end.tolist() == [4]
+
+
+EVIDENCE_COLUMNS = ("unit_case", "unit_claim", "claim_case", "target_unit", "target_start", "target_end")
+
+
+def test_parquet_case_table_holds_what_the_jsonl_reader_builds(tmp_path):
+    span, doc = EvidenceUnit("d", 3, 9), EvidenceUnit("e")
+    choice = EvidenceUnit.any_of([EvidenceUnit("d", 0, 2), EvidenceUnit("e", 5, 7)])
+    cases = [
+        Case("c", "?", True, (choice, doc), (Claim("x", (doc,)), Claim("y", (span, choice))), {"t": "1"}),
+        Case("a", "?", False, tags={"kind": "abstain"}),
+        Case("b", "?", True, (span,)),
+    ]
+    write_cases(tmp_path / "cases.jsonl", cases)
+    write_case_table(tmp_path / "cases.parquet", [case.to_row() for case in cases])
+    columns = read_case_table(tmp_path / "cases.parquet")
+    rows = read_case_table(tmp_path / "cases.jsonl")
+    assert columns.case_ids == rows.case_ids == ["a", "b", "c"]
+    assert columns.answerable == rows.answerable == [False, True, True]
+    assert columns.tags == rows.tags == [{"kind": "abstain"}, {}, {"t": "1"}]
+    evidence = columns.evidence
+    assert evidence.n_cases == 3 and evidence.target_doc == rows.evidence.target_doc
+    for name in EVIDENCE_COLUMNS:
+        assert getattr(evidence, name).tolist() == getattr(rows.evidence, name).tolist(), name
+    # By hand: units b:span, c:choice, c:doc, claim 0 (c's x) cites doc, claim 1 (c's y) cites span and choice.
+    assert evidence.unit_case.tolist() == [1, 2, 2, 2, 2, 2]
+    assert evidence.unit_claim.tolist() == [-1, -1, -1, 0, 1, 1]
+    assert evidence.claim_case.tolist() == [2, 2]
+    assert evidence.target_unit.tolist() == [0, 1, 1, 2, 3, 4, 5, 5]
+    assert evidence.target_doc == ["d", "d", "e", "e", "e", "d", "d", "e"]
+    assert evidence.target_start.tolist() == [3, 0, 5, -1, -1, 3, 0, 5]
+    again = tmp_path / "again.parquet"
+    write_case_table(again, [case.to_row() for case in reversed(cases)])
+    assert again.read_bytes() == (tmp_path / "cases.parquet").read_bytes()
+
+
+def test_an_unreadable_case_table_is_a_problem_naming_it(tmp_path):
+    path = tmp_path / "cases.parquet"
+    path.write_text("{}")
+    with pytest.raises(InputError) as err:
+        read_case_table(path)
+    (problem,) = err.value.problems
+    assert problem.where == str(path) and problem.what.startswith("not a readable Parquet case table")
+    assert "validate" in problem.fix
