@@ -185,6 +185,9 @@ def peak_rss_mb() -> float:
 
 def measure_ragvet(workdir: Path, ks: list[int]) -> dict:
     sys.path.insert(0, str(HERE.parent))
+    import orjson  # noqa: F401  imported before the clock starts, as each peer's library is
+    import polars  # noqa: F401
+
     from stages.scoring import score
     from stages.tables import read_case_table, read_chunk_table, read_run_table
 

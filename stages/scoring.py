@@ -156,7 +156,7 @@ def rank_matrix(run: RunTable, case_order: Sequence[str]) -> Ranking:
         order = np.lexsort((rank, rows))  # stable: tied ranks keep file order
         rows, chunk, score = rows[order], chunk[order], score[order]
 
-    bounds = np.searchsorted(rows, np.arange(n_cases + 1))  # rows are sorted: a case's rows are one slice
+    bounds = np.searchsorted(rows, np.arange(n_cases + 1, dtype=rows.dtype))  # sorted: a case's rows are a slice
     counts, starts = np.diff(bounds), bounds[:-1]
     width = int(counts.max()) if len(counts) else 0
     matrix = np.full((n_cases, width), -1, np.int32)
@@ -474,29 +474,36 @@ def _top_sums(values: np.ndarray, k: int) -> np.ndarray:
     return values[:, :k].sum(axis=1)
 
 
-def _available(evidence: Evidence, piece_rank: np.ndarray, k: int, n_units: int, span_coverage: float) -> np.ndarray:
-    """Per unit: whether it is available in the top ``k`` (see ``metrics.unit_available``).
+def _availability(
+    evidence: Evidence, piece_rank: np.ndarray, ks: Sequence[int], n_units: int, span_coverage: float
+) -> dict[int, np.ndarray]:
+    """Per k, per unit: whether it is available in the top ``k`` (see ``metrics.unit_available``).
 
     The pieces are sorted by target then start, so one running maximum of piece
     ends, offset so that targets never reach into each other, gives each piece the
     reach of the pieces before it in its target; a piece adds only what lies past
-    that reach, and the sum per target is the union's length.
+    that reach, and the sum per target is the union's length. The offsets are
+    the same for every k and are computed once.
     """
-    present = piece_rank < k
     n_targets = len(evidence.table.target_unit)
-    hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
     span = 1 + (int(evidence.piece_hi.max()) if len(evidence.piece_hi) else 0)
     base = evidence.piece_target * span
-    lo = np.where(present, evidence.piece_lo + base, base)
-    hi = np.where(present, evidence.piece_hi + base, base)
-    reach = np.maximum.accumulate(hi) if len(hi) else hi
-    before = np.concatenate(([0], reach[:-1])) if len(reach) else reach
-    added = np.maximum(hi - np.maximum(lo, before), 0)
-    covered = np.bincount(evidence.piece_target, weights=added, minlength=n_targets)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        enough = covered / evidence.target_length >= span_coverage
-    target_ok = hits & (evidence.target_whole | enough)
-    return np.bincount(evidence.table.target_unit[target_ok], minlength=n_units) > 0
+    piece_lo, piece_hi = evidence.piece_lo + base, evidence.piece_hi + base
+    available = {}
+    for k in ks:
+        present = piece_rank < k
+        hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
+        lo = np.where(present, piece_lo, base)
+        hi = np.where(present, piece_hi, base)
+        reach = np.maximum.accumulate(hi) if len(hi) else hi
+        before = np.concatenate(([0], reach[:-1])) if len(reach) else reach
+        added = np.maximum(hi - np.maximum(lo, before), 0)
+        covered = np.bincount(evidence.piece_target, weights=added, minlength=n_targets)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            enough = covered / evidence.target_length >= span_coverage
+        target_ok = hits & (evidence.target_whole | enough)
+        available[k] = np.bincount(evidence.table.target_unit[target_ok], minlength=n_units) > 0
+    return available
 
 
 @dataclass
@@ -556,6 +563,7 @@ def score(
     counts: dict[str, np.ndarray] = {}
     per_k: dict[str, dict[int, np.ndarray]] = {name: {} for name in ("recall", "hit", "precision", "ndcg")}
     per_k.update(evidence_recall={}, claim_availability={}, context_chars={})
+    availability = _availability(evidence, piece_rank, ks, n_all_units, span_coverage)
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in ks:
             hits = hits_cum[:, min(k, width) - 1] if width else np.zeros(n_cases, np.int64)
@@ -565,7 +573,7 @@ def score(
             per_k["ndcg"][k] = np.where(answerable, _top_sums(discounted, k) / _ideal_dcg(k, n_rel), NONE)
             per_k["context_chars"][k] = _top_sums(context, k)
 
-            available = _available(evidence, piece_rank, k, n_all_units, span_coverage)
+            available = availability[k]
             units_ok = np.bincount(
                 table.unit_case[evidence.evidence_units],
                 weights=available[evidence.evidence_units],
