@@ -228,8 +228,7 @@ class EvidenceTable:
         target_end: list[int] = []
 
         def add(unit: dict[str, Any], case: int, claim: int) -> None:
-            alternatives = unit.get("any")
-            for target in alternatives or (unit,):
+            for target in unit.get("any") or (unit,):
                 target_unit.append(len(unit_case))
                 target_doc.append(target["doc"])
                 target_start.append(target.get("start", -1))

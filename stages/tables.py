@@ -130,12 +130,12 @@ def read_case_table(path: Path) -> CaseTable:
         return CaseTable.from_cases(read_cases(path))
 
 
-def _read_parquet(path: Path, what: str, stage: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
+def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
     """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
     import polars as pl
 
     try:
-        return pl.read_parquet(path, columns=columns)
+        return pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as err:
         problem = f"not a readable Parquet {what} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
         raise InputError([Problem(str(path), problem, f"re-run {stage} (dvc repro)")]) from None

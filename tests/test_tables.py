@@ -176,3 +176,10 @@ def test_an_unreadable_case_table_is_a_problem_naming_it(tmp_path):
     (problem,) = err.value.problems
     assert problem.where == str(path) and problem.what.startswith("not a readable Parquet case table")
     assert "validate" in problem.fix
+
+
+def test_a_run_naming_a_chunk_outside_the_chunking_is_refused_and_nothing_is_written(tmp_path):
+    path = tmp_path / "run.parquet"
+    with pytest.raises(ValueError, match="not among those given"):
+        write_run(path, ROWS, ["q1", "q2"], ["d#2"])  # d#10 and d#11 are not in this chunking
+    assert list(tmp_path.iterdir()) == []
