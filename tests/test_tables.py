@@ -1,3 +1,4 @@
+import gc
 import json
 
 import polars as pl
@@ -183,3 +184,21 @@ def test_a_run_naming_a_chunk_outside_the_chunking_is_refused_and_nothing_is_wri
     with pytest.raises(ValueError, match="not among those given"):
         write_run(path, ROWS, ["q1", "q2"], ["d#2"])  # d#10 and d#11 are not in this chunking
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_cases_gives_the_garbage_collector_back_even_when_the_fast_reader_fails(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    write_cases(path, [Case("b", "?"), Case("a", "?", False)])
+    assert gc.isenabled()
+    assert read_case_table(path).case_ids == ["a", "b"] and gc.isenabled()
+    path.write_text('{"id": "a",\n')  # broken JSON: the fast reader gives up, the validating one names the line
+    with pytest.raises(InputError, match="cases.jsonl:1"):
+        read_case_table(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        write_cases(path, [Case("a", "?")])
+        read_case_table(path)
+        assert not gc.isenabled()  # a caller's choice to keep it off is kept
+    finally:
+        gc.enable()
