@@ -46,6 +46,31 @@ def baseline_accept(
         typer.echo(f"wrote {path}")
 
 
+@app.command("verify")
+@user_errors
+def verify(
+    against: str = typer.Option("HEAD", help="The git revision whose committed results to compare with."),
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.jsonl."),
+    runs_dir: Path = typer.Option(Path("data/runs"), help="Folder with the runs, <config>.parquet."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Check that recomputed results reproduce the committed ones, within float noise.
+
+    Run it after `dvc repro -f`. Per configuration and case: every rank-derived
+    figure equal, scores within 1e-4, and rankings equal but for named near ties
+    (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
+    """
+    from stages.reproduction import render
+    from stages.reproduction import verify as verify_configs
+
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    checks = verify_configs(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
+    typer.echo(render(checks, against))
+    if not all(check.reproduced for check in checks):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()
 
