@@ -118,7 +118,7 @@ def ranking_difference(committed: Ranking, recomputed: Ranking, epsilon: float =
     for chunk in sorted(a.keys() & b.keys()):
         if abs(a[chunk] - b[chunk]) > epsilon:
             return f"{chunk} scored {a[chunk]:.6f}, now {b[chunk]:.6f}"
-    for only, other, side in ((a.keys() - b.keys(), recomputed, a), (b.keys() - a.keys(), committed, b)):
+    for only, other, side in ((b.keys() - a.keys(), committed, b), (a.keys() - b.keys(), recomputed, a)):
         for chunk in sorted(only):
             if not other or side[chunk] < other[-1][1] - tie or side[chunk] > other[-1][1] + tie:
                 return f"{chunk} entered or left the ranking with score {side[chunk]:.6f}, not at the cut"

@@ -1,0 +1,190 @@
+"""`ragvet verify`: a recomputed result reproduces the committed one within float noise,
+and nothing else passes. Rows and rankings are written by hand; the end-to-end tests
+drive DVC's own CLI across two clones that share only a local-folder remote."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import commit_all, copy_project, sh
+
+from stages.reproduction import EPSILON, check_config, ranking_difference, row_differences
+
+ROW = {
+    "case_id": "q1",
+    "split": "eval",
+    "first_relevant_rank": 2,
+    "metrics": {"recall@1": 0.0, "recall@3": 1.0, "mrr": 0.5},
+    "counts": {"retrieved": 3},
+    "top1_score": 0.612345,
+}
+
+
+def row(**changes) -> dict:
+    return {**ROW, **changes}
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def test_a_score_may_move_within_epsilon_and_nothing_else_may():
+    assert row_differences(ROW, row(top1_score=0.612345 + 0.9 * EPSILON)) == ([], pytest.approx(0.9 * EPSILON))
+    assert row_differences(ROW, row(top1_score=0.612345 + 1.1 * EPSILON))[0] == ["top1_score"]
+    assert row_differences(ROW, row(top1_score=None))[0] == ["top1_score"]
+    assert row_differences(row(top1_score=None), row(top1_score=None)) == ([], 0.0)
+    moved = row(metrics={"recall@1": 1.0, "recall@3": 1.0, "mrr": 1.0}, first_relevant_rank=1)
+    assert row_differences(ROW, moved)[0] == ["first_relevant_rank", "metrics.mrr", "metrics.recall@1"]
+    # a rank-derived value gets no tolerance at all, however small the change
+    assert row_differences(ROW, row(metrics={**ROW["metrics"], "mrr": 0.5 + 1e-9}))[0] == ["metrics.mrr"]
+
+
+# --------------------------------------------------------------------------- rankings
+
+
+def test_equal_rankings_and_scores_within_epsilon_are_equal():
+    assert ranking_difference([("a", 0.9), ("b", 0.5)], [("a", 0.90004), ("b", 0.49997)]) is None
+    assert ranking_difference([], []) is None
+
+
+def test_two_chunks_within_two_epsilon_may_swap():
+    committed = [("a", 0.50000), ("b", 0.49995)]
+    recomputed = [("b", 0.50001), ("a", 0.49996)]  # a moved 4e-5, b 6e-5: both within 1e-4
+    assert ranking_difference(committed, recomputed) is None
+
+
+def test_a_real_swap_is_refused_and_named():
+    assert ranking_difference([("a", 0.9), ("b", 0.8)], [("b", 0.9), ("a", 0.8)]) == "a scored 0.900000, now 0.800000"
+    # same scores, but an order no near tie explains (a run need not be sorted by score: plugins, run files)
+    assert ranking_difference([("a", 0.5003), ("b", 0.5)], [("b", 0.5), ("a", 0.5003)]) == (
+        "b moved above a (scores 0.500000 and 0.500300)"
+    )
+
+
+def test_a_chunk_may_cross_the_depth_cut_only_at_the_cut():
+    at_cut = ranking_difference([("a", 0.9), ("b", 0.5)], [("a", 0.9), ("c", 0.50005)])
+    assert at_cut is None
+    far = ranking_difference([("a", 0.9), ("b", 0.5)], [("c", 0.95), ("a", 0.9)])
+    assert far == "c entered or left the ranking with score 0.950000, not at the cut"
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def test_a_changed_case_is_a_near_tie_only_when_the_runs_show_one():
+    committed_rows, recomputed_rows = [ROW, row(case_id="q2")], [ROW, row(case_id="q2", first_relevant_rank=1)]
+    tie = (
+        {"q1": [("a", 0.7)], "q2": [("x", 0.5), ("y", 0.49999)]},
+        {"q1": [("a", 0.7)], "q2": [("y", 0.5), ("x", 0.5)]},
+    )
+    near = check_config("c", committed_rows, recomputed_rows, tie)
+    assert (near.reproduced, near.near_ties, near.differences, near.cases) == (True, ["q2"], [], 2)
+
+    real = ({"q1": [("a", 0.7)], "q2": [("x", 0.9), ("y", 0.4)]}, {"q1": [("a", 0.7)], "q2": [("y", 0.9), ("x", 0.4)]})
+    refused = check_config("c", committed_rows, recomputed_rows, real)
+    assert refused.differences == ["case q2: x scored 0.900000, now 0.400000; first_relevant_rank changed"]
+
+    blind = check_config("c", committed_rows, recomputed_rows, None)
+    assert blind.differences == ["case q2: first_relevant_rank changed (committed run not available)"]
+    assert not blind.reproduced and not blind.rankings_checked
+
+
+def test_missing_tables_cases_and_unexplained_changes_are_differences():
+    assert check_config("c", None, [ROW], None).differences == ["no committed per-case table"]
+    extra = check_config("c", [ROW], [ROW, row(case_id="q9")], None)
+    assert extra.differences == ["case q9: only in the recomputed table"]
+    same_run = ({"q1": [("a", 0.7)]}, {"q1": [("a", 0.7)]})
+    odd = check_config("c", [ROW], [row(counts={"retrieved": 2})], same_run)
+    assert odd.differences == ["case q1: counts.retrieved changed, though its ranking did not"]
+
+
+# --------------------------------------------------------------------------- end to end
+
+# Another CPU, as far as torch is concerned: its portable kernels instead of AVX2.
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default"}
+DENSE = "headings-1200-dense"  # the sample's fewest chunks: the cheapest dense run
+
+
+def md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def locked_md5(repo: Path, stage: str, out: str) -> str:
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    return next(o["md5"] for o in lock["stages"][stage]["outs"] if o["path"] == out)
+
+
+def set_params(repo: Path, change) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    change(params)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def keep_two_configs(params: dict) -> None:
+    params["configs"] = {name: params["configs"][name] for name in ("sentences-600-bm25", DENSE)}
+    params["gate"]["max_drop"] = params["gate"]["slice_max_drop"] = 1.0  # these tests are not about the gate
+
+
+@pytest.fixture(scope="module")
+def clones(tmp_path_factory) -> tuple[Path, Path]:
+    """Clone A reproduces the sample (its gated BM25 configuration and one dense one) at two
+    commits and pushes both to a local-folder remote; clone B is a git clone of A that shares
+    nothing else with it: no DVC cache, no embedding cache."""
+    pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+    root = tmp_path_factory.mktemp("clones")
+    a = copy_project(root / "a")
+    set_params(a, keep_two_configs)
+    sh(a, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
+    sh(a, "dvc", "repro")
+    commit_all(a, "first")
+    sh(a, "dvc", "push")
+    set_params(a, lambda params: params["retrievers"]["bm25"].update(k1=1.2))
+    sh(a, "dvc", "repro")
+    commit_all(a, "second")
+    sh(a, "dvc", "push")
+    b = root / "b"
+    sh(root, "git", "clone", "-q", str(a), str(b))
+    return a, b
+
+
+def test_an_old_commit_comes_back_byte_for_byte_through_the_remote_on_other_kernels(clones):
+    _, b = clones
+    sh(b, "git", "checkout", "-q", "HEAD~1")
+    sh(b, "dvc", "pull", **OTHER_CPU)
+    out = sh(b, "dvc", "repro", **OTHER_CPU).stdout
+    assert "Running stage" not in out  # nothing recomputed: every output came from the remote
+    assert sh(b, "git", "status", "--porcelain").stdout == ""
+    run = f"data/runs/{DENSE}.parquet"
+    assert md5(b / run) == locked_md5(b, f"retrieve@{DENSE}", run)
+    sh(b, "git", "checkout", "-q", "main")
+
+
+def test_recomputed_on_other_kernels_the_results_are_reproduced_within_tolerance(clones):
+    _, b = clones
+    sh(b, "dvc", "pull")
+    run = f"data/runs/{DENSE}.parquet"
+    committed = locked_md5(b, f"retrieve@{DENSE}", run)
+    sh(b, "dvc", "repro", "-f", "-s", f"retrieve@{DENSE}", **OTHER_CPU)
+    assert md5(b / run) != committed  # the other kernels really differ
+    sh(b, "dvc", "repro", "-s", f"evaluate@{DENSE}")
+    done = sh(b, "ragvet", "verify", "--against", "HEAD")
+    assert re.search(
+        rf"^reproduced {DENSE}: 181 cases, identical rankings at every k except \d+ near-tie", done.stdout, re.M
+    )
+    assert "(largest move 0.0e+00)" not in done.stdout.splitlines()[1]
+    assert done.stdout.rstrip().endswith("reproduced: 2 configuration(s) against HEAD")
+
+
+def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
+    a, _ = clones
+    set_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
+    for stage in ("retrieve@sentences-600-bm25", "evaluate@sentences-600-bm25"):
+        sh(a, "dvc", "repro", "-s", stage)
+    done = sh(a, "ragvet", "verify", "--against", "HEAD", check=False)
+    assert done.returncode == 1
+    assert "DIFFERS sentences-600-bm25" in done.stdout and f"reproduced {DENSE}" in done.stdout
+    assert "  differs: case " in done.stdout
+    assert done.stdout.rstrip().endswith("NOT reproduced: 2 configuration(s) against HEAD")
