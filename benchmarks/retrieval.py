@@ -29,9 +29,10 @@ from cranfield_trec import convert, ragvet
 
 from stages.chunking import chunk_corpus
 from stages.evaluation import evaluate_run
+from stages.inputs import load_cases, load_corpus
 from stages.metrics import summarise
-from stages.retrieval import by_case, retrieve
-from stages.schema import load_cases, load_corpus
+from stages.ranking import by_case
+from stages.retrieval import retrieve
 
 DEPTH, KS = 100, [1, 5, 10, 20]
 BM25 = {"kind": "bm25", "k1": 1.2, "b": 0.75, "lowercase": True, "stopwords": "en", "stemmer": "english"}

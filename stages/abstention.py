@@ -22,7 +22,7 @@ from typing import Any
 from stages.errors import Problem, raise_if
 from stages.files import FLOAT_PLACES, read_yaml, write_text
 from stages.formatting import fmt
-from stages.schema import is_number
+from stages.values import is_number
 
 RULES = ("f1", "false-abstention")
 ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")

@@ -24,7 +24,7 @@ from typing import Any
 from stages.errors import Problem, raise_if
 from stages.files import iter_jsonl
 from stages.formatting import fmt
-from stages.schema import as_id, did_you_mean, kind_of
+from stages.values import as_id, did_you_mean, kind_of
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.

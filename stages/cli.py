@@ -11,9 +11,10 @@ from pathlib import Path
 import typer
 
 from stages import chunk, evaluate, gate, interop, report, retrieve, split, tune_abstain, validate
+from stages.baselines import accept_baseline
 from stages.errors import raise_if, user_errors
 from stages.files import read_params
-from stages.schema import validate_params
+from stages.params import validate_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 for module in (validate, chunk, split, retrieve, evaluate, report, gate):
@@ -37,8 +38,6 @@ def baseline_accept(
     Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
     request as the change that moved the numbers.
     """
-    from stages.gating import accept_baseline  # numpy loads here, not for every `ragvet --help`
-
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
     written = accept_baseline(metrics_dir, settings["gate"]["configs"])

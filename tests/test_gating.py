@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from stages import gating
+from stages.baselines import accept_baseline, read_results_at
 from stages.errors import InputError
 from stages.gating import (
-    accept_baseline,
     accept_deliberate,
     bootstrap_ci,
     compare_config,
@@ -21,7 +21,6 @@ from stages.gating import (
     newly_found,
     newly_missed,
     paired_values,
-    read_results_at,
     render_verdict,
 )
 

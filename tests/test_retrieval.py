@@ -3,8 +3,10 @@ import math
 import numpy as np
 import pytest
 
+from stages.columns import ChunkTexts
 from stages.errors import InputError
-from stages.retrieval import ChunkTexts, allowed_mask, retrieve, retriever_problems, top_ranked
+from stages.ranking import allowed_mask, top_ranked
+from stages.retrieval import retrieve, retriever_problems
 from stages.schema import Case, Chunk
 from stages.tables import read_chunk_texts, read_chunks, write_chunks
 

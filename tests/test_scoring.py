@@ -18,12 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stages.columns import ChunkTable, EvidenceTable, RunTable
 from stages.errors import InputError
 from stages.evaluation import case_row, evaluate_run
 from stages.evidence import chunks_by_doc
 from stages.files import write_jsonl
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
-from stages.scoring import ChunkTable, EvidenceTable, RunTable, project, rank_matrix
+from stages.scoring import project, rank_matrix
 from stages.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
 
 DOC_LENGTH = 60
