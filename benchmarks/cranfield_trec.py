@@ -48,7 +48,7 @@ from stages.chunking import chunk_corpus  # noqa: E402
 from stages.evaluation import evaluate_run  # noqa: E402
 from stages.files import write_jsonl  # noqa: E402
 from stages.inputs import load_cases, load_corpus  # noqa: E402
-from stages.metrics import summarise  # noqa: E402
+from stages.measures.summary import summarise  # noqa: E402
 from stages.retrieval import retrieve  # noqa: E402
 from stages.tables import write_cases, write_chunks  # noqa: E402
 

@@ -188,7 +188,7 @@ def measure_ragvet(workdir: Path, ks: list[int]) -> dict:
     import orjson  # noqa: F401  imported before the clock starts, as each peer's library is
     import polars  # noqa: F401
 
-    from stages.scoring import score
+    from stages.measures.engine import score
     from stages.tables import read_case_table, read_chunk_table, read_run_table
 
     start = time.perf_counter()

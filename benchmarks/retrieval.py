@@ -30,7 +30,7 @@ from cranfield_trec import convert, ragvet
 from stages.chunking import chunk_corpus
 from stages.evaluation import evaluate_run
 from stages.inputs import load_cases, load_corpus
-from stages.metrics import summarise
+from stages.measures.summary import summarise
 from stages.ranking import by_case
 from stages.retrieval import retrieve
 

@@ -22,6 +22,7 @@ from typing import Any
 from stages.errors import Problem, raise_if
 from stages.files import FLOAT_PLACES, read_yaml, write_text
 from stages.formatting import fmt
+from stages.schema import DEV, EVAL, SPLITS
 from stages.values import is_number
 
 RULES = ("f1", "false-abstention")
@@ -119,7 +120,7 @@ def choose_threshold(dev_rows: Sequence[Mapping[str, Any]], rule: str, target: f
 
 def score_rows(cases: Sequence[Any], run: Mapping[str, Sequence[Mapping[str, Any]]], split: Mapping[str, str]) -> dict:
     """``{split: [{case_id, answerable, top1_score}, ...]}`` from cases, a run and the split."""
-    grouped: dict[str, list[dict]] = {"eval": [], "dev": []}
+    grouped: dict[str, list[dict]] = {split: [] for split in SPLITS}
     for case in sorted(cases, key=lambda c: c.case_id):
         ranked = run.get(case.case_id) or ()
         top1 = ranked[0]["score"] if ranked else None
@@ -209,7 +210,7 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
         threshold = abst.get("abstain_below")
         if threshold is None:
             continue
-        dev, ev = abst.get("dev") or {}, abst.get("eval") or {}
+        dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
 
         rows.append(
             f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "

@@ -24,6 +24,7 @@ from typing import Any
 from stages.errors import Problem, raise_if
 from stages.files import iter_jsonl
 from stages.formatting import fmt
+from stages.schema import SPLITS
 from stages.values import as_id, did_you_mean, kind_of
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
@@ -446,7 +447,7 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
         "|---|---|---|---|---|---|---|",
     ]
     for name, review in reviewed.items():
-        for split in ("eval", "dev"):
+        for split in SPLITS:
             part = review[split]["abstention_cases"]
             fig, beh = part["figures"], part["behaviours"]
             out.append(
@@ -463,7 +464,7 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, review in reviewed.items():
-        for split in ("eval", "dev"):
+        for split in SPLITS:
             part = review[split]["answerable_cases"]
             fig, claims = part["figures"], part["claims"]
             out.append(

@@ -2,7 +2,7 @@
 
 At 100,000 cases or a million chunks a Python object per row costs more time and
 memory than the work itself, so the readers in :mod:`stages.tables` build these
-tables straight from the files, and :mod:`stages.scoring` and
+tables straight from the files, and :mod:`stages.measures.engine` and
 :mod:`stages.retrieval` compute over their columns.
 """
 

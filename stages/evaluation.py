@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from stages.answers import review_summary
 from stages.evidence import project_unit, relevant_chunks
-from stages.metrics import SPLITS, case_metrics, check_coverage, sorted_ks, summarise
-from stages.schema import Case, Chunk
+from stages.measures.reference import case_metrics, check_coverage
+from stages.measures.registry import sorted_ks
+from stages.measures.summary import summarise
+from stages.schema import SPLITS, Case, Chunk
 
 if TYPE_CHECKING:
     from stages.columns import CaseTable, ChunkTable, RunTable
@@ -60,11 +62,11 @@ def evaluate_run(
     """Per-case rows for every case, sorted by case_id. A case absent from the
     run is an empty retrieval, never a dropped case.
 
-    Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
+    Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
     from stages.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
-    from stages.scoring import case_results, score  # numpy: not for --help
+    from stages.measures.engine import case_results, score  # numpy: not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from stages.answers import REVIEW_METRICS
 from stages.files import FLOAT_PLACES
 from stages.formatting import fmt, is_missing
-from stages.metrics import higher_is_better
+from stages.measures.registry import higher_is_better
+from stages.schema import EVAL
 
 if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
     import numpy as np
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --he
 Row = dict[str, Any]
 Summary = dict[str, Any]
 
-EVAL = "eval"
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
 # Bound the (resamples x cases) index matrix so large eval sets do not exhaust memory.

@@ -24,6 +24,7 @@ from stages.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
 from stages.files import UMASK, dumps_line, read_json, write_jsonl, write_text
 from stages.importing import Imported, import_beir, import_squad, import_trec
 from stages.inputs import collect_cases, collect_corpus
+from stages.schema import SPLITS
 from stages.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(
@@ -288,7 +289,7 @@ def export_qrels(
     cases have no line. Use --split eval to check the eval figures of
     metrics/<config>.json.
     """
-    if split not in ("all", "eval", "dev"):
+    if split not in ("all", *SPLITS):
         raise_if([Problem("--split", f"unknown split {split!r}", "use all, eval or dev")])
     chunk_path = chunks_dir / f"{chunking}.jsonl"
     _need(cases, "validated cases")

@@ -12,7 +12,7 @@ from typing import Any
 
 from stages.chunking import chunking_problems
 from stages.errors import Problem
-from stages.metrics import metric_problems
+from stages.measures.registry import metric_problems
 from stages.values import did_you_mean, has_text, is_int, is_number, kind_of
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
@@ -285,7 +285,7 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
 
     Chunkings and retrievers are checked by their own modules
     (:func:`stages.chunking.chunking_problems`, :func:`stages.retrieval.retriever_problems`),
-    metric names by :func:`stages.metrics.metric_problems`. ``depth`` below the
+    metric names by :func:`stages.measures.registry.metric_problems`. ``depth`` below the
     largest k is a problem: a k beyond the depth would silently repeat the figure at
     ``depth``.
     """

@@ -23,7 +23,7 @@ from stages.errors import InputError, Problem, user_errors
 from stages.evaluation import config_summary
 from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
 from stages.gating import gate_all
-from stages.metrics import slice_table
+from stages.measures.summary import slice_table
 from stages.reporting import (
     COMMENT_LIMIT,
     budget_rows,

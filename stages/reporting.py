@@ -24,18 +24,30 @@ from stages.gating import (
     newly_missed_k,
     slice_comparisons,
 )
-from stages.metrics import higher_is_better
+from stages.measures.registry import METRICS, higher_is_better
+from stages.schema import EVAL, SPLITS
 
 Summary = dict[str, Any]
 
-SPLITS = ("eval", "dev")
 # Name of the claim-pooled figure beside the macro claim_availability@k mean.
 POOLED = "claim_availability_pooled@{k}"
-CHUNKING_NOTE = (
-    "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
-    "(the relevant chunks) changes with the chunking. `evidence_recall@k`, `claim_availability@k` and "
-    "`context_chars@k` can."
-)
+
+
+def _joined(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as a sentence reads it."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]])) if items else ""
+
+
+def chunking_note() -> str:
+    """Which figures may be compared across chunkings, from the registry's
+    ``comparable_across_chunkings`` (DESIGN.md: "The report says so")."""
+    comparable = [f"`{metric.key('k')}`" for metric in METRICS.values() if metric.comparable_across_chunkings]
+    return (
+        "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
+        f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
+    )
+
+
 _DIST_ORDER = ("min", "p10", "p25", "q1", "median", "p50", "mean", "p75", "q3", "p90", "max")
 
 
@@ -499,7 +511,7 @@ def _render(
         lines += ["Left out to fit a comment: see `metrics/report.md` or the HTML report.", ""]
         return "\n".join(lines).rstrip("\n") + "\n"
     absolute = [
-        CHUNKING_NOTE,
+        chunking_note(),
         "",
         (
             "Means are macro over cases; each table gives its denominators. `–` means no value "
@@ -521,7 +533,7 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
     sorted by (config, k): one line per configuration in ``dvc plots``."""
     rows = []
     for name in sorted(summaries):
-        means, _ = _split(summaries[name], "eval")
+        means, _ = _split(summaries[name], EVAL)
         for k in sorted(set(ks)):
             rows.append(
                 {
@@ -542,7 +554,7 @@ def budget_rows(summaries: dict[str, Summary], k: int) -> list[dict]:
     configuration in the budget plot (evidence recall against the context it cost)."""
     rows = []
     for name in sorted(summaries):
-        means, _ = _split(summaries[name], "eval")
+        means, _ = _split(summaries[name], EVAL)
         rows.append(
             {
                 "config": name,
@@ -559,7 +571,7 @@ def slice_rows(slices: dict[str, dict], k: int) -> list[dict]:
     each configuration's slice table, sorted by (config, slice): the per-slice bars."""
     rows = []
     for name in sorted(slices):
-        for key, values in sorted((slices[name].get("eval") or {}).items()):
+        for key, values in sorted((slices[name].get(EVAL) or {}).items()):
             for value, entry in sorted(values.items()):
                 means = entry.get("metrics") or {}
                 rows.append(

@@ -16,6 +16,11 @@ from stages.files import dumps_line
 
 Scalar = str | int | float | bool | None
 
+# The frozen split's two sides: eval is gated and reported, dev is for tuning
+# (abstention thresholds) so that eval labels never reach a choice.
+EVAL, DEV = "eval", "dev"
+SPLITS = (EVAL, DEV)
+
 
 @dataclass(frozen=True)
 class Doc:

@@ -18,7 +18,7 @@ from stages.answers import (
     stray_answer_files,
 )
 from stages.errors import InputError
-from stages.metrics import higher_is_better, metric_problems
+from stages.measures.registry import higher_is_better, metric_problems
 
 KS = [1, 3]
 CASES = {"a1", "a2", "a3", "u1", "u2", "u3"}

@@ -8,7 +8,7 @@ from stages.errors import InputError
 from stages.evaluation import evaluate_run
 from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks, resolve_reference
 from stages.inputs import collect_cases, load_cases
-from stages.metrics import evidence_recall_at_k, unit_available
+from stages.measures.reference import evidence_recall_at_k, unit_available
 from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
 
 TEXT = "0123456789abcdefghijABCDEFGHIJ"  # 30 characters

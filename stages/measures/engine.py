@@ -1,6 +1,6 @@
 """The vectorised evaluation engine: every per-case metric of a whole run at once.
 
-:mod:`stages.metrics` holds the reference definitions, one case at a time, over
+:mod:`stages.measures.reference` holds the reference definitions, one case at a time, over
 Python sets. Scoring 100,000 cases that way costs seconds of set building per
 metric, so this module computes the same figures over arrays instead:
 
@@ -23,14 +23,14 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stages.columns import ChunkTable, EvidenceTable, RunTable
-from stages.metrics import METRICS
+from stages.measures.registry import METRICS
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
 
@@ -274,6 +274,52 @@ def _availability(
 
 
 @dataclass
+class Ranked:
+    """What the metric kernels read of one scored run: cumulative relevance along
+    the ranks, discounted gains, context lengths, and each evidence unit's
+    availability and each case's available claims per k."""
+
+    answerable: np.ndarray
+    n_relevant: np.ndarray
+    hits_cum: np.ndarray
+    width: int
+    first: np.ndarray  # rank of the first relevant chunk, 0 where there is none
+    discounted: np.ndarray
+    context: np.ndarray
+    evidence: Evidence
+    available: dict[int, np.ndarray]
+    claims_ok: dict[int, np.ndarray]
+
+    def hits(self, k: int) -> np.ndarray:
+        """Relevant chunks in each case's top ``k``."""
+        return self.hits_cum[:, min(k, self.width) - 1] if self.width else np.zeros(len(self.answerable), np.int64)
+
+
+def _evidence_recall(r: Ranked, k: int) -> np.ndarray:
+    """Share of each case's own evidence units available at ``k``."""
+    ev = r.evidence
+    units_ok = np.bincount(
+        ev.table.unit_case[ev.evidence_units], weights=r.available[k][ev.evidence_units], minlength=len(r.answerable)
+    )
+    return np.where(ev.n_units > 0, units_ok / ev.n_units, NONE)
+
+
+# Each registered metric (stages.measures.registry) over every case at once, by
+# name; NaN where the reference gives None. Called under np.errstate: a case with
+# nothing to find divides by zero and is masked to NaN.
+KERNELS: dict[str, Callable[[Ranked, int | None], np.ndarray]] = {
+    "recall": lambda r, k: np.where(r.answerable, r.hits(k) / r.n_relevant, NONE),
+    "hit": lambda r, k: np.where(r.answerable, (r.hits(k) > 0).astype(float), NONE),
+    "mrr": lambda r, k: np.where(r.answerable, np.where(r.first > 0, 1.0 / np.maximum(r.first, 1), 0.0), NONE),
+    "precision": lambda r, k: np.where(r.answerable, r.hits(k) / k, NONE),
+    "ndcg": lambda r, k: np.where(r.answerable, _top_sums(r.discounted, k) / _ideal_dcg(k, r.n_relevant), NONE),
+    "evidence_recall": _evidence_recall,
+    "claim_availability": lambda r, k: np.where(r.evidence.n_claims > 0, r.claims_ok[k] / r.evidence.n_claims, NONE),
+    "context_chars": lambda r, k: _top_sums(r.context, k),
+}
+
+
+@dataclass
 class Scores:
     """Every per-case figure, one array per name, rows in the order of the cases."""
 
@@ -292,10 +338,10 @@ def score(
     ks: Sequence[int],
     span_coverage: float,
 ) -> tuple[Scores, Evidence]:
-    """Every metric of :data:`stages.metrics.METRICS` for every case, as arrays.
+    """Every metric of :data:`stages.measures.registry.METRICS` for every case, as arrays.
 
     ``table`` holds the evidence of ``case_ids``, in that order. Equal to
-    :func:`stages.metrics.case_metrics` case by case (up to float summation
+    :func:`stages.measures.reference.case_metrics` case by case (up to float summation
     order in nDCG); ``ks`` must be sorted, unique and positive.
     """
     evidence = project(table, chunks)
@@ -326,52 +372,31 @@ def score(
     n_all_units = len(table.unit_case)
     claim_of_link = table.unit_claim[evidence.claim_links]
 
+    available = _availability(evidence, piece_rank, ks, n_all_units, span_coverage)
+    claims_ok = {}
+    for k in ks:
+        claim_ok = np.bincount(claim_of_link[available[k][evidence.claim_links]], minlength=len(table.claim_case))
+        claims_ok[k] = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
+    ranked = Ranked(answerable, n_rel, hits_cum, width, first, discounted, context, evidence, available, claims_ok)
     metrics: dict[str, np.ndarray] = {}
-    counts: dict[str, np.ndarray] = {}
-    per_k: dict[str, dict[int, np.ndarray]] = {name: {} for name in ("recall", "hit", "precision", "ndcg")}
-    per_k.update(evidence_recall={}, claim_availability={}, context_chars={})
-    availability = _availability(evidence, piece_rank, ks, n_all_units, span_coverage)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for k in ks:
-            hits = hits_cum[:, min(k, width) - 1] if width else np.zeros(n_cases, np.int64)
-            per_k["recall"][k] = np.where(answerable, hits / n_rel, NONE)
-            per_k["hit"][k] = np.where(answerable, (hits > 0).astype(float), NONE)
-            per_k["precision"][k] = np.where(answerable, hits / k, NONE)
-            per_k["ndcg"][k] = np.where(answerable, _top_sums(discounted, k) / _ideal_dcg(k, n_rel), NONE)
-            per_k["context_chars"][k] = _top_sums(context, k)
-
-            available = availability[k]
-            units_ok = np.bincount(
-                table.unit_case[evidence.evidence_units],
-                weights=available[evidence.evidence_units],
-                minlength=n_cases,
-            )
-            per_k["evidence_recall"][k] = np.where(evidence.n_units > 0, units_ok / evidence.n_units, NONE)
-            claim_ok = np.bincount(claim_of_link[available[evidence.claim_links]], minlength=len(table.claim_case))
-            claims_ok = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
-            per_k["claim_availability"][k] = np.where(evidence.n_claims > 0, claims_ok / evidence.n_claims, NONE)
-            counts[f"claims_available@{k}"] = claims_ok.astype(np.int64)
-            if k == top:
-                missed = evidence.evidence_units[~available[evidence.evidence_units]]
-    for metric in METRICS.values():
-        if metric.at_k:
-            for k in ks:
-                metrics[metric.key(k)] = per_k[metric.name][k]
-        else:
-            metrics[metric.name] = np.where(answerable, np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0), NONE)
+        for metric in METRICS.values():
+            for k in ks if metric.at_k else [None]:
+                metrics[metric.key(k)] = KERNELS[metric.name](ranked, k)
+    missed = evidence.evidence_units[~available[top][evidence.evidence_units]]
     counts = {
         "relevant": n_rel,
         "evidence": evidence.n_units,
         "claims": evidence.n_claims,
         "duplicates_removed": ranking.removed,
         "retrieved": ranking.retrieved,
-        **counts,
+        **{f"claims_available@{k}": claims_ok[k].astype(np.int64) for k in ks},
     }
     return Scores(metrics, counts, first, missed, ranking.top1_score), evidence
 
 
 def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[dict[str, Any]]:
-    """The engine's arrays as :func:`stages.metrics.case_metrics` results, one per case."""
+    """The engine's arrays as :func:`stages.measures.reference.case_metrics` results, one per case."""
     n_cases = len(scores.top1_score)
     missed: list[list[str]] = [[] for _ in range(n_cases)]
     for unit in scores.missed_units.tolist():
@@ -379,6 +404,7 @@ def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[
         if label not in labels:
             labels.append(label)
     names = list(scores.metrics)
+    counts_not_shares = {name for name in names if not METRICS[name.partition("@")[0]].share}
     columns = [scores.metrics[name].tolist() for name in names]
     count_names = list(scores.counts)
     count_columns = [scores.counts[name].tolist() for name in count_names]
@@ -389,7 +415,7 @@ def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[
         results.append(
             {
                 "metrics": {
-                    name: (None if value != value else (int(value) if name.startswith("context_chars") else value))
+                    name: (None if value != value else (int(value) if name in counts_not_shares else value))
                     for name, value in zip(names, (column[row] for column in columns))
                 },
                 "counts": {name: int(column[row]) for name, column in zip(count_names, count_columns)},
