@@ -28,11 +28,11 @@ from pathlib import Path
 from cranfield_trec import convert, ragvet
 
 from stages.chunking import chunk_corpus
-from stages.evaluation import evaluate_run
-from stages.inputs import load_cases, load_corpus
+from stages.inputs.loading import load_cases, load_corpus
+from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import summarise
-from stages.ranking import by_case
-from stages.retrieval import retrieve
+from stages.retrieval.kinds import retrieve
+from stages.retrieval.ranking import by_case
 
 DEPTH, KS = 100, [1, 5, 10, 20]
 BM25 = {"kind": "bm25", "k1": 1.2, "b": 0.75, "lowercase": True, "stopwords": "en", "stemmer": "english"}
@@ -77,7 +77,7 @@ def raw_dense(chunks, cases) -> None:
     """sentence-transformers encode + FAISS inner-product search, no cache."""
     import faiss
 
-    from stages.embedding import load_encoder
+    from stages.retrieval.embedding import load_encoder
 
     model = load_encoder(DENSE["model"])
     passages = model.encode([c.text for c in chunks], batch_size=32, normalize_embeddings=True)

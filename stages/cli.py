@@ -11,10 +11,11 @@ from pathlib import Path
 import typer
 
 from stages import chunk, evaluate, gate, interop, report, retrieve, split, tune_abstain, validate
-from stages.baselines import accept_baseline
 from stages.errors import raise_if, user_errors
-from stages.files import read_params
-from stages.params import validate_params
+from stages.gating.baselines import accept_baseline
+from stages.inputs.params import validate_params
+from stages.reporting.markdown import metrics_doc
+from stages.storage.files import read_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 for module in (validate, chunk, split, retrieve, evaluate, report, gate):
@@ -43,6 +44,12 @@ def baseline_accept(
     written = accept_baseline(metrics_dir, settings["gate"]["configs"])
     for path in written:
         typer.echo(f"wrote {path}")
+
+
+@app.command("metrics-doc")
+def metrics_doc_command() -> None:
+    """Print the metrics documentation generated from the registry (docs/metrics.md)."""
+    typer.echo(metrics_doc(), nl=False)
 
 
 def main() -> None:

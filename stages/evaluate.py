@@ -8,14 +8,14 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import read_thresholds, sweep, threshold_for
-from stages.answers import add_reviews, config_answers
 from stages.errors import user_errors
-from stages.evaluation import config_summary, evaluate_run
-from stages.files import read_json, read_params, round_floats, write_json
+from stages.measures.abstention import read_thresholds, sweep, threshold_for
+from stages.measures.answers import add_reviews, config_answers
+from stages.measures.evaluation import config_summary, evaluate_run
 from stages.measures.summary import slice_table
 from stages.schema import DEV
-from stages.tables import read_case_table, read_chunk_table, read_run_table, write_rows
+from stages.storage.files import read_json, read_params, round_floats, write_json
+from stages.storage.tables import read_case_table, read_chunk_table, read_run_table, write_rows
 
 
 @user_errors

@@ -37,8 +37,8 @@ from typing import Any
 
 from stages.chunking import chunk_document, chunking_problems
 from stages.errors import InputError, Problem
+from stages.inputs.values import as_id, is_int, kind_of
 from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
-from stages.values import as_id, is_int, kind_of
 
 REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from stages.baselines import baselines_for, current_rows, rebaselined
 from stages.errors import user_errors
-from stages.files import read_json, read_params, write_json
-from stages.gating import gate_all, render_verdict
+from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.compare import gate_all, render_verdict
+from stages.storage.files import read_json, read_params, write_json
 
 
 @user_errors

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import read_thresholds, threshold_for
-from stages.baselines import baselines_for, current_rows, rebaselined
 from stages.errors import InputError, Problem, user_errors
-from stages.evaluation import config_summary
-from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
-from stages.gating import gate_all
+from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.compare import gate_all
+from stages.measures.abstention import read_thresholds, threshold_for
+from stages.measures.evaluation import config_summary
 from stages.measures.summary import slice_table
-from stages.reporting import (
+from stages.reporting.markdown import (
     COMMENT_LIMIT,
     budget_rows,
     case_details,
@@ -35,6 +34,7 @@ from stages.reporting import (
     slice_rows,
     summary_k,
 )
+from stages.storage.files import read_json, read_jsonl, read_params, round_floats, write_text
 
 
 class Format(StrEnum):
@@ -86,7 +86,7 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
 
 
 def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, base_rows: dict) -> list:
-    from stages import charts  # matplotlib loads only for --format html, not for `ragvet --help`
+    from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
     slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}

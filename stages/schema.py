@@ -1,7 +1,7 @@
 """The data model every stage shares, and the fingerprints of its content.
 
 Validated files written by the ``validate`` stage are the only way later stages
-see the user's corpus and cases (:mod:`stages.inputs` checks them), so every quote
+see the user's corpus and cases (:mod:`stages.inputs.loading` checks them), so every quote
 is already resolved to character offsets and later stages can trust ids and spans.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.files import dumps_line
+from stages.storage.files import dumps_line
 
 Scalar = str | int | float | bool | None
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from stages.files import dumps_line
 from stages.schema import DEV, EVAL, SPLITS, Case, Doc, case_fingerprint, corpus_fingerprint
+from stages.storage.files import dumps_line
 
 
 def unit_hash(salt: str, case_id: str) -> float:

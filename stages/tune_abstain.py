@@ -12,12 +12,12 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
 from stages.errors import Problem, raise_if, user_errors
-from stages.files import read_json, read_params
-from stages.formatting import fmt
+from stages.measures.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
+from stages.reporting.formatting import fmt
 from stages.schema import DEV, EVAL
-from stages.tables import read_cases, read_chunks, read_run, run_path
+from stages.storage.files import read_json, read_params
+from stages.storage.tables import read_cases, read_chunks, read_run, run_path
 
 
 @user_errors

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.answers import (
+from stages.errors import InputError
+from stages.measures.answers import (
     NOTE,
     add_reviews,
     config_answers,
@@ -17,7 +18,6 @@ from stages.answers import (
     review_summary,
     stray_answer_files,
 )
-from stages.errors import InputError
 from stages.measures.registry import higher_is_better, metric_problems
 
 KS = [1, 3]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stages.errors import InputError
-from stages.evaluation import evaluate_run
 from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks, resolve_reference
-from stages.inputs import collect_cases, load_cases
+from stages.inputs.loading import collect_cases, load_cases
+from stages.measures.evaluation import evaluate_run
 from stages.measures.reference import evidence_recall_at_k, unit_available
 from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stages import gating
-from stages.baselines import accept_baseline, read_results_at
 from stages.errors import InputError
-from stages.gating import (
+from stages.gating import compare as gating
+from stages.gating.baselines import accept_baseline, read_results_at
+from stages.gating.compare import (
     accept_deliberate,
     bootstrap_ci,
     compare_config,

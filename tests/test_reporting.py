@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stages.charts import at_k_chart, budget_chart, slice_chart
-from stages.gating import gate_all
-from stages.reporting import (
+from stages.gating.compare import gate_all
+from stages.reporting.charts import at_k_chart, budget_chart, slice_chart
+from stages.reporting.markdown import (
     COMMENT_MARKER,
     budget_rows,
     compare_configs,

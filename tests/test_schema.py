@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from stages.errors import InputError
-from stages.inputs import collect_corpus, load_cases, load_corpus
-from stages.params import validate_params
+from stages.inputs.loading import collect_corpus, load_cases, load_corpus
+from stages.inputs.params import validate_params
 from stages.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]

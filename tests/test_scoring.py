@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stages.columns import ChunkTable, EvidenceTable, RunTable
 from stages.errors import InputError
-from stages.evaluation import case_row, evaluate_run
 from stages.evidence import chunks_by_doc
-from stages.files import write_jsonl
 from stages.measures.engine import project, rank_matrix
+from stages.measures.evaluation import case_row, evaluate_run
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
-from stages.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
+from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
+from stages.storage.files import write_jsonl
+from stages.storage.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
 
 DOC_LENGTH = 60
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from stages.columns import ChunkTable, EvidenceTable, RunTable
 from stages.measures.registry import METRICS
+from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from stages.answers import REVIEW_METRICS, ReviewMetric
 from stages.errors import InputError, Problem
+from stages.measures.answers import REVIEW_METRICS, ReviewMetric
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ METRICS: dict[str, Metric] = {
 
 
 def _lookup(base: str) -> Metric | ReviewMetric | None:
-    """A retrieval metric, or a human review figure (stages.answers) by name."""
+    """A retrieval metric, or a human review figure (stages.measures.answers) by name."""
     return METRICS.get(base) or REVIEW_METRICS.get(base)
 
 
@@ -95,7 +95,7 @@ def metric_problems(
     is given, ``k`` must be one of them (only those are computed). A ``gated``
     metric must be a share, listed once: the gate fails on a move of ``max_drop``
     in its bad direction, which means nothing for a character count. Human review
-    figures (:data:`stages.answers.REVIEW_METRICS`) are names like any other.
+    figures (:data:`stages.measures.answers.REVIEW_METRICS`) are names like any other.
     """
     problems: list[Problem] = []
     fix = f"use one of: {_supported()}"

@@ -10,7 +10,7 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
 
-Everything here is pure: :mod:`stages.baselines` reads both sides, and the gate
+Everything here is pure: :mod:`stages.gating.baselines` reads both sides, and the gate
 and the report compare them with the same functions, so they cannot disagree.
 """
 
@@ -20,11 +20,11 @@ import math
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stages.answers import REVIEW_METRICS
-from stages.files import FLOAT_PLACES
-from stages.formatting import fmt, is_missing
+from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import higher_is_better
+from stages.reporting.formatting import fmt, is_missing
 from stages.schema import EVAL
+from stages.storage.files import FLOAT_PLACES
 
 if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
     import numpy as np

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from stages import dense
-from stages.columns import ChunkTexts
 from stages.errors import Problem
-from stages.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
-from stages.plugins import call_plugin, external_scores
-from stages.progress import progress_bar
-from stages.ranking import RunRow, by_case, rank_scored, top_ranked
+from stages.inputs.values import is_number, is_positive_int
+from stages.retrieval import dense
+from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
+from stages.retrieval.plugins import call_plugin, external_scores
+from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
 from stages.schema import Case, Chunk
-from stages.values import is_number, is_positive_int
+from stages.storage.columns import ChunkTexts
+from stages.storage.progress import progress_bar
 
 # --- BM25 -----------------------------------------------------------------
 

@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stages.abstention import threshold_section
-from stages.answers import review_section
-from stages.formatting import DASH, fmt, is_missing
-from stages.gating import (
+from stages.gating.compare import (
     compare_metric,
     fingerprint_reasons,
     newly_found,
@@ -24,7 +21,10 @@ from stages.gating import (
     newly_missed_k,
     slice_comparisons,
 )
+from stages.measures.abstention import threshold_section
+from stages.measures.answers import REVIEW_METRICS, review_section
 from stages.measures.registry import METRICS, higher_is_better
+from stages.reporting.formatting import DASH, fmt, is_missing
 from stages.schema import EVAL, SPLITS
 
 Summary = dict[str, Any]
@@ -626,3 +626,59 @@ def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
         "<title>ragvet retrieval report</title>\n"
         f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + "\n</body>\n</html>\n"
     )
+
+
+# --------------------------------------------------------------------------- metrics documentation
+
+METRICS_DOC_INTRO = """# Metrics
+
+Generated from the metric registry (`stages/measures/registry.py`) by
+`ragvet metrics-doc > docs/metrics.md`; a test fails when this file and the
+registry disagree, so edit the registry, not this page.
+
+Each metric is computed per case; a summary is the macro mean over the cases
+that have a value, printed beside its denominators. The retrieved list is
+deduplicated first, keeping the first occurrence; `k <= 0` gives 0, and a k
+beyond the retrieved depth counts the missing ranks as non-relevant, as
+trec_eval does. A case's *relevant chunks* are the chunks that overlap any of
+its evidence spans by at least one character (every chunk of the doc, for
+`{doc}` evidence). Chunk-level figures cannot be compared across chunkings,
+because their denominator changes with the chunking. The reference definitions
+(`stages/measures/reference.py`) give each formula and its empty-case value in
+their docstrings; the engine (`stages/measures/engine.py`) is tested against them.
+"""
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def metrics_doc() -> str:
+    """``docs/metrics.md``: every registered metric and human review figure, from the
+    registry, so the documentation cannot drift from what is computed."""
+    header = ["metric", "definition", "comparable across chunkings", "better", "abstention cases", "gateable"]
+    rows = [
+        [
+            f"`{metric.key('k')}`",
+            _escape(metric.definition),
+            _yes(metric.comparable_across_chunkings),
+            "higher" if metric.higher_is_better else "lower",
+            "a value" if metric.abstention else "no value (reported apart)",
+            _yes(metric.share),
+        ]
+        for metric in METRICS.values()
+    ]
+    review = [
+        [f"`{m.key('k')}`", _escape(m.definition), m.cases, "higher" if m.higher_is_better else "lower"]
+        for m in REVIEW_METRICS.values()
+    ]
+    lines = [METRICS_DOC_INTRO, "## Retrieval and evidence availability", "", *_table(header, rows), ""]
+    lines += [
+        "## Human review figures",
+        "",
+        "Read from recorded answers (`data/answers/<config>.jsonl`), never computed "
+        "by a model; see [abstention.md](abstention.md).",
+        "",
+    ]
+    lines += _table(["metric", "definition", "cases", "better"], review)
+    return "\n".join(lines) + "\n"

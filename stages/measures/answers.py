@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.files import iter_jsonl
-from stages.formatting import fmt
+from stages.inputs.values import as_id, did_you_mean, kind_of
+from stages.reporting.formatting import fmt
 from stages.schema import SPLITS
-from stages.values import as_id, did_you_mean, kind_of
+from stages.storage.files import iter_jsonl
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.

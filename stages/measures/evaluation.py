@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stages.answers import review_summary
 from stages.evidence import project_unit, relevant_chunks
+from stages.measures.answers import review_summary
 from stages.measures.reference import case_metrics, check_coverage
 from stages.measures.registry import sorted_ks
 from stages.measures.summary import summarise
 from stages.schema import SPLITS, Case, Chunk
 
 if TYPE_CHECKING:
-    from stages.columns import CaseTable, ChunkTable, RunTable
+    from stages.storage.columns import CaseTable, ChunkTable, RunTable
 
 
 def case_row(
@@ -65,8 +65,8 @@ def evaluate_run(
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
     from stages.measures.engine import case_results, score  # numpy: not for --help
+    from stages.storage.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)

@@ -12,8 +12,8 @@ from typing import Any
 
 from stages.chunking import chunking_problems
 from stages.errors import Problem
+from stages.inputs.values import did_you_mean, has_text, is_int, is_number, kind_of
 from stages.measures.registry import metric_problems
-from stages.values import did_you_mean, has_text, is_int, is_number, kind_of
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 SPLIT_KEYS = ("salt", "eval_fraction")
@@ -284,12 +284,12 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     """Every problem with the params, each at ``params.yaml: <key path>``.
 
     Chunkings and retrievers are checked by their own modules
-    (:func:`stages.chunking.chunking_problems`, :func:`stages.retrieval.retriever_problems`),
+    (:func:`stages.chunking.chunking_problems`, :func:`stages.retrieval.kinds.retriever_problems`),
     metric names by :func:`stages.measures.registry.metric_problems`. ``depth`` below the
     largest k is a problem: a k beyond the depth would silently repeat the figure at
     ``depth``.
     """
-    from stages.retrieval import retriever_problems  # numpy loads with the retrievers, not for `ragvet --help`
+    from stages.retrieval.kinds import retriever_problems  # numpy loads with the retrievers, not for `ragvet --help`
 
     check = _ParamsChecker(source)
     if not isinstance(params, dict):

@@ -1,9 +1,9 @@
 """The numpy column tables that evaluation and BM25 read instead of one object per row.
 
 At 100,000 cases or a million chunks a Python object per row costs more time and
-memory than the work itself, so the readers in :mod:`stages.tables` build these
+memory than the work itself, so the readers in :mod:`stages.storage.tables` build these
 tables straight from the files, and :mod:`stages.measures.engine` and
-:mod:`stages.retrieval` compute over their columns.
+:mod:`stages.retrieval.kinds` compute over their columns.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class ChunkTable:
     """The columns of a chunking the engine reads: ids, docs and character offsets.
 
     Row ``i`` is chunk number ``i``; rows are in chunk_id order, the numbering
-    the retrieve stage's runs use (:func:`stages.tables.write_run`).
+    the retrieve stage's runs use (:func:`stages.storage.tables.write_run`).
     """
 
     chunk_ids: list[str]
@@ -219,7 +219,7 @@ class CaseTable:
 
     @classmethod
     def from_frame(cls, frame: Any) -> CaseTable:
-        """From the validate stage's Parquet case table (:func:`stages.tables.write_case_table`),
+        """From the validate stage's Parquet case table (:func:`stages.storage.tables.write_case_table`),
         a polars frame with one row per case: every column is flattened in C, so
         100,000 cases cost no Python object per unit or target."""
         import orjson
