@@ -20,8 +20,6 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
-from stages.measures.abstention import read_thresholds, threshold_for
-from stages.measures.evaluation import config_summary
 from stages.measures.summary import slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
@@ -50,17 +48,13 @@ def csv_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
-    """Each configuration's summary, with its abstention threshold (tuned, or from params) beside the rates."""
-    tuned = read_thresholds(thresholds, settings["configs"])
-    summaries = {}
-    for config, spec in sorted(settings["configs"].items()):
-        retriever = spec["retriever"]
-        abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
-        summaries[config] = config_summary(
-            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
-        )
-    return summaries
+def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
+    """What evaluate wrote for each configuration (``<config>.json`` in ``folder``): the
+    report shows those figures rather than recomputing them, so it cannot disagree."""
+    missing = [folder / f"{config}.json" for config in configs if not (folder / f"{config}.json").is_file()]
+    if missing:
+        raise InputError([Problem(str(path), f"{what} not found", "run dvc repro first") for path in missing])
+    return {config: read_json(folder / f"{config}.json") for config in configs}
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
@@ -85,13 +79,12 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
     return case_details(read_jsonl(cases), texts, ids)
 
 
-def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, base_rows: dict) -> list:
+def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
     from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
-    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
     base_slices = {name: slice_table(r, settings["slices"], [k]) for name, r in base_rows.items()}
-    gated = [c for c in settings["gate"]["configs"] if c in rows]
+    gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (
             "recall@k and evidence_recall@k (dashed: baseline)",
@@ -108,10 +101,9 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, 
     ]
 
 
-def write_plots(plots: Path, settings: dict, summaries: dict, rows: dict) -> None:
+def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k = settings["ks"], summary_k(settings["ks"])
-    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
     files = {
         "at_k.csv": plot_rows(summaries, ks),
         "budget.csv": budget_rows(summaries, k),
@@ -127,6 +119,9 @@ def write_plots(plots: Path, settings: dict, summaries: dict, rows: dict) -> Non
 @user_errors
 def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    metrics_dir: Path = typer.Option(
+        Path("metrics"), help="Folder of evaluate's <config>.json and slices/<config>.json."
+    ),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases (questions, evidence)."),
@@ -138,7 +133,6 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
-    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
@@ -146,7 +140,8 @@ def main(
     settings = read_params(params)
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
-    summaries = _summaries(settings, rows, fingerprints, thresholds)
+    summaries = _written(metrics_dir, sorted(settings["configs"]), "metrics of the configuration")
+    slices = _written(metrics_dir / "slices", sorted(settings["configs"]), "slice table of the configuration")
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])
@@ -168,14 +163,14 @@ def main(
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        text = render_html(text, _figures(settings, summaries, base_summaries, rows, base_rows))
+        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
     if out is None:
         typer.echo(text, nl=False)
     else:
         write_text(out, text)
         typer.echo(f"report: {len(summaries)} configurations -> {out}")
     if plots is not None:
-        write_plots(plots, settings, summaries, rows)
+        write_plots(plots, settings, summaries, slices)
 
 
 if __name__ == "__main__":

@@ -149,6 +149,12 @@ def test_each_stage_depends_on_exactly_the_modules_it_imports():
         assert (name, sorted(declared)) == (name, sorted(needed))
 
 
+def test_the_report_depends_on_what_evaluate_wrote_for_every_configuration():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    deps = set(dvc_stages()["report"]["deps"])
+    assert {f"metrics/{config}.json" for config in params["configs"]} | {"metrics/cases", "metrics/slices"} <= deps
+
+
 def main() -> None:
     """Print each module's imports, the cycles, and each stage's import closure."""
     graph = import_graph()

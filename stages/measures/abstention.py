@@ -21,8 +21,7 @@ from typing import Any
 
 from stages.errors import Problem, raise_if
 from stages.inputs.values import is_number
-from stages.reporting.formatting import fmt
-from stages.schema import DEV, EVAL, SPLITS
+from stages.schema import SPLITS
 from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
 
 RULES = ("f1", "false-abstention")
@@ -199,34 +198,3 @@ def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
         else "{}\n"
     )
     write_text(path, HEADER + body)
-
-
-def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
-    """Report lines: each configuration's threshold, where it comes from, and its
-    effect on dev (where it was chosen) beside eval (where it is judged)."""
-    rows = []
-    for name, summary in sorted(summaries.items()):
-        abst = summary.get("abstention") or {}
-        threshold = abst.get("abstain_below")
-        if threshold is None:
-            continue
-        dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
-
-        rows.append(
-            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
-            f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
-            f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
-        )
-    if not rows:
-        return []
-    return [
-        "## Abstention thresholds",
-        "",
-        "The system abstains when its top-1 score is below the threshold. Tuned thresholds are chosen on dev only; "
-        "eval shows their effect on cases the choice never saw.",
-        "",
-        "| config | abstain below | from | dev: abstain / false abstain | eval: abstain / false abstain |",
-        "|---|---|---|---|---|",
-        *rows,
-        "",
-    ]

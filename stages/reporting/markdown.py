@@ -10,7 +10,7 @@ PR diff shows only real changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.gating.compare import (
@@ -21,11 +21,10 @@ from stages.gating.compare import (
     newly_missed_k,
     slice_comparisons,
 )
-from stages.measures.abstention import threshold_section
-from stages.measures.answers import REVIEW_METRICS, review_section
+from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
 from stages.reporting.formatting import DASH, fmt, is_missing
-from stages.schema import EVAL, SPLITS
+from stages.schema import DEV, EVAL, SPLITS
 
 Summary = dict[str, Any]
 
@@ -156,6 +155,88 @@ def _distribution(dist: dict | None) -> str:
         return DASH
     keys = [key for key in _DIST_ORDER if key in dist] + sorted(set(dist) - set(_DIST_ORDER))
     return ", ".join(f"{key} {fmt(dist[key])}" for key in keys)
+
+
+def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
+    """Report lines: each configuration's threshold, where it comes from, and its
+    effect on dev (where it was chosen) beside eval (where it is judged)."""
+    rows = []
+    for name, summary in sorted(summaries.items()):
+        abst = summary.get("abstention") or {}
+        threshold = abst.get("abstain_below")
+        if threshold is None:
+            continue
+        dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
+
+        rows.append(
+            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
+            f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
+            f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Abstention thresholds",
+        "",
+        "The system abstains when its top-1 score is below the threshold. Tuned thresholds are chosen on dev only; "
+        "eval shows their effect on cases the choice never saw.",
+        "",
+        "| config | abstain below | from | dev: abstain / false abstain | eval: abstain / false abstain |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
+    """Markdown lines for the report: the human review figures of each configuration
+    with recorded answers, or nothing at all when none has any."""
+    reviewed = {name: s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
+    if not reviewed:
+        return []
+    out = [
+        "## Human review of recorded answers",
+        "",
+        (
+            "From reviewers' labels in `data/answers/<config>.jsonl`; ragvet calls no model and judges no answer, "
+            "so these are not faithfulness scores. Kept apart from retrieval: a case without a recorded answer "
+            "has no figure, and unreviewed claims are counted, never taken as supported."
+        ),
+        "",
+        "### Abstention cases",
+        "",
+        "| config | split | recorded / cases | handled (abstained, clarified, limited) | unsupported answer | "
+        "sources shown | answered / abstained / clarified / limited |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, review in reviewed.items():
+        for split in SPLITS:
+            part = review[split]["abstention_cases"]
+            fig, beh = part["figures"], part["behaviours"]
+            out.append(
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
+                f"{fmt(fig['unsupported_answer'])} | {fmt(fig['sources_shown'])} | "
+                f"{' / '.join(str(beh[b]) for b in BEHAVIOURS)} |"
+            )
+    out += [
+        "",
+        "### Answerable cases",
+        "",
+        f"| config | split | recorded / cases | false abstention | unsupported claims, macro / pooled | "
+        f"claims reviewed / unreviewed | cited available@{k}, macro / pooled | citations |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, review in reviewed.items():
+        for split in SPLITS:
+            part = review[split]["answerable_cases"]
+            fig, claims = part["figures"], part["claims"]
+            out.append(
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
+                f"{fmt(fig['unsupported_claims'])} / {fmt(fig['unsupported_claims_pooled'])} | "
+                f"{claims['reviewed']} / {claims['unreviewed']} | "
+                f"{fmt(fig[f'cited_available@{k}'])} / {fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
+            )
+    return out + [""]
 
 
 def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
