@@ -4,6 +4,7 @@ registered metric is documented, and every relative link points at a file."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -62,3 +63,15 @@ def test_the_readme_is_a_front_door():
     assert len(readme.splitlines()) <= 200
     assert re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)[:2] == [SET_UP_AND_RUN, RUN_THE_TESTS]
     assert SET_UP_AND_RUN in (ROOT / ".ci/run").read_text(encoding="utf-8")
+
+
+def test_the_where_things_are_table_names_functions_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| stage | command module | key domain function |") :].split("\n\n")[0]
+    named = re.findall(r"`((?:\w+\.)+\w+)`", table)
+    assert len(named) >= 10
+    for dotted in named:
+        module, _, function = f"stages.{dotted}".rpartition(".")
+        assert callable(getattr(importlib.import_module(module), function)), dotted
+    for path in re.findall(r"`(stages/\w+\.py)`", table):
+        assert (ROOT / path).is_file(), path

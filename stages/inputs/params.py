@@ -304,7 +304,9 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
         )
     for key in PARAMS_SECTIONS:
         if key not in params:
-            check.add(key, f"section `{key}` is missing", "add it; the bundled params.yaml shows every section, with comments")
+            check.add(
+                key, f"section `{key}` is missing", "add it; the bundled params.yaml shows every section, with comments"
+            )
     for key in params:
         if key not in PARAMS_SECTIONS:
             check.add(
