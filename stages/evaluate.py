@@ -11,8 +11,8 @@ import typer
 from stages.errors import user_errors
 from stages.measures.abstention import read_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
-from stages.measures.evaluation import config_summary, evaluate_run
-from stages.measures.summary import slice_table
+from stages.measures.evaluation import evaluate_run
+from stages.measures.summary import config_summary, slice_table
 from stages.schema import DEV
 from stages.storage.files import read_json, read_params, round_floats, write_json
 from stages.storage.tables import read_case_table, read_chunk_table, read_run_table, write_rows

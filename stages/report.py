@@ -20,7 +20,8 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
-from stages.measures.summary import slice_table
+from stages.measures.abstention import read_thresholds, threshold_for
+from stages.measures.summary import config_summary, slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
     budget_rows,
@@ -48,13 +49,26 @@ def csv_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
-    """What evaluate wrote for each configuration (``<config>.json`` in ``folder``): the
-    report shows those figures rather than recomputing them, so it cannot disagree."""
-    missing = [folder / f"{config}.json" for config in configs if not (folder / f"{config}.json").is_file()]
+def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
+    """Each configuration's summary, with its abstention threshold (tuned, or from params)
+    beside the rates: the same function over the same rows as evaluate, so the same figures."""
+    tuned = read_thresholds(thresholds, settings["configs"])
+    summaries = {}
+    for config, spec in sorted(settings["configs"].items()):
+        retriever = spec["retriever"]
+        abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
+        summaries[config] = config_summary(
+            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
+        )
+    return summaries
+
+
+def _slice_tables(slices_dir: Path, configs: list[str]) -> dict[str, dict]:
+    """The slice tables evaluate wrote, read rather than recomputed from the per-case rows."""
+    missing = [slices_dir / f"{config}.json" for config in configs if not (slices_dir / f"{config}.json").is_file()]
     if missing:
-        raise InputError([Problem(str(path), f"{what} not found", "run dvc repro first") for path in missing])
-    return {config: read_json(folder / f"{config}.json") for config in configs}
+        raise InputError([Problem(str(path), "slice table not found", "run dvc repro first") for path in missing])
+    return {config: read_json(slices_dir / f"{config}.json") for config in configs}
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
@@ -119,9 +133,7 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
 @user_errors
 def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
-    metrics_dir: Path = typer.Option(
-        Path("metrics"), help="Folder of evaluate's <config>.json and slices/<config>.json."
-    ),
+    slices_dir: Path = typer.Option(Path("metrics/slices"), help="Folder of per-slice JSON, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases (questions, evidence)."),
@@ -133,6 +145,7 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
@@ -140,8 +153,8 @@ def main(
     settings = read_params(params)
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
-    summaries = _written(metrics_dir, sorted(settings["configs"]), "metrics of the configuration")
-    slices = _written(metrics_dir / "slices", sorted(settings["configs"]), "slice table of the configuration")
+    summaries = _summaries(settings, rows, fingerprints, thresholds)
+    slices = _slice_tables(slices_dir, sorted(settings["configs"]))
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])

@@ -149,10 +149,10 @@ def test_each_stage_depends_on_exactly_the_modules_it_imports():
         assert (name, sorted(declared)) == (name, sorted(needed))
 
 
-def test_the_report_depends_on_what_evaluate_wrote_for_every_configuration():
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    deps = set(dvc_stages()["report"]["deps"])
-    assert {f"metrics/{config}.json" for config in params["configs"]} | {"metrics/cases", "metrics/slices"} <= deps
+def test_the_report_depends_on_the_folders_evaluate_writes_into():
+    """Folders, not one file per configuration: adding a configuration to params.yaml
+    must not need an edit of the report stage."""
+    assert {"metrics/cases", "metrics/slices"} <= set(dvc_stages()["report"]["deps"])
 
 
 def main() -> None:

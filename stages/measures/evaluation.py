@@ -8,11 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
-from stages.measures.answers import review_summary
 from stages.measures.reference import case_metrics, check_coverage
 from stages.measures.registry import sorted_ks
-from stages.measures.summary import summarise
-from stages.schema import SPLITS, Case, Chunk
+from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
     from stages.storage.columns import CaseTable, ChunkTable, RunTable
@@ -90,34 +88,3 @@ def evaluate_run(
             zip(cases.case_ids, cases.answerable, cases.tags, case_results(scores, evidence, unique_ks))
         )
     ]
-
-
-def config_summary(
-    config: str,
-    spec: Mapping[str, str],
-    rows: Sequence[dict],
-    ks: Sequence[int],
-    abstain_below: float | None,
-    fingerprints: Mapping[str, str],
-    abstain_source: str | None = None,
-) -> dict:
-    """The ``metrics/<config>.json`` content: means with denominators per split,
-    abstention figures, and the fingerprints a later gate must match.
-
-    Where rows carry recorded answers, a ``human_review`` section is added; with
-    none, the section is absent rather than zero. The abstention threshold and
-    where it comes from (``abstain_source``) sit beside the rates it produced.
-    """
-    summary = {
-        "config": config,
-        "chunking": spec["chunking"],
-        "retriever": spec["retriever"],
-        **summarise(rows, ks, abstain_below),
-        "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
-    }
-    if abstain_below is not None:
-        summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
-    review = review_summary(rows, ks, SPLITS)
-    if review is not None:
-        summary["human_review"] = review
-    return summary

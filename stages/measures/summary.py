@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stages.measures.answers import review_summary
 from stages.measures.registry import metric_names, sorted_ks
 from stages.schema import SPLITS
 
@@ -138,3 +139,34 @@ def slice_table(rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[in
                 }
         table[split] = per_key
     return table
+
+
+def config_summary(
+    config: str,
+    spec: Mapping[str, str],
+    rows: Sequence[dict],
+    ks: Sequence[int],
+    abstain_below: float | None,
+    fingerprints: Mapping[str, str],
+    abstain_source: str | None = None,
+) -> dict:
+    """The ``metrics/<config>.json`` content: means with denominators per split,
+    abstention figures, and the fingerprints a later gate must match.
+
+    Where rows carry recorded answers, a ``human_review`` section is added; with
+    none, the section is absent rather than zero. The abstention threshold and
+    where it comes from (``abstain_source``) sit beside the rates it produced.
+    """
+    summary = {
+        "config": config,
+        "chunking": spec["chunking"],
+        "retriever": spec["retriever"],
+        **summarise(rows, ks, abstain_below),
+        "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
+    }
+    if abstain_below is not None:
+        summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
+    review = review_summary(rows, ks, SPLITS)
+    if review is not None:
+        summary["human_review"] = review
+    return summary
