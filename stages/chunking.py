@@ -45,7 +45,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from stages.errors import Problem
-from stages.schema import Chunk, Doc, chunk_id_for, is_int, is_positive_int
+from stages.inputs.values import is_int, is_positive_int
+from stages.schema import Chunk, Doc, chunk_id_for
 
 Span = tuple[int, int]
 

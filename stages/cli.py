@@ -12,8 +12,11 @@ import typer
 
 from stages import chunk, evaluate, gate, interop, report, retrieve, split, tune_abstain, validate
 from stages.errors import raise_if, user_errors
-from stages.files import read_params
-from stages.schema import validate_params
+from stages.gating.baselines import accept_baseline
+from stages.gating.reproduction import render, verify_results
+from stages.inputs.params import validate_params
+from stages.reporting.markdown import metrics_doc
+from stages.storage.files import read_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 for module in (validate, chunk, split, retrieve, evaluate, report, gate):
@@ -37,8 +40,6 @@ def baseline_accept(
     Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
     request as the change that moved the numbers.
     """
-    from stages.gating import accept_baseline  # numpy loads here, not for every `ragvet --help`
-
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
     written = accept_baseline(metrics_dir, settings["gate"]["configs"])
@@ -60,15 +61,18 @@ def verify(
     figure equal, scores within 1e-4, and rankings equal but for named near ties
     (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
     """
-    from stages.reproduction import render
-    from stages.reproduction import verify as verify_configs
-
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    checks = verify_configs(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
+    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
     typer.echo(render(checks, against))
     if not all(check.reproduced for check in checks):
         raise typer.Exit(1)
+
+
+@app.command("metrics-doc")
+def metrics_doc_command() -> None:
+    """Print the metrics documentation generated from the registry (docs/metrics.md)."""
+    typer.echo(metrics_doc(), nl=False)
 
 
 def main() -> None:

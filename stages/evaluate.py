@@ -8,13 +8,14 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import read_thresholds, sweep, threshold_for
-from stages.answers import add_reviews, config_answers
 from stages.errors import user_errors
-from stages.evaluation import config_summary, evaluate_run
-from stages.files import read_json, read_params, round_floats, write_json
-from stages.metrics import slice_table
-from stages.tables import read_case_table, read_chunk_table, read_run_table, write_rows
+from stages.measures.abstention import read_thresholds, sweep, threshold_for
+from stages.measures.answers import add_reviews, config_answers
+from stages.measures.evaluation import evaluate_run
+from stages.measures.summary import config_summary, slice_table
+from stages.schema import DEV
+from stages.storage.files import read_json, read_params, round_floats, write_json
+from stages.storage.tables import read_case_table, read_chunk_table, read_run_table, write_rows
 
 
 @user_errors
@@ -58,7 +59,7 @@ def main(
     write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
     write_json(metrics, summary)
     if sweep_out is not None:
-        write_json(sweep_out, sweep([row for row in rows if row["split"] == "dev"]))
+        write_json(sweep_out, sweep([row for row in rows if row["split"] == DEV]))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
     typer.echo(f"{config}: evaluated {len(rows)} cases{note}")
 

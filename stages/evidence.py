@@ -35,8 +35,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from stages.chunking import chunk_document, chunking_problems
 from stages.errors import InputError, Problem
-from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, as_id, is_int, kind_of
+from stages.inputs.values import as_id, is_int, kind_of
+from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
 
 REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"
@@ -452,8 +454,6 @@ class EvidenceResolver:
         return None
 
     def _chunk(self, name: str, doc: Doc, where: str, role: str, problems: list[Problem]) -> list[Chunk] | None:
-        from stages.chunking import chunk_document, chunking_problems
-
         spec = self.chunkings[name]
         if name not in self._chunking_ok:
             self._chunking_ok[name] = not chunking_problems(name, spec, f"params.yaml: chunking.{name}")

@@ -8,42 +8,9 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.files import read_json, read_jsonl, read_params, write_json
-
-
-def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
-    """The committed baseline of one configuration, or (None, None) if there is none."""
-    summary, cases = baseline / f"{config}.json", baseline / "cases" / f"{config}.jsonl"
-    if not (summary.exists() and cases.exists()):
-        return None, None
-    return read_json(summary), read_jsonl(cases)
-
-
-def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
-    """``{config: (summary, rows)}`` from a git revision's results or from the
-    committed baseline folder; ``(None, None)`` where there is none."""
-    if against:
-        from stages.gating import read_results_at  # numpy loads with the gate, not for `ragvet --help`
-
-        found = read_results_at(against, configs, Path.cwd())
-        return {config: found[config] or (None, None) for config in configs}
-    return {config: read_baseline_dir(baseline, config) for config in configs}
-
-
-def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
-    path = cases_dir / f"{config}.jsonl"
-    return read_jsonl(path) if path.exists() else None
-
-
-def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
-    """The configurations whose committed baseline holds exactly their current
-    per-case results: this change ran ``ragvet baseline accept`` (or is back at
-    the accepted state), so a comparison with another revision may accept its moves."""
-    return [
-        config
-        for config in configs
-        if current.get(config) is not None and read_baseline_dir(baseline, config)[1] == current[config]
-    ]
+from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.compare import gate_all, render_verdict
+from stages.storage.files import read_json, read_params, write_json
 
 
 @user_errors
@@ -56,8 +23,6 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
-    from stages.gating import gate_all, render_verdict  # numpy loads with the gate, not for `ragvet --help`
-
     settings = read_params(params)
     configs = settings["gate"]["configs"]
     current = {config: current_rows(cases_dir, config) for config in configs}

@@ -1,6 +1,6 @@
 """``ragvet import`` and ``ragvet export``: BEIR, TREC and SQuAD in; TREC runs and qrels out.
 
-Thin commands over :mod:`stages.importing` and :mod:`stages.exporting`. An import
+Thin commands over :mod:`stages.formats.importing` and :mod:`stages.formats.exporting`. An import
 writes its rows to a temporary folder, runs them through the pipeline's own
 validator (:func:`stages.schema.collect_corpus`, :func:`stages.schema.collect_cases`)
 and moves them into place only when there is no problem, so a failed import
@@ -20,11 +20,12 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, raise_if, user_errors
-from stages.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
-from stages.files import UMASK, dumps_line, read_json, write_jsonl, write_text
-from stages.importing import Imported, import_beir, import_squad, import_trec
-from stages.schema import collect_cases, collect_corpus
-from stages.tables import iter_run_rows, read_cases, read_chunks, run_path
+from stages.formats.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
+from stages.formats.importing import Imported, import_beir, import_squad, import_trec
+from stages.inputs.loading import collect_cases, collect_corpus
+from stages.schema import SPLITS
+from stages.storage.files import UMASK, dumps_line, read_json, write_jsonl, write_text
+from stages.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(
     no_args_is_help=True,
@@ -288,7 +289,7 @@ def export_qrels(
     cases have no line. Use --split eval to check the eval figures of
     metrics/<config>.json.
     """
-    if split not in ("all", "eval", "dev"):
+    if split not in ("all", *SPLITS):
         raise_if([Problem("--split", f"unknown split {split!r}", "use all, eval or dev")])
     chunk_path = chunks_dir / f"{chunking}.jsonl"
     _need(cases, "validated cases")

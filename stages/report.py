@@ -17,14 +17,12 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import read_thresholds, threshold_for
 from stages.errors import InputError, Problem, user_errors
-from stages.evaluation import config_summary
-from stages.files import read_json, read_jsonl, read_params, round_floats, write_text
-from stages.gate import baselines_for, current_rows, rebaselined
-from stages.gating import gate_all
-from stages.metrics import slice_table
-from stages.reporting import (
+from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.compare import gate_all
+from stages.measures.abstention import read_thresholds, threshold_for
+from stages.measures.summary import config_summary, slice_table
+from stages.reporting.markdown import (
     COMMENT_LIMIT,
     budget_rows,
     case_details,
@@ -35,6 +33,7 @@ from stages.reporting import (
     slice_rows,
     summary_k,
 )
+from stages.storage.files import read_json, read_jsonl, read_params, round_floats, write_text
 
 
 class Format(StrEnum):
@@ -51,7 +50,8 @@ def csv_text(rows: list[dict]) -> str:
 
 
 def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
-    """Each configuration's summary, with its abstention threshold (tuned, or from params) beside the rates."""
+    """Each configuration's summary, with its abstention threshold (tuned, or from params)
+    beside the rates: the same function over the same rows as evaluate, so the same figures."""
     tuned = read_thresholds(thresholds, settings["configs"])
     summaries = {}
     for config, spec in sorted(settings["configs"].items()):
@@ -61,6 +61,14 @@ def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, 
             config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
         )
     return summaries
+
+
+def _slice_tables(slices_dir: Path, configs: list[str]) -> dict[str, dict]:
+    """The slice tables evaluate wrote, read rather than recomputed from the per-case rows."""
+    missing = [slices_dir / f"{config}.json" for config in configs if not (slices_dir / f"{config}.json").is_file()]
+    if missing:
+        raise InputError([Problem(str(path), "slice table not found", "run dvc repro first") for path in missing])
+    return {config: read_json(slices_dir / f"{config}.json") for config in configs}
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
@@ -85,13 +93,12 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
     return case_details(read_jsonl(cases), texts, ids)
 
 
-def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, base_rows: dict) -> list:
-    from stages import charts
+def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
+    from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
-    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
     base_slices = {name: slice_table(r, settings["slices"], [k]) for name, r in base_rows.items()}
-    gated = [c for c in settings["gate"]["configs"] if c in rows]
+    gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (
             "recall@k and evidence_recall@k (dashed: baseline)",
@@ -108,10 +115,9 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, rows: dict, 
     ]
 
 
-def write_plots(plots: Path, settings: dict, summaries: dict, rows: dict) -> None:
+def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k = settings["ks"], summary_k(settings["ks"])
-    slices = {name: slice_table(rows[name], settings["slices"], [k]) for name in rows}
     files = {
         "at_k.csv": plot_rows(summaries, ks),
         "budget.csv": budget_rows(summaries, k),
@@ -127,6 +133,7 @@ def write_plots(plots: Path, settings: dict, summaries: dict, rows: dict) -> Non
 @user_errors
 def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    slices_dir: Path = typer.Option(Path("metrics/slices"), help="Folder of per-slice JSON, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases (questions, evidence)."),
@@ -147,6 +154,7 @@ def main(
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
     summaries = _summaries(settings, rows, fingerprints, thresholds)
+    slices = _slice_tables(slices_dir, sorted(settings["configs"]))
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])
@@ -168,14 +176,14 @@ def main(
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        text = render_html(text, _figures(settings, summaries, base_summaries, rows, base_rows))
+        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
     if out is None:
         typer.echo(text, nl=False)
     else:
         write_text(out, text)
         typer.echo(f"report: {len(summaries)} configurations -> {out}")
     if plots is not None:
-        write_plots(plots, settings, summaries, rows)
+        write_plots(plots, settings, summaries, slices)
 
 
 if __name__ == "__main__":

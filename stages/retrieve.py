@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.files import read_params
-from stages.tables import read_cases, read_chunk_texts, read_chunks, write_run
+from stages.storage.files import read_params
+from stages.storage.tables import read_cases, read_chunk_texts, read_chunks, write_run
 
 
 @user_errors
@@ -20,7 +20,7 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
-    from stages.retrieval import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
+    from stages.retrieval.kinds import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
 
     settings = read_params(params)
     retrievers = settings["retrievers"]

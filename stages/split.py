@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.files import read_params, write_json
 from stages.splitting import freeze_split
-from stages.tables import read_cases, read_docs
+from stages.storage.files import read_params, write_json
+from stages.storage.tables import read_cases, read_docs
 
 
 @user_errors

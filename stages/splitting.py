@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from stages.files import dumps_line
-from stages.schema import Case, Doc, case_fingerprint, corpus_fingerprint
+from stages.schema import DEV, EVAL, SPLITS, Case, Doc, case_fingerprint, corpus_fingerprint
+from stages.storage.files import dumps_line
 
 
 def unit_hash(salt: str, case_id: str) -> float:
@@ -22,7 +22,7 @@ def unit_hash(salt: str, case_id: str) -> float:
 
 def assign_split(salt: str, case_id: str, eval_fraction: float) -> str:
     """``eval`` if H(salt, case_id) < eval_fraction else ``dev``."""
-    return "eval" if unit_hash(salt, case_id) < eval_fraction else "dev"
+    return EVAL if unit_hash(salt, case_id) < eval_fraction else DEV
 
 
 def set_fingerprint(members: Sequence[tuple[str, str]]) -> str:
@@ -37,16 +37,14 @@ def freeze_split(cases: Sequence[Case], docs: Sequence[Doc], salt: str, eval_fra
         case.case_id: {"split": assign_split(salt, case.case_id, eval_fraction), "fingerprint": case_fingerprint(case)}
         for case in cases
     }
-    by_split = {
-        name: [(cid, m["fingerprint"]) for cid, m in members.items() if m["split"] == name] for name in ("eval", "dev")
-    }
+    by_split = {name: [(cid, m["fingerprint"]) for cid, m in members.items() if m["split"] == name] for name in SPLITS}
     return {
         "salt": salt,
         "eval_fraction": eval_fraction,
         "counts": {name: len(pairs) for name, pairs in by_split.items()},
         "fingerprints": {
-            "eval_split": set_fingerprint(by_split["eval"]),
-            "dev_split": set_fingerprint(by_split["dev"]),
+            "eval_split": set_fingerprint(by_split[EVAL]),
+            "dev_split": set_fingerprint(by_split[DEV]),
             "corpus": corpus_fingerprint(docs),
         },
         "cases": dict(sorted(members.items())),

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import typer
 
-from stages.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
 from stages.errors import Problem, raise_if, user_errors
-from stages.files import read_json, read_params
-from stages.formatting import fmt
-from stages.tables import read_cases, read_chunks, read_run, run_path
+from stages.measures.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
+from stages.reporting.formatting import fmt
+from stages.schema import DEV, EVAL
+from stages.storage.files import read_json, read_params
+from stages.storage.tables import read_cases, read_chunks, read_run, run_path
 
 
 @user_errors
@@ -61,7 +62,7 @@ def main(
     run = read_run(run_path(runs, config), chunk_ids, {c.case_id for c in all_cases})
     grouped = score_rows(all_cases, run, {cid: entry["split"] for cid, entry in frozen["cases"].items()})
     try:
-        chosen = choose_threshold(grouped["dev"], rule, target)  # dev only: eval labels never reach the choice
+        chosen = choose_threshold(grouped[DEV], rule, target)  # dev only: eval labels never reach the choice
     except ValueError as err:
         raise_if(
             [
@@ -72,7 +73,7 @@ def main(
                 )
             ]
         )
-    judged = rates(grouped["eval"], chosen["threshold"])
+    judged = rates(grouped[EVAL], chosen["threshold"])
     entry = {"abstain_below": chosen["threshold"], "rule": rule, "tuned_on": "dev"}
     if rule == "false-abstention":
         entry["target"] = target

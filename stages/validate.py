@@ -12,11 +12,12 @@ from pathlib import Path
 
 import typer
 
-from stages.answers import stray_answer_files
 from stages.errors import InputError, Problem, user_errors
-from stages.files import read_params
-from stages.schema import collect_cases, collect_corpus, validate_params
-from stages.tables import write_case_table, write_cases, write_docs
+from stages.inputs.loading import collect_cases, collect_corpus
+from stages.inputs.params import validate_params
+from stages.measures.answers import stray_answer_files
+from stages.storage.files import read_params
+from stages.storage.tables import write_case_table, write_cases, write_docs
 
 
 @user_errors

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import yaml
 
-from stages.embedding import pin_float_kernels
-from stages.reproduction import EPSILON
+from stages.gating.reproduction import EPSILON
+from stages.retrieval.embedding import pin_float_kernels
 
 # Before any test touches torch, as a stage does: tests compare float bytes, and
-# those hold on every CPU only under the pinned kernels (see stages.embedding).
+# those hold on every CPU only under the pinned kernels (see stages.retrieval.embedding).
 PINNED = bool(pin_float_kernels())
 
 

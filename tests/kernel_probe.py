@@ -14,7 +14,7 @@ import hashlib
 import json
 import sys
 
-from stages.embedding import default_prompt, load_cross_encoder, load_encoder, run_by_length
+from stages.retrieval.embedding import default_prompt, load_cross_encoder, load_encoder, run_by_length
 
 TEXTS = [
     "Employees may carry up to five unused vacation days into the next plan year.",

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.abstention import (
+from stages.errors import InputError
+from stages.measures.abstention import (
     candidate_thresholds,
     choose_threshold,
     rates,
@@ -21,9 +22,8 @@ from stages.abstention import (
     threshold_for,
     write_thresholds,
 )
-from stages.errors import InputError
 from stages.schema import Case
-from stages.tables import write_run
+from stages.storage.tables import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from stages.errors import InputError
-from stages.evaluation import evaluate_run
 from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks, resolve_reference
-from stages.metrics import evidence_recall_at_k, unit_available
-from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint, collect_cases, load_cases
+from stages.inputs.loading import collect_cases, load_cases
+from stages.measures.evaluation import evaluate_run
+from stages.measures.reference import evidence_recall_at_k, unit_available
+from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
 
 TEXT = "0123456789abcdefghijABCDEFGHIJ"  # 30 characters
 DOCS = {"a": Doc("a", TEXT), "b": Doc("b", "another doc")}

@@ -15,8 +15,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from conftest import assert_same_floats  # noqa: E402
 
-from stages import dense  # noqa: E402
-from stages.dense import (  # noqa: E402
+from stages.errors import InputError  # noqa: E402
+from stages.retrieval import dense  # noqa: E402
+from stages.retrieval.dense import (  # noqa: E402
     DENSE_DEFAULTS,
     DENSE_KEYS,
     bi_encoder_scores,
@@ -26,7 +27,6 @@ from stages.dense import (  # noqa: E402
     dense_problems,
     dense_run,
 )
-from stages.errors import InputError  # noqa: E402
 from stages.schema import Case, Chunk  # noqa: E402
 
 pytest.importorskip("sentence_transformers", reason="needs the dense extra")

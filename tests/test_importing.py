@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stages.errors import InputError
-from stages.importing import import_beir, import_squad, import_trec, read_topics
+from stages.formats.importing import import_beir, import_squad, import_trec, read_topics
 
 # --- BEIR --------------------------------------------------------------------------------
 

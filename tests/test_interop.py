@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from stages.cli import app
 from stages.errors import InputError
-from stages.importing import Imported
+from stages.formats.importing import Imported
 from stages.interop import write_imported
 
 runner = CliRunner()
 
-# The README's three lines (section "Checking ragvet with pytrec_eval"), run as written.
-README_LINES = """\
+# The three lines of docs/import-export.md ("Checking ragvet with pytrec_eval"), run as written.
+DOCS_LINES = """\
 import pytrec_eval, statistics as st; qrels = pytrec_eval.parse_qrel(open("qrels.txt"))
 res = pytrec_eval.RelevanceEvaluator(qrels, {"recall.5", "recip_rank"}).evaluate(pytrec_eval.parse_run(open("run.txt")))
 print({m: st.mean(res.get(q, {}).get(m, 0) for q in qrels) for m in ("recall_5", "recip_rank")})
@@ -284,7 +284,7 @@ def test_import_trec_and_squad_from_the_cli(tmp_path, monkeypatch):
 def run_readme_lines(folder: Path) -> dict[str, float]:
     out = io.StringIO()
     with contextlib.chdir(folder), contextlib.redirect_stdout(out):
-        exec(compile(README_LINES, "README", "exec"), {})
+        exec(compile(DOCS_LINES, "README", "exec"), {})
     return ast.literal_eval(out.getvalue())
 
 
@@ -356,9 +356,9 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     assert trec_eval_means(tmp_path, [1])["mrr"] == pytest.approx((0.5 + 1 + 1 + 1) / 4)
 
 
-def test_the_readme_shows_exactly_these_lines():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert README_LINES in readme
+def test_the_docs_show_exactly_these_lines():
+    page = (Path(__file__).resolve().parents[1] / "docs/import-export.md").read_text()
+    assert DOCS_LINES in page
 
 
 def test_import_refuses_a_cases_path_that_is_a_folder_and_keeps_the_old_corpus(tmp_path, monkeypatch):

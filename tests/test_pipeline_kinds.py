@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import ROOT, init_repo, sh
 
-from stages.tables import iter_run_rows
+from stages.storage.tables import iter_run_rows
 
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("faiss")

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from stages.errors import InputError
-from stages.retrieval import retrieve
+from stages.retrieval.kinds import retrieve
 from stages.schema import Case, Chunk
 
 
@@ -133,7 +133,7 @@ def test_a_run_file_mixing_scores_and_ranks_is_refused(tmp_path):
 
 
 def test_run_file_must_sit_where_dvc_tracks_it(tmp_path, monkeypatch):
-    from stages.retrieval import retriever_problems
+    from stages.retrieval.kinds import retriever_problems
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data" / "external").mkdir(parents=True)

@@ -16,11 +16,10 @@ import yaml
 from conftest import ROOT, commit_all, sh
 from test_pipeline import set_param
 
-from stages.reporting import COMMENT_MARKER
+from stages.reporting.markdown import COMMENT_MARKER
 
 GATED = "sentences-600-bm25"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
-README_START, README_END = "<!-- example-comment:start -->", "<!-- example-comment:end -->"
 UPDATE = os.environ.get("RAGVET_UPDATE_SNAPSHOTS") == "1"
 
 
@@ -112,18 +111,6 @@ def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmf
     sh(repo, "dvc", "repro", "report")
     gate = ragvet(repo, "gate", "--against", "main")
     assert gate.returncode == 1 and "ACCEPTED" not in gate.stdout
-
-
-def test_readme_shows_the_snapshot_comment_rendered():
-    """The README's example is the real comment of the harmful change, quoted."""
-    readme = (ROOT / "README.md").read_text()
-    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
-    quoted = "".join("> " + line + "\n" if line else ">\n" for line in SNAPSHOT.read_text().splitlines())
-    if UPDATE:
-        (ROOT / "README.md").write_text(readme[:start] + "\n" + quoted + readme[end:])
-        readme = (ROOT / "README.md").read_text()
-        start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
-    assert readme[start:end] == "\n" + quoted
 
 
 def test_improvement_passes_against_main(work_repo):

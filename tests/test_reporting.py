@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stages.charts import at_k_chart, budget_chart, slice_chart
-from stages.reporting import (
+from stages.gating.compare import gate_all
+from stages.reporting.charts import at_k_chart, budget_chart, slice_chart
+from stages.reporting.markdown import (
     COMMENT_MARKER,
     budget_rows,
     compare_configs,
@@ -201,9 +202,20 @@ def test_compare_configs_pairs_eval_cases_with_deltas_slices_and_case_lists():
 def test_compare_configs_refuses_changed_labels():
     comp = comparisons({"eval_split": "e0", "corpus": "c1"})[1]
     assert comp["reason"] == (
-        "the eval split's labels changed since the baseline (labels changed: re-baseline deliberately)"
+        "eval-split fingerprint differs (baseline e0, current e1): labels changed: re-baseline deliberately "
+        "with `ragvet baseline accept`"
     )
     assert "metrics" not in comp
+
+
+def test_the_report_refuses_what_the_gate_refuses_when_both_fingerprints_are_missing():
+    baselines = {CFG: ({"fingerprints": {}}, BASE_ROWS)}
+    comp = compare_configs({CFG: CUR_ROWS}, baselines, {}, KS, GATE, ["kind"])[0]
+    verdict = gate_all(GATE, ["kind"], baselines, {CFG: CUR_ROWS}, {})
+    assert comp["reason"].startswith("eval-split fingerprint differs (baseline None, current None)")
+    assert "metrics" not in comp
+    assert verdict["configs"][0]["reasons"] == comp["reason"].split("; ")
+    assert verdict["passed"] is False
 
 
 FAILED = {

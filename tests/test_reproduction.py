@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import commit_all, copy_project, sh
 
-from stages.reproduction import EPSILON, check_config, ranking_difference, row_differences
+from stages.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
 
 ROW = {
     "case_id": "q1",

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 from stages.errors import InputError
-from stages.retrieval import ChunkTexts, allowed_mask, retrieve, retriever_problems, top_ranked
+from stages.retrieval.kinds import retrieve, retriever_problems
+from stages.retrieval.ranking import allowed_mask, top_ranked
 from stages.schema import Case, Chunk
-from stages.tables import read_chunk_texts, read_chunks, write_chunks
+from stages.storage.columns import ChunkTexts
+from stages.storage.tables import read_chunk_texts, read_chunks, write_chunks
 
 BM25 = {"kind": "bm25", "k1": 1.5, "b": 0.75, "stopwords": "none", "stemmer": "none"}
 
@@ -175,7 +177,7 @@ def test_member_problems_and_loops():
 
 def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
-    from stages.dense import bi_encoder_scores
+    from stages.retrieval.dense import bi_encoder_scores
 
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
     chunks = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
 
@@ -11,18 +12,10 @@ import pytest
 import yaml
 
 from stages.errors import InputError
-from stages.schema import (
-    Case,
-    Claim,
-    Doc,
-    EvidenceUnit,
-    case_fingerprint,
-    collect_corpus,
-    corpus_fingerprint,
-    load_cases,
-    load_corpus,
-    validate_params,
-)
+from stages.inputs.loading import collect_corpus, load_cases, load_corpus
+from stages.inputs.params import validate_params
+from stages.retrieval import embedding
+from stages.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -312,17 +305,49 @@ def where_what(found) -> list[tuple[str, str]]:
     return [(p.where, p.what) for p in found]
 
 
-def test_the_shipped_params_are_valid(params):
-    assert validate_params(params) == []
+def is_probe(problem) -> bool:
+    """A problem of the installed-package probe: it depends on the environment, not on the params."""
+    return "is not installed" in problem.what
 
 
-def test_keys_dvc_run_cache_cannot_see_are_refused_at_any_depth(params):
+def params_problems(params: dict) -> list:
+    return [problem for problem in validate_params(params) if not is_probe(problem)]
+
+
+@pytest.fixture(params=["installed", "absent"])
+def dense_extra(request, monkeypatch) -> str:
+    """Run a params test both with the environment's dense extra and as if it were
+    not installed: the pure checks must say the same either way."""
+    if request.param == "absent":
+        real = importlib.util.find_spec
+        missing = {"torch", "sentence_transformers", "faiss"}
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
+        monkeypatch.setattr(embedding, "package_model_dir", lambda name: None)
+    return request.param
+
+
+def test_without_the_dense_extra_each_dense_retriever_names_what_to_install(params, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
+    probed = [problem for problem in validate_params(params) if is_probe(problem)]
+    dense = sorted(
+        f"params.yaml: retrievers.{name}" for name, spec in params["retrievers"].items() if spec["kind"] == "dense"
+    )
+    assert [problem.where for problem in probed] == dense
+    assert all("needs the Python module faiss" in problem.what for problem in probed)
+
+
+def test_the_shipped_params_are_valid(dense_extra, params):
+    assert params_problems(params) == []
+
+
+def test_keys_dvc_run_cache_cannot_see_are_refused_at_any_depth(dense_extra, params):
     """DVC hashes a stage for its run cache without keys named size or nfiles, so
     a change to one would restore stale outputs: no params key may use them."""
     bad = copy.deepcopy(params)
     bad["chunking"]["fixed-300"]["size"] = bad["chunking"]["fixed-300"].pop("window")
     bad["retrievers"]["mine"] = {"kind": "python", "target": "plugins/x.py:run", "params": {"nfiles": 2}}
-    found = [p for p in validate_params(bad) if "run cache" in p.what]
+    found = [p for p in params_problems(bad) if "run cache" in p.what]
     assert [p.where for p in found] == [
         "params.yaml: chunking.fixed-300.size",
         "params.yaml: retrievers.mine.params.nfiles",
@@ -330,10 +355,10 @@ def test_keys_dvc_run_cache_cannot_see_are_refused_at_any_depth(params):
     assert all("stale outputs" in p.what and "`window`" in p.fix for p in found)
 
 
-def test_config_naming_unknown_chunking_or_retriever(params):
+def test_config_naming_unknown_chunking_or_retriever(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["configs"]["x"] = {"chunking": "fixed-30", "retriever": "bm52"}
-    found = validate_params(bad)
+    found = params_problems(bad)
     assert where_what(found) == [
         ("params.yaml: configs.x.chunking", "config 'x' names unknown chunking 'fixed-30'"),
         ("params.yaml: configs.x.retriever", "config 'x' names unknown retriever 'bm52'"),
@@ -341,10 +366,10 @@ def test_config_naming_unknown_chunking_or_retriever(params):
     assert "fixed-300, headings-1200, sentences-600" in found[0].fix and "bm25" in found[1].fix
 
 
-def test_config_keys_and_names(params):
+def test_config_keys_and_names(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["configs"]["a/b"] = {"chunking": "fixed-300", "retriever": "bm25", "reranker": "x"}
-    found = where_what(validate_params(bad))
+    found = where_what(params_problems(bad))
     assert ("params.yaml: configs.a/b", "config name 'a/b' cannot be used in stage names and file paths") in found
     assert ("params.yaml: configs.a/b.reranker", "unknown key `reranker` in `configs.a/b`") in found
 
@@ -360,22 +385,22 @@ def test_config_keys_and_names(params):
         ([5, 5], "params.yaml: ks", "`ks` lists a k more than once: [5, 5]"),
     ],
 )
-def test_bad_ks(params, ks, where, what):
+def test_bad_ks(dense_extra, params, ks, where, what):
     bad = copy.deepcopy(params)
     bad["ks"] = ks
     bad["gate"]["metrics"] = ["mrr"]
     bad["gate"]["slice_metric"] = "mrr"
-    assert where_what(validate_params(bad)) == [(where, what)]
+    assert where_what(params_problems(bad)) == [(where, what)]
 
 
-def test_depth_below_the_largest_k_is_a_problem(params):
+def test_depth_below_the_largest_k_is_a_problem(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["depth"] = 5
-    [problem] = validate_params(bad)
+    [problem] = params_problems(bad)
     assert problem.where == "params.yaml: depth" and "below the largest k 10" in problem.what
 
 
-def test_sections_split_evidence_slices_and_gate(params):
+def test_sections_split_evidence_slices_and_gate(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["chunkng"] = {}
     del bad["slices"]
@@ -385,7 +410,7 @@ def test_sections_split_evidence_slices_and_gate(params):
     bad["gate"]["metrics"] = ["recal@5", "recall@7"]
     bad["gate"]["max_drop"] = -0.1
     bad["gate"]["bootstrap"] = {"resamples": 0, "seed": 1.5, "confidence": 0.95, "n": 3}
-    wheres = [p.where for p in validate_params(bad)]
+    wheres = [p.where for p in params_problems(bad)]
     assert wheres == [
         "params.yaml: slices",
         "params.yaml: chunkng",
@@ -402,11 +427,11 @@ def test_sections_split_evidence_slices_and_gate(params):
     ]
 
 
-def test_bad_chunking_and_retriever_are_checked_by_their_modules(params):
+def test_bad_chunking_and_retriever_are_checked_by_their_modules(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["chunking"]["fixed-300"]["window"] = 0
     bad["retrievers"]["bm25"]["kind"] = "bm52"
-    wheres = {p.where for p in validate_params(bad)}
+    wheres = {p.where for p in params_problems(bad)}
     assert wheres == {"params.yaml: chunking.fixed-300", "params.yaml: retrievers.bm25"}
 
 
@@ -430,11 +455,11 @@ def test_case_fingerprint_normalises_order_but_sees_content():
     assert case_fingerprint(case) != case_fingerprint(Case("c", "q?", True, (EvidenceUnit("d", 0, 6), b), case.claims))
 
 
-def test_gate_refuses_context_chars_and_repeated_metrics(params):
+def test_gate_refuses_context_chars_and_repeated_metrics(dense_extra, params):
     bad = copy.deepcopy(params)
     bad["gate"]["metrics"] = ["recall@5", "recall@5", "context_chars@5"]
     bad["gate"]["slice_metric"] = "context_chars@5"
-    found = where_what(validate_params(bad))
+    found = where_what(params_problems(bad))
     assert ("params.yaml: gate.metrics", "metric 'recall@5' is listed twice") in found
     assert ("params.yaml: gate.metrics", "'context_chars@5' cannot be gated: more context is not a drop") in found
     assert ("params.yaml: gate.slice_metric", "'context_chars@5' cannot be gated: more context is not a drop") in found

@@ -1,7 +1,7 @@
-"""The vectorised engine (stages/scoring.py) against the per-case reference definitions.
+"""The vectorised engine (stages/measures/engine.py) against the per-case reference definitions.
 
 ``evaluation.case_row`` scores one case with the readable reference functions of
-``stages.metrics``; ``evaluation.evaluate_run`` scores all cases with the engine.
+``stages.measures.reference``; ``evaluation.evaluate_run`` scores all cases with the engine.
 Generated data covers what the engine handles by arithmetic instead of sets:
 repeated chunks in a run, short and missing runs, k beyond the depth, abstention
 cases, claims without available units, spans partly covered by overlapping
@@ -19,12 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stages.errors import InputError
-from stages.evaluation import case_row, evaluate_run
 from stages.evidence import chunks_by_doc
-from stages.files import write_jsonl
+from stages.measures.engine import project, rank_matrix
+from stages.measures.evaluation import case_row, evaluate_run
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
-from stages.scoring import ChunkTable, EvidenceTable, RunTable, project, rank_matrix
-from stages.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
+from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
+from stages.storage.files import write_jsonl
+from stages.storage.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
 
 DOC_LENGTH = 60
 

@@ -5,9 +5,9 @@ import polars as pl
 import pytest
 
 from stages.errors import InputError
-from stages.files import write_jsonl
 from stages.schema import Case, Claim, EvidenceUnit
-from stages.tables import (
+from stages.storage.files import write_jsonl
+from stages.storage.tables import (
     RUN_METADATA,
     ids_digest,
     iter_run_rows,

@@ -10,24 +10,21 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
 
-Everything here is pure except :func:`accept_baseline` and :func:`read_results_at`,
-which are the two ways a baseline gets into the comparison.
+Everything here is pure: :mod:`stages.gating.baselines` reads both sides, and the gate
+and the report compare them with the same functions, so they cannot disagree.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 from collections.abc import Collection, Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.answers import REVIEW_METRICS
-from stages.errors import InputError, Problem
-from stages.files import FLOAT_PLACES, write_text
-from stages.formatting import is_missing
-from stages.metrics import higher_is_better
+from stages.measures.answers import REVIEW_METRICS
+from stages.measures.registry import higher_is_better
+from stages.reporting.formatting import fmt, is_missing
+from stages.schema import EVAL
+from stages.storage.files import FLOAT_PLACES
 
 if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
     import numpy as np
@@ -35,7 +32,6 @@ if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --he
 Row = dict[str, Any]
 Summary = dict[str, Any]
 
-EVAL = "eval"
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
 # Bound the (resamples x cases) index matrix so large eval sets do not exhaust memory.
@@ -227,6 +223,28 @@ def newly_missed_k(metrics: Sequence[str]) -> int | None:
     return max(ks) if ks else None
 
 
+def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> list[str]:
+    """Why two results are not comparable: a different eval split or corpus.
+
+    A missing fingerprint on either side is no evidence that the labels are the
+    same, so it counts as different: no valid comparison means a failing gate
+    (DESIGN.md, Gate), and the report says the same as the gate.
+    """
+    base_fp, cur_fp = baseline_fp or {}, current_fp or {}
+    reasons = []
+    if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
+        reasons.append(
+            f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
+            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}"
+        )
+    if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
+        reasons.append(
+            f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
+            f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
+        )
+    return reasons
+
+
 def compare_config(
     config: str,
     baseline_rows: Sequence[Row] | None,
@@ -282,17 +300,7 @@ def compare_config(
     if reasons:
         return result
 
-    base_fp, cur_fp = baseline_fp or {}, current_fp or {}
-    if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
-        reasons.append(
-            f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
-            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}"
-        )
-    if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
-        reasons.append(
-            f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
-            f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
-        )
+    reasons += fingerprint_reasons(baseline_fp, current_fp)
     if reasons:
         result["fingerprints_differ"] = True
         return result
@@ -403,17 +411,10 @@ def accept_deliberate(result: dict, against: str | None) -> dict:
 # ------------------------------------------------------------------------- rendering
 
 
-def _num(value: float | None, signed: bool = False) -> str:
-    if is_missing(value):
-        return "n/a"
-    text = f"{value:+.3f}" if signed else f"{value:.3f}"
-    return text.replace("-0.000", "0.000").replace("+0.000", "0.000")
-
-
 def _comparison_text(entry: dict, confidence: float) -> str:
     return (
-        f"{_num(entry['baseline'])} -> {_num(entry['current'])} (delta {_num(entry['delta'], signed=True)}, "
-        f"{confidence * 100:g}% CI [{_num(entry['ci_low'], signed=True)}, {_num(entry['ci_high'], signed=True)}]"
+        f"{fmt(entry['baseline'])} -> {fmt(entry['current'])} (delta {fmt(entry['delta'], signed=True)}, "
+        f"{confidence * 100:g}% CI [{fmt(entry['ci_low'], signed=True)}, {fmt(entry['ci_high'], signed=True)}]"
         f", {entry['cases']} cases)"
     )
 
@@ -439,7 +440,7 @@ def render_verdict(verdict: dict) -> str:
         if cfg["slices"]:
             lines.append(
                 f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
-                f"{_num(cfg.get('slice_max_drop'))}"
+                f"{fmt(cfg.get('slice_max_drop'))}"
             )
         if cfg["newly_missed"]:
             k = cfg.get("newly_missed_k")
@@ -449,137 +450,3 @@ def render_verdict(verdict: dict) -> str:
             )
     lines.append(f"gate: {'PASSED' if verdict['passed'] else 'FAILED'}")
     return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------- baselines
-
-
-def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
-    """Copy the current results of the gated configs into ``metrics/baseline/``.
-
-    Every source is checked before anything is written, so a missing result never
-    leaves a half-updated baseline. Baseline files of configurations that are no
-    longer gated are removed, so a stale baseline cannot linger in the PR. Files
-    are copied byte for byte: they are already canonical JSON.
-    """
-    metrics_dir = Path(metrics_dir)
-    baseline_dir = metrics_dir / "baseline"
-    pairs: list[tuple[Path, Path]] = []
-    problems: list[Problem] = []
-    for config in sorted(set(configs)):
-        for src, dst in (
-            (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
-            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
-        ):
-            if src.is_file():
-                pairs.append((src, dst))
-            else:
-                problems.append(
-                    Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
-                )
-    if problems:
-        raise InputError(problems)
-    written = []
-    for src, dst in pairs:
-        write_text(dst, src.read_text(encoding="utf-8"))
-        written.append(dst)
-    keep = set(configs)
-    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
-        if folder.is_dir():
-            for stale in sorted(folder.glob(f"*{suffix}")):
-                if stale.is_file() and stale.name[: -len(suffix)] not in keep:
-                    stale.unlink()
-    return written
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False)
-    except FileNotFoundError:
-        raise InputError(
-            [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
-        ) from None
-
-
-def _check_revision(rev: str, repo: Path) -> None:
-    """Fail clearly when ``rev`` is not a commit here; a shallow clone is named as
-    the likely cause, since CI checkouts fetch one commit by default."""
-    if _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
-        return
-    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
-        raise InputError([Problem(str(repo), "not inside a git repository", f"run from a git clone that has {rev!r}")])
-    shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-    if shallow:
-        fix = (
-            "this clone is shallow, so it lacks that history: fetch it with `git fetch --unshallow origin` "
-            "(in GitHub Actions, actions/checkout with `fetch-depth: 0`)"
-        )
-    else:
-        fix = "pass a commit, branch or tag that exists (git log --oneline; git fetch origin for origin/...)"
-    raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
-
-
-def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
-    problems: list[Problem] = []
-    summary: Summary = {}
-    try:
-        summary = json.loads(summary_text)
-    except json.JSONDecodeError as err:
-        problems.append(
-            Problem(
-                f"{rev}:{summary_path}:{err.lineno}",
-                f"malformed JSON: {err.msg}",
-                "compare with a revision with intact results",
-            )
-        )
-    rows: list[Row] = []
-    for number, line in enumerate(cases_text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            problems.append(
-                Problem(
-                    f"{rev}:{cases_path}:{number}",
-                    f"malformed JSON: {err.msg}",
-                    "compare with a revision with intact results",
-                )
-            )
-    if problems:
-        raise InputError(problems)
-    return summary, rows
-
-
-def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
-    """Summary and per-case rows of each configuration as committed at ``rev``;
-    None for a configuration that revision has no results for (a new one).
-
-    These are the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
-    asks "did this change regress relative to REV?". An unknown revision, a clone
-    too shallow to have it, and a revision with no ragvet results at all are
-    errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
-    subfolder of the git repository.
-    """
-    repo = Path(repo)
-    _check_revision(rev, repo)
-    if _git(repo, "cat-file", "-e", f"{rev}:./metrics/cases").returncode != 0:
-        raise InputError(
-            [
-                Problem(
-                    f"{rev}:metrics/cases",
-                    "that revision has no ragvet results (no per-case tables committed)",
-                    "compare with a revision where `dvc repro` ran and metrics/ was committed",
-                )
-            ]
-        )
-    results: dict[str, tuple[Summary, list[Row]] | None] = {}
-    for config in sorted(set(configs)):
-        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
-        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
-        if any(done.returncode != 0 for done in texts):
-            results[config] = None
-            continue
-        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
-    return results

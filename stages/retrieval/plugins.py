@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
-from stages.runfiles import entry_score, read_external_run
+from stages.formats.runfiles import entry_score, read_external_run
 from stages.schema import Case, Chunk
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score

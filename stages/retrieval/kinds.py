@@ -12,8 +12,7 @@ tie-breaking luck into recall.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,61 +20,14 @@ from typing import Any
 import numpy as np
 
 from stages.errors import Problem
-from stages.schema import Case, Chunk, is_number, is_positive_int, matches_filter
-
-SCORE_PLACES = 6
-
-RunRow = dict[str, Any]
-
-
-def allowed_mask(case: Case, chunks: Sequence[Chunk]) -> np.ndarray:
-    """Which chunks the case's metadata filter admits (all, when it has none)."""
-    if not case.filter:
-        return np.ones(len(chunks), dtype=bool)
-    return np.array([matches_filter(chunk.metadata, case.filter) for chunk in chunks], dtype=bool)
-
-
-def top_ranked(
-    case_id: str,
-    scores: np.ndarray,
-    allowed: np.ndarray,
-    chunk_ids: Sequence[str],
-    depth: int,
-    min_score: float | None = 0.0,
-) -> list[RunRow]:
-    """Rank one case's scores into run rows: rounded score descending, then chunk_id.
-
-    ``chunk_ids`` must be sorted, so that a stable sort on the negated score
-    breaks ties by chunk_id. Only finite scores above ``min_score`` are kept
-    (``None`` keeps every finite score, as cosine similarity may be negative);
-    ``-inf`` marks a chunk the retriever did not return.
-    """
-    scores = scores.astype(np.float64, copy=False)
-    eligible = allowed & np.isfinite(scores)
-    if min_score is not None:
-        eligible &= scores > min_score  # rounded again below: a score that rounds to min_score goes too
-    keep = np.flatnonzero(eligible)
-    if len(keep) > depth:  # partial selection first: rounding and sorting every chunk is the slow part
-        values = scores[keep]
-        cut = np.partition(values, len(values) - depth)[len(values) - depth]
-        keep = keep[values >= cut - 10.0**-SCORE_PLACES]  # anything that may round to the cut's value stays
-    rounded = np.round(scores[keep], SCORE_PLACES)
-    if min_score is not None:
-        keep, rounded = keep[rounded > min_score], rounded[rounded > min_score]
-    order = np.argsort(-rounded, kind="stable")[:depth]
-    rounded, order = rounded[order], keep[order]
-    return [
-        {"case_id": case_id, "rank": rank, "chunk_id": chunk_ids[i], "score": float(score)}
-        for rank, (i, score) in enumerate(zip(order, rounded), start=1)
-    ]
-
-
-def progress(items: Sequence[Any], desc: str):
-    """A progress bar on a terminal, nothing in CI or when output is piped."""
-    from tqdm import tqdm
-
-    return tqdm(items, desc=desc, disable=not sys.stderr.isatty(), leave=False)
-
+from stages.inputs.values import is_number, is_positive_int
+from stages.retrieval import dense
+from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
+from stages.retrieval.plugins import call_plugin, external_scores
+from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
+from stages.schema import Case, Chunk
+from stages.storage.columns import ChunkTexts
+from stages.storage.progress import progress_bar
 
 # --- BM25 -----------------------------------------------------------------
 
@@ -98,61 +50,6 @@ def bm25_tokenizer(spec: dict):
         stopwords=None if stopwords in (None, "none") else stopwords,
         stemmer=stemmer,
     )
-
-
-@dataclass
-class ChunkTexts:
-    """What BM25 and metadata filters read of a chunking, as columns sorted by chunk_id.
-
-    At a million chunks a :class:`Chunk` per row (with its metadata dict) costs
-    more memory than the BM25 index, so this keeps the ids, the texts only until
-    they are tokenised (:meth:`release_texts`), and each *distinct* metadata
-    mapping once: chunks of one doc share theirs, and a filter is then tested
-    once per distinct mapping instead of once per chunk.
-    """
-
-    chunk_ids: list[str]
-    texts: list[str] | None
-    metadata: list[dict[str, Any]]
-    metadata_of: np.ndarray  # row i's metadata is metadata[metadata_of[i]]
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, str, dict[str, Any]]]) -> ChunkTexts:
-        """From ``(chunk_id, text, metadata)`` in any order; equal chunk ids keep their order."""
-        ids: list[str] = []
-        texts: list[str] = []
-        codes: list[int] = []
-        distinct: dict[str, tuple[int, dict[str, Any]]] = {}
-        for chunk_id, text, metadata in rows:
-            ids.append(chunk_id)
-            texts.append(text)
-            # repr keeps 1, 1.0, True and "1" apart, as str() in matches_filter does
-            codes.append(distinct.setdefault(repr(sorted(metadata.items())), (len(distinct), metadata))[0])
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        return cls(
-            [ids[i] for i in order],
-            [texts[i] for i in order],
-            [metadata for _, metadata in distinct.values()],
-            np.asarray(codes, dtype=np.int64)[np.asarray(order, dtype=np.int64)],
-        )
-
-    @classmethod
-    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTexts:
-        return cls.from_rows((chunk.chunk_id, chunk.text, chunk.metadata) for chunk in chunks)
-
-    def release_texts(self) -> list[str]:
-        """The texts, forgotten here: once the caller has tokenised them they can be freed."""
-        texts, self.texts = self.texts, None
-        if texts is None:
-            raise ValueError("the chunk texts were released already")
-        return texts
-
-    def allowed(self, flt: dict[str, Any]) -> np.ndarray:
-        """Which chunks a metadata filter admits (all, for no filter), as :func:`allowed_mask`."""
-        if not flt:
-            return np.ones(len(self.chunk_ids), dtype=bool)
-        admitted = np.array([matches_filter(metadata, flt) for metadata in self.metadata], dtype=bool)
-        return admitted[self.metadata_of]
 
 
 def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
@@ -179,7 +76,7 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
     queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
     masks: dict[str, np.ndarray] = {}
     rows: list[RunRow] = []
-    for case, ids in zip(progress(cases, "bm25"), queries):
+    for case, ids in zip(progress_bar(cases, desc="bm25"), queries):
         if not ids:
             continue  # no question word is in the vocabulary: every score is 0, nothing is returned
         scores = index.get_scores_from_ids(ids)
@@ -231,25 +128,6 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
     return problems
 
 
-# --- ranking from scored candidates ----------------------------------------
-
-
-def rank_scored(case: Case, scored: Mapping[str, float], chunk_by_id: Mapping[str, Chunk], depth: int) -> list[RunRow]:
-    """Rank a case's scored candidates (from fusion, a reranker, a plugin or a run
-    file) with the same rounding, tie-breaking and metadata filter as every kind."""
-    ids = sorted(scored)
-    candidates = [chunk_by_id[chunk_id] for chunk_id in ids]
-    scores = np.array([scored[chunk_id] for chunk_id in ids], dtype=np.float64)
-    return top_ranked(case.case_id, scores, allowed_mask(case, candidates), ids, depth, min_score=None)
-
-
-def by_case(rows: Sequence[RunRow]) -> dict[str, list[RunRow]]:
-    grouped: dict[str, list[RunRow]] = {}
-    for row in rows:
-        grouped.setdefault(row["case_id"], []).append(row)
-    return grouped
-
-
 # --- registry -------------------------------------------------------------
 
 
@@ -286,16 +164,10 @@ def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[Run
     )
 
 
-def _dense_kind() -> Kind:
-    from stages import dense
-
-    return _simple(dense.dense_run, dense.dense_problems, dense.DENSE_KEYS)
-
-
 def run_named(request: Request, name: str) -> list[RunRow]:
     """The run of the retriever called ``name`` (a member of a hybrid or rerank)."""
     spec = request.retrievers[name]
-    return kind_of(spec).run(request, spec)
+    return kind_for(spec).run(request, spec)
 
 
 # --- hybrid ---------------------------------------------------------------
@@ -305,8 +177,6 @@ HYBRID_KEYS = {"kind", "members", "fusion", "rrf_k", "weights", "normalisation",
 
 def hybrid_run(request: Request, spec: dict) -> list[RunRow]:
     """Fuse the members' runs, each retrieved to ``candidates`` (default 100)."""
-    from stages.fusion import reciprocal_rank_fusion, weighted_fusion
-
     members = [by_case(run_named(request.deeper(spec.get("candidates", 100)), name)) for name in spec["members"]]
     chunk_by_id = request.chunk_by_id()
     rows: list[RunRow] = []
@@ -334,8 +204,6 @@ def _members_problems(names: Any, key: str, where: str, retrievers: Mapping[str,
 
 
 def hybrid_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> list[Problem]:
-    from stages.fusion import FUSIONS, NORMALISATIONS
-
     problems = _members_problems(spec.get("members"), "members", where, retrievers)
     fusion = spec.get("fusion", "rrf")
     if fusion not in FUSIONS:
@@ -376,8 +244,6 @@ def rerank_run(request: Request, spec: dict) -> list[RunRow]:
 
     The run holds only re-scored chunks, so it is as deep as ``min(top_n, depth)``.
     """
-    from stages import dense
-
     first = by_case(run_named(request.deeper(spec.get("top_n", 50)), spec["first_stage"]))
     chunk_by_id = request.chunk_by_id()
     items = [(case, [row["chunk_id"] for row in first.get(case.case_id, [])]) for case in request.cases]
@@ -409,9 +275,7 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
     if scorer == "cross-encoder" and not spec.get("model"):
         problems.append(Problem(where, "a cross-encoder needs `model`", "set model: a local cross-encoder folder"))
     elif scorer in SCORERS:
-        from stages.dense import encoder_problems
-
-        problems += encoder_problems(spec, where)
+        problems += dense.encoder_problems(spec, where)
     if "top_n" in spec and not is_positive_int(spec["top_n"]):
         problems.append(Problem(where, "top_n must be an integer > 0", "e.g. top_n: 50"))
     return problems
@@ -432,8 +296,6 @@ def python_run(request: Request, spec: dict) -> list[RunRow]:
     score), ...]}``. ragvet re-applies the metadata filter, so a plugin that
     ignores it is not rewarded for chunks the case excludes.
     """
-    from stages.plugins import call_plugin
-
     result = call_plugin(spec["target"], request.cases, request.chunks, spec.get("options") or {})
     chunk_by_id = request.chunk_by_id()
     return [
@@ -445,8 +307,6 @@ def python_run(request: Request, spec: dict) -> list[RunRow]:
 
 def run_file_run(request: Request, spec: dict) -> list[RunRow]:
     """Rank a production system's run file, checked against the chunking."""
-    from stages.plugins import external_scores
-
     scored = external_scores(Path(spec["path"]), spec.get("format"), request.cases, request.chunks)
     chunk_by_id = request.chunk_by_id()
     return [
@@ -484,9 +344,9 @@ def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) ->
     return problems
 
 
-KINDS: dict[str, Kind | Callable[[], Kind]] = {
+KINDS: dict[str, Kind] = {
     "bm25": _simple(bm25_run, bm25_problems, BM25_KEYS),
-    "dense": _dense_kind,  # imported on use: the dense extra is optional
+    "dense": _simple(dense.dense_run, dense.dense_problems, dense.DENSE_KEYS),
     "hybrid": Kind(hybrid_run, hybrid_problems, frozenset(HYBRID_KEYS)),
     "rerank": Kind(rerank_run, rerank_problems, frozenset(RERANK_KEYS)),
     "python": Kind(python_run, python_problems, frozenset(PYTHON_KEYS)),
@@ -494,9 +354,9 @@ KINDS: dict[str, Kind | Callable[[], Kind]] = {
 }
 
 
-def kind_of(spec: dict) -> Kind:
-    kind = KINDS[spec["kind"]]
-    return kind if isinstance(kind, Kind) else kind()
+def kind_for(spec: dict) -> Kind:
+    """The retriever kind a spec names (its run, its checks and its keys)."""
+    return KINDS[spec["kind"]]
 
 
 def _cycle(name: str, retrievers: Mapping[str, Any], path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
@@ -521,7 +381,7 @@ def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str
         return [Problem(where, f"retriever {name!r} must be a mapping", "give it a kind, e.g. kind: bm25")]
     if spec.get("kind") not in KINDS:
         return [Problem(where, f"unknown retriever kind {spec.get('kind')!r}", f"use one of: {', '.join(KINDS)}")]
-    kind = kind_of(spec)
+    kind = kind_for(spec)
     problems = [
         Problem(
             where,
@@ -561,5 +421,5 @@ def retrieve(
         rows = bm25_columns_run(cases, chunks, spec, depth)
     else:
         request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {})
-        rows = kind_of(spec).run(request, spec)
+        rows = kind_for(spec).run(request, spec)
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))

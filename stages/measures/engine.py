@@ -1,6 +1,6 @@
 """The vectorised evaluation engine: every per-case metric of a whole run at once.
 
-:mod:`stages.metrics` holds the reference definitions, one case at a time, over
+:mod:`stages.measures.reference` holds the reference definitions, one case at a time, over
 Python sets. Scoring 100,000 cases that way costs seconds of set building per
 metric, so this module computes the same figures over arrays instead:
 
@@ -23,103 +23,16 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from stages.schema import Case, Chunk
+from stages.measures.registry import METRICS
+from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
-
-
-@dataclass(frozen=True)
-class ChunkTable:
-    """The columns of a chunking the engine reads: ids, docs and character offsets.
-
-    Row ``i`` is chunk number ``i``; rows are in chunk_id order, the numbering
-    the retrieve stage's runs use (:func:`stages.tables.write_run`).
-    """
-
-    chunk_ids: list[str]
-    doc_ids: list[str]
-    ordinals: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-
-    @classmethod
-    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTable:
-        chunks = sorted(chunks, key=lambda c: c.chunk_id)
-        return cls(
-            [c.chunk_id for c in chunks],
-            [c.doc_id for c in chunks],
-            np.fromiter((c.ordinal for c in chunks), np.int64, len(chunks)),
-            np.fromiter((c.start for c in chunks), np.int64, len(chunks)),
-            np.fromiter((c.end for c in chunks), np.int64, len(chunks)),
-        )
-
-    def __len__(self) -> int:
-        return len(self.chunk_ids)
-
-    def index(self) -> dict[str, int]:
-        return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
-
-
-@dataclass(frozen=True)
-class RunTable:
-    """A run as columns: one entry per retrieved row, ids interned to numbers.
-
-    ``case`` indexes ``case_ids``; ``chunk`` indexes the chunk table. The rows may
-    come in any order; ranks order them within a case (ties keep file order).
-    ``distinct`` promises that no case lists a chunk twice (a reader that checked
-    it says so), which spares :func:`rank_matrix` its search for repeats.
-    """
-
-    case_ids: list[str]
-    case: np.ndarray
-    chunk: np.ndarray
-    rank: np.ndarray
-    score: np.ndarray
-    distinct: bool = False
-
-    @classmethod
-    def from_mapping(cls, run: Mapping[str, Sequence[dict]], chunk_index: Mapping[str, int]) -> RunTable:
-        """From ``{case_id: [{"chunk_id", "score", ...}, ...]}``, each list best first
-        (its order is the ranking). An unknown chunk id raises ``KeyError``."""
-        case_ids = sorted(run)
-        case, chunk, rank, score = [], [], [], []
-        distinct = True
-        for number, case_id in enumerate(case_ids):
-            distinct = distinct and len({row["chunk_id"] for row in run[case_id]}) == len(run[case_id])
-            for position, row in enumerate(run[case_id], start=1):
-                if row["chunk_id"] not in chunk_index:
-                    raise KeyError(f"retrieved chunk {row['chunk_id']!r} is not in the chunking")
-                case.append(number)
-                chunk.append(chunk_index[row["chunk_id"]])
-                rank.append(position)
-                score.append(row["score"])
-        return cls(
-            case_ids,
-            np.asarray(case, np.int64),
-            np.asarray(chunk, np.int64),
-            np.asarray(rank, np.int64),
-            np.asarray(score, np.float64),
-            distinct,
-        )
-
-    def by_case(self, case_ids: Collection[str], chunk_ids: Sequence[str]) -> dict[str, list[dict]]:
-        """The rows of ``case_ids`` as ``{case_id: [{"chunk_id", "rank", "score"}, ...]}``
-        in rank order, for the per-case code that reads a run that way (recorded answers)."""
-        wanted = np.asarray([case_id in case_ids for case_id in self.case_ids], bool)
-        rows = np.flatnonzero(wanted[self.case]) if len(self.case) else np.zeros(0, np.int64)
-        rows = rows[np.lexsort((self.rank[rows], self.case[rows]))]
-        grouped: dict[str, list[dict]] = {}
-        for row in rows.tolist():
-            grouped.setdefault(self.case_ids[self.case[row]], []).append(
-                {"chunk_id": chunk_ids[self.chunk[row]], "rank": int(self.rank[row]), "score": float(self.score[row])}
-            )
-        return grouped
 
 
 @dataclass
@@ -188,151 +101,6 @@ def _sorted_by(rows: np.ndarray, rank: np.ndarray) -> bool:
 # ---------------------------------------------------------------------------
 # Evidence as flat arrays
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EvidenceTable:
-    """Every case's evidence units and claims as flat columns, before projection.
-
-    Units are numbered over all cases: a case's evidence units (``unit_claim ==
-    -1``) and the units cited by its claims (``unit_claim`` = the claim's number).
-    A *target* is one span or doc that can make its unit available on its own: a
-    unit with alternatives (``{any: [...]}``) has several, any other unit one.
-    ``target_start == -1`` marks a whole-doc target.
-    """
-
-    n_cases: int
-    unit_case: np.ndarray
-    unit_claim: np.ndarray
-    claim_case: np.ndarray
-    target_unit: np.ndarray
-    target_doc: list[str]
-    target_start: np.ndarray
-    target_end: np.ndarray
-
-    @classmethod
-    def from_cases(cls, cases: Sequence[Case]) -> EvidenceTable:
-        return cls.from_rows([case.to_row() for case in cases])
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> EvidenceTable:
-        """From validated case rows (:meth:`stages.schema.Case.to_row`): plain dicts,
-        so that 100,000 cases cost no object per unit; any iterable, so that a
-        reader can stream them. A malformed row raises ``KeyError`` or ``TypeError``."""
-        unit_case: list[int] = []
-        unit_claim: list[int] = []
-        claim_case: list[int] = []
-        target_unit: list[int] = []
-        target_doc: list[str] = []
-        target_start: list[int] = []
-        target_end: list[int] = []
-
-        def add(unit: dict[str, Any], case: int, claim: int) -> None:
-            for target in unit.get("any") or (unit,):
-                target_unit.append(len(unit_case))
-                target_doc.append(target["doc"])
-                target_start.append(target.get("start", -1))
-                target_end.append(target.get("end", -1))
-            unit_case.append(case)
-            unit_claim.append(claim)
-
-        n_cases = 0
-        for row, case in enumerate(rows):
-            n_cases = row + 1
-            for unit in case.get("evidence") or ():
-                add(unit, row, -1)
-            for claim in case.get("claims") or ():
-                for unit in claim["evidence"]:
-                    add(unit, row, len(claim_case))
-                claim_case.append(row)
-        return cls(
-            n_cases,
-            np.asarray(unit_case, np.int64),
-            np.asarray(unit_claim, np.int64),
-            np.asarray(claim_case, np.int64),
-            np.asarray(target_unit, np.int64),
-            target_doc,
-            np.asarray(target_start, np.int64),
-            np.asarray(target_end, np.int64),
-        )
-
-    def label(self, unit: int) -> str:
-        """The unit's label, as :meth:`stages.schema.EvidenceUnit.label` writes it."""
-        targets = range(*np.searchsorted(self.target_unit, [unit, unit + 1]))  # targets follow unit order
-        return " | ".join(
-            self.target_doc[t]
-            if self.target_start[t] < 0
-            else f"{self.target_doc[t]}[{self.target_start[t]}:{self.target_end[t]}]"
-            for t in targets
-        )
-
-
-@dataclass(frozen=True)
-class CaseTable:
-    """What evaluation reads of the validated cases, in case_id order: the ids,
-    the fields a per-case row carries, and the evidence as columns."""
-
-    case_ids: list[str]
-    answerable: list[bool]
-    tags: list[dict[str, str]]
-    evidence: EvidenceTable
-
-    @classmethod
-    def from_cases(cls, cases: Sequence[Case]) -> CaseTable:
-        return cls.from_rows(case.to_row() for case in sorted(cases, key=lambda c: c.case_id))
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> CaseTable:
-        """From validated case rows in case_id order (as the validate stage writes
-        them), read once: a reader can stream them. A malformed row raises
-        ``KeyError`` or ``TypeError``; rows out of order raise ``ValueError``."""
-        case_ids: list[str] = []
-        answerable: list[bool] = []
-        tags: list[dict[str, str]] = []
-
-        def noted(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-            for row in rows:
-                if case_ids and not case_ids[-1] < row["id"]:
-                    raise ValueError(f"case {row['id']!r} is out of case_id order")
-                case_ids.append(row["id"])
-                answerable.append(row.get("answerable", True))
-                tags.append(dict(row.get("tags") or {}))
-                yield row
-
-        evidence = EvidenceTable.from_rows(noted(rows))
-        return cls(case_ids, answerable, tags, evidence)
-
-    @classmethod
-    def from_frame(cls, frame: Any) -> CaseTable:
-        """From the validate stage's Parquet case table (:func:`stages.tables.write_case_table`),
-        a polars frame with one row per case: every column is flattened in C, so
-        100,000 cases cost no Python object per unit or target."""
-        import orjson
-        import polars as pl
-
-        n_cases = len(frame)
-        units = frame["units"].explode(empty_as_null=False)
-        unit_case = np.repeat(np.arange(n_cases), frame["units"].list.len().to_numpy())
-        n_claims = frame["claims"].to_numpy().astype(np.int64)
-        local_claim = units.struct.field("claim").to_numpy().astype(np.int64)
-        first_claim = np.cumsum(n_claims) - n_claims  # each case's first claim number over all cases
-        targets = units.struct.field("targets")
-        flat = targets.explode(empty_as_null=False)
-        return cls(
-            frame["id"].to_list(),
-            frame["answerable"].to_list(),
-            [orjson.loads(text) for text in frame["tags"].to_list()],
-            EvidenceTable(
-                n_cases,
-                unit_case,
-                np.where(local_claim < 0, -1, first_claim[unit_case] + local_claim),
-                np.repeat(np.arange(n_cases), n_claims),
-                np.repeat(np.arange(len(units)), targets.list.len().to_numpy()),
-                flat.struct.field("doc").to_list(),
-                flat.struct.field("start").fill_null(-1).cast(pl.Int64).to_numpy(),
-                flat.struct.field("end").fill_null(-1).cast(pl.Int64).to_numpy(),
-            ),
-        )
 
 
 @dataclass
@@ -506,6 +274,52 @@ def _availability(
 
 
 @dataclass
+class Ranked:
+    """What the metric kernels read of one scored run: cumulative relevance along
+    the ranks, discounted gains, context lengths, and each evidence unit's
+    availability and each case's available claims per k."""
+
+    answerable: np.ndarray
+    n_relevant: np.ndarray
+    hits_cum: np.ndarray
+    width: int
+    first: np.ndarray  # rank of the first relevant chunk, 0 where there is none
+    discounted: np.ndarray
+    context: np.ndarray
+    evidence: Evidence
+    available: dict[int, np.ndarray]
+    claims_ok: dict[int, np.ndarray]
+
+    def hits(self, k: int) -> np.ndarray:
+        """Relevant chunks in each case's top ``k``."""
+        return self.hits_cum[:, min(k, self.width) - 1] if self.width else np.zeros(len(self.answerable), np.int64)
+
+
+def _evidence_recall(r: Ranked, k: int) -> np.ndarray:
+    """Share of each case's own evidence units available at ``k``."""
+    ev = r.evidence
+    units_ok = np.bincount(
+        ev.table.unit_case[ev.evidence_units], weights=r.available[k][ev.evidence_units], minlength=len(r.answerable)
+    )
+    return np.where(ev.n_units > 0, units_ok / ev.n_units, NONE)
+
+
+# Each registered metric (stages.measures.registry) over every case at once, by
+# name; NaN where the reference gives None. Called under np.errstate: a case with
+# nothing to find divides by zero and is masked to NaN.
+KERNELS: dict[str, Callable[[Ranked, int | None], np.ndarray]] = {
+    "recall": lambda r, k: np.where(r.answerable, r.hits(k) / r.n_relevant, NONE),
+    "hit": lambda r, k: np.where(r.answerable, (r.hits(k) > 0).astype(float), NONE),
+    "mrr": lambda r, k: np.where(r.answerable, np.where(r.first > 0, 1.0 / np.maximum(r.first, 1), 0.0), NONE),
+    "precision": lambda r, k: np.where(r.answerable, r.hits(k) / k, NONE),
+    "ndcg": lambda r, k: np.where(r.answerable, _top_sums(r.discounted, k) / _ideal_dcg(k, r.n_relevant), NONE),
+    "evidence_recall": _evidence_recall,
+    "claim_availability": lambda r, k: np.where(r.evidence.n_claims > 0, r.claims_ok[k] / r.evidence.n_claims, NONE),
+    "context_chars": lambda r, k: _top_sums(r.context, k),
+}
+
+
+@dataclass
 class Scores:
     """Every per-case figure, one array per name, rows in the order of the cases."""
 
@@ -524,10 +338,10 @@ def score(
     ks: Sequence[int],
     span_coverage: float,
 ) -> tuple[Scores, Evidence]:
-    """Every metric of :data:`stages.metrics.METRICS` for every case, as arrays.
+    """Every metric of :data:`stages.measures.registry.METRICS` for every case, as arrays.
 
     ``table`` holds the evidence of ``case_ids``, in that order. Equal to
-    :func:`stages.metrics.case_metrics` case by case (up to float summation
+    :func:`stages.measures.reference.case_metrics` case by case (up to float summation
     order in nDCG); ``ks`` must be sorted, unique and positive.
     """
     evidence = project(table, chunks)
@@ -558,54 +372,31 @@ def score(
     n_all_units = len(table.unit_case)
     claim_of_link = table.unit_claim[evidence.claim_links]
 
+    available = _availability(evidence, piece_rank, ks, n_all_units, span_coverage)
+    claims_ok = {}
+    for k in ks:
+        claim_ok = np.bincount(claim_of_link[available[k][evidence.claim_links]], minlength=len(table.claim_case))
+        claims_ok[k] = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
+    ranked = Ranked(answerable, n_rel, hits_cum, width, first, discounted, context, evidence, available, claims_ok)
     metrics: dict[str, np.ndarray] = {}
-    counts: dict[str, np.ndarray] = {}
-    per_k: dict[str, dict[int, np.ndarray]] = {name: {} for name in ("recall", "hit", "precision", "ndcg")}
-    per_k.update(evidence_recall={}, claim_availability={}, context_chars={})
-    availability = _availability(evidence, piece_rank, ks, n_all_units, span_coverage)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for k in ks:
-            hits = hits_cum[:, min(k, width) - 1] if width else np.zeros(n_cases, np.int64)
-            per_k["recall"][k] = np.where(answerable, hits / n_rel, NONE)
-            per_k["hit"][k] = np.where(answerable, (hits > 0).astype(float), NONE)
-            per_k["precision"][k] = np.where(answerable, hits / k, NONE)
-            per_k["ndcg"][k] = np.where(answerable, _top_sums(discounted, k) / _ideal_dcg(k, n_rel), NONE)
-            per_k["context_chars"][k] = _top_sums(context, k)
-
-            available = availability[k]
-            units_ok = np.bincount(
-                table.unit_case[evidence.evidence_units],
-                weights=available[evidence.evidence_units],
-                minlength=n_cases,
-            )
-            per_k["evidence_recall"][k] = np.where(evidence.n_units > 0, units_ok / evidence.n_units, NONE)
-            claim_ok = np.bincount(claim_of_link[available[evidence.claim_links]], minlength=len(table.claim_case))
-            claims_ok = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
-            per_k["claim_availability"][k] = np.where(evidence.n_claims > 0, claims_ok / evidence.n_claims, NONE)
-            counts[f"claims_available@{k}"] = claims_ok.astype(np.int64)
-            if k == top:
-                missed = evidence.evidence_units[~available[evidence.evidence_units]]
-    from stages.metrics import METRICS  # the registry's order names the columns
-
-    for metric in METRICS.values():
-        if metric.at_k:
-            for k in ks:
-                metrics[metric.key(k)] = per_k[metric.name][k]
-        else:
-            metrics[metric.name] = np.where(answerable, np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0), NONE)
+        for metric in METRICS.values():
+            for k in ks if metric.at_k else [None]:
+                metrics[metric.key(k)] = KERNELS[metric.name](ranked, k)
+    missed = evidence.evidence_units[~available[top][evidence.evidence_units]]
     counts = {
         "relevant": n_rel,
         "evidence": evidence.n_units,
         "claims": evidence.n_claims,
         "duplicates_removed": ranking.removed,
         "retrieved": ranking.retrieved,
-        **counts,
+        **{f"claims_available@{k}": claims_ok[k].astype(np.int64) for k in ks},
     }
     return Scores(metrics, counts, first, missed, ranking.top1_score), evidence
 
 
 def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[dict[str, Any]]:
-    """The engine's arrays as :func:`stages.metrics.case_metrics` results, one per case."""
+    """The engine's arrays as :func:`stages.measures.reference.case_metrics` results, one per case."""
     n_cases = len(scores.top1_score)
     missed: list[list[str]] = [[] for _ in range(n_cases)]
     for unit in scores.missed_units.tolist():
@@ -613,6 +404,7 @@ def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[
         if label not in labels:
             labels.append(label)
     names = list(scores.metrics)
+    counts_not_shares = {name for name in names if not METRICS[name.partition("@")[0]].share}
     columns = [scores.metrics[name].tolist() for name in names]
     count_names = list(scores.counts)
     count_columns = [scores.counts[name].tolist() for name in count_names]
@@ -623,7 +415,7 @@ def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[
         results.append(
             {
                 "metrics": {
-                    name: (None if value != value else (int(value) if name.startswith("context_chars") else value))
+                    name: (None if value != value else (int(value) if name in counts_not_shares else value))
                     for name, value in zip(names, (column[row] for column in columns))
                 },
                 "counts": {name: int(column[row]) for name, column in zip(count_names, count_columns)},

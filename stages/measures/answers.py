@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.files import iter_jsonl
-from stages.formatting import fmt
-from stages.schema import as_id, did_you_mean, kind_of
+from stages.inputs.values import as_id, did_you_mean, kind_of
+from stages.storage.files import iter_jsonl
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.
@@ -422,54 +421,3 @@ def review_summary(rows: Sequence[dict], ks: Sequence[int], splits: Sequence[str
 
 
 # ------------------------------------------------------------------------ reporting
-
-
-def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
-    """Markdown lines for the report: the human review figures of each configuration
-    with recorded answers, or nothing at all when none has any."""
-    reviewed = {name: s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
-    if not reviewed:
-        return []
-    out = [
-        "## Human review of recorded answers",
-        "",
-        (
-            "From reviewers' labels in `data/answers/<config>.jsonl`; ragvet calls no model and judges no answer, "
-            "so these are not faithfulness scores. Kept apart from retrieval: a case without a recorded answer "
-            "has no figure, and unreviewed claims are counted, never taken as supported."
-        ),
-        "",
-        "### Abstention cases",
-        "",
-        "| config | split | recorded / cases | handled (abstained, clarified, limited) | unsupported answer | "
-        "sources shown | answered / abstained / clarified / limited |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, review in reviewed.items():
-        for split in ("eval", "dev"):
-            part = review[split]["abstention_cases"]
-            fig, beh = part["figures"], part["behaviours"]
-            out.append(
-                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
-                f"{fmt(fig['unsupported_answer'])} | {fmt(fig['sources_shown'])} | "
-                f"{' / '.join(str(beh[b]) for b in BEHAVIOURS)} |"
-            )
-    out += [
-        "",
-        "### Answerable cases",
-        "",
-        f"| config | split | recorded / cases | false abstention | unsupported claims, macro / pooled | "
-        f"claims reviewed / unreviewed | cited available@{k}, macro / pooled | citations |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, review in reviewed.items():
-        for split in ("eval", "dev"):
-            part = review[split]["answerable_cases"]
-            fig, claims = part["figures"], part["claims"]
-            out.append(
-                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
-                f"{fmt(fig['unsupported_claims'])} / {fmt(fig['unsupported_claims_pooled'])} | "
-                f"{claims['reviewed']} / {claims['unreviewed']} | "
-                f"{fmt(fig[f'cited_available@{k}'])} / {fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
-            )
-    return out + [""]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stages.errors import InputError, Problem, raise_if
-from stages.files import iter_jsonl
+from stages.storage.files import iter_jsonl
 
 
 @dataclass(frozen=True)

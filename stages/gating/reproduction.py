@@ -6,7 +6,7 @@ recomputes them. This module is that tolerance, and it is what CI's determinism
 check runs (``ragvet verify``).
 
 **What may differ.** Dense scores are float sums; on another CPU, or where
-ragvet cannot pin its float kernels (see :mod:`stages.embedding`), they can move
+ragvet cannot pin its float kernels (see :mod:`stages.retrieval.embedding`), they can move
 in the last bits. Everything else ragvet writes is a function of the *rankings*:
 counts, ranks, recall, nDCG, context sizes. So:
 
@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.files import read_jsonl
+from stages.gating.baselines import read_results_at
+from stages.storage.files import read_jsonl
+from stages.storage.tables import run_path
 
 Row = dict[str, Any]
 Ranking = list[tuple[str, float]]  # (chunk_id, score), best first
@@ -214,11 +216,10 @@ def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranki
     return _run_rankings(io.BytesIO(data)), ""
 
 
-def verify(configs: Sequence[str], against: str, repo: Path, metrics_dir: Path, runs_dir: Path) -> list[ConfigCheck]:
+def verify_results(
+    configs: Sequence[str], against: str, repo: Path, metrics_dir: Path, runs_dir: Path
+) -> list[ConfigCheck]:
     """Check each configuration's work-tree results against those committed at ``against``."""
-    from stages.gating import read_results_at
-    from stages.tables import run_path
-
     committed = read_results_at(against, configs, repo)
     checks = []
     for config in sorted(configs):

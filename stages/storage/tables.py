@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem, raise_if
-from stages.files import atomic_output, iter_jsonl, read_jsonl, round_floats, write_jsonl
 from stages.schema import Case, Chunk, Doc
+from stages.storage.files import atomic_output, iter_jsonl, read_jsonl, round_floats, write_jsonl
 
 if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
     import polars as pl
 
-    from stages.retrieval import ChunkTexts
-    from stages.scoring import CaseTable, ChunkTable, RunTable
+    from stages.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable
 
 
 def write_docs(path: Path, docs: Iterable[Doc]) -> None:
@@ -113,7 +112,7 @@ def read_case_table(path: Path) -> CaseTable:
     """
     import orjson
 
-    from stages.scoring import CaseTable
+    from stages.storage.columns import CaseTable  # numpy loads with a table, not for `ragvet --help`
 
     if path.suffix == ".parquet":
         return CaseTable.from_frame(_read_parquet(path, "case table", "the validate stage"))
@@ -161,7 +160,7 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
     """
     import orjson
 
-    from stages.retrieval import ChunkTexts
+    from stages.storage.columns import ChunkTexts  # numpy loads with a table, not for `ragvet --help`
 
     def rows(handle):
         for line in handle:
@@ -187,7 +186,7 @@ def read_chunk_table(path: Path) -> ChunkTable:
     """
     import polars as pl
 
-    from stages.scoring import ChunkTable
+    from stages.storage.columns import ChunkTable  # numpy loads with a table, not for `ragvet --help`
 
     schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
@@ -346,7 +345,7 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
     """
     import polars as pl
 
-    from stages.scoring import RunTable
+    from stages.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
     try:
         numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
@@ -365,7 +364,7 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
 
 
 def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]) -> RunTable:
-    """A run as interned columns (:class:`stages.scoring.RunTable`), with the checks
+    """A run as interned columns (:class:`stages.storage.columns.RunTable`), with the checks
     of :func:`read_run`: every row complete, known case and chunk ids, no chunk
     twice for one case.
 
@@ -378,7 +377,7 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     """
     import polars as pl
 
-    from stages.scoring import RunTable
+    from stages.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
     cases = sorted(set(case_ids))
     if path.suffix == ".parquet":
@@ -414,5 +413,5 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
 
 def write_rows(path: Path, rows: Sequence[dict], key: str) -> None:
     """JSONL sorted by one key: per-case results by case_id. The rows have been
-    through :func:`stages.files.round_floats` (evaluate averages what it writes)."""
+    through :func:`stages.storage.files.round_floats` (evaluate averages what it writes)."""
     write_jsonl(path, sorted(rows, key=lambda row: row[key]), rounded=True)

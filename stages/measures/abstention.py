@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.files import FLOAT_PLACES, read_yaml, write_text
-from stages.formatting import fmt
-from stages.schema import is_number
+from stages.inputs.values import is_number
+from stages.schema import SPLITS
+from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
 
 RULES = ("f1", "false-abstention")
 ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")
@@ -119,7 +119,7 @@ def choose_threshold(dev_rows: Sequence[Mapping[str, Any]], rule: str, target: f
 
 def score_rows(cases: Sequence[Any], run: Mapping[str, Sequence[Mapping[str, Any]]], split: Mapping[str, str]) -> dict:
     """``{split: [{case_id, answerable, top1_score}, ...]}`` from cases, a run and the split."""
-    grouped: dict[str, list[dict]] = {"eval": [], "dev": []}
+    grouped: dict[str, list[dict]] = {split: [] for split in SPLITS}
     for case in sorted(cases, key=lambda c: c.case_id):
         ranked = run.get(case.case_id) or ()
         top1 = ranked[0]["score"] if ranked else None
@@ -198,34 +198,3 @@ def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
         else "{}\n"
     )
     write_text(path, HEADER + body)
-
-
-def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
-    """Report lines: each configuration's threshold, where it comes from, and its
-    effect on dev (where it was chosen) beside eval (where it is judged)."""
-    rows = []
-    for name, summary in sorted(summaries.items()):
-        abst = summary.get("abstention") or {}
-        threshold = abst.get("abstain_below")
-        if threshold is None:
-            continue
-        dev, ev = abst.get("dev") or {}, abst.get("eval") or {}
-
-        rows.append(
-            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
-            f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
-            f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
-        )
-    if not rows:
-        return []
-    return [
-        "## Abstention thresholds",
-        "",
-        "The system abstains when its top-1 score is below the threshold. Tuned thresholds are chosen on dev only; "
-        "eval shows their effect on cases the choice never saw.",
-        "",
-        "| config | abstain below | from | dev: abstain / false abstain | eval: abstain / false abstain |",
-        "|---|---|---|---|---|",
-        *rows,
-        "",
-    ]

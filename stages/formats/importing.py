@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import Problem, raise_if
-from stages.schema import as_id, is_scalar, kind_of
+from stages.inputs.values import as_id, is_scalar, kind_of
 
 Row = dict[str, Any]
 

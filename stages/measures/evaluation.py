@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stages.answers import review_summary
 from stages.evidence import project_unit, relevant_chunks
-from stages.metrics import SPLITS, case_metrics, check_coverage, sorted_ks, summarise
+from stages.measures.reference import case_metrics, check_coverage
+from stages.measures.registry import sorted_ks
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
-    from stages.scoring import CaseTable, ChunkTable, RunTable
+    from stages.storage.columns import CaseTable, ChunkTable, RunTable
 
 
 def case_row(
@@ -60,10 +60,11 @@ def evaluate_run(
     """Per-case rows for every case, sorted by case_id. A case absent from the
     run is an empty retrieval, never a dropped case.
 
-    Computed by the vectorised engine (:mod:`stages.scoring`); each row equals
+    Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.scoring import CaseTable, ChunkTable, RunTable, case_results, score  # numpy: not for --help
+    from stages.measures.engine import case_results, score  # numpy: not for --help
+    from stages.storage.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)
@@ -87,34 +88,3 @@ def evaluate_run(
             zip(cases.case_ids, cases.answerable, cases.tags, case_results(scores, evidence, unique_ks))
         )
     ]
-
-
-def config_summary(
-    config: str,
-    spec: Mapping[str, str],
-    rows: Sequence[dict],
-    ks: Sequence[int],
-    abstain_below: float | None,
-    fingerprints: Mapping[str, str],
-    abstain_source: str | None = None,
-) -> dict:
-    """The ``metrics/<config>.json`` content: means with denominators per split,
-    abstention figures, and the fingerprints a later gate must match.
-
-    Where rows carry recorded answers, a ``human_review`` section is added; with
-    none, the section is absent rather than zero. The abstention threshold and
-    where it comes from (``abstain_source``) sit beside the rates it produced.
-    """
-    summary = {
-        "config": config,
-        "chunking": spec["chunking"],
-        "retriever": spec["retriever"],
-        **summarise(rows, ks, abstain_below),
-        "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
-    }
-    if abstain_below is not None:
-        summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
-    review = review_summary(rows, ks, SPLITS)
-    if review is not None:
-        summary["human_review"] = review
-    return summary

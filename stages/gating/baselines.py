@@ -1,0 +1,185 @@
+"""Where a comparison's two sides come from: the committed baseline folder, the
+current per-case results, or another git revision's committed results.
+
+This is all of the gate's and the report's file and git I/O; the comparison
+itself (:mod:`stages.gating.compare`) is pure, so both stages compare the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from stages.errors import InputError, Problem
+from stages.storage.files import read_json, read_jsonl, write_text
+
+Row = dict[str, Any]
+Summary = dict[str, Any]
+
+
+def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
+    """The committed baseline of one configuration, or (None, None) if there is none."""
+    summary, cases = baseline / f"{config}.json", baseline / "cases" / f"{config}.jsonl"
+    if not (summary.exists() and cases.exists()):
+        return None, None
+    return read_json(summary), read_jsonl(cases)
+
+
+def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
+    """``{config: (summary, rows)}`` from a git revision's results or from the
+    committed baseline folder; ``(None, None)`` where there is none."""
+    if against:
+        found = read_results_at(against, configs, Path.cwd())
+        return {config: found[config] or (None, None) for config in configs}
+    return {config: read_baseline_dir(baseline, config) for config in configs}
+
+
+def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
+    """One configuration's per-case results, or None if evaluate has not written them."""
+    path = cases_dir / f"{config}.jsonl"
+    return read_jsonl(path) if path.exists() else None
+
+
+def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
+    """The configurations whose committed baseline holds exactly their current
+    per-case results: this change ran ``ragvet baseline accept`` (or is back at
+    the accepted state), so a comparison with another revision may accept its moves."""
+    return [
+        config
+        for config in configs
+        if current.get(config) is not None and read_baseline_dir(baseline, config)[1] == current[config]
+    ]
+
+
+def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
+    """Copy the current results of the gated configs into ``metrics/baseline/``.
+
+    Every source is checked before anything is written, so a missing result never
+    leaves a half-updated baseline. Baseline files of configurations that are no
+    longer gated are removed, so a stale baseline cannot linger in the PR. Files
+    are copied byte for byte: they are already canonical JSON.
+    """
+    metrics_dir = Path(metrics_dir)
+    baseline_dir = metrics_dir / "baseline"
+    pairs: list[tuple[Path, Path]] = []
+    problems: list[Problem] = []
+    for config in sorted(set(configs)):
+        for src, dst in (
+            (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
+            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
+        ):
+            if src.is_file():
+                pairs.append((src, dst))
+            else:
+                problems.append(
+                    Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
+                )
+    if problems:
+        raise InputError(problems)
+    written = []
+    for src, dst in pairs:
+        write_text(dst, src.read_text(encoding="utf-8"))
+        written.append(dst)
+    keep = set(configs)
+    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+        if folder.is_dir():
+            for stale in sorted(folder.glob(f"*{suffix}")):
+                if stale.is_file() and stale.name[: -len(suffix)] not in keep:
+                    stale.unlink()
+    return written
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False)
+    except FileNotFoundError:
+        raise InputError(
+            [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
+        ) from None
+
+
+def _check_revision(rev: str, repo: Path) -> None:
+    """Fail clearly when ``rev`` is not a commit here; a shallow clone is named as
+    the likely cause, since CI checkouts fetch one commit by default."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
+        return
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise InputError([Problem(str(repo), "not inside a git repository", f"run from a git clone that has {rev!r}")])
+    shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    if shallow:
+        fix = (
+            "this clone is shallow, so it lacks that history: fetch it with `git fetch --unshallow origin` "
+            "(in GitHub Actions, actions/checkout with `fetch-depth: 0`)"
+        )
+    else:
+        fix = "pass a commit, branch or tag that exists (git log --oneline; git fetch origin for origin/...)"
+    raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
+
+
+def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
+    problems: list[Problem] = []
+    summary: Summary = {}
+    try:
+        summary = json.loads(summary_text)
+    except json.JSONDecodeError as err:
+        problems.append(
+            Problem(
+                f"{rev}:{summary_path}:{err.lineno}",
+                f"malformed JSON: {err.msg}",
+                "compare with a revision with intact results",
+            )
+        )
+    rows: list[Row] = []
+    for number, line in enumerate(cases_text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            problems.append(
+                Problem(
+                    f"{rev}:{cases_path}:{number}",
+                    f"malformed JSON: {err.msg}",
+                    "compare with a revision with intact results",
+                )
+            )
+    if problems:
+        raise InputError(problems)
+    return summary, rows
+
+
+def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
+    """Summary and per-case rows of each configuration as committed at ``rev``;
+    None for a configuration that revision has no results for (a new one).
+
+    These are the *results* of that revision (``metrics/<config>.json`` and
+    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
+    asks "did this change regress relative to REV?". An unknown revision, a clone
+    too shallow to have it, and a revision with no ragvet results at all are
+    errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
+    subfolder of the git repository.
+    """
+    repo = Path(repo)
+    _check_revision(rev, repo)
+    if _git(repo, "cat-file", "-e", f"{rev}:./metrics/cases").returncode != 0:
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:metrics/cases",
+                    "that revision has no ragvet results (no per-case tables committed)",
+                    "compare with a revision where `dvc repro` ran and metrics/ was committed",
+                )
+            ]
+        )
+    results: dict[str, tuple[Summary, list[Row]] | None] = {}
+    for config in sorted(set(configs)):
+        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
+        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
+        if any(done.returncode != 0 for done in texts):
+            results[config] = None
+            continue
+        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
+    return results

@@ -1,0 +1,342 @@
+"""Validation of ``params.yaml``: every problem, each at ``params.yaml: <key path>``.
+
+Chunkings, retrievers and metric names are checked by the modules that define
+them; this module checks the sections and the cross-references between them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from stages.chunking import chunking_problems
+from stages.errors import Problem
+from stages.inputs.values import did_you_mean, has_text, is_int, is_number, kind_of
+from stages.measures.registry import metric_problems
+
+PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
+SPLIT_KEYS = ("salt", "eval_fraction")
+EVIDENCE_KEYS = ("span_coverage",)
+GATE_KEYS = (
+    "configs",
+    "metrics",
+    "max_drop",
+    "min_slice_cases",
+    "slice_max_drop",
+    "slice_metric",
+    "require_significance",
+    "bootstrap",
+)
+BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
+# Names become DVC foreach keys (``retrieve@<config>``) and file names (``metrics/<config>.json``).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+class _ParamsChecker:
+    def __init__(self, source: str):
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def add(self, key: str, what: str, fix: str) -> None:
+        self.problems.append(Problem(f"{self.source}: {key}", what, fix))
+
+    def mapping(self, value: Any, key: str, example: str, non_empty: bool = True) -> dict | None:
+        if not isinstance(value, dict) or (non_empty and not value):
+            got = "an empty mapping" if isinstance(value, dict) else f"{kind_of(value)} {value!r}"
+            self.add(key, f"`{key}` must be a non-empty mapping, got {got}", f"write it as {example}")
+            return None
+        return value
+
+    def keys(self, value: dict, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> None:
+        for name in required:
+            if name not in value:
+                self.add(f"{key}.{name}", f"`{key}.{name}` is missing", f"add `{name}` under `{key}`")
+        for name in value:
+            if name not in allowed:
+                self.add(
+                    f"{key}.{name}",
+                    f"unknown key `{name}` in `{key}`",
+                    f"{did_you_mean(name, allowed)}`{key}` takes: {', '.join(allowed)}",
+                )
+
+    def name(self, key: str, name: Any, kind: str) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            self.add(
+                key,
+                f"{kind} name {name!r} cannot be used in stage names and file paths",
+                "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
+            )
+
+    def number(self, key: str, value: Any, low: float, high: float, low_open: bool, high_open: bool, fix: str) -> None:
+        ok = (
+            is_number(value)
+            and (low < value if low_open else low <= value)
+            and (value < high if high_open else value <= high)
+        )
+        if not ok:
+            interval = f"{'(' if low_open else '['}{low:g}, {'∞' if math.isinf(high) else f'{high:g}'}" + (
+                ")" if high_open or math.isinf(high) else "]"
+            )
+            self.add(key, f"`{key}` must be a number in {interval}, got {value!r}", fix)
+
+    def integer(self, key: str, value: Any, low: int, fix: str) -> bool:
+        if not is_int(value) or value < low:
+            self.add(key, f"`{key}` must be an integer ≥ {low}, got {value!r}", fix)
+            return False
+        return True
+
+
+def _check_configs(check: _ParamsChecker, params: dict) -> None:
+    configs = check.mapping(params.get("configs"), "configs", "{my-config: {chunking: fixed-300, retriever: bm25}}")
+    if configs is None:
+        return
+    defined = {
+        kind: sorted(map(str, params[kind])) if isinstance(params.get(kind), dict) else []
+        for kind in ("chunking", "retrievers")
+    }
+    for name, config in configs.items():
+        key = f"configs.{name}"
+        check.name(key, name, "config")
+        if not isinstance(config, dict):
+            check.add(
+                key, f"config {name!r} must be a mapping, got {config!r}", "write it as {chunking: ..., retriever: ...}"
+            )
+            continue
+        check.keys(config, key, ("chunking", "retriever"), ("chunking", "retriever"))
+        for field_name, section in (("chunking", "chunking"), ("retriever", "retrievers")):
+            if field_name not in config:
+                continue
+            value = config[field_name]
+            if not isinstance(value, str) or value not in defined[section]:
+                check.add(
+                    f"{key}.{field_name}",
+                    f"config {name!r} names unknown {field_name} {value!r}",
+                    f"use one defined under `{section}`: {', '.join(defined[section]) or '(none defined)'}",
+                )
+
+
+def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
+    """Valid ks, or ``None`` when they are not (so dependent checks stay quiet)."""
+    ks = params.get("ks")
+    if not isinstance(ks, list) or not ks:
+        check.add("ks", f"`ks` must be a non-empty list of integers > 0, got {ks!r}", "write e.g. ks: [1, 3, 5, 10]")
+        return None
+    ok = True
+    for index, k in enumerate(ks):
+        if not is_int(k) or k <= 0:
+            check.add(
+                f"ks[{index}]",
+                f"k must be an integer > 0, got {k!r}",
+                "use whole numbers of retrieved chunks ≥ 1, e.g. ks: [1, 3, 5, 10]",
+            )
+            ok = False
+    if ok and len(set(ks)) != len(ks):
+        check.add("ks", f"`ks` lists a k more than once: {ks}", "list each k once")
+    return sorted(set(ks)) if ok else None
+
+
+def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
+    split = (
+        check.mapping(params["split"], "split", "{salt: my-eval-v1, eval_fraction: 0.7}") if "split" in params else None
+    )
+    if split is not None:
+        check.keys(split, "split", SPLIT_KEYS, SPLIT_KEYS)
+        if "salt" in split and not has_text(split["salt"]):
+            check.add(
+                "split.salt",
+                f"`split.salt` must be non-empty text, got {split['salt']!r}",
+                "set a salt such as `salt: my-eval-v1` (changing it reshuffles every case)",
+            )
+        if "eval_fraction" in split:
+            check.number(
+                "split.eval_fraction",
+                split["eval_fraction"],
+                0,
+                1,
+                True,
+                False,  # 1.0 puts every case in eval, which small collections want
+                "set the share of cases in the eval split, e.g. eval_fraction: 0.7",
+            )
+    evidence = check.mapping(params["evidence"], "evidence", "{span_coverage: 1.0}") if "evidence" in params else None
+    if evidence is not None:
+        check.keys(evidence, "evidence", EVIDENCE_KEYS, EVIDENCE_KEYS)
+        if "span_coverage" in evidence:
+            check.number(
+                "evidence.span_coverage",
+                evidence["span_coverage"],
+                0,
+                1,
+                False,
+                False,
+                "set the share of a span's characters the top-k must cover: 1.0 = all, 0 = any overlap",
+            )
+    if "slices" not in params:
+        return
+    slices = params["slices"]
+    if not isinstance(slices, list) or not all(has_text(s) for s in slices):
+        check.add(
+            "slices",
+            f"`slices` must be a list of tag names, got {slices!r}",
+            "list the case tags to slice by, e.g. slices: [phrasing, doc_type], or slices: []",
+        )
+    elif len(set(slices)) != len(slices):
+        check.add("slices", f"`slices` lists a tag more than once: {slices}", "list each tag once")
+
+
+def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> None:
+    gate = check.mapping(params.get("gate"), "gate", "a mapping with configs, metrics, max_drop, ...")
+    if gate is None:
+        return
+    check.keys(gate, "gate", GATE_KEYS, GATE_KEYS)
+    if "configs" in gate:
+        configs = gate["configs"]
+        defined = sorted(map(str, params["configs"])) if isinstance(params.get("configs"), dict) else []
+        if not isinstance(configs, list) or not configs:
+            check.add(
+                "gate.configs",
+                f"`gate.configs` must be a non-empty list of config names, got {configs!r}",
+                f"list the configurations to gate, from: {', '.join(defined) or '(none defined)'}",
+            )
+        else:
+            for name in configs:
+                if name not in defined:
+                    check.add(
+                        "gate.configs",
+                        f"gate names unknown config {name!r}",
+                        f"use one defined under `configs`: {', '.join(defined) or '(none defined)'}",
+                    )
+    if "metrics" in gate:
+        metrics = gate["metrics"]
+        if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+            check.add(
+                "gate.metrics",
+                f"`gate.metrics` must be a non-empty list of metric names, got {metrics!r}",
+                "list the guarded metrics, e.g. [recall@5, evidence_recall@5, mrr]",
+            )
+        else:
+            check.problems.extend(metric_problems(metrics, ks, f"{check.source}: gate.metrics", gated=True))
+    if "slice_metric" in gate:
+        if not isinstance(gate["slice_metric"], str):
+            check.add(
+                "gate.slice_metric",
+                f"`gate.slice_metric` must be a metric name, got {gate['slice_metric']!r}",
+                "set e.g. slice_metric: evidence_recall@5",
+            )
+        else:
+            check.problems.extend(
+                metric_problems([gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric", gated=True)
+            )
+    for key in ("max_drop", "slice_max_drop"):
+        if key in gate:
+            check.number(
+                f"gate.{key}", gate[key], 0, math.inf, False, True, f"set the largest allowed drop, e.g. {key}: 0.02"
+            )
+    if "min_slice_cases" in gate:
+        check.integer("gate.min_slice_cases", gate["min_slice_cases"], 0, "set e.g. min_slice_cases: 8")
+    if "require_significance" in gate and not isinstance(gate["require_significance"], bool):
+        check.add(
+            "gate.require_significance",
+            f"must be true or false, got {gate['require_significance']!r}",
+            "set require_significance: false (or true to fail only when the interval excludes 0)",
+        )
+    if "bootstrap" in gate:
+        boot = check.mapping(gate["bootstrap"], "gate.bootstrap", "{resamples: 2000, seed: 1, confidence: 0.95}")
+        if boot is not None:
+            check.keys(boot, "gate.bootstrap", BOOTSTRAP_KEYS, BOOTSTRAP_KEYS)
+            if "resamples" in boot:
+                check.integer("gate.bootstrap.resamples", boot["resamples"], 1, "set e.g. resamples: 2000")
+            if "seed" in boot:
+                check.integer("gate.bootstrap.seed", boot["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
+            if "confidence" in boot:
+                check.number(
+                    "gate.bootstrap.confidence",
+                    boot["confidence"],
+                    0,
+                    1,
+                    True,
+                    True,
+                    "set e.g. confidence: 0.95",
+                )
+
+
+# DVC's run cache hashes a stage with every key named like these left out, at any
+# depth, params included (dvc/stage/cache.py: Meta.PARAM_SIZE, Meta.PARAM_NFILES).
+# A change to such a param would let `dvc repro` restore stale outputs.
+RUN_CACHE_BLIND_KEYS = ("size", "nfiles")
+
+
+def run_cache_blind_keys(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of every key DVC's run cache would not see, sorted."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found += [where] if key in RUN_CACHE_BLIND_KEYS else []
+            found += run_cache_blind_keys(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += run_cache_blind_keys(item, f"{path}[{index}]")
+    return sorted(found)
+
+
+def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
+    """Every problem with the params, each at ``params.yaml: <key path>``.
+
+    Chunkings and retrievers are checked by their own modules
+    (:func:`stages.chunking.chunking_problems`, :func:`stages.retrieval.kinds.retriever_problems`),
+    metric names by :func:`stages.measures.registry.metric_problems`. ``depth`` below the
+    largest k is a problem: a k beyond the depth would silently repeat the figure at
+    ``depth``.
+    """
+    from stages.retrieval.kinds import retriever_problems  # numpy loads with the retrievers, not for `ragvet --help`
+
+    check = _ParamsChecker(source)
+    if not isinstance(params, dict):
+        check.add("(top level)", "params must be a YAML mapping", f"write the sections {', '.join(PARAMS_SECTIONS)}")
+        return check.problems
+    for path in run_cache_blind_keys(params):
+        check.add(
+            path,
+            f"DVC's run cache leaves keys named {' or '.join(RUN_CACHE_BLIND_KEYS)} out of a stage's hash, "
+            "so changing this value could bring back stale outputs",
+            "rename the key (the fixed chunking's window length is `window`)",
+        )
+    for key in PARAMS_SECTIONS:
+        if key not in params:
+            check.add(
+                key, f"section `{key}` is missing", "add it; the bundled params.yaml shows every section, with comments"
+            )
+    for key in params:
+        if key not in PARAMS_SECTIONS:
+            check.add(
+                str(key),
+                f"unknown section `{key}`",
+                f"{did_you_mean(key, PARAMS_SECTIONS)}params.yaml takes: {', '.join(PARAMS_SECTIONS)}",
+            )
+    if "chunking" in params:
+        chunkings = check.mapping(params["chunking"], "chunking", "{fixed-300: {strategy: fixed, ...}}")
+        for name, spec in (chunkings or {}).items():
+            check.problems.extend(chunking_problems(name, spec, f"{source}: chunking.{name}"))
+    if "retrievers" in params:
+        retrievers = check.mapping(params["retrievers"], "retrievers", "{bm25: {kind: bm25}}")
+        for name, spec in (retrievers or {}).items():
+            check.name(f"retrievers.{name}", name, "retriever")
+            check.problems.extend(retriever_problems(name, spec, f"{source}: retrievers.{name}", retrievers))
+    if "configs" in params:
+        _check_configs(check, params)
+    ks = _check_ks(check, params) if "ks" in params else None
+    if "depth" in params:
+        depth = params["depth"]
+        valid = check.integer("depth", depth, 1, "set how many chunks each run keeps per case, e.g. depth: 20")
+        if valid and ks and depth < ks[-1]:
+            check.add(
+                "depth",
+                f"depth {depth} is below the largest k {ks[-1]}: ranks past {depth} are never "
+                f"retrieved, so every @{ks[-1]} figure would silently equal the one at {depth}",
+                f"raise depth to at least {ks[-1]}, or drop the larger ks",
+            )
+    _check_split_evidence_slices(check, params)
+    if "gate" in params:
+        _check_gate(check, params, ks)
+    return check.problems

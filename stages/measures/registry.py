@@ -1,0 +1,148 @@
+"""The metrics ragvet reports, each described once: its name, what it means and how it behaves.
+
+The registry is the one list the rest reads. The reference definitions
+(:mod:`stages.measures.reference`) and the vectorised engine
+(:mod:`stages.measures.engine`) each implement every entry by name, the gate and
+the report read each metric's direction and comparability from here, and
+``docs/metrics.md`` is generated from it (``ragvet metrics-doc``), so adding a
+metric is one entry here plus its reference function and its engine kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from stages.errors import InputError, Problem
+from stages.measures.answers import REVIEW_METRICS, ReviewMetric
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named per-case metric.
+
+    ``at_k``: the name takes ``@k`` (``mrr`` does not: it uses the run's depth).
+    ``definition``: the formula, as the metrics documentation and reviewers read it.
+    ``comparable_across_chunkings``: its denominator does not depend on the chunking.
+    ``higher_is_better``: the direction of an improvement (``context_chars`` is a cost).
+    ``abstention``: whether it has a value for abstention cases.
+    ``share``: a value in [0, 1], so that a gate tolerance (``max_drop``) means something;
+    a metric that is not a share is a count, written as an integer.
+    """
+
+    name: str
+    definition: str
+    at_k: bool = True
+    comparable_across_chunkings: bool = False
+    higher_is_better: bool = True
+    abstention: bool = False
+    share: bool = True
+
+    def key(self, k: int | None) -> str:
+        return f"{self.name}@{k}" if self.at_k else self.name
+
+
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in (
+        Metric("recall", "|top-k ∩ relevant chunks| / |relevant chunks|"),
+        Metric("hit", "1 if any relevant chunk is in the top-k, else 0"),
+        Metric("mrr", "1 / rank of the first relevant chunk within depth, 0 if none", at_k=False),
+        Metric("precision", "|top-k ∩ relevant chunks| / k (trec_eval P_k)"),
+        Metric("ndcg", "binary-relevance nDCG of the top-k (trec_eval ndcg_cut_k)"),
+        Metric("evidence_recall", "share of evidence units available in the top-k", comparable_across_chunkings=True),
+        Metric(
+            "claim_availability",
+            "share of claims with an evidence unit available in the top-k",
+            comparable_across_chunkings=True,
+        ),
+        Metric(
+            "context_chars",
+            "characters in the top-k chunks (the context budget)",
+            comparable_across_chunkings=True,
+            higher_is_better=False,
+            abstention=True,
+            share=False,
+        ),
+    )
+}
+
+
+def _lookup(base: str) -> Metric | ReviewMetric | None:
+    """A retrieval metric, or a human review figure (stages.measures.answers) by name."""
+    return METRICS.get(base) or REVIEW_METRICS.get(base)
+
+
+def _supported() -> str:
+    return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in [*METRICS.values(), *REVIEW_METRICS.values()])
+
+
+def higher_is_better(name: str) -> bool:
+    """The direction of an improvement of a metric named ``base`` or ``base@k``:
+    the gate fails a move the other way (a rise of an unsupported-answer share)."""
+    metric = _lookup(name.partition("@")[0])
+    if metric is None:
+        raise InputError([Problem("params.yaml", f"unknown metric {name!r}", f"use one of: {_supported()}")])
+    return metric.higher_is_better
+
+
+def metric_problems(
+    names: Iterable[str], ks: Collection[int] | None = None, where: str = "params.yaml", gated: bool = False
+) -> list[Problem]:
+    """Every problem with a list of metric names, for the validate stage to collect.
+
+    A name is ``<base>@<k>`` with ``k`` a positive integer, or ``mrr``. When ``ks``
+    is given, ``k`` must be one of them (only those are computed). A ``gated``
+    metric must be a share, listed once: the gate fails on a move of ``max_drop``
+    in its bad direction, which means nothing for a character count. Human review
+    figures (:data:`stages.measures.answers.REVIEW_METRICS`) are names like any other.
+    """
+    problems: list[Problem] = []
+    fix = f"use one of: {_supported()}"
+    names = list(names)
+    for name in names:
+        base, sep, tail = str(name).partition("@")
+        metric = _lookup(base)
+        if gated and names.count(name) > 1:
+            problems.append(Problem(where, f"metric {name!r} is listed twice", "list each guarded metric once"))
+        if metric is None:
+            problems.append(Problem(where, f"unknown metric {name!r}", fix))
+        elif gated and not metric.share:
+            problems.append(
+                Problem(where, f"{name!r} cannot be gated: more context is not a drop", "gate on a recall-like metric")
+            )
+        elif metric.at_k and not sep:
+            problems.append(Problem(where, f"metric {name!r} needs a cutoff", f"write it as {base}@<k>, e.g. {base}@5"))
+        elif not metric.at_k and sep:
+            problems.append(Problem(where, f"metric {name!r} takes no cutoff", f"write it as {base}"))
+        elif metric.at_k and not (tail.isascii() and tail.isdigit() and int(tail) > 0):
+            problems.append(Problem(where, f"metric {name!r} has a bad cutoff {tail!r}", "use a positive integer k"))
+        elif metric.at_k and ks is not None and int(tail) not in ks:
+            problems.append(
+                Problem(
+                    where,
+                    f"metric {name!r} uses k={int(tail)}, which is not computed",
+                    f"add {int(tail)} to ks or use one of k = {sorted(set(ks))}",
+                )
+            )
+    return problems
+
+
+def sorted_ks(ks: Iterable[int]) -> list[int]:
+    """Distinct ks ascending; shared by the reference functions and the engine."""
+    unique = sorted(set(ks))
+    if not unique or unique[0] <= 0:
+        raise ValueError(f"ks must be a non-empty list of positive integers, got {list(ks)!r}")
+    return unique
+
+
+def metric_names(ks: Iterable[int]) -> list[str]:
+    """All per-case metric names for ``ks``: registry order, then k ascending.
+
+    ``[recall@1, recall@5, hit@1, hit@5, mrr, precision@1, ...]``.
+    """
+    unique = sorted_ks(ks)
+    names: list[str] = []
+    for metric in METRICS.values():
+        names.extend([metric.key(k) for k in unique] if metric.at_k else [metric.name])
+    return names

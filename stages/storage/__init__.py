@@ -1,0 +1,1 @@
+"""Files between stages: atomic deterministic writes, the intermediate tables and their numpy columns."""

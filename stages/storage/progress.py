@@ -1,0 +1,15 @@
+"""The one progress bar of every long loop: shown on a terminal, silent in CI or when piped."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+
+def progress_bar(items: Iterable[Any] | None = None, *, total: int | None = None, desc: str) -> Any:
+    """A tqdm bar over ``items`` (or advanced by hand up to ``total``); stage logs stay clean
+    because it is disabled whenever stderr is not a terminal."""
+    from tqdm import tqdm  # tqdm loads with the first bar, not for `ragvet --help`
+
+    return tqdm(items, total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)

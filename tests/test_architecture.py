@@ -1,0 +1,170 @@
+"""The shape of the package, derived from its source: imports run one way, from the
+commands down, with no cycle, and each DVC stage's code dependencies in dvc.yaml are
+exactly the modules it imports, so that editing a module re-runs every stage it can
+change and no other.
+
+Run it as a script to print the import graph: ``python tests/test_architecture.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "stages"
+DEFERRAL = re.compile(r"#.*(not for|loads)", re.IGNORECASE)
+
+
+def module_name(path: Path) -> str:
+    """``stages/measures/engine.py`` -> ``stages.measures.engine``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_paths() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(node: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The package's modules one import statement loads (``from stages import x`` loads ``stages.x``)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in modules}
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        found = {f"{node.module}.{alias.name}" for alias in node.names} & modules.keys()
+        return found or ({node.module} & modules.keys())
+    return set()
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of ``stages`` and the modules of ``stages`` it imports anywhere in its
+    body: function-level and type-checking imports count, since either can load code."""
+    modules = module_paths()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[name] = set().union(*(imported_modules(node, modules) for node in ast.walk(tree))) - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    """``start`` and every module it can load."""
+    seen = {start}
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def command_modules() -> set[str]:
+    """Modules that define typer commands: the package's front door."""
+    return {name for name, path in module_paths().items() if re.search(r"^import typer$", path.read_text(), re.M)}
+
+
+def dvc_stages() -> dict[str, dict]:
+    """Each dvc.yaml stage's definition (a ``foreach`` stage's ``do``)."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    return {name: stage.get("do", stage) for name, stage in stages.items()}
+
+
+def stage_module(stage: dict) -> str:
+    return re.search(r"python -m (stages\.[\w.]+)", stage["cmd"]).group(1)
+
+
+def test_the_import_graph_has_no_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_command_imports_another_command_and_no_domain_module_imports_a_command():
+    graph = import_graph()
+    commands = command_modules()
+    assert {stage_module(stage) for stage in dvc_stages().values()} <= commands
+    wrong = {(name, target) for name, targets in graph.items() for target in targets & commands if name != "stages.cli"}
+    assert wrong == set()
+
+
+def test_function_level_imports_of_the_package_only_defer_a_heavy_library_and_say_so():
+    modules = module_paths()
+    unmarked = []
+    for name, path in modules.items():
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if imported_modules(node, modules) and not DEFERRAL.search(lines[node.lineno - 1]):
+                    unmarked.append(f"{name}:{node.lineno}")
+    assert unmarked == []
+
+
+def test_each_stage_depends_on_exactly_the_modules_it_imports():
+    graph = import_graph()
+    modules = module_paths()
+    for name, stage in dvc_stages().items():
+        declared = {dep for dep in stage["deps"] if re.fullmatch(r"stages/.+\.py", dep)}
+        needed = {modules[module].relative_to(ROOT).as_posix() for module in closure(graph, stage_module(stage))}
+        assert (name, sorted(declared)) == (name, sorted(needed))
+
+
+def test_the_report_depends_on_the_folders_evaluate_writes_into():
+    """Folders, not one file per configuration: adding a configuration to params.yaml
+    must not need an edit of the report stage."""
+    assert {"metrics/cases", "metrics/slices"} <= set(dvc_stages()["report"]["deps"])
+
+
+def main() -> None:
+    """Print each module's imports, the cycles, and each stage's import closure."""
+    graph = import_graph()
+    for name in sorted(graph):
+        print(f"{name} -> {', '.join(sorted(graph[name])) or '(nothing)'}")
+    found = cycles(graph)
+    print(f"\ncycles: {len(found)}", *(" -> ".join(cycle) for cycle in found), sep="\n")
+    for name, stage in dvc_stages().items():
+        print(f"{name}: {len(closure(graph, stage_module(stage)))} modules")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

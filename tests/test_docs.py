@@ -1,0 +1,77 @@
+"""The documentation is generated where it can be and checked where it cannot:
+the metrics page equals what the registry generates, every command and every
+registered metric is documented, and every relative link points at a file."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import typer.main
+
+from stages.cli import app
+from stages.measures.answers import REVIEW_METRICS
+from stages.measures.registry import METRICS
+from stages.reporting.markdown import metrics_doc
+
+ROOT = Path(__file__).resolve().parents[1]
+# The README's two commands, which CI runs (.ci/run): the README opens with them, unchanged.
+SET_UP_AND_RUN = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+    "pip install -r requirements-dense.lock && pip install --no-deps -e . && dvc repro"
+)
+RUN_THE_TESTS = ". .venv/bin/activate && pip install -r requirements-dev.lock && pytest"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def command_paths(command, prefix: str = "") -> list[str]:
+    """``["baseline accept", "chunk", ..., "import beir", ...]``: every runnable command."""
+    if hasattr(command, "commands"):  # a group of subcommands
+        return [path for name, sub in command.commands.items() for path in command_paths(sub, f"{prefix} {name}")]
+    return [prefix.strip()]
+
+
+def test_the_metrics_page_is_what_the_registry_generates():
+    assert (ROOT / "docs/metrics.md").read_text(encoding="utf-8") == metrics_doc()
+
+
+def test_every_registered_metric_is_documented():
+    page = (ROOT / "docs/metrics.md").read_text(encoding="utf-8")
+    for metric in [*METRICS.values(), *REVIEW_METRICS.values()]:
+        assert f"| `{metric.key('k')}` | {metric.definition.replace('|', chr(92) + '|')} |" in page
+
+
+def test_every_command_is_documented():
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    paths = command_paths(typer.main.get_command(app))
+    assert {"baseline accept", "import beir", "export run", "validate", "metrics-doc"} <= set(paths)
+    assert [path for path in paths if f"ragvet {path}" not in text] == []
+
+
+def test_every_relative_link_points_at_a_file():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_the_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    assert re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)[:2] == [SET_UP_AND_RUN, RUN_THE_TESTS]
+    assert SET_UP_AND_RUN in (ROOT / ".ci/run").read_text(encoding="utf-8")
+
+
+def test_the_where_things_are_table_names_functions_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| stage | command module | key domain function |") :].split("\n\n")[0]
+    named = re.findall(r"`((?:\w+\.)+\w+)`", table)
+    assert len(named) >= 10
+    for dotted in named:
+        module, _, function = f"stages.{dotted}".rpartition(".")
+        assert callable(getattr(importlib.import_module(module), function)), dotted
+    for path in re.findall(r"`(stages/\w+\.py)`", table):
+        assert (ROOT / path).is_file(), path
