@@ -261,6 +261,7 @@ def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():
         next(i for i, run in enumerate(runs) if needle in run)
         for needle in (
             "pip install -r requirements-dense.lock",
+            "dvc pull --allow-missing",
             "dvc repro",
             'ragvet report --against "$BASE" --comment --out ragvet-comment.md',
             "gh api -X PATCH",
@@ -269,7 +270,9 @@ def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():
     ]
     assert order == sorted(order) and order[-1] == len(steps) - 1
     # The comment step finds its comment by the report's first line, the marker.
-    assert 'marker="$(head -n 1 ragvet-comment.md)"' in runs[order[3]]
+    assert 'marker="$(head -n 1 ragvet-comment.md)"' in runs[order[4]]
+    # A remote's credentials come from the repository's secrets, never from a file.
+    assert steps[order[1]]["env"]["AWS_SECRET_ACCESS_KEY"] == "${{ secrets.AWS_SECRET_ACCESS_KEY }}"
     assert workflow["jobs"]["retrieval"]["env"]["BASE"] == "origin/${{ github.base_ref }}"
     cached = " ".join(str(step.get("with", {}).get("path", "")) for step in steps)
     assert ".dvc/cache" in cached and any(step.get("with", {}).get("cache") == "pip" for step in steps)
