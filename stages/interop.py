@@ -54,7 +54,7 @@ ABSTAIN = typer.Option(
 def _cases_text(rows: list[dict], suffix: str) -> str:
     if suffix == ".jsonl":
         return "".join(dumps_line(row) + "\n" for row in rows)
-    import yaml
+    import yaml  # not for `ragvet --help`
 
     return yaml.dump(rows, Dumper=yaml.SafeDumper, sort_keys=True, allow_unicode=True, width=1 << 30)
 

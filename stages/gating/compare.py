@@ -54,7 +54,7 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    import numpy as np
+    import numpy as np  # not for `ragvet --help`
 
     base_by_id = _eval_rows(baseline_rows)
     cur_by_id = _eval_rows(current_rows)
@@ -83,7 +83,7 @@ def bootstrap_ci(
     batches whose sizes depend only on the number of cases and resamples, so the
     interval is a pure function of its arguments.
     """
-    import numpy as np
+    import numpy as np  # not for `ragvet --help`
 
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     n = len(deltas)
@@ -170,7 +170,7 @@ def slice_comparisons(
     fingerprint they match the baseline's anyway. Smaller slices are left out:
     their deltas are too noisy to gate on.
     """
-    import numpy as np
+    import numpy as np  # not for `ragvet --help`
 
     metric = gate["slice_metric"]
     ids, base, cur = paired_values(baseline_rows, current_rows, metric)

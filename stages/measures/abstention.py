@@ -190,7 +190,7 @@ def threshold_for(
 
 def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
     """The params file, configurations sorted, with its header."""
-    import yaml
+    import yaml  # not for `ragvet --help`
 
     body = (
         yaml.safe_dump({name: thresholds[name] for name in sorted(thresholds)}, sort_keys=True)

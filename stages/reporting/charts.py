@@ -25,7 +25,7 @@ def _svg(figure) -> str:
 
 
 def _colours(names: Sequence[str]) -> dict[str, tuple]:
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # not for `ragvet --help`
 
     palette = colormaps["tab10"]
     return {name: palette(i % 10) for i, name in enumerate(sorted(names))}
@@ -34,8 +34,8 @@ def _colours(names: Sequence[str]) -> dict[str, tuple]:
 def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
     """recall@k and evidence_recall@k against k, one line per configuration;
     the baseline (when given) dashed in the same colour. Rows as ``plot_rows``."""
-    import matplotlib
-    from matplotlib.figure import Figure
+    import matplotlib  # not for `ragvet --help`
+    from matplotlib.figure import Figure  # not for `ragvet --help`
 
     names = sorted({row["config"] for row in current})
     colours = _colours(names)
@@ -62,8 +62,8 @@ def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
 def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
     """evidence_recall@k against context_chars@k, one point per configuration, an
     arrow from its baseline point (hollow) when there is one. Rows as ``budget_rows``."""
-    import matplotlib
-    from matplotlib.figure import Figure
+    import matplotlib  # not for `ragvet --help`
+    from matplotlib.figure import Figure  # not for `ragvet --help`
 
     names = sorted(row["config"] for row in current)
     colours = _colours(names)
@@ -98,8 +98,8 @@ def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
 def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequence[str]) -> str:
     """evidence_recall@k per slice for ``configs``: a bar per (slice, config), the
     baseline as a black tick. Rows as ``slice_rows``."""
-    import matplotlib
-    from matplotlib.figure import Figure
+    import matplotlib  # not for `ragvet --help`
+    from matplotlib.figure import Figure  # not for `ragvet --help`
 
     configs = sorted(configs)
     colours = _colours(configs)

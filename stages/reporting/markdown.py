@@ -696,7 +696,7 @@ def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
     """One self-contained HTML page: the markdown report rendered (tables and
     ``<details>`` kept) followed by the inline SVG figures. No script and no
     external resource, so it opens offline and nothing is fetched."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # not for `ragvet --help`
 
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
     plots = ["<h2>Plots</h2>"]

@@ -38,6 +38,7 @@ How a run is made (see also :mod:`stages.retrieval.embedding`):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -108,8 +109,6 @@ def encoder_problems(
     """Cheap checks of an encoder's settings (dense retrieval, or a rerank scorer):
     batch size, prefixes, a model that resolves locally, the extra installed.
     No model is loaded, nothing is imported."""
-    import importlib.util
-
     problems = _positive_int_problems(spec, ["batch_size"], where)
     for key in ("query_prefix", "passage_prefix"):
         if not isinstance(spec.get(key, ""), str):
@@ -152,7 +151,7 @@ def _settings(spec: dict) -> dict[str, Any]:
 
 @contextmanager
 def _faiss_threads(count: int) -> Iterator[Any]:
-    import faiss
+    import faiss  # not for `ragvet --help`
 
     before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(count)

@@ -289,7 +289,7 @@ def kernel_label(environ: Mapping[str, str] = os.environ) -> str:
 
 def _warn_if_unpinned() -> None:
     """Say so when torch ran a float operation before ragvet could pin its kernels (then they are the CPU's)."""
-    import torch
+    import torch  # not for `ragvet --help`
 
     wanted = os.environ.get("ATEN_CPU_CAPABILITY", "").upper()
     found = torch.backends.cpu.get_cpu_capability()
@@ -312,8 +312,8 @@ def _import_sentence_transformers():
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        import sentence_transformers
-        import torch  # noqa: F401
+        import sentence_transformers  # not for `ragvet --help`
+        import torch  # noqa: F401  (deferred: the dense extra is optional and heavy)
     except ImportError as err:
         raise InputError(
             [
@@ -326,7 +326,7 @@ def _import_sentence_transformers():
         ) from None
     _warn_if_unpinned()
     try:
-        from transformers.utils import logging as transformers_logging
+        from transformers.utils import logging as transformers_logging  # not for `ragvet --help`
 
         transformers_logging.disable_progress_bar()  # "Loading weights" bars are noise in stage output
         transformers_logging.set_verbosity_error()
@@ -380,7 +380,7 @@ def run_by_length(
     ``run`` must apply :func:`default_prompt` as lengths are measured with it.
     ``bar`` is a progress bar to advance; without one, a bar named ``desc`` is shown.
     """
-    import torch
+    import torch  # not for `ragvet --help`
 
     lengths: list[int] = []
     for start in range(0, len(inputs), 256):

@@ -37,11 +37,11 @@ BM25_KEYS = {"kind", "k1", "b", "lowercase", "stopwords", "stemmer", "abstain_be
 def bm25_tokenizer(spec: dict):
     """A bm25s tokenizer with the spec's lowercasing, stop words and stemmer,
     shared by chunks and questions so both map into one vocabulary."""
-    from bm25s.tokenization import Tokenizer
+    from bm25s.tokenization import Tokenizer  # not for `ragvet --help`
 
     stemmer = None
     if spec.get("stemmer", "none") not in (None, "none"):
-        import Stemmer
+        import Stemmer  # not for `ragvet --help`
 
         stemmer = Stemmer.Stemmer(spec["stemmer"])
     stopwords = spec.get("stopwords", "en")
@@ -65,7 +65,7 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
     are released once tokenised and the token ids once indexed, so neither is
     held while the index is built or queried.
     """
-    import bm25s
+    import bm25s  # not for `ragvet --help`
 
     tokenizer = bm25_tokenizer(spec)
     corpus_ids = tokenizer.tokenize(table.release_texts(), return_as="ids", show_progress=False)
@@ -117,7 +117,7 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
         problems.append(Problem(where, f"unknown stopwords {spec['stopwords']!r}", "use stopwords: en or none"))
     stemmer = spec.get("stemmer", "none")
     if stemmer not in (None, "none"):
-        import Stemmer
+        import Stemmer  # not for `ragvet --help`
 
         if stemmer not in Stemmer.algorithms():
             problems.append(

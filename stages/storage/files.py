@@ -124,7 +124,7 @@ def read_jsonl(path: str | Path) -> list[Any]:
 
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file; a syntax error becomes a Problem naming the line."""
-    import yaml
+    import yaml  # not for `ragvet --help`
 
     path = Path(path)
     try:

@@ -59,7 +59,7 @@ def case_table_schema() -> dict[str, pl.DataType]:
     the units its claims cite (``claim`` is the claim's number in the case, -1
     for the case's own evidence), each with its targets: one span or doc, or
     the alternatives of an ``any`` unit (a doc-level target has no offsets)."""
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     target = pl.Struct({"doc": pl.String, "start": pl.Int64, "end": pl.Int64})
     unit = pl.Struct({"claim": pl.Int32, "targets": pl.List(target)})
@@ -74,7 +74,7 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     of every configuration reads the evidence as columns instead of parsing and
     walking the JSON again (most of its reading time at 100,000 cases).
     """
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     def unit(row: dict[str, Any], claim: int) -> dict[str, Any]:
         targets = row.get("any") or (row,)
@@ -110,7 +110,7 @@ def read_case_table(path: Path) -> CaseTable:
     case_id order, as validate writes it) goes through :func:`read_cases`,
     which names the line that is wrong.
     """
-    import orjson
+    import orjson  # not for `ragvet --help`
 
     from stages.storage.columns import CaseTable  # numpy loads with a table, not for `ragvet --help`
 
@@ -131,7 +131,7 @@ def read_case_table(path: Path) -> CaseTable:
 
 def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
     """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     try:
         return pl.read_parquet(path)
@@ -158,7 +158,7 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
     orjson rather than polars: polars re-encodes nested metadata and turns 1.0
     into 1, which a filter compares as a different string.
     """
-    import orjson
+    import orjson  # not for `ragvet --help`
 
     from stages.storage.columns import ChunkTexts  # numpy loads with a table, not for `ragvet --help`
 
@@ -184,7 +184,7 @@ def read_chunk_table(path: Path) -> ChunkTable:
     A file that does not parse as chunk rows goes through :func:`read_chunks`,
     which names the line that is wrong.
     """
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     from stages.storage.columns import ChunkTable  # numpy loads with a table, not for `ragvet --help`
 
@@ -210,7 +210,7 @@ RUN_METADATA = "ragvet.run"  # the Parquet key-value entry naming what a run's n
 
 def run_schema() -> dict[str, pl.DataType]:
     """The run contract's columns and their types (polars loads only when called)."""
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
 
@@ -234,7 +234,7 @@ def run_path(runs: Path, config: str) -> Path:
 def write_run(path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str]) -> None:
     """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
     scores rounded as JSON output rounds them."""
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     frame = pl.DataFrame(
         {
@@ -258,7 +258,7 @@ def write_run_frame(path: Path, frame: pl.DataFrame, case_ids: Iterable[str], ch
     ones), whose digests go in the file's metadata. An id outside them is a
     ``ValueError``: the retrievers only return chunks of the chunking.
     """
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     schema = run_schema()
     frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
@@ -280,7 +280,7 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
     """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
     ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
     faster than an Enum cast."""
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     for name, ids in (("case", cases), ("chunk", chunk_ids)):
         numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
@@ -343,7 +343,7 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
 
     Only four numeric columns are read: no string of the run is touched.
     """
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     from stages.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
@@ -375,7 +375,7 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     joins. When any check fails, :func:`read_run` reads the file again and names
     every row that is wrong.
     """
-    import polars as pl
+    import polars as pl  # not for `ragvet --help`
 
     from stages.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
