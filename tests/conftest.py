@@ -33,6 +33,7 @@ def assert_same_floats(a: np.ndarray, b: np.ndarray) -> None:
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = [
+    ".gitignore",
     "stages",
     "plugins",
     "dvc.yaml",

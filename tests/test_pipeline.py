@@ -117,3 +117,21 @@ def test_experiment_queue_with_two_workers_equals_sequential_runs(work_repo):
     assert shown["seq-600"] != shown["seq-2000"]  # the grid did change the chunking
     table = sh(work_repo, "dvc", "exp", "show", "--csv").stdout
     assert "q-600" in table and "seq-2000" in table
+
+
+def test_a_failing_gate_leaves_git_tracking_intact_for_the_next_run(work_repo):
+    """A failing `dvc repro` takes back the .gitignore entries DVC wrote for new outputs;
+    the project's own ignore patterns must keep a new chunking's files out of git."""
+    params = yaml.safe_load((work_repo / "params.yaml").read_text())
+    params["chunking"]["fixed-200"] = {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 20}
+    params["configs"]["fixed-200-bm25"] = {"chunking": "fixed-200", "retriever": "bm25"}
+    (work_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 40)  # harmful: the gate fails
+    assert sh(work_repo, "dvc", "repro", check=False).returncode != 0
+    commit_all(work_repo, "a harmful change, committed with git add -A")
+    tracked = sh(work_repo, "git", "ls-files", "data/chunks", "data/runs", "data/validated").stdout.split()
+    assert [path for path in tracked if not path.endswith("/.gitignore")] == []
+    set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 600)
+    second = sh(work_repo, "dvc", "repro")
+    assert "already tracked" not in second.stdout + second.stderr
+    assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
