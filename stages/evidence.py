@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stages.chunking import chunk_document, chunking_problems
-from stages.errors import InputError, Problem
+from stages.errors import Problem
 from stages.inputs.values import as_id, is_int, kind_of
 from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
 
@@ -470,22 +470,6 @@ class EvidenceResolver:
         if key not in self._chunks:
             self._chunks[key] = chunk_document(doc, spec)
         return self._chunks[key]
-
-
-def resolve_reference(
-    ref: dict,
-    docs: Mapping[str, Doc],
-    chunkings: Mapping[str, Any] | None = None,
-    where: str = "evidence reference",
-    role: str = "evidence",
-) -> EvidenceUnit:
-    """Resolve one reference to an :class:`EvidenceUnit`, or raise :class:`InputError`
-    with every problem it has. For many references, use one :class:`EvidenceResolver`."""
-    unit, problems = EvidenceResolver(docs, chunkings).resolve(ref, where, role)
-    if problems:
-        raise InputError(problems)
-    assert unit is not None
-    return unit
 
 
 # --- evidence through a chunking ---------------------------------------------------

@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 import yaml
 
+from stages.errors import InputError
+from stages.evidence import EvidenceResolver
 from stages.gating.reproduction import EPSILON
 from stages.retrieval.embedding import pin_float_kernels
+from stages.schema import EvidenceUnit
 
 # Before any test touches torch, as a stage does: tests compare float bytes, and
 # those hold on every CPU only under the pinned kernels (see stages.retrieval.embedding).
@@ -127,6 +130,14 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "repo"
     shutil.copytree(sample_repo, dest, symlinks=True)
     return dest
+
+
+def resolve_reference(ref: dict, docs, chunkings=None, where: str = "evidence reference") -> EvidenceUnit:
+    """One reference resolved as validate resolves every case's, or InputError with all its problems."""
+    unit, problems = EvidenceResolver(docs, chunkings).resolve(ref, where, "evidence")
+    if problems:
+        raise InputError(problems)
+    return unit
 
 
 def make_cross_encoder(folder: Path, num_labels: int = 1, width: int = 32, layers: int = 2) -> Path:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from conftest import resolve_reference
 
 from stages.errors import InputError
-from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks, resolve_reference
+from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks
 from stages.inputs.loading import collect_cases, load_cases
 from stages.measures.evaluation import evaluate_run
 from stages.measures.reference import evidence_recall_at_k, unit_available

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import resolve_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from stages.evidence import (
     normalise_whitespace_index,
     project_unit,
     relevant_chunks,
-    resolve_reference,
 )
 from stages.schema import Chunk, Doc, EvidenceUnit
 
