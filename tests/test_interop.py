@@ -372,7 +372,8 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
         ragvet("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.parquet")
         ragvet(
             "evaluate", config, "--run", f"data/runs/{config}.parquet", "--chunks", chunks, *validated,
-            "--split", "data/split.json", "--metrics", f"metrics/{config}.json",
+            "--corpus", "data/validated/corpus.jsonl", "--split", "data/split.json",
+            "--metrics", f"metrics/{config}.json",
             "--per-case", f"metrics/cases/{config}.jsonl", "--slices", f"metrics/slices/{config}.json",
         )  # fmt: skip
         summary = json.loads((tmp_path / f"metrics/{config}.json").read_text())

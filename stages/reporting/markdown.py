@@ -723,7 +723,9 @@ deduplicated first, keeping the first occurrence; `k <= 0` gives 0, and a k
 beyond the retrieved depth counts the missing ranks as non-relevant, as
 trec_eval does. A case's *relevant chunks* are the chunks that overlap any of
 its evidence spans by at least one character (every chunk of the doc, for
-`{doc}` evidence). Chunk-level figures cannot be compared across chunkings,
+`{doc}` evidence). A span's coverage counts its non-whitespace characters only, so
+the whitespace that chunk boundaries trim never leaves a span short of being
+covered. Chunk-level figures cannot be compared across chunkings,
 because their denominator changes with the chunking. The reference definitions
 (`stages/measures/reference.py`) give each formula and its empty-case value in
 their docstrings; the engine (`stages/measures/engine.py`) is tested against them.
