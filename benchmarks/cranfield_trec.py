@@ -174,7 +174,9 @@ def main() -> None:
         by_case: dict[str, list[dict]] = {}
         for row in rows:
             by_case.setdefault(row["case_id"], []).append(row)
-        per_case = evaluate_run(cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0)
+        per_case = evaluate_run(
+            cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
+        )
         ours = summarise(per_case, KS, None)["eval"]
         t_eval = time.perf_counter() - clock
         print(

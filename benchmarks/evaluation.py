@@ -197,7 +197,8 @@ def measure_ragvet(workdir: Path, ks: list[int]) -> dict:
     loaded = time.perf_counter()
     run = read_run_table(workdir / "run.parquet", chunks.chunk_ids, cases.case_ids)
     read = time.perf_counter()
-    scores, _ = score(cases.case_ids, cases.evidence, chunks, run, ks, 1.0)
+    texts = dict.fromkeys(chunks.doc_ids, "x" * int(chunks.ends.max()))  # generated docs: no whitespace
+    scores, _ = score(cases.case_ids, cases.evidence, chunks, run, ks, 1.0, texts)
     done = time.perf_counter()
     values = {name: column for name, column in scores.metrics.items() if name.split("@")[0] in (*MEASURES, "mrr")}
     np.savez(workdir / "values-ragvet.npz", **values)

@@ -147,7 +147,8 @@ def pytrec_check(cases, chunks, rows) -> float:
     run = {cid: {r["chunk_id"]: float(DEPTH + 1 - r["rank"]) for r in ranked} for cid, ranked in by_case(rows).items()}
     measures = {"recall." + ",".join(map(str, KS)), "recip_rank"}
     theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
-    per_case = evaluate_run(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0)
+    texts = {chunk.doc_id: chunk.text for chunk in chunks}  # one chunk per doc: the doc's text
+    per_case = evaluate_run(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0, texts)
     ours = summarise(per_case, KS, None)["eval"]["metrics"]
     names = {f"recall@{k}": f"recall_{k}" for k in KS} | {"mrr": "recip_rank"}
     worst = 0.0

@@ -458,6 +458,27 @@ def _value_problems(spec: dict, where: str) -> list[Problem]:
     return problems
 
 
+_SUMMARY = {
+    "fixed": "windows of `window` units advancing by `window - overlap`; character windows are never trimmed",
+    "sentences": "whole sentences packed greedily up to `max_chars`; a longer sentence is cut into windows",
+    "markdown": "heading-aware recursive splitting: sections, then paragraphs, sentences and windows",
+    "document": "one chunk per document, the whole text",
+}
+
+
+def strategies_doc() -> str:
+    """The markdown table of every strategy and its keys, from :data:`_KEYS` and the
+    descriptions validate prints, so that docs/inputs.md cannot drift from the code
+    (a test compares them)."""
+    rows = [
+        f"| `{name}` | {_SUMMARY[name]} | "
+        + ("; ".join(f"`{key}`: {_describe(key)}" for key in _KEYS[name][1:]) or "none")
+        + " |"
+        for name in sorted(STRATEGIES)
+    ]
+    return "\n".join(["| strategy | what it does | keys besides `strategy` |", "|---|---|---|", *rows]) + "\n"
+
+
 def _describe(key: str) -> str:
     return {
         "strategy": f"one of: {_supported()}",

@@ -2,7 +2,9 @@
 
 Domain code raises :class:`InputError` with all the problems it found, so that a
 user fixes a file in one pass instead of one error per run. Only the CLI boundary
-(:func:`user_errors`) turns it into a message and a non-zero exit code.
+(:func:`user_errors`) turns it into a message and a non-zero exit code. A raw
+dataset can hold tens of thousands of problems: the terminal gets the first
+:data:`SHOWN` and a count per kind, and the full list goes to :data:`PROBLEMS_FILE`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,17 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
+from stages.storage.atomic import write_text
+
 EXIT_USER_ERROR = 2
+SHOWN = 50  # problems printed on the terminal; the rest are counted by kind
+PROBLEMS_FILE = Path(".ragvet/problems.txt")  # the full list, under the project's git-ignored folder
 
 F = TypeVar("F", bound=Callable)
 
@@ -34,8 +42,16 @@ class Problem:
     def render(self) -> str:
         return f"{self.where}: {self.what}\n    fix: {self.fix}"
 
+    @property
+    def kind(self) -> str:
+        """What is wrong, with the quoted values and numbers that differ between
+        instances blanked out, so that 40,000 unknown doc ids count as one kind."""
+        return _NUMBER.sub("N", _QUOTED.sub("'…'", self.what))
+
 
 _LINE = re.compile(r"^(.*?):(\d+)(.*)$", re.DOTALL)
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
 
 
 def reading_order(problem: Problem) -> tuple:
@@ -54,9 +70,23 @@ class InputError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """Every problem, for the full list and for tests."""
+        return "\n".join([f"{_counted(len(self.problems))} found:", *(p.render() for p in self.problems)])
+
+    def render_capped(self, full_list: Path) -> str:
+        """The first :data:`SHOWN` problems, then how many of each kind there are
+        in all, pointing to ``full_list`` where :func:`user_errors` wrote them all."""
         count = len(self.problems)
-        head = f"{count} problem{'s' if count != 1 else ''} found:"
-        return "\n".join([head, *(p.render() for p in self.problems)])
+        head = f"{_counted(count)} found; the first {SHOWN} follow, and all of them are in {full_list}:"
+        kinds = Counter(problem.kind for problem in self.problems).most_common()
+        tally = [f"  {n} × {kind}" for kind, n in kinds[:SHOWN]]
+        rest = [f"  ... and {len(kinds) - SHOWN} other kinds"] if len(kinds) > SHOWN else []
+        shown = [p.render() for p in self.problems[:SHOWN]]
+        return "\n".join([head, *shown, f"{count - SHOWN} more not shown; all {count} by kind:", *tally, *rest])
+
+
+def _counted(count: int) -> str:
+    return f"{count} problem{'s' if count != 1 else ''}"
 
 
 def raise_if(problems: list[Problem]) -> None:
@@ -66,14 +96,24 @@ def raise_if(problems: list[Problem]) -> None:
 
 
 def user_errors(fn: F) -> F:
-    """CLI boundary: print an :class:`InputError` without a traceback and exit 2."""
+    """CLI boundary: print an :class:`InputError` without a traceback and exit 2.
+
+    More than :data:`SHOWN` problems would flood the terminal: they are written in
+    full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
+    root under DVC) and the terminal gets the capped rendering that names it.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except InputError as err:
-            print(f"ragvet: {err.render()}", file=sys.stderr)
+            if len(err.problems) <= SHOWN:
+                message = err.render()
+            else:
+                write_text(PROBLEMS_FILE, err.render() + "\n")
+                message = err.render_capped(PROBLEMS_FILE)
+            print(f"ragvet: {message}", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

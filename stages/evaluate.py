@@ -15,7 +15,7 @@ from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import config_summary, slice_table
 from stages.schema import DEV
 from stages.storage.files import read_json, read_params, round_floats, write_json
-from stages.storage.tables import read_case_table, read_chunk_table, read_run_table, write_rows
+from stages.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table, write_rows
 
 
 @user_errors
@@ -23,6 +23,7 @@ def main(
     config: str = typer.Argument(..., help="A configuration name from params.configs."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
+    corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
     metrics: Path = typer.Option(..., help="Metrics JSON to write."),
@@ -47,7 +48,13 @@ def main(
     )
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     rows = evaluate_run(
-        all_cases, all_chunks, ranked, membership, settings["ks"], settings["evidence"]["span_coverage"]
+        all_cases,
+        all_chunks,
+        ranked,
+        membership,
+        settings["ks"],
+        settings["evidence"]["span_coverage"],
+        {doc.doc_id: doc.text for doc in read_docs(corpus)},
     )
     if recorded is not None:
         rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])

@@ -475,17 +475,44 @@ class EvidenceResolver:
 # --- evidence through a chunking ---------------------------------------------------
 
 
-def project_unit(unit: EvidenceUnit, doc_chunks: Sequence[Chunk]) -> ProjectedUnit:
+def nonspace_before(text: str, offsets: Iterable[int]) -> list[int]:
+    """How many non-whitespace characters of ``text`` precede each offset.
+
+    Span coverage counts a span's non-whitespace characters only (docs/DESIGN.md,
+    "Metric definitions"): chunkers trim the whitespace at chunk boundaries, so a
+    span that starts with a space, or runs across two sentences, would otherwise
+    never be fully covered. Offsets mapped through this function are *counted
+    coordinates*: the length of ``[a, b)`` there is its number of non-whitespace
+    characters, and a union of intervals keeps that meaning. The vectorised engine
+    and the reference both map through it, so they count alike.
+    """
+    offsets = list(offsets)
+    counts: dict[int, int] = {}
+    total = previous = 0
+    for offset in sorted(set(offsets)):
+        total += len("".join(text[previous:offset].split()))  # str.split drops exactly what str.isspace matches
+        counts[offset] = total
+        previous = offset
+    return [counts[offset] for offset in offsets]
+
+
+def project_unit(
+    unit: EvidenceUnit, doc_chunks: Sequence[Chunk], texts: Mapping[str, str] | None = None
+) -> ProjectedUnit:
     """``unit`` seen through one chunking: the chunks of its doc that overlap its span
-    by at least one character, each with the overlap ``(start, end)`` in doc
-    coordinates. A doc-level unit's pieces are all its doc's chunks, whole. A unit
-    with alternatives projects each of them (see :class:`ProjectedUnit`).
+    by at least one character, each with the overlap ``(start, end)``. A doc-level
+    unit's pieces are all its doc's chunks, whole. A unit with alternatives projects
+    each of them (see :class:`ProjectedUnit`).
+
+    With the docs' ``texts``, a span's pieces and length are in counted coordinates
+    (:func:`nonspace_before`), as coverage is measured; without them, in doc
+    coordinates, which is all that finding the relevant chunks needs.
 
     ``doc_chunks`` should be the doc's chunks (for alternatives, the chunks of every
     doc in ``unit.doc_ids``); chunks of other docs are ignored.
     """
     if unit.alternatives:
-        alternatives = tuple(project_unit(target, doc_chunks) for target in unit.alternatives)
+        alternatives = tuple(project_unit(target, doc_chunks, texts) for target in unit.alternatives)
         return ProjectedUnit(unit.label(), False, 0, {}, alternatives)
     own = [chunk for chunk in doc_chunks if chunk.doc_id == unit.doc_id]
     if unit.doc_level:
@@ -496,7 +523,12 @@ def project_unit(unit: EvidenceUnit, doc_chunks: Sequence[Chunk]) -> ProjectedUn
         lo, hi = max(unit.start, chunk.start), min(unit.end, chunk.end)
         if lo < hi:
             pieces[chunk.chunk_id] = (lo, hi)
-    return ProjectedUnit(unit.label(), False, unit.end - unit.start, pieces)
+    if texts is None or not pieces:  # a span no chunk overlaps is unavailable at any length
+        return ProjectedUnit(unit.label(), False, unit.end - unit.start, pieces)
+    bounds = [unit.start, unit.end, *(bound for piece in pieces.values() for bound in piece)]
+    start, end, *counted = nonspace_before(texts[unit.doc_id], bounds)
+    counted_pieces = {chunk_id: (counted[2 * n], counted[2 * n + 1]) for n, chunk_id in enumerate(pieces)}
+    return ProjectedUnit(unit.label(), False, end - start, counted_pieces)
 
 
 def relevant_chunks(units: Iterable[EvidenceUnit], chunks_by_doc: Mapping[str, Sequence[Chunk]]) -> set[str]:

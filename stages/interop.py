@@ -24,7 +24,8 @@ from stages.formats.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lin
 from stages.formats.importing import Imported, import_beir, import_squad, import_trec
 from stages.inputs.loading import collect_cases, collect_corpus
 from stages.schema import SPLITS
-from stages.storage.files import UMASK, dumps_line, read_json, write_jsonl, write_text
+from stages.storage.atomic import UMASK, write_text
+from stages.storage.files import dumps_line, read_json, write_jsonl
 from stages.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(

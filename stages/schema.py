@@ -223,8 +223,10 @@ class ProjectedUnit:
     ``pieces`` maps each chunk that overlaps the unit to the overlap's character
     interval in doc coordinates. For a doc-level unit every chunk of the doc is a
     piece and only the keys matter. ``length`` is the span's length (0 for
-    doc-level). Overlapping chunks share characters, so coverage is the *union*
-    of pieces, never their sum. A unit with alternatives (``{any: [...]}``) has no
+    doc-level). Projected with the docs' texts, as evaluation does, a span's pieces
+    and length count non-whitespace characters (``stages.evidence.nonspace_before``).
+    Overlapping chunks share characters, so coverage is the *union* of pieces, never
+    their sum. A unit with alternatives (``{any: [...]}``) has no
     pieces of its own: ``alternatives`` holds each alternative's projection, and
     the unit is available when any one of them is.
     """

@@ -3,7 +3,9 @@ dev split and write it to the params file the evaluate stage reads.
 
 The chooser is handed dev cases only; eval figures are computed afterwards, for
 the chosen threshold, and printed beside the dev ones. Run ``dvc repro`` next:
-the evaluate stage reports the threshold's effect on both splits.
+the evaluate stage reports the threshold's effect on both splits. A threshold
+that abstains on more than half of the answerable dev cases is still recorded,
+since the rule chose it, but with a warning.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from pathlib import Path
 import typer
 
 from stages.errors import Problem, raise_if, user_errors
-from stages.measures.abstention import RULES, choose_threshold, rates, read_thresholds, score_rows, write_thresholds
+from stages.measures.abstention import (
+    RULES,
+    choose_threshold,
+    overcautious,
+    rates,
+    read_thresholds,
+    score_rows,
+    write_thresholds,
+)
 from stages.reporting.formatting import fmt
 from stages.schema import DEV, EVAL
 from stages.storage.files import read_json, read_params
@@ -87,6 +97,9 @@ def main(
             f"wrongly on {fmt(point['false_abstain_rate'])} of {point['answerable_cases']} answerable "
             f"(F1 {fmt(point['f1'])})"
         )
+    warning = overcautious(chosen)
+    if warning is not None:
+        typer.echo(f"ragvet: warning: {config}: {warning}", err=True)
 
 
 if __name__ == "__main__":

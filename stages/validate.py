@@ -13,9 +13,9 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.inputs.loading import collect_cases, collect_corpus
+from stages.inputs.loading import collect_cases, collect_corpus, unused_slices
 from stages.inputs.params import validate_params
-from stages.measures.answers import stray_answer_files
+from stages.measures.answers import stray_answer_cases, stray_answer_files
 from stages.storage.files import read_params
 from stages.storage.tables import write_case_table, write_cases, write_docs
 
@@ -42,6 +42,9 @@ def main(
     problems += corpus_problems + case_problems
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
+    if not case_problems:  # a case that failed to resolve would look absent
+        problems += unused_slices(settings.get("slices"), resolved, f"{params}: slices")
+        problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})
     if problems:
         raise InputError(problems)
     write_docs(out / "corpus.jsonl", docs)

@@ -15,6 +15,7 @@ from stages.errors import InputError
 from stages.measures.abstention import (
     candidate_thresholds,
     choose_threshold,
+    overcautious,
     rates,
     read_thresholds,
     score_rows,
@@ -158,3 +159,27 @@ def test_tune_abstain_refuses_bad_options_without_writing(tmp_path):
     assert "Traceback" not in done.stderr and not (root / "abstention.yaml").exists()
     done = tune(root, "--rule", "false-abstention", "--target", "0")
     assert done.returncode == 0 and yaml.safe_load((root / "abstention.yaml").read_text())["cfg"]["target"] == 0.0
+
+
+def test_overcautious_warns_above_half_of_the_answerable_dev_cases():
+    """Answerable dev cases score 2, 4 and 5: below 3.5 one of them abstains, below 4.5 two."""
+    assert overcautious(rates(DEV, 3.5)) is None
+    assert overcautious(rates(rows((True, 1.0), (True, 3.0), (False, 0.5)), 2.0)) is None  # exactly half: no warning
+    assert overcautious(rates(DEV, 4.5)) == (
+        "the threshold 4.5 abstains on 2 of the 3 answerable dev cases (66.7%), more than half: the top-1 score "
+        "barely tells answerable cases from the others under this configuration. Check the figures above before "
+        "committing it; `--rule false-abstention --target 0.1` caps that rate instead"
+    )
+
+
+def test_tune_abstain_warns_about_a_threshold_that_refuses_most_answerable_cases(tmp_path):
+    """Dev: abstention cases score 1 and 3, answerable ones 2 and 5. A target of 1 allows
+    the highest candidate, 6, which abstains on both answerable cases; f1 picks 4, which
+    abstains on one of the two: exactly half, no warning."""
+    root = project(tmp_path, True, 0.0)
+    done = tune(root, "--rule", "false-abstention", "--target", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("ragvet: warning: cfg: the threshold 6 abstains on 2 of the 2 answerable dev cases")
+    assert yaml.safe_load((root / "abstention.yaml").read_text())["cfg"]["abstain_below"] == 6.0
+    done = tune(root)
+    assert done.returncode == 0 and done.stderr == ""

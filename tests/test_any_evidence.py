@@ -21,6 +21,7 @@ def chunk(doc_id: str, ordinal: int, start: int, end: int) -> Chunk:
 
 
 # a: [0,10) [10,20) [20,30); b: [0,11)
+TEXTS = {doc_id: doc.text for doc_id, doc in DOCS.items()}
 CHUNKS = [chunk("a", 0, 0, 10), chunk("a", 1, 10, 20), chunk("a", 2, 20, 30), chunk("b", 0, 0, 11)]
 BY_DOC = chunks_by_doc(CHUNKS)
 EITHER = EvidenceUnit.any_of([EvidenceUnit("a", 2, 8), EvidenceUnit("a", 12, 25)])
@@ -120,7 +121,7 @@ def test_evaluate_run_projects_alternatives_in_several_docs(tmp_path):
     assert problems == []
     assert cases[0].evidence[0] == EvidenceUnit.any_of([EvidenceUnit("b"), EvidenceUnit("a", 2, 8)])
     run = {"c1": [{"chunk_id": "b#0", "score": 2.0}, {"chunk_id": "a#2", "score": 1.0}]}
-    (row,) = evaluate_run(cases, CHUNKS, run, {"c1": "eval"}, [1, 2], 1.0)
+    (row,) = evaluate_run(cases, CHUNKS, run, {"c1": "eval"}, [1, 2], 1.0, TEXTS)
     metrics = row["metrics"]
     # relevant chunks: a#0 (via [2,8)), b#0 (via {b}), a#2 (via [22,28)).
     assert row["counts"]["relevant"] == 3
@@ -129,7 +130,7 @@ def test_evaluate_run_projects_alternatives_in_several_docs(tmp_path):
     assert metrics["evidence_recall@1"] == 0.5 and metrics["evidence_recall@2"] == 1.0
     assert metrics["claim_availability@1"] == 1.0
     assert row["missed_evidence"] == []
-    (miss,) = evaluate_run(cases, CHUNKS, {"c1": [{"chunk_id": "a#1", "score": 1.0}]}, {"c1": "eval"}, [1], 1.0)
+    (miss,) = evaluate_run(cases, CHUNKS, {"c1": [{"chunk_id": "a#1", "score": 1.0}]}, {"c1": "eval"}, [1], 1.0, TEXTS)
     assert miss["missed_evidence"] == ["a[2:8] | b", "a[22:28]"]
 
 

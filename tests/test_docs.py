@@ -1,5 +1,6 @@
 """The documentation is generated where it can be and checked where it cannot:
-the metrics page equals what the registry generates, every command and every
+the metrics page equals what the registry generates, the chunking table what the
+chunking code generates, every command and every
 registered metric is documented, and every relative link points at a file."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import typer.main
 
+from stages.chunking import STRATEGIES, strategies_doc
 from stages.cli import app
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import METRICS
@@ -34,6 +36,14 @@ def command_paths(command, prefix: str = "") -> list[str]:
 
 def test_the_metrics_page_is_what_the_registry_generates():
     assert (ROOT / "docs/metrics.md").read_text(encoding="utf-8") == metrics_doc()
+
+
+def test_the_inputs_page_lists_every_chunking_strategy_and_its_keys_as_the_code_has_them():
+    page = (ROOT / "docs/inputs.md").read_text(encoding="utf-8")
+    assert strategies_doc() in page
+    assert sorted(STRATEGIES) == ["document", "fixed", "markdown", "sentences"]
+    for keys in ("`unit`", "`window`", "`overlap`", "`max_chars`"):
+        assert keys in strategies_doc()
 
 
 def test_every_registered_metric_is_documented():

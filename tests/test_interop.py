@@ -16,7 +16,7 @@ import pytrec_eval
 from typer.testing import CliRunner
 
 from stages.cli import app
-from stages.errors import InputError
+from stages.errors import InputError, Problem, user_errors
 from stages.formats.importing import Imported
 from stages.interop import write_imported
 
@@ -214,6 +214,57 @@ def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, monkeypatch,
     assert leftovers(tmp_path) == []
 
 
+def test_a_flood_of_problems_is_capped_on_the_terminal_and_written_in_full(tmp_path, monkeypatch):
+    """Raw TREC files of 70 judgements for unknown queries and 10 for an unknown doc:
+    the terminal shows the first 50 and the count of each kind, the file all 80."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "d1.txt").write_text("Some text.")
+    (tmp_path / "topics.tsv").write_text("1\tsome question\n")
+    unknown_queries = [f"{q} 0 d1 1\n" for q in range(100, 170)]
+    (tmp_path / "qrels.txt").write_text("".join(unknown_queries) + "1 0 d9 1\n" * 10)
+    args = ["trec", "--topics", "topics.tsv", "--qrels", "qrels.txt", "--docs", "docs"]
+    result = ragvet("import", *args, "--out-corpus", "out/corpus", "--out-cases", "out/cases.jsonl", ok=False)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == "ragvet: 80 problems found; the first 50 follow, and all of them are in .ragvet/problems.txt:"
+    assert lines[1] == "qrels.txt:1: judgement for unknown query '100'"
+    assert lines[99] == "qrels.txt:50: judgement for unknown query '149'"
+    assert lines[101:] == [
+        "30 more not shown; all 80 by kind:",
+        "  70 × judgement for unknown query '…'",
+        "  10 × judgement for unknown doc '…'",
+    ]
+    full = (tmp_path / ".ragvet/problems.txt").read_text().splitlines()
+    assert full[0] == "80 problems found:"
+    assert full[-2:] == [
+        "qrels.txt:80: judgement for unknown doc 'd9'",
+        "    fix: add the doc to the corpus, or remove the line",
+    ]
+    assert len(full) == 1 + 2 * 80
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_fifty_problems_are_all_shown_and_no_file_is_written(tmp_path):
+    problems = [Problem(f"cases.yaml:{n}", f"case {n} is wrong", "fix it") for n in range(1, 51)]
+
+    @user_errors
+    def fails() -> None:
+        raise InputError(problems)
+
+    with (
+        contextlib.chdir(tmp_path),
+        pytest.raises(SystemExit) as exit_,
+        contextlib.redirect_stderr(io.StringIO()) as err,
+    ):
+        fails()
+    assert exit_.value.code == 2
+    assert err.getvalue().splitlines()[0] == "ragvet: 50 problems found:"
+    assert err.getvalue().count("    fix: fix it") == 50
+    assert not (tmp_path / ".ragvet").exists()
+
+
 def test_the_validator_runs_on_imported_rows_and_names_the_source_line(tmp_path):
     imported = Imported(
         docs=[{"doc_id": "d1", "text": "Some text.", "title": None, "metadata": {}}],
@@ -321,7 +372,8 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
         ragvet("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.parquet")
         ragvet(
             "evaluate", config, "--run", f"data/runs/{config}.parquet", "--chunks", chunks, *validated,
-            "--split", "data/split.json", "--metrics", f"metrics/{config}.json",
+            "--corpus", "data/validated/corpus.jsonl", "--split", "data/split.json",
+            "--metrics", f"metrics/{config}.json",
             "--per-case", f"metrics/cases/{config}.jsonl", "--slices", f"metrics/slices/{config}.json",
         )  # fmt: skip
         summary = json.loads((tmp_path / f"metrics/{config}.json").read_text())

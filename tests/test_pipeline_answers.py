@@ -15,6 +15,7 @@ ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
 EVALUATE = [
     *("python", "-m", "stages.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
     *("--chunks", "data/chunks/sentences-600.jsonl", "--cases", "data/validated/cases.jsonl"),
+    *("--corpus", "data/validated/corpus.jsonl"),
     *(
         "--split",
         "data/split.json",
@@ -108,7 +109,9 @@ def test_bad_answers_name_file_and_line_and_write_nothing(work_repo):
         "cited chunk 'nope#1' is not a chunk of chunking sentences-600",
     ):
         assert f"{ANSWERS}:{line} (case no-such-case): {what}" in by_hand.stderr
-        assert f"{ANSWERS}:{line} (case no-such-case): {what}" in done.stderr
+    # In the pipeline, validate refuses the unknown case before any retrieval runs.
+    assert f"{ANSWERS}:{line} (case no-such-case): case id 'no-such-case' is not in the cases" in done.stderr
+    assert "failed to reproduce 'validate'" in done.stderr and "Running stage 'retrieve" not in done.stdout
 
 
 def test_answers_for_a_configuration_that_does_not_exist(work_repo):

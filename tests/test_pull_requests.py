@@ -121,10 +121,10 @@ def test_improvement_passes_against_main(work_repo):
     assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
     assert "## ✅ Gate passed" in report and "Newly missed at hit@5: 0 cases." in report
-    # evidence_recall@5 rose (0.681 -> 0.686), shown beside its context budget.
+    # evidence_recall@5 rose (0.710 -> 0.714), shown beside its context budget.
     row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1] == "0.686 (+0.005)" and " → " in cells[3]
+    assert cells[1] == "0.714 (+0.005)" and " → " in cells[3]
 
 
 def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):

@@ -399,3 +399,14 @@ def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
         f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300]), a rise of more than "
         "`max_drop` 0.020" in text
     )
+
+
+def test_each_table_has_one_context_figure_named_with_its_denominator():
+    """The budget table averages over every paired eval case, abstention included; the
+    per-split retrieval tables over answerable cases. Each header says which."""
+    text = render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main")
+    headers = [line for line in text.splitlines() if line.startswith("| config |") and "context_chars" in line]
+    assert [header.count("context_chars") for header in headers] == [1, 1, 1]
+    assert headers[0].split(" | ")[3] == "context_chars@5 (mean over all paired eval cases, abstention included)"
+    for header in headers[1:]:  # eval, then dev
+        assert header.split(" | ")[6] == "context_chars@5 (mean over answerable cases)"

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stages.errors import InputError
-from stages.evidence import chunks_by_doc
+from stages.evidence import chunks_by_doc, nonspace_before, project_unit
 from stages.measures.engine import project, rank_matrix
 from stages.measures.evaluation import case_row, evaluate_run
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
@@ -28,14 +28,19 @@ from stages.storage.files import write_jsonl
 from stages.storage.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
 
 DOC_LENGTH = 60
+# Letters and whitespace: span coverage counts the non-whitespace characters only.
+TEXT = st.text(st.sampled_from("ab \n\t\u00a0"), min_size=DOC_LENGTH, max_size=DOC_LENGTH)
 
 
 @st.composite
-def chunkings(draw) -> list[Chunk]:
-    """1-3 docs, each cut in fixed windows (with overlap) or in arbitrary, possibly nested pieces."""
+def chunkings(draw) -> tuple[list[Chunk], dict[str, str]]:
+    """1-3 docs of letters and whitespace, each cut in fixed windows (with overlap) or
+    in arbitrary, possibly nested pieces; the chunks and the docs' texts."""
     chunks: list[Chunk] = []
+    texts: dict[str, str] = {}
     for doc in range(draw(st.integers(1, 3))):
         doc_id = f"doc{doc}"
+        texts[doc_id] = text = draw(TEXT)
         if draw(st.booleans()):
             size = draw(st.integers(5, 25))
             step = draw(st.integers(max(1, size // 3), size))
@@ -45,8 +50,8 @@ def chunkings(draw) -> list[Chunk]:
             pairs = draw(st.lists(piece, min_size=1, max_size=6))
             bounds = [(start, min(start + width, DOC_LENGTH)) for start, width in pairs]
         for ordinal, (start, end) in enumerate(bounds):
-            chunks.append(Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, ""))
-    return chunks
+            chunks.append(Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, text[start:end]))
+    return chunks, texts
 
 
 def targets(docs: list[str]):
@@ -67,7 +72,7 @@ def units(docs: list[str]):
 
 @st.composite
 def evaluations(draw):
-    chunks = draw(chunkings())
+    chunks, texts = draw(chunkings())
     docs = sorted({c.doc_id for c in chunks})
     ids = [c.chunk_id for c in chunks]
     cases, run = [], {}
@@ -86,7 +91,7 @@ def evaluations(draw):
             run[case_id] = [{"chunk_id": c, "score": s} for c, s in zip(retrieved, sorted(scores, reverse=True))]
     ks = draw(st.lists(st.integers(1, 15), min_size=1, max_size=4, unique=True))
     coverage = draw(st.sampled_from([0.0, 0.3, 0.5, 1.0]))
-    return cases, chunks, run, ks, coverage
+    return cases, chunks, texts, run, ks, coverage
 
 
 def assert_rows_equal(engine: dict, reference: dict) -> None:
@@ -107,15 +112,15 @@ def assert_rows_equal(engine: dict, reference: dict) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evaluations())
 def test_engine_equals_the_reference_case_by_case(data):
-    cases, chunks, run, ks, coverage = data
+    cases, chunks, texts, run, ks, coverage = data
     split = {case.case_id: "eval" for case in cases}
-    rows = evaluate_run(cases, chunks, run, split, ks, coverage)
+    rows = evaluate_run(cases, chunks, run, split, ks, coverage, texts)
     by_doc = chunks_by_doc(chunks)
     lengths = {c.chunk_id: c.end - c.start for c in chunks}
     assert [row["case_id"] for row in rows] == sorted(split)
     for row in rows:
         case = next(c for c in cases if c.case_id == row["case_id"])
-        reference = case_row(case, "eval", run.get(case.case_id, ()), by_doc, lengths, ks, coverage)
+        reference = case_row(case, "eval", run.get(case.case_id, ()), by_doc, lengths, ks, coverage, texts)
         assert_rows_equal(row, reference)
 
 
@@ -124,7 +129,7 @@ def test_engine_hand_computed_with_a_duplicate_and_a_partly_covered_span():
     # The span [12, 31) is in d#0 (12-15), d#1 (12-25), d#2 (20-31), d#3 (30-31).
     case = Case("c", "?", True, (EvidenceUnit("d", 12, 31),), (Claim("x", (EvidenceUnit("d", 12, 31),)),))
     run = {"c": [{"chunk_id": c, "score": 1.0} for c in ("d#4", "d#1", "d#4", "d#2", "d#3")]}
-    (row,) = evaluate_run([case], chunks, run, {"c": "eval"}, [1, 2, 3, 5], 1.0)
+    (row,) = evaluate_run([case], chunks, run, {"c": "eval"}, [1, 2, 3, 5], 1.0, {"d": "x" * 60})
     metrics = row["metrics"]
     assert row["counts"]["duplicates_removed"] == 1 and row["counts"]["retrieved"] == 4
     assert row["counts"]["relevant"] == 4 and row["first_relevant_rank"] == 2
@@ -143,8 +148,8 @@ def test_overlapping_chunks_are_not_counted_twice():
     chunks = [Chunk("d#0", "d", 0, 0, 12, ""), Chunk("d#1", "d", 1, 5, 15, ""), Chunk("d#2", "d", 2, 15, 20, "")]
     case = Case("c", "?", True, (EvidenceUnit("d", 0, 20),))
     run = {"c": [{"chunk_id": c, "score": 1.0} for c in ("d#0", "d#1", "d#2")]}
-    (strict,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 1.0)
-    (loose,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 0.75)
+    (strict,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 1.0, {"d": "x" * 20})
+    (loose,) = evaluate_run([case], chunks, run, {"c": "eval"}, [2, 3], 0.75, {"d": "x" * 20})
     assert strict["metrics"]["evidence_recall@2"] == 0.0 and strict["metrics"]["evidence_recall@3"] == 1.0
     assert loose["metrics"]["evidence_recall@2"] == 1.0
     assert strict["missed_evidence"] == [] and strict["missed_evidence_at"] == 3
@@ -168,7 +173,7 @@ def test_projection_of_nested_chunks_matches_the_reference():
     # Not monotonic: d#1 lies inside d#0, so the contiguous-range search cannot be used.
     chunks = [Chunk("d#0", "d", 0, 0, 50, ""), Chunk("d#1", "d", 1, 10, 20, ""), Chunk("d#2", "d", 2, 40, 60, "")]
     case = Case("c", "?", True, (EvidenceUnit("d", 15, 45),))
-    evidence = project(EvidenceTable.from_cases([case]), ChunkTable.from_chunks(chunks))
+    evidence = project(EvidenceTable.from_cases([case]), ChunkTable.from_chunks(chunks), {"d": "x" * 60})
     columns = zip(evidence.piece_chunk, evidence.piece_lo, evidence.piece_hi)
     pieces = {(int(c), int(lo), int(hi)) for c, lo, hi in columns}
     assert pieces == {(0, 15, 45), (1, 15, 20), (2, 40, 45)}
@@ -219,3 +224,28 @@ def test_fast_run_reader_reports_problems_like_the_validating_reader(tmp_path):
         read_run(path, {"a#0"}, {"q1"})
     assert str(fast.value) == str(slow.value)
     assert "duplicate chunk id 'a#0'" in str(fast.value) and "unknown chunk id 'zz'" in str(fast.value)
+
+
+def test_nonspace_before_counts_what_is_not_whitespace():
+    assert nonspace_before("a b\n\u00a0c", [0, 1, 2, 3, 6, 4, 3]) == [0, 1, 1, 2, 3, 2, 2]
+
+
+def test_span_coverage_counts_non_whitespace_characters():
+    """Sentence chunks are trimmed: ``Cats purr.`` is [0, 10) and ``Dogs bark loudly.``
+    [11, 28). The span [10, 28) starts with the space between them: 18 characters, 17
+    of them in chunk #1, but 15 of 15 non-whitespace ones. The span [0, 28) has 24
+    non-whitespace characters, 15 of them in chunk #1 (0.625) and all 24 in both."""
+    text = "Cats purr. Dogs bark loudly."
+    chunks = [Chunk("d#0", "d", 0, 0, 10, text[0:10]), Chunk("d#1", "d", 1, 11, 28, text[11:28])]
+    leading_space, both = EvidenceUnit("d", 10, 28), EvidenceUnit("d", 0, 28)
+    cases = [Case("c1", "?", True, (leading_space,)), Case("c2", "?", True, (both,))]
+    run = {case: [{"chunk_id": "d#1", "score": 2.0}, {"chunk_id": "d#0", "score": 1.0}] for case in ("c1", "c2")}
+    split = {"c1": "eval", "c2": "eval"}
+    strict = evaluate_run(cases, chunks, run, split, [1, 2], 1.0, {"d": text})
+    assert [row["metrics"]["evidence_recall@1"] for row in strict] == [1.0, 0.0]
+    assert [row["metrics"]["evidence_recall@2"] for row in strict] == [1.0, 1.0]
+    loose = evaluate_run(cases, chunks, run, split, [1], 0.625, {"d": text})
+    assert [row["metrics"]["evidence_recall@1"] for row in loose] == [1.0, 1.0]
+    assert evaluate_run(cases, chunks, run, split, [1], 0.63, {"d": text})[1]["metrics"]["evidence_recall@1"] == 0.0
+    projected = project_unit(leading_space, chunks, {"d": text})
+    assert (projected.length, projected.pieces) == (15, {"d#1": (9, 24)})  # 9 non-whitespace before offset 11

@@ -17,6 +17,7 @@ def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, em
         (corpus / "leave.md").write_text("---\nyear: '2026'\n---\nYou may carry up to five unused days.\n")
     (tmp_path / "cases.yaml").write_text(cases_text)
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
+    shipped["slices"] = []  # the sample's slice tags; these cases carry none
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params or shipped))
     return subprocess.run(
         [
@@ -100,3 +101,56 @@ def test_answers_for_a_configuration_that_does_not_exist_stop_validate(tmp_path)
     assert "sentences-600-bm52.jsonl" in done.stderr
     assert "answers for configuration 'sentences-600-bm52', which does not exist" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+GOOD_CASES = (
+    "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n  tags: {phrasing: natural}\n"
+    "- id: c2\n  question: Mars?\n  answerable: false\n  tags: {year: '2026'}\n"
+)
+ANSWER = '{"case_id": "%s", "behaviour": "answered", "sources_shown": true}\n'
+
+
+def test_answers_naming_cases_not_in_the_cases_stop_validate_before_retrieval(tmp_path):
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "answers" / "sentences-600-bm25.jsonl").write_text(ANSWER % "c1" + ANSWER % "kw-abstain-leave")
+    done = run_validate(tmp_path, GOOD_CASES)
+    assert done.returncode == 2, done.stdout
+    path = tmp_path / "answers" / "sentences-600-bm25.jsonl"
+    assert done.stderr.splitlines() == [
+        "ragvet: 1 problem found:",
+        f"{path}:2 (case kw-abstain-leave): case id 'kw-abstain-leave' is not in the cases",
+        "    fix: use an id from the cases file, or drop the line",
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_answers_file_left_over_from_other_cases_is_one_problem(tmp_path):
+    (tmp_path / "answers").mkdir()
+    stale = "".join(ANSWER % case_id for case_id in ("kw-1", "kw-2", "kw-3"))
+    (tmp_path / "answers" / "fixed-300-bm25.jsonl").write_text(stale)
+    done = run_validate(tmp_path, GOOD_CASES)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[:2] == [
+        "ragvet: 1 problem found:",
+        f"{tmp_path / 'answers' / 'fixed-300-bm25.jsonl'}: none of its 3 answers names a case in the cases "
+        "(line 1: case 'kw-1'): they were recorded for other cases, such as the bundled sample's",
+    ]
+
+
+def test_a_slice_no_answerable_case_carries_stops_validate(tmp_path):
+    """c1 (answerable) carries phrasing; only the abstention case c2 carries year,
+    and slices count answerable cases only; nobody carries doc_type."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["slices"] = ["phrasing", "year", "doc_type"]
+    done = run_validate(tmp_path, GOOD_CASES, params)
+    assert done.returncode == 2
+    where = f"{tmp_path / 'params.yaml'}: slices"
+    assert done.stderr.splitlines() == [
+        "ragvet: 2 problems found:",
+        f"{where}: slice 'doc_type' is carried by no answerable case (of 2)",
+        "    fix: tag the cases with it (tags: {doc_type: ...}), or remove 'doc_type' from `slices`",
+        f"{where}: slice 'year' is carried by no answerable case (of 2)",
+        "    fix: tag the cases with it (tags: {year: ...}), or remove 'year' from `slices`",
+    ]
+    params["slices"] = ["phrasing"]
+    assert run_validate(tmp_path, GOOD_CASES, params).returncode == 0

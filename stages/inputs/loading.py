@@ -564,6 +564,24 @@ def _check_filter(
             )
 
 
+def unused_slices(slices: Any, cases: list[Case], where: str) -> list[Problem]:
+    """Slice tags that no answerable case carries: each would be an empty table in
+    every report (slices count answerable cases only, as ``measures.summary.slice_table``
+    does), which looks like a slice with nothing to worry about."""
+    if not isinstance(slices, list) or not cases:
+        return []
+    carried = {key for case in cases if case.answerable for key in case.tags}
+    return [
+        Problem(
+            where,
+            f"slice {key!r} is carried by no answerable case (of {len(cases)})",
+            f"tag the cases with it (tags: {{{key}: ...}}), or remove {key!r} from `slices`",
+        )
+        for key in slices
+        if isinstance(key, str) and key not in carried
+    ]
+
+
 def collect_cases(
     path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None
 ) -> tuple[list[Case], list[Problem]]:

@@ -25,6 +25,7 @@ from stages.schema import SPLITS
 from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
 
 RULES = ("f1", "false-abstention")
+MAX_FALSE_ABSTAIN = 0.5  # above this share of answerable dev cases abstained on, tune-abstain warns
 ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")
 HEADER = (
     "# Abstention thresholds, one per configuration: the system abstains when its top-1\n"
@@ -115,6 +116,27 @@ def choose_threshold(dev_rows: Sequence[Mapping[str, Any]], rule: str, target: f
         raise ValueError(f"the false-abstention rule needs a target in [0, 1], got {target!r}")
     allowed = [p for p in points if p["false_abstain_rate"] <= target]
     return max(allowed, key=lambda p: p["threshold"])  # the lowest candidate abstains on nothing: never empty
+
+
+def overcautious(point: Mapping[str, Any]) -> str | None:
+    """A warning when the chosen threshold abstains on more than half of the
+    answerable dev cases, else None.
+
+    A rule can pick such a threshold legitimately (F1 on a dev split where the
+    top-1 score hardly separates the two kinds of case, or a generous target), yet
+    a system that refuses most questions it could answer is rarely what was meant:
+    on SQuAD 2.0, ``--rule f1`` chose one that abstained on 99.4% of them.
+    """
+    rate = point["false_abstain_rate"]
+    if rate is None or rate <= MAX_FALSE_ABSTAIN:
+        return None
+    wrongly = round(rate * point["answerable_cases"])
+    return (
+        f"the threshold {point['threshold']:g} abstains on {wrongly} of the {point['answerable_cases']} answerable "
+        f"dev cases ({rate:.1%}), more than half: the top-1 score barely tells answerable cases from the others "
+        "under this configuration. Check the figures above before committing it; "
+        "`--rule false-abstention --target 0.1` caps that rate instead"
+    )
 
 
 def score_rows(cases: Sequence[Any], run: Mapping[str, Sequence[Mapping[str, Any]]], split: Mapping[str, str]) -> dict:

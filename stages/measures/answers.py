@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.errors import Problem, raise_if
+from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import as_id, did_you_mean, kind_of
 from stages.storage.files import iter_jsonl
 
@@ -183,6 +183,10 @@ def _cited(raw: Any, where: str, chunk_ids: Collection[str], chunking: str, prob
     return tuple(cited)
 
 
+def _unknown_case(where: str, case_id: str) -> Problem:
+    return Problem(where, f"case id {case_id!r} is not in the cases", "use an id from the cases file, or drop the line")
+
+
 def read_answers(path: Path, case_ids: Collection[str], chunk_ids: Collection[str], chunking: str) -> dict[str, Answer]:
     """Recorded answers by case id. Every problem in the file is collected, each
     at ``<file>:<line>``, and raised together: nothing is scored from a file with
@@ -214,13 +218,7 @@ def read_answers(path: Path, case_ids: Collection[str], chunk_ids: Collection[st
                 Problem(where, f"case_id must be a case id, got {row.get('case_id')!r}", "add the case's id")
             )
         elif case_id not in case_ids:
-            problems.append(
-                Problem(
-                    where,
-                    f"case id {case_id!r} is not in the cases",
-                    "use an id from data/cases.yaml, or drop the line",
-                )
-            )
+            problems.append(_unknown_case(where, case_id))
         elif case_id in first_line:
             problems.append(
                 Problem(
@@ -279,6 +277,38 @@ def stray_answer_files(folder: Path, configs: Collection[str]) -> list[Problem]:
                     f"rename it to one of: {', '.join(sorted(configs))}, or add that configuration to params.yaml",
                 )
             )
+    return problems
+
+
+def stray_answer_cases(folder: Path, configs: Collection[str], case_ids: Collection[str]) -> list[Problem]:
+    """Answer lines naming a case that is not in the cases, for the validate stage.
+
+    Evaluate would refuse them too, but only after every retrieval stage ran. A
+    file none of whose lines name a known case (the bundled sample's answers left
+    in a project with its own cases) is one problem, not one per line.
+    """
+    problems: list[Problem] = []
+    for config in sorted(configs):
+        path = folder / f"{config}.jsonl"
+        if not path.is_file():
+            continue
+        try:
+            named = [(line, as_id(row.get("case_id"))) for line, row in iter_jsonl(path) if isinstance(row, dict)]
+        except InputError as err:
+            problems += err.problems
+            continue
+        unknown = [(line, case_id) for line, case_id in named if case_id is not None and case_id not in case_ids]
+        if unknown and len(unknown) == len(named):
+            problems.append(
+                Problem(
+                    str(path),
+                    f"none of its {len(unknown)} answers names a case in the cases (line 1: case "
+                    f"{unknown[0][1]!r}): they were recorded for other cases, such as the bundled sample's",
+                    "delete the file, or record answers for your own cases under this configuration",
+                )
+            )
+        else:
+            problems += [_unknown_case(f"{path}:{line} (case {case_id})", case_id) for line, case_id in unknown]
     return problems
 
 

@@ -23,12 +23,13 @@ runs with ties, duplicates, short runs, abstention cases and partly covered span
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from stages.evidence import nonspace_before
 from stages.measures.registry import METRICS
 from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
 
@@ -143,10 +144,11 @@ def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ..
     return order, chunk_doc[order], np.maximum(wanted, 0), first, last
 
 
-def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
+def project(table: EvidenceTable, chunks: ChunkTable, texts: Mapping[str, str]) -> Evidence:
     """Every target's pieces, as :func:`stages.evidence.project_unit` finds them one
     unit at a time: all the chunks of a whole-doc target, and for a span the chunks
-    of its doc that overlap it by at least one character.
+    of its doc that overlap it by at least one character, with the span's pieces
+    and length in counted coordinates (:func:`_counted`).
 
     When each doc's chunks have non-decreasing starts and ends in ordinal order (as
     every built-in chunking does), a span's chunks are one contiguous run found by
@@ -185,7 +187,7 @@ def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
     own = table.unit_claim[unit_of_piece] < 0
     relevant = np.sort(table.unit_case[unit_of_piece[own]] * n_chunks + piece_chunk[own])
     relevant = relevant[np.concatenate(([True], relevant[1:] != relevant[:-1]))] if len(relevant) else relevant
-    lengths = np.where(span, table.target_end - table.target_start, 0)
+    piece_lo, piece_hi, lengths = _counted(table, target_code, piece_target, piece_lo, piece_hi, texts)
     evidence_units = np.flatnonzero(table.unit_claim < 0)
     return Evidence(
         table,
@@ -202,6 +204,35 @@ def project(table: EvidenceTable, chunks: ChunkTable) -> Evidence:
         np.bincount(table.unit_case[evidence_units], minlength=n_cases),
         np.bincount(table.claim_case, minlength=n_cases),
     )
+
+
+def _counted(
+    table: EvidenceTable,
+    target_code: np.ndarray,
+    piece_target: np.ndarray,
+    piece_lo: np.ndarray,
+    piece_hi: np.ndarray,
+    texts: Mapping[str, str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Span pieces' bounds and span targets' lengths mapped through
+    :func:`stages.evidence.nonspace_before`, one call per doc, so that coverage
+    counts non-whitespace characters exactly as the reference does. A span no
+    chunk overlaps keeps its length in characters: it is unavailable at any length."""
+    lengths = np.where(table.target_start >= 0, table.target_end - table.target_start, 0)
+    span_piece = np.flatnonzero(table.target_start[piece_target] >= 0)
+    if not len(span_piece):
+        return piece_lo, piece_hi, lengths
+    code = target_code[piece_target[span_piece]]
+    order = np.argsort(code, kind="stable")
+    lo, hi = piece_lo.copy(), piece_hi.copy()
+    for group in np.split(span_piece[order], np.flatnonzero(np.diff(code[order])) + 1):
+        targets = np.unique(piece_target[group])
+        bounds = (table.target_start[targets], table.target_end[targets], piece_lo[group], piece_hi[group])
+        counted = np.asarray(nonspace_before(texts[table.target_doc[targets[0]]], np.concatenate(bounds).tolist()))
+        n, m = len(targets), len(group)
+        lengths[targets] = counted[n : 2 * n] - counted[:n]
+        lo[group], hi[group] = counted[2 * n : 2 * n + m], counted[2 * n + m :]
+    return lo, hi, lengths
 
 
 # ---------------------------------------------------------------------------
@@ -337,14 +368,16 @@ def score(
     run: RunTable,
     ks: Sequence[int],
     span_coverage: float,
+    texts: Mapping[str, str],
 ) -> tuple[Scores, Evidence]:
     """Every metric of :data:`stages.measures.registry.METRICS` for every case, as arrays.
 
     ``table`` holds the evidence of ``case_ids``, in that order. Equal to
     :func:`stages.measures.reference.case_metrics` case by case (up to float summation
-    order in nDCG); ``ks`` must be sorted, unique and positive.
+    order in nDCG); ``ks`` must be sorted, unique and positive. ``texts`` holds the
+    text of every doc the evidence points into, for span coverage.
     """
-    evidence = project(table, chunks)
+    evidence = project(table, chunks, texts)
     ranking = rank_matrix(run, case_ids)
     matrix = ranking.matrix
     n_cases, width = matrix.shape

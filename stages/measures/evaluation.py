@@ -24,11 +24,15 @@ def case_row(
     chunk_lengths: Mapping[str, int],
     ks: Sequence[int],
     span_coverage: float,
+    texts: Mapping[str, str],
 ) -> dict:
-    """One row of the per-case table: metrics, counts, missed evidence, top-1 score."""
+    """One row of the per-case table: metrics, counts, missed evidence, top-1 score.
+    ``texts`` are the docs' texts: span coverage counts non-whitespace characters."""
 
     def project(units):
-        return [project_unit(unit, [c for doc_id in unit.doc_ids for c in by_doc.get(doc_id, ())]) for unit in units]
+        return [
+            project_unit(unit, [c for doc_id in unit.doc_ids for c in by_doc.get(doc_id, ())], texts) for unit in units
+        ]
 
     result = case_metrics(
         [row["chunk_id"] for row in ranked],
@@ -56,9 +60,12 @@ def evaluate_run(
     split: Mapping[str, str],
     ks: Sequence[int],
     span_coverage: float,
+    texts: Mapping[str, str],
 ) -> list[dict]:
     """Per-case rows for every case, sorted by case_id. A case absent from the
-    run is an empty retrieval, never a dropped case.
+    run is an empty retrieval, never a dropped case. ``texts`` maps each doc id
+    the evidence points into to its text (span coverage counts its non-whitespace
+    characters).
 
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
@@ -73,7 +80,7 @@ def evaluate_run(
         run = RunTable.from_mapping(run, table.index())
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
-    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage)
+    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts)
     top1 = scores.top1_score.tolist()
     return [
         {

@@ -159,7 +159,8 @@ def unit_available(unit: ProjectedUnit, top_k: Collection[str], span_coverage: f
     A ``{doc}`` unit is available when any of its chunks (``unit.pieces`` keys) is in
     ``top_k``. A span is available when at least one of its chunks is in ``top_k``
     and the *union* of their pieces covers at least ``span_coverage * length``
-    characters (overlapping chunks are not counted twice). A zero-length span is
+    characters (overlapping chunks are not counted twice; projected for evaluation,
+    pieces and length count non-whitespace characters only). A zero-length span is
     available when any of its chunks is in ``top_k``. ``span_coverage`` must be in
     ``[0, 1]``; ``0`` means "any overlap". A unit with alternatives is available
     when any one of them is (each judged on its own, never pooled).

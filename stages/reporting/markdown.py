@@ -141,7 +141,7 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
         f"recall@{k} (chunk-level)",
         f"hit@{k}",
         "mrr",
-        f"context_chars@{k}",
+        f"context_chars@{k} {ANSWERABLE_ONLY}",
         "cases",
         "abstention cases",
         "cases without claims",
@@ -418,6 +418,14 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
     return out + ["", f"Compared with {source}, paired over the same eval-split cases.", ""]
 
 
+# The context budget is averaged over two denominators: a configuration's summary
+# counts answerable cases only, as every metric there; the paired comparison counts
+# every eval case, since abstention cases cost context too. Each table shows one and
+# names it, so that two figures for the same configuration never look like one.
+ANSWERABLE_ONLY = "(mean over answerable cases)"
+ALL_CASES = "(mean over all paired eval cases, abstention included)"
+
+
 def _budget_section(comparisons: list[dict]) -> list[str]:
     rows = []
     for comp in comparisons:
@@ -441,7 +449,7 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
     if not rows:
         return []
     k = comparisons[0]["k"]
-    header = ["config", f"evidence_recall@{k} (Δ)", f"recall@{k} (Δ)", f"context_chars@{k}", "context Δ"]
+    header = ["config", f"evidence_recall@{k} (Δ)", f"recall@{k} (Δ)", f"context_chars@{k} {ALL_CASES}", "context Δ"]
     intro = (
         "A recall gain bought with a larger context is not free: the generator reads every one of these "
         "characters. Compare recall at an equal budget."
@@ -723,7 +731,9 @@ deduplicated first, keeping the first occurrence; `k <= 0` gives 0, and a k
 beyond the retrieved depth counts the missing ranks as non-relevant, as
 trec_eval does. A case's *relevant chunks* are the chunks that overlap any of
 its evidence spans by at least one character (every chunk of the doc, for
-`{doc}` evidence). Chunk-level figures cannot be compared across chunkings,
+`{doc}` evidence). A span's coverage counts its non-whitespace characters only, so
+the whitespace that chunk boundaries trim never leaves a span short of being
+covered. Chunk-level figures cannot be compared across chunkings,
 because their denominator changes with the chunking. The reference definitions
 (`stages/measures/reference.py`) give each formula and its empty-case value in
 their docstrings; the engine (`stages/measures/engine.py`) is tested against them.

@@ -1,7 +1,7 @@
 """Deterministic, atomic file output and line-numbered input.
 
-Every output goes through a temporary file in the same folder and an
-``os.replace``, so a crash never leaves a half-written metrics file. JSON is
+Every output goes through :mod:`stages.storage.atomic` (a temporary file in the
+same folder and an ``os.replace``), so a crash never leaves a half-written metrics file. JSON is
 written with sorted keys and floats rounded to :data:`FLOAT_PLACES`, so the same
 inputs give byte-identical files.
 """
@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
+from stages.storage.atomic import write_text
 
 FLOAT_PLACES = 6
-UMASK = os.umask(0)  # read once: os.umask can only be read by setting it
-os.umask(UMASK)
 
 
 def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
@@ -52,29 +48,6 @@ def dumps_line(value: Any, rounded: bool = False) -> str:
     costs as much as the first."""
     value = value if rounded else round_floats(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-@contextmanager
-def atomic_output(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` for a writer to fill: renamed over ``path``
-    when the block ends, deleted when it fails, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Write text atomically: a temporary file beside the target, then a rename."""
-    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
 
 
 def write_json(path: str | Path, value: Any) -> None:

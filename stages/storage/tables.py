@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem, raise_if
 from stages.schema import Case, Chunk, Doc
-from stages.storage.files import atomic_output, iter_jsonl, read_jsonl, round_floats, write_jsonl
+from stages.storage.atomic import atomic_output
+from stages.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
 
 if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
     import polars as pl
