@@ -13,10 +13,10 @@ counts, ranks, recall, nDCG, context sizes. So:
 - a score may differ by at most :data:`EPSILON` (absolute);
 - every rank-derived field of a per-case row must be equal, exactly;
 - a case whose rank-derived fields differ is a **near tie** when its two runs
-  differ only between chunks whose scores are within :data:`TIE_TOLERANCE`
+  differ only between chunks whose scores are within 2ε
   (two scores each moved by up to ε can swap only if they were within 2ε), and
   a chunk in one run's top ``depth`` but not the other's scored within
-  :data:`TIE_TOLERANCE` of the other run's last score (it straddled the cut).
+  2ε of the other run's last score (it straddled the cut).
   Near-tie cases are named, and the comparison still passes;
 - anything else is a real difference, named with the fields that moved.
 
@@ -52,7 +52,6 @@ Row = dict[str, Any]
 Ranking = list[tuple[str, float]]  # (chunk_id, score), best first
 
 EPSILON = 1e-4
-TIE_TOLERANCE = 2 * EPSILON
 SCORE_FIELDS = ("top1_score",)  # the per-case fields that are retriever scores, not ranks
 RUN_COLUMNS = ("case_id", "rank", "chunk_id", "score")
 
