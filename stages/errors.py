@@ -32,7 +32,7 @@ class Problem:
     """One thing wrong with the input.
 
     ``where`` is a file, optionally with ``:line``, and/or a case id, e.g.
-    ``data/cases.yaml:12 (case leave-carryover)``.
+    ``data/cases/cases.yaml:12 (case leave-carryover)``.
     """
 
     where: str

@@ -41,7 +41,7 @@ _WHERE = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?P<rest>.*)$", re.DOTALL)
 _CASE_LABEL = re.compile(r"\(case (?P<id>.+)\)$")
 
 OUT_CORPUS = typer.Option(Path("data/corpus"), help="Corpus folder to write corpus.jsonl into.")
-OUT_CASES = typer.Option(Path("data/cases.yaml"), help="Cases file to write (.yaml/.yml, or .jsonl).")
+OUT_CASES = typer.Option(Path("data/cases/cases.yaml"), help="Cases file to write (.yaml/.yml, or .jsonl).")
 FORCE = typer.Option(False, "--force", help="Replace a non-empty corpus folder and an existing cases file.")
 MIN_GRADE = typer.Option(1, help="The lowest grade that counts as relevant (grades ≤ 0 never do).")
 ABSTAIN = typer.Option(

@@ -23,7 +23,7 @@ from stages.storage.tables import write_case_table, write_cases, write_docs
 @user_errors
 def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
-    cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
+    cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL), or a folder holding exactly one."),
     out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl, cases.jsonl and cases.parquet."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),

@@ -42,7 +42,7 @@ PROJECT_FILES = [
     "dvc.yaml",
     "params.yaml",
     "data/corpus",
-    "data/cases.yaml",
+    "data/cases",
     "data/external",
     "data/answers",
     "abstention.yaml",

@@ -79,7 +79,7 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
     assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
     assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
     questions = {
-        case["id"]: case["question"] for case in yaml.safe_load((harmful_repo / "data/cases.yaml").read_text())
+        case["id"]: case["question"] for case in yaml.safe_load((harmful_repo / "data/cases/cases.yaml").read_text())
     }
     for case_id in expected:
         assert f"- **`{case_id}`**: {questions[case_id]}" in report
@@ -129,7 +129,7 @@ def test_improvement_passes_against_main(work_repo):
 
 def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
     def relabel(repo: Path) -> None:
-        path = repo / "data" / "cases.yaml"
+        path = repo / "data" / "cases" / "cases.yaml"
         text = path.read_text()
         assert "question: cycle to work scheme limit\n" in text  # an eval-split case
         path.write_text(text.replace("question: cycle to work scheme limit\n", "question: cycle-to-work limit\n"))

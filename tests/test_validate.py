@@ -10,12 +10,21 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, empty_corpus: bool = False):
+def run_validate(
+    tmp_path: Path,
+    cases_text: str,
+    params: dict | None = None,
+    empty_corpus: bool = False,
+    cases_file: str = "cases.yaml",
+    cases_arg: str = "cases.yaml",
+):
+    """Run the validate stage on one leave doc and ``cases_text`` written to ``cases_file``."""
     corpus = tmp_path / "corpus"
     corpus.mkdir(exist_ok=True)
     if not empty_corpus:
         (corpus / "leave.md").write_text("---\nyear: '2026'\n---\nYou may carry up to five unused days.\n")
-    (tmp_path / "cases.yaml").write_text(cases_text)
+    (tmp_path / cases_file).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / cases_file).write_text(cases_text)
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
     shipped["slices"] = []  # the sample's slice tags; these cases carry none
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params or shipped))
@@ -27,7 +36,7 @@ def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, em
             "--corpus",
             str(corpus),
             "--cases",
-            str(tmp_path / "cases.yaml"),
+            str(tmp_path / cases_arg),
             "--answers",
             str(tmp_path / "answers"),
             "--out",
@@ -47,6 +56,29 @@ def test_valid_inputs_are_written_resolved(tmp_path):
     assert "validated 1 docs, 1 cases (0 abstention)" in done.stdout
     row = (tmp_path / "out" / "cases.jsonl").read_text()
     assert '"evidence":[{"doc":"leave","end":36,"start":20}]' in row
+
+
+def test_a_cases_folder_may_hold_yaml_or_jsonl_without_editing_dvc_yaml(tmp_path):
+    """dvc.yaml names the folder data/cases, so its one file may be either format (issue 13, trap 3)."""
+    case = '{"id": "c1", "question": "carry?", "evidence": [{"doc": "leave", "quote": "five unused days"}]}\n'
+    done = run_validate(tmp_path, case, cases_file="cases/cases.jsonl", cases_arg="cases")
+    assert done.returncode == 0, done.stderr
+    assert "validated 1 docs, 1 cases (0 abstention)" in done.stdout
+    assert '"evidence":[{"doc":"leave","end":36,"start":20}]' in (tmp_path / "out" / "cases.jsonl").read_text()
+
+
+def test_a_cases_folder_with_two_files_or_none_is_a_problem_naming_them(tmp_path):
+    (tmp_path / "cases").mkdir()
+    empty = run_validate(tmp_path, "", cases_file="notes.txt", cases_arg="cases")
+    assert empty.returncode == 2
+    assert f"{tmp_path / 'cases'}: no cases file in the folder" in empty.stderr
+    assert f"--out-cases {tmp_path / 'cases'}/cases.yaml" in empty.stderr
+    (tmp_path / "cases" / "cases.yaml").write_text("- id: c1\n  question: carry?\n")
+    two = run_validate(tmp_path, "{}\n", cases_file="cases/cases.jsonl", cases_arg="cases")
+    assert two.returncode == 2
+    assert "more than one cases file: cases.jsonl, cases.yaml" in two.stderr
+    assert "Traceback" not in empty.stderr + two.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_every_mistake_is_reported_with_exit_2_no_traceback_and_nothing_written(tmp_path):

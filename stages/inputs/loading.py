@@ -267,6 +267,32 @@ def load_corpus(corpus_dir: str | Path) -> list[Doc]:
 # --- cases ----------------------------------------------------------------------------
 
 
+def cases_file(path: Path, problems: list[Problem]) -> Path | None:
+    """The one cases file a folder holds, so dvc.yaml can depend on the folder and the
+    user may write YAML or JSONL without editing it (DVC cannot depend on a glob).
+
+    A path that is not a folder is returned as it is.
+    """
+    if not path.is_dir():
+        return path
+    found = sorted(child for child in path.iterdir() if child.is_file() and child.suffix.lower() in CASE_SUFFIXES)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(child.name for child in found)
+        problems.append(Problem(str(path), f"more than one cases file: {names}", "keep exactly one of them"))
+    else:
+        problems.append(
+            Problem(
+                str(path),
+                "no cases file in the folder",
+                "put the cases in it as cases.yaml (a YAML list) or cases.jsonl (one case object per line), "
+                f"or write them there with `ragvet import ... --out-cases {path}/cases.yaml`",
+            )
+        )
+    return None
+
+
 def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any]]:
     """``(line, item)`` for each case in a YAML list or a JSONL file."""
     if not path.is_file():
@@ -586,8 +612,10 @@ def collect_cases(
     path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None
 ) -> tuple[list[Case], list[Problem]]:
     """Like :func:`load_cases`, but returns ``(valid_cases, problems)`` instead of raising."""
-    path = Path(path)
     problems: list[Problem] = []
+    path = cases_file(Path(path), problems)
+    if path is None:
+        return [], problems
     items = _read_case_items(path, problems)
     resolver = EvidenceResolver(docs, chunkings if isinstance(chunkings, dict) else {})
     cases: list[Case] = []
@@ -616,7 +644,8 @@ def collect_cases(
 
 
 def load_cases(path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None) -> list[Case]:
-    """Every case of a YAML list (``.yaml``/``.yml``) or JSONL file, sorted by case_id,
+    """Every case of a YAML list (``.yaml``/``.yml``) or JSONL file (or of the one such
+    file in the folder ``path``), sorted by case_id,
     with every evidence reference resolved to an :class:`EvidenceUnit`.
 
     ``chunkings`` is ``params["chunking"]`` (for ``{chunk, chunking}`` references).

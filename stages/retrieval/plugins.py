@@ -123,7 +123,7 @@ def external_scores(path: Path, declared_format: str | None, cases: Sequence[Cas
     for entry in entries:
         where = f"{path}:{entry.line} (case {entry.case_id})"
         if entry.case_id not in case_ids:
-            problems.append(Problem(where, "unknown case id", "use the ids of data/cases.yaml"))
+            problems.append(Problem(where, "unknown case id", "use the ids of the cases file"))
         elif entry.item_id not in ids:
             what = "doc" if doc_level else "chunk"
             problems.append(
