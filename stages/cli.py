@@ -15,6 +15,7 @@ from stages.errors import raise_if, user_errors
 from stages.gating.baselines import accept_baseline
 from stages.gating.reproduction import render, verify_results
 from stages.inputs.params import validate_params
+from stages.project import create_project
 from stages.reporting.markdown import metrics_doc
 from stages.storage.files import read_params
 
@@ -45,6 +46,23 @@ def baseline_accept(
     written = accept_baseline(metrics_dir, settings["gate"]["configs"])
     for path in written:
         typer.echo(f"wrote {path}")
+
+
+@app.command("init")
+@user_errors
+def init(
+    directory: Path = typer.Argument(..., help="Folder for the new project (created; must be empty)."),
+    corpus: Path | None = typer.Option(None, help="Documents to copy into data/corpus/ (a folder or a .jsonl)."),
+    cases: Path | None = typer.Option(None, help="Cases file to copy into data/cases/ (.yaml/.yml or .jsonl)."),
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty folder."),
+) -> None:
+    """Start a project on your own data: the pipeline, one first configuration, git and DVC.
+
+    Nothing of the bundled sample comes along (no metrics, answers, thresholds or
+    baseline). Prints the next steps: import your data, `dvc repro report`,
+    `ragvet baseline accept`, `dvc repro`, commit.
+    """
+    typer.echo(create_project(directory, corpus, cases, force))
 
 
 @app.command("verify")

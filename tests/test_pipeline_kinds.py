@@ -124,6 +124,7 @@ def kinds_repo(tmp_path_factory) -> Path:
         team = "facilities" if doc_id == "canteen" else "people"
         (repo / "data" / "corpus").mkdir(parents=True, exist_ok=True)
         (repo / "data" / "corpus" / f"{doc_id}.md").write_text(f"---\nteam: {team}\n---\n{text}\n")
+    (repo / "data" / "cases").mkdir()
     (repo / "data" / "cases" / "cases.yaml").write_text(yaml.safe_dump(CASES, sort_keys=False))
     (repo / "data" / "external").mkdir()
     (repo / "data" / "external" / "prod.trec").write_text(PROD_RUN)

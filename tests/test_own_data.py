@@ -1,0 +1,117 @@
+"""Issue 13's "Done means": a BEIR folder, a TREC collection and a SQuAD file, each
+imported into a clean project made by `ragvet init`, run through `dvc repro`, given a
+baseline, then broken by a harmful change that fails the gate. After `git add -A` and a
+commit, a second run ends at the gate again, with no error from DVC or git: no sample
+leftovers are read, and no cached output is tracked by git."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from stages.cli import app
+from tests.conftest import sh
+
+# Each doc names its mineral only capitalised; each question names it in lower case, so
+# BM25 finds the doc only when it lowercases: `lowercase: false` is a harmful change.
+MINERALS = ["Zircon", "Garnet", "Beryl", "Topaz", "Quartz", "Pyrite", "Galena", "Halite", "Gypsum", "Calcite"]
+DOCS = {
+    f"d{n}": f"{name} is mined in valley {n} of the north. {name} crystals grow slowly."
+    for n, name in enumerate(MINERALS)
+}
+QUESTIONS = {f"q{n}": f"where is {name.lower()} mined" for n, name in enumerate(MINERALS)}
+
+
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def beir_source(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(jsonl([{"_id": d, "title": "", "text": t} for d, t in DOCS.items()]))
+    (folder / "queries.jsonl").write_text(jsonl([{"_id": q, "text": t} for q, t in QUESTIONS.items()]))
+    qrels = "".join(f"q{n}\td{n}\t1\n" for n in range(len(MINERALS)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return ["beir", str(folder)]
+
+
+def trec_source(tmp_path: Path) -> list[str]:
+    topics, qrels, docs = tmp_path / "topics.tsv", tmp_path / "qrels.txt", tmp_path / "docs.jsonl"
+    topics.write_text("".join(f"{q[1:]}\t{t}\n" for q, t in QUESTIONS.items()))
+    qrels.write_text("".join(f"{n} 0 d{n} 1\n" for n in range(len(MINERALS))))
+    docs.write_text(jsonl([{"docno": d, "text": t} for d, t in DOCS.items()]))
+    return ["trec", "--topics", str(topics), "--qrels", str(qrels), "--docs", str(docs)]
+
+
+def squad_source(tmp_path: Path) -> list[str]:
+    paragraphs = [
+        {
+            "context": text,
+            "qas": [{"id": f"q{n}", "question": QUESTIONS[f"q{n}"], "answers": [{"text": text, "answer_start": 0}]}],
+        }
+        for n, text in enumerate(DOCS.values())
+    ]
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"data": [{"title": "Minerals", "paragraphs": paragraphs}]}))
+    return ["squad", str(path)]
+
+
+def ragvet(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, f"ragvet {' '.join(args)} exited {result.exit_code}\n{result.output}"
+    return result.output
+
+
+def test_init_refuses_a_non_empty_folder_and_a_bad_cases_file_writing_nothing(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "cases.csv").write_text("id,question\n")
+    output = ragvet("init", str(tmp_path), "--cases", str(tmp_path / "cases.csv"), code=2)
+    assert f"{tmp_path}: the folder is not empty" in output
+    assert f"{tmp_path / 'cases.csv'}: --cases is not a .yaml, .yml or .jsonl file" in output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cases.csv", "notes.txt"]
+
+
+@pytest.mark.parametrize("source", [beir_source, trec_source, squad_source], ids=["beir", "trec", "squad"])
+def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path, source):
+    project = tmp_path / "project"
+    steps = ragvet("init", str(project))
+    assert "dvc repro report" in steps and "ragvet baseline accept" in steps
+    assert sorted(p.name for p in (project / "metrics" / "baseline").iterdir()) == [".gitkeep"]
+    assert sorted(p.name for p in (project / "data" / "answers").iterdir()) == ["README.md"]
+    assert yaml.safe_load((project / "abstention.yaml").read_text()) == {}
+    ragvet(
+        "import", *source(tmp_path),
+        "--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml"),
+    )  # fmt: skip
+    sh(project, "git", "config", "user.email", "test@example.com")
+    sh(project, "git", "config", "user.name", "test")
+
+    sh(project, "dvc", "repro", "report")
+    params = ["--metrics-dir", str(project / "metrics"), "--params", str(project / "params.yaml")]
+    assert "wrote" in ragvet("baseline", "accept", *params)
+    assert "gate: PASSED" in sh(project, "dvc", "repro").stdout
+    sh(project, "git", "add", "-A")
+    sh(project, "git", "commit", "-qm", "first baseline")
+
+    # Harmful: a new chunking (new cached outputs during a failing run) and case-sensitive BM25.
+    settings = yaml.safe_load((project / "params.yaml").read_text())
+    settings["chunking"]["fixed-40"] = {"strategy": "fixed", "unit": "chars", "window": 40, "overlap": 0}
+    [config] = settings["configs"]
+    settings["configs"][config]["chunking"] = "fixed-40"
+    settings["retrievers"]["bm25"]["lowercase"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    for attempt in ("first", "second"):
+        done = sh(project, "dvc", "repro", check=False)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0 and "gate: FAILED" in output, output
+        assert "already tracked by SCM" not in output and "ERROR: failed to reproduce 'gate'" in output, output
+        sh(project, "git", "add", "-A")
+        sh(project, "git", "commit", "-qm", f"harmful change, {attempt} run", check=False)
+    tracked = sh(project, "git", "ls-files").stdout.split()
+    assert not [path for path in tracked if path.startswith(("data/chunks/", "data/runs/", "data/validated/"))]
+    assert "data/cases/cases.yaml" in tracked and "data/corpus/corpus.jsonl" in tracked
