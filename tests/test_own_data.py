@@ -115,3 +115,17 @@ def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path, source)
     tracked = sh(project, "git", "ls-files").stdout.split()
     assert not [path for path in tracked if path.startswith(("data/chunks/", "data/runs/", "data/validated/"))]
     assert "data/cases/cases.yaml" in tracked and "data/corpus/corpus.jsonl" in tracked
+
+
+def test_init_copies_the_given_corpus_and_cases_into_the_project(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "leave.md").write_text("You may carry up to five unused days.\n")
+    (tmp_path / "mine.jsonl").write_text('{"id": "c1", "question": "carry?", "evidence": [{"doc": "leave"}]}\n')
+    project = tmp_path / "project"
+    ragvet("init", str(project), "--corpus", str(tmp_path / "docs"), "--cases", str(tmp_path / "mine.jsonl"))
+    assert (project / "data/corpus/leave.md").read_text() == "You may carry up to five unused days.\n"
+    assert (project / "data/cases/cases.jsonl").read_text() == (tmp_path / "mine.jsonl").read_text()
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    assert list(params["configs"]) == params["gate"]["configs"] == ["sentences-600-bm25"]
+    assert params["slices"] == [] and params["gate"]["metrics"] == ["recall@5", "evidence_recall@5", "mrr"]
+    assert (project / ".dvc/plots/ragvet_lines.json").is_file() and (project / ".git").is_dir()
