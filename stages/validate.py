@@ -15,6 +15,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.inputs.loading import collect_cases, collect_corpus, unused_slices
 from stages.inputs.params import validate_params
+from stages.measures.abstention import threshold_problems
 from stages.measures.answers import stray_answer_cases, stray_answer_files
 from stages.storage.files import read_params
 from stages.storage.tables import write_case_table, write_cases, write_docs
@@ -26,6 +27,7 @@ def main(
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
     out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl, cases.jsonl and cases.parquet."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
 ) -> None:
     """Validate every input and write the resolved corpus and cases."""
@@ -42,6 +44,8 @@ def main(
     problems += corpus_problems + case_problems
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
+    if settings and not problems:  # the configurations are sound; the dev split is not frozen yet
+        problems += threshold_problems(thresholds, settings, None)
     if not case_problems:  # a case that failed to resolve would look absent
         problems += unused_slices(settings.get("slices"), resolved, f"{params}: slices")
         problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})

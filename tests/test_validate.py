@@ -10,7 +10,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, empty_corpus: bool = False):
+def run_validate(
+    tmp_path: Path, cases_text: str, params: dict | None = None, empty_corpus: bool = False, thresholds: str = ""
+):
     corpus = tmp_path / "corpus"
     corpus.mkdir(exist_ok=True)
     if not empty_corpus:
@@ -19,6 +21,8 @@ def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, em
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
     shipped["slices"] = []  # the sample's slice tags; these cases carry none
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params or shipped))
+    if thresholds:
+        (tmp_path / "abstention.yaml").write_text(thresholds)
     return subprocess.run(
         [
             sys.executable,
@@ -30,6 +34,8 @@ def run_validate(tmp_path: Path, cases_text: str, params: dict | None = None, em
             str(tmp_path / "cases.yaml"),
             "--answers",
             str(tmp_path / "answers"),
+            "--thresholds",
+            str(tmp_path / "abstention.yaml"),
             "--out",
             str(tmp_path / "out"),
             "--params",
@@ -154,3 +160,22 @@ def test_a_slice_no_answerable_case_carries_stops_validate(tmp_path):
     ]
     params["slices"] = ["phrasing"]
     assert run_validate(tmp_path, GOOD_CASES, params).returncode == 0
+
+
+def test_a_threshold_of_the_old_format_or_for_a_changed_spec_fails_validate(tmp_path):
+    """Before any retrieval: a bare number (the first format), and an entry tuned on
+    another spec of fixed-300 (its recorded fingerprint is not the current one)."""
+    thresholds = (
+        "sentences-600-bm25: 2.5\n"
+        "fixed-300-bm25: {abstain_below: 1.0, config_fingerprint: ffffffffffffffff, dev_split_fingerprint: x}\n"
+    )
+    cases = "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n"
+    done = run_validate(tmp_path, cases, thresholds=thresholds)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+    assert f"{tmp_path / 'abstention.yaml'}: sentences-600-bm25: needs a mapping with a numeric abstain_below" in (
+        done.stderr
+    )
+    assert "fix: run `ragvet tune-abstain --config sentences-600-bm25` again, or delete the entry" in done.stderr
+    assert "fixed-300-bm25: threshold refused: the configuration spec (chunking 'fixed-300' or retriever 'bm25')" in (
+        done.stderr
+    )
