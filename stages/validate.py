@@ -13,11 +13,12 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
+from stages.inputs.freezing import chunk_anchors
 from stages.inputs.loading import collect_cases, collect_corpus, unused_slices
 from stages.inputs.params import validate_params
 from stages.measures.abstention import threshold_problems
 from stages.measures.answers import stray_answer_cases, stray_answer_files
-from stages.storage.files import read_params
+from stages.storage.files import read_params, write_json
 from stages.storage.tables import write_case_table, write_cases, write_docs
 
 
@@ -25,7 +26,9 @@ from stages.storage.tables import write_case_table, write_cases, write_docs
 def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL)."),
-    out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl, cases.jsonl and cases.parquet."),
+    out: Path = typer.Option(
+        ..., help="Folder for the validated corpus.jsonl, cases.jsonl, cases.parquet and anchors.json."
+    ),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
@@ -54,6 +57,7 @@ def main(
     write_docs(out / "corpus.jsonl", docs)
     write_cases(out / "cases.jsonl", resolved)
     write_case_table(out / "cases.parquet", (case.to_row() for case in resolved))
+    write_json(out / "anchors.json", chunk_anchors(cases))  # for the "labels changed" message
     abstention = sum(not case.answerable for case in resolved)
     typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
 

@@ -14,6 +14,7 @@ from conftest import sh
 from test_pipeline import set_param
 
 from stages.evidence import EvidenceResolver
+from stages.gating.compare import RELABEL_FIX, fingerprint_reasons
 from stages.inputs.freezing import freeze_jsonl, freeze_yaml, span_freezer
 from stages.inputs.loading import load_cases, load_corpus
 from stages.schema import Doc
@@ -119,13 +120,43 @@ def test_frozen_sample_labels_are_the_same_and_no_longer_depend_on_the_chunking(
 
 def test_freezing_the_sample_through_dvc_keeps_every_figure(work_repo):
     """Through DVC's CLI: freezing changes the cases file, not one metrics byte; a new
-    fixed-300 window afterwards leaves data/split.json as it was."""
+    fixed-300 window afterwards leaves the split as it was, with no anchor left to name."""
     before = {path.name: path.read_bytes() for path in sorted((work_repo / "metrics").glob("*.json"))}
-    split = (work_repo / "data" / "split.json").read_bytes()
+    split = json.loads((work_repo / "data" / "split.json").read_text())
     done = sh(work_repo, "python", "-m", "stages.cli", "freeze-labels")
     assert done.stdout == "froze 13 chunk references into spans -> data/cases.yaml\n"
     sh(work_repo, "dvc", "repro")
     assert {path.name: path.read_bytes() for path in sorted((work_repo / "metrics").glob("*.json"))} == before
     set_param(work_repo, ["chunking", "fixed-300", "window"], 280)
     sh(work_repo, "dvc", "repro", "split")
-    assert (work_repo / "data" / "split.json").read_bytes() == split
+    frozen = json.loads((work_repo / "data" / "split.json").read_text())
+    assert frozen["fingerprints"] == {**split["fingerprints"], "anchors": []}
+    assert frozen["cases"] == split["cases"]
+
+
+def test_labels_changed_names_the_anchoring_chunkings_and_the_way_out():
+    base = {"eval_split": "e0", "corpus": "c0"}
+    assert fingerprint_reasons(base, {**base, "eval_split": "e1"}) == [
+        f"eval-split fingerprint differs (baseline e0, current e1): {RELABEL_FIX}"
+    ]
+    [reason] = fingerprint_reasons(base, {**base, "eval_split": "e1", "anchors": ["fixed-300"]})
+    assert reason == (
+        f"eval-split fingerprint differs (baseline e0, current e1): {RELABEL_FIX}. Labels are anchored on chunking "
+        "'fixed-300' ({chunk, chunking} evidence), so a change to its params changes them: to free it, restore its "
+        "params, run `ragvet freeze-labels` (the same spans, same fingerprint), then change it"
+    )
+    assert fingerprint_reasons(base, {**base, "anchors": ["fixed-300"]}) == []
+
+
+def test_a_changed_anchoring_chunking_fails_the_gate_naming_it(work_repo):
+    """Through DVC's CLI: the sample's labels are anchored on fixed-300; a new window moves
+    labels of both splits, so evaluate first refuses the sample's tuned threshold (its dev
+    split changed), and without it the gate fails naming fixed-300."""
+    set_param(work_repo, ["chunking", "fixed-300", "window"], 280)
+    done = sh(work_repo, "dvc", "repro", check=False)
+    assert "sentences-600-bm25: threshold refused: the dev split (its cases or labels) changed" in done.stderr
+    (work_repo / "abstention.yaml").write_text("{}\n")
+    done = sh(work_repo, "dvc", "repro", check=False)
+    assert done.returncode != 0
+    assert "Labels are anchored on chunking 'fixed-300' ({chunk, chunking} evidence)" in done.stdout + done.stderr
+    assert json.loads((work_repo / "data" / "split.json").read_text())["fingerprints"]["anchors"] == ["fixed-300"]

@@ -111,3 +111,24 @@ def freeze_jsonl(text: str, path: Path, freeze: Freezer) -> tuple[str, int, list
         count += frozen
         lines.append(json.dumps(new, ensure_ascii=False) + "\n" if frozen else line)
     return "".join(lines), count, problems
+
+
+def chunk_anchors(path: Path) -> list[str]:
+    """The chunkings a valid cases file's ``{chunk, chunking}`` references name, sorted:
+    the chunkings whose params the labels depend on, named by the "labels changed" message."""
+    import yaml  # not for `ragvet --help`
+
+    text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
+    rows = (
+        [json.loads(line) for line in text.splitlines() if line.strip()]
+        if path.suffix == ".jsonl"
+        else yaml.safe_load(text)
+    )
+    return sorted(_anchors(rows))
+
+
+def _anchors(value: Any) -> set[str]:
+    if isinstance(value, dict) and "chunk" in value and isinstance(value.get("chunking"), str):
+        return {value["chunking"]}
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return set().union(*(_anchors(item) for item in items))
