@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from stages import chunk, evaluate, gate, interop, report, retrieve, split, tune_abstain, validate
+from stages import chunk, evaluate, freeze_labels, gate, interop, report, retrieve, split, tune_abstain, validate
 from stages.errors import raise_if, user_errors
 from stages.gating.baselines import accept_baseline
 from stages.gating.reproduction import render, verify_results
@@ -28,6 +28,7 @@ app.add_typer(baseline_app, name="baseline")
 app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
 app.command("tune-abstain")(tune_abstain.main)
+app.command("freeze-labels")(freeze_labels.main)
 
 
 @baseline_app.command("accept")

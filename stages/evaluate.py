@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.measures.abstention import read_thresholds, sweep, threshold_for
+from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import config_summary, slice_table
@@ -43,9 +43,8 @@ def main(
     ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
     recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
     retriever = settings["retrievers"][spec["retriever"]]
-    abstain_below, source = threshold_for(
-        config, read_thresholds(thresholds, settings["configs"]), spec["retriever"], retriever, thresholds
-    )
+    tuned = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
+    abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     rows = evaluate_run(
         all_cases,

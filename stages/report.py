@@ -20,7 +20,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
-from stages.measures.abstention import read_thresholds, threshold_for
+from stages.measures.abstention import current_thresholds, threshold_for
 from stages.measures.summary import config_summary, slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
@@ -52,7 +52,7 @@ def csv_text(rows: list[dict]) -> str:
 def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
     """Each configuration's summary, with its abstention threshold (tuned, or from params)
     beside the rates: the same function over the same rows as evaluate, so the same figures."""
-    tuned = read_thresholds(thresholds, settings["configs"])
+    tuned = current_thresholds(thresholds, settings, fingerprints["dev_split"])
     summaries = {}
     for config, spec in sorted(settings["configs"].items()):
         retriever = spec["retriever"]

@@ -8,7 +8,7 @@ is already resolved to character offsets and later stages can trust ids and span
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,3 +282,10 @@ def case_fingerprint(case: Case) -> str:
         key=dumps_line,
     )
     return _digest([row])
+
+
+def config_fingerprint(chunking: Mapping[str, Any], retriever: Mapping[str, Any]) -> str:
+    """A hash of what a configuration retrieves with: its chunking's params and its
+    retriever's spec, as canonical JSON. A threshold tuned on one configuration's
+    scores means nothing once either changes, so the threshold records this."""
+    return _digest([{"chunking": dict(chunking), "retriever": dict(retriever)}])

@@ -8,7 +8,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.splitting import freeze_split
-from stages.storage.files import read_params, write_json
+from stages.storage.files import read_json, read_params, write_json
 from stages.storage.tables import read_cases, read_docs
 
 
@@ -17,11 +17,14 @@ def main(
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
     out: Path = typer.Option(..., help="Split JSON to write (committed)."),
+    anchors: Path | None = typer.Option(None, help="validate's anchors.json: the chunkings labels are anchored on."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Assign each case to eval or dev by a salted hash of its id."""
     settings = read_params(params)["split"]
     record = freeze_split(read_cases(cases), read_docs(corpus), settings["salt"], settings["eval_fraction"])
+    if anchors is not None:  # not a fingerprint: named by the "labels changed" message only
+        record["fingerprints"]["anchors"] = read_json(anchors)
     write_json(out, record)
     typer.echo(f"split: {record['counts']['eval']} eval, {record['counts']['dev']} dev")
 

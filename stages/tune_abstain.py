@@ -22,6 +22,7 @@ from stages.measures.abstention import (
     rates,
     read_thresholds,
     score_rows,
+    spec_fingerprint,
     write_thresholds,
 )
 from stages.reporting.formatting import fmt
@@ -84,10 +85,16 @@ def main(
             ]
         )
     judged = rates(grouped[EVAL], chosen["threshold"])
-    entry = {"abstain_below": chosen["threshold"], "rule": rule, "tuned_on": "dev"}
+    entry = {
+        "abstain_below": chosen["threshold"],
+        "config_fingerprint": spec_fingerprint(settings, config),
+        "dev_split_fingerprint": frozen["fingerprints"]["dev_split"],
+        "rule": rule,
+        "tuned_on": "dev",
+    }
     if rule == "false-abstention":
         entry["target"] = target
-    thresholds = read_thresholds(out, configs)
+    thresholds = read_thresholds(out, configs, retuning=config)
     thresholds[config] = entry
     write_thresholds(out, thresholds)
     typer.echo(f"{config}: abstain below {chosen['threshold']:g} (rule {rule}, chosen on dev) -> {out}")

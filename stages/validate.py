@@ -13,10 +13,12 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.inputs.loading import collect_cases, collect_corpus, unused_slices
+from stages.inputs.freezing import chunk_anchors
+from stages.inputs.loading import cases_file, collect_cases, collect_corpus, unused_slices
 from stages.inputs.params import validate_params
+from stages.measures.abstention import threshold_problems
 from stages.measures.answers import stray_answer_cases, stray_answer_files
-from stages.storage.files import read_params
+from stages.storage.files import read_params, write_json
 from stages.storage.tables import write_case_table, write_cases, write_docs
 
 
@@ -24,8 +26,11 @@ from stages.storage.tables import write_case_table, write_cases, write_docs
 def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL), or a folder holding exactly one."),
-    out: Path = typer.Option(..., help="Folder for the validated corpus.jsonl, cases.jsonl and cases.parquet."),
+    out: Path = typer.Option(
+        ..., help="Folder for the validated corpus.jsonl, cases.jsonl, cases.parquet and anchors.json."
+    ),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
 ) -> None:
     """Validate every input and write the resolved corpus and cases."""
@@ -42,6 +47,8 @@ def main(
     problems += corpus_problems + case_problems
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
+    if settings and not problems:  # the configurations are sound; the dev split is not frozen yet
+        problems += threshold_problems(thresholds, settings, None)
     if not case_problems:  # a case that failed to resolve would look absent
         problems += unused_slices(settings.get("slices"), resolved, f"{params}: slices")
         problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})
@@ -50,6 +57,8 @@ def main(
     write_docs(out / "corpus.jsonl", docs)
     write_cases(out / "cases.jsonl", resolved)
     write_case_table(out / "cases.parquet", (case.to_row() for case in resolved))
+    anchored = cases_file(cases, [])  # valid by now: collect_cases resolved the same path
+    write_json(out / "anchors.json", chunk_anchors(anchored))  # for the "labels changed" message
     abstention = sum(not case.answerable for case in resolved)
     typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
 

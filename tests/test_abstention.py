@@ -19,6 +19,8 @@ from stages.measures.abstention import (
     rates,
     read_thresholds,
     score_rows,
+    spec_fingerprint,
+    stale_thresholds,
     sweep,
     threshold_for,
     write_thresholds,
@@ -79,17 +81,75 @@ def test_choice_depends_on_dev_only():
     assert choose_threshold(score_rows(relabelled, rescored, split)["dev"], "f1")["threshold"] == chosen
 
 
+SETTINGS = {
+    "configs": {"cfg": {"chunking": "ch", "retriever": "r"}},
+    "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 300, "overlap": 0}},
+    "retrievers": {"r": {"kind": "bm25"}},
+}
+ENTRY = {
+    "abstain_below": 2.5,
+    "config_fingerprint": spec_fingerprint(SETTINGS, "cfg"),
+    "dev_split_fingerprint": "dev0",
+    "rule": "f1",
+    "tuned_on": "dev",
+}
+RETUNE = "fix: run `ragvet tune-abstain --config cfg` again, or delete the entry"
+
+
 def test_params_file_round_trip_and_errors(tmp_path):
     path = tmp_path / "abstention.yaml"
     assert read_thresholds(path, {"cfg": {}}) == {}
-    write_thresholds(path, {"cfg": {"abstain_below": 2.5, "rule": "f1", "tuned_on": "dev"}})
+    write_thresholds(path, {"cfg": ENTRY})
     assert path.read_text().startswith("# Abstention thresholds")
-    assert read_thresholds(path, {"cfg": {}}) == {"cfg": {"abstain_below": 2.5, "rule": "f1", "tuned_on": "dev"}}
+    assert read_thresholds(path, {"cfg": {}}) == {"cfg": ENTRY}
     with pytest.raises(InputError, match="which does not exist"):
         read_thresholds(path, {"other": {}})
     path.write_text("cfg: {abstain_below: high}\n")
     with pytest.raises(InputError, match="numeric abstain_below"):
         read_thresholds(path, {"cfg": {}})
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("cfg: 2.5\n", "needs a mapping with a numeric abstain_below (an old format?)"),
+        (
+            "cfg: {abstain_below: 2.5, rule: f1, tuned_on: dev}\n",
+            "does not record what it was tuned on (config_fingerprint, dev_split_fingerprint): an old format",
+        ),
+    ],
+)
+def test_an_old_format_entry_is_a_problem_with_its_fix(tmp_path, text, what):
+    """A bare number (the first format) and an entry without fingerprints: re-tune, not a crash."""
+    path = tmp_path / "abstention.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_thresholds(path, {"cfg": {}})
+    assert [problem.render() for problem in err.value.problems] == [f"{path}: cfg: {what}\n    {RETUNE}"]
+    assert read_thresholds(path, {"cfg": {}}, retuning="cfg") == yaml.safe_load(text)  # tune-abstain replaces it
+
+
+def test_a_threshold_tuned_on_what_changed_is_refused(tmp_path):
+    """The spec fingerprint covers the chunking's params and the retriever's spec; the
+    dev split is checked only where it is known (evaluate, report; not validate)."""
+    path = Path("abstention.yaml")
+    assert stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, "dev0") == []
+    assert stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, None) == []
+    chunked = {**SETTINGS, "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 0}}}
+    retrieved = {**SETTINGS, "retrievers": {"r": {"kind": "bm25", "k1": 1.2}}}
+    for settings in (chunked, retrieved):
+        [problem] = stale_thresholds(path, {"cfg": ENTRY}, settings, "dev0")
+        assert problem.render() == (
+            "abstention.yaml: cfg: threshold refused: the configuration spec (chunking 'ch' or retriever 'r') "
+            f"changed since it was tuned\n    {RETUNE}"
+        )
+    [problem] = stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, "dev1")
+    assert problem.what == "threshold refused: the dev split (its cases or labels) changed since it was tuned"
+    [problem] = stale_thresholds(path, {"cfg": ENTRY}, chunked, "dev1")
+    assert problem.what == (
+        "threshold refused: the configuration spec (chunking 'ch' or retriever 'r') and the dev split "
+        "(its cases or labels) changed since it was tuned"
+    )
 
 
 def test_threshold_source_and_conflict(tmp_path):
@@ -119,16 +179,19 @@ def project(tmp_path: Path, eval_answerable: bool, eval_score: float) -> Path:
     (root / "data" / "chunks").mkdir(parents=True)
     (root / "data" / "validated").mkdir(parents=True)
     (root / "params.yaml").write_text(
-        yaml.safe_dump(
-            {"configs": {"cfg": {"chunking": "ch", "retriever": "r"}}, "retrievers": {"r": {"kind": "bm25"}}}
-        )
+        yaml.safe_dump({**SETTINGS, "ks": [1], "evidence": {"span_coverage": 1.0}, "slices": []})
     )
+    (root / "data" / "validated" / "corpus.jsonl").write_text(json.dumps({"doc_id": "d", "text": "x"}) + "\n")
     (root / "data" / "chunks" / "ch.jsonl").write_text(
         json.dumps({"chunk_id": "d#0", "doc_id": "d", "ordinal": 0, "start": 0, "end": 1, "text": "x"}) + "\n"
     )
     dev = {"d1": (False, 1.0), "d2": (False, 3.0), "d3": (True, 2.0), "d4": (True, 5.0)}
     ev = {f"e{i}": (eval_answerable if i % 2 else not eval_answerable, eval_score + i) for i in range(4)}
-    cases, runs, split = [], [], {"cases": {}, "fingerprints": {}}
+    cases, runs, split = (
+        [],
+        [],
+        {"cases": {}, "fingerprints": {"dev_split": "dev0", "eval_split": "ev0", "corpus": "c0"}},
+    )
     for case_id, (answerable, score) in sorted({**dev, **ev}.items()):
         cases.append(Case(case_id, "q", answerable=answerable).to_row())
         runs.append({"case_id": case_id, "rank": 1, "chunk_id": "d#0", "score": score})
@@ -149,7 +212,7 @@ def test_tune_abstain_command_ignores_eval_labels(tmp_path):
         assert "abstain below 4 (rule f1, chosen on dev)" in done.stdout  # 1, 2, 3 abstain: F1 0.8
         assert "eval: abstains on" in done.stdout
     assert outputs[0] == outputs[1]
-    assert yaml.safe_load(outputs[0]) == {"cfg": {"abstain_below": 4.0, "rule": "f1", "tuned_on": "dev"}}
+    assert yaml.safe_load(outputs[0]) == {"cfg": {**ENTRY, "abstain_below": 4.0}}
 
 
 def test_tune_abstain_refuses_bad_options_without_writing(tmp_path):
@@ -183,3 +246,54 @@ def test_tune_abstain_warns_about_a_threshold_that_refuses_most_answerable_cases
     assert yaml.safe_load((root / "abstention.yaml").read_text())["cfg"]["abstain_below"] == 6.0
     done = tune(root)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def evaluate(project: Path) -> subprocess.CompletedProcess:
+    """The evaluate command on the tiny project, as dvc.yaml runs it."""
+    paths = {"run": "data/runs/cfg.parquet", "chunks": "data/chunks/ch.jsonl", "corpus": "data/validated/corpus.jsonl"}
+    paths |= {"cases": "data/validated/cases.jsonl", "split": "data/split.json", "metrics": "m.json"}
+    paths |= {"per-case": "c.jsonl", "slices": "s.json", "thresholds": "abstention.yaml"}
+    options = [item for name, path in paths.items() for item in (f"--{name}", path)]
+    return subprocess.run(
+        [sys.executable, "-m", "stages.cli", "evaluate", "cfg", *options],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)},
+    )
+
+
+def test_evaluate_applies_a_current_threshold_and_refuses_a_stale_one(tmp_path):
+    """Tuned on dev (abstention cases 1, 3; answerable 2, 5) the threshold is 4. Eval
+    scores 0..3 with e1, e3 answerable: all four abstain, so abstain_rate 2/2 = 1 and
+    false_abstain_rate 2/2 = 1. After the chunking's size or the dev split changes,
+    evaluate refuses the threshold, exits 2 and writes nothing."""
+    root = project(tmp_path, True, 0.0)
+    assert tune(root).returncode == 0
+    done = evaluate(root)
+    assert done.returncode == 0, done.stderr
+    abstention = json.loads((root / "m.json").read_text())["abstention"]
+    assert (abstention["abstain_below"], abstention["abstain_below_source"]) == (
+        4.0,
+        "abstention.yaml (tuned on dev, rule f1)",
+    )
+    assert (abstention["eval"]["abstain_rate"], abstention["eval"]["false_abstain_rate"]) == (1.0, 1.0)
+    assert (abstention["dev"]["abstain_rate"], abstention["dev"]["false_abstain_rate"]) == (1.0, 0.5)
+    (root / "m.json").unlink()
+    changed = {**SETTINGS, "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 0}}}
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    (root / "params.yaml").write_text(yaml.safe_dump({**params, **changed}))
+    done = evaluate(root)
+    assert done.returncode == 2 and not (root / "m.json").exists()
+    assert (
+        "abstention.yaml: cfg: threshold refused: the configuration spec (chunking 'ch' or retriever 'r')"
+        in done.stderr
+    )
+    assert RETUNE in done.stderr
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    split = json.loads((root / "data" / "split.json").read_text())
+    split["fingerprints"]["dev_split"] = "dev1"
+    (root / "data" / "split.json").write_text(json.dumps(split))
+    done = evaluate(root)
+    assert done.returncode == 2 and not (root / "m.json").exists()
+    assert "threshold refused: the dev split (its cases or labels) changed since it was tuned" in done.stderr

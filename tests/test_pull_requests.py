@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, commit_all, sh
-from test_pipeline import set_param
+from test_pipeline import set_param, untune
 
 from stages.reporting.markdown import COMMENT_MARKER
 
@@ -28,8 +28,10 @@ def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedP
 
 
 def branch_with(repo: Path, name: str, change) -> Path:
-    """Check out a new branch, apply ``change``, reproduce up to the report, commit."""
+    """Check out a new branch, apply ``change`` (without the sample's tuned threshold),
+    reproduce up to the report, commit."""
     sh(repo, "git", "checkout", "-q", "-b", name)
+    untune(repo)
     change(repo)
     sh(repo, "dvc", "repro", "report")
     commit_all(repo, name)
@@ -107,6 +109,7 @@ def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmf
     assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
 
     # Once results move away from the accepted baseline again, nothing is accepted.
+    untune(repo)
     set_param(repo, ["retrievers", "bm25", "k1"], 0.5)
     sh(repo, "dvc", "repro", "report")
     gate = ragvet(repo, "gate", "--against", "main")

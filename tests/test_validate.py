@@ -17,6 +17,7 @@ def run_validate(
     empty_corpus: bool = False,
     cases_file: str = "cases.yaml",
     cases_arg: str = "cases.yaml",
+    thresholds: str = "",
 ):
     """Run the validate stage on one leave doc and ``cases_text`` written to ``cases_file``."""
     corpus = tmp_path / "corpus"
@@ -28,6 +29,8 @@ def run_validate(
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
     shipped["slices"] = []  # the sample's slice tags; these cases carry none
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params or shipped))
+    if thresholds:
+        (tmp_path / "abstention.yaml").write_text(thresholds)
     return subprocess.run(
         [
             sys.executable,
@@ -39,6 +42,8 @@ def run_validate(
             str(tmp_path / cases_arg),
             "--answers",
             str(tmp_path / "answers"),
+            "--thresholds",
+            str(tmp_path / "abstention.yaml"),
             "--out",
             str(tmp_path / "out"),
             "--params",
@@ -186,3 +191,22 @@ def test_a_slice_no_answerable_case_carries_stops_validate(tmp_path):
     ]
     params["slices"] = ["phrasing"]
     assert run_validate(tmp_path, GOOD_CASES, params).returncode == 0
+
+
+def test_a_threshold_of_the_old_format_or_for_a_changed_spec_fails_validate(tmp_path):
+    """Before any retrieval: a bare number (the first format), and an entry tuned on
+    another spec of fixed-300 (its recorded fingerprint is not the current one)."""
+    thresholds = (
+        "sentences-600-bm25: 2.5\n"
+        "fixed-300-bm25: {abstain_below: 1.0, config_fingerprint: ffffffffffffffff, dev_split_fingerprint: x}\n"
+    )
+    cases = "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n"
+    done = run_validate(tmp_path, cases, thresholds=thresholds)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+    assert f"{tmp_path / 'abstention.yaml'}: sentences-600-bm25: needs a mapping with a numeric abstain_below" in (
+        done.stderr
+    )
+    assert "fix: run `ragvet tune-abstain --config sentences-600-bm25` again, or delete the entry" in done.stderr
+    assert "fixed-300-bm25: threshold refused: the configuration spec (chunking 'fixed-300' or retriever 'bm25')" in (
+        done.stderr
+    )

@@ -223,6 +223,20 @@ def newly_missed_k(metrics: Sequence[str]) -> int | None:
     return max(ks) if ks else None
 
 
+def anchor_note(anchors: Sequence[str]) -> str:
+    """The way out when labels are anchored on chunkings: a change to such a chunking's
+    params changes the labels, and freezing them into spans frees it."""
+    if not anchors:
+        return ""
+    names = ", ".join(repr(name) for name in anchors)
+    plural = "s" if len(anchors) > 1 else ""
+    return (
+        f". Labels are anchored on chunking{plural} {names} ({{chunk, chunking}} evidence), so a change to its "
+        "params changes them: to free it, restore its params, run `ragvet freeze-labels` (the same spans, "
+        "same fingerprint), then change it"
+    )
+
+
 def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> list[str]:
     """Why two results are not comparable: a different eval split or corpus.
 
@@ -235,7 +249,7 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
     if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
         reasons.append(
             f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
-            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}"
+            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}{anchor_note(cur_fp.get('anchors') or [])}"
         )
     if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
         reasons.append(

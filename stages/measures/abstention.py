@@ -11,6 +11,10 @@ for the chosen threshold only.
 The choice lives in its own DVC params file (``abstention.yaml``), written by
 ``ragvet tune-abstain`` and read by the evaluate stage, one entry per
 configuration (a threshold depends on the chunking as well as the retriever).
+Each entry records what it was tuned on: the configuration's spec and the dev
+split, by fingerprint. A threshold whose fingerprints differ from the current
+ones is refused, never applied: a sample's threshold kept under a configuration
+name the user reused would otherwise score their data silently.
 """
 
 from __future__ import annotations
@@ -19,14 +23,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stages.errors import Problem, raise_if
+from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import is_number
-from stages.schema import SPLITS
+from stages.schema import SPLITS, config_fingerprint
 from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
 
 RULES = ("f1", "false-abstention")
 MAX_FALSE_ABSTAIN = 0.5  # above this share of answerable dev cases abstained on, tune-abstain warns
-ENTRY_KEYS = ("abstain_below", "rule", "target", "tuned_on")
+ENTRY_KEYS = ("abstain_below", "config_fingerprint", "dev_split_fingerprint", "rule", "target", "tuned_on")
+RECORDED = ("config_fingerprint", "dev_split_fingerprint")  # what a threshold was tuned on
 HEADER = (
     "# Abstention thresholds, one per configuration: the system abstains when its top-1\n"
     "# score is below abstain_below. Written by `ragvet tune-abstain` from the dev split\n"
@@ -154,32 +159,99 @@ def score_rows(cases: Sequence[Any], run: Mapping[str, Sequence[Mapping[str, Any
 # ---------------------------------------------------------------------- params file
 
 
-def read_thresholds(path: Path, configs: Mapping[str, Any]) -> dict[str, dict]:
-    """The tuned entries by configuration; every problem is collected.
+def read_thresholds(path: Path, configs: Mapping[str, Any], retuning: str | None = None) -> dict[str, dict]:
+    """The tuned entries by configuration, or InputError with every entry's problem.
 
     A missing file means nothing is tuned. An entry for an unknown configuration
-    is an error, as is a threshold that is not a number.
+    is an error, as is a threshold that is not a number, or an entry of the old
+    format that does not record what it was tuned on. The entry of ``retuning``
+    is not checked: ``tune-abstain`` is about to replace it, and is the fix.
     """
+    data = _read_entries(path)
+    checked = {name: entry for name, entry in data.items() if name != retuning}
+    raise_if([problem for name, entry in checked.items() for problem in _entry_problems(path, name, entry, configs)])
+    return data
+
+
+def _read_entries(path: Path) -> dict[str, Any]:
+    """The file's mapping as written ({} when there is no file)."""
     if not path.exists():
         return {}
     data = read_yaml(path) or {}
-    problems: list[Problem] = []
     if not isinstance(data, dict):
         raise_if([Problem(str(path), "must be a mapping of configuration names", "re-run ragvet tune-abstain")])
-    for name, entry in data.items():
-        where = f"{path}: {name}"
-        if name not in configs:
-            problems.append(
-                Problem(where, f"threshold for configuration {name!r}, which does not exist", "remove the entry")
-            )
-        elif not isinstance(entry, dict) or not is_number(entry.get("abstain_below")):
-            problems.append(Problem(where, "needs a numeric abstain_below", "re-run ragvet tune-abstain --config NAME"))
-        elif set(entry) - set(ENTRY_KEYS):
-            problems.append(
-                Problem(where, f"unknown keys {sorted(set(entry) - set(ENTRY_KEYS))}", f"use {', '.join(ENTRY_KEYS)}")
-            )
-    raise_if(problems)
     return dict(data)
+
+
+def _entry_problems(path: Path, name: str, entry: Any, configs: Mapping[str, Any]) -> list[Problem]:
+    """What is wrong with one entry's shape, at most one problem."""
+    where = f"{path}: {name}"
+    retune = f"run `ragvet tune-abstain --config {name}` again, or delete the entry"
+    if name not in configs:
+        return [Problem(where, f"threshold for configuration {name!r}, which does not exist", "remove the entry")]
+    if not isinstance(entry, dict) or not is_number(entry.get("abstain_below")):
+        return [Problem(where, "needs a mapping with a numeric abstain_below (an old format?)", retune)]
+    if set(entry) - set(ENTRY_KEYS):
+        return [Problem(where, f"unknown keys {sorted(set(entry) - set(ENTRY_KEYS))}", f"use {', '.join(ENTRY_KEYS)}")]
+    missing = [key for key in RECORDED if not isinstance(entry.get(key), str)]
+    if missing:
+        return [Problem(where, f"does not record what it was tuned on ({', '.join(missing)}): an old format", retune)]
+    return []
+
+
+def spec_fingerprint(settings: Mapping[str, Any], config: str) -> str:
+    """The fingerprint of ``config``'s chunking params and retriever spec in ``settings``."""
+    spec = settings["configs"][config]
+    return config_fingerprint(settings["chunking"][spec["chunking"]], settings["retrievers"][spec["retriever"]])
+
+
+def stale_thresholds(
+    path: Path, thresholds: Mapping[str, dict], settings: Mapping[str, Any], dev_split: str | None
+) -> list[Problem]:
+    """A problem for each threshold tuned on another configuration spec, or on another
+    dev split than ``dev_split`` (None: not known yet, as in validate, so not checked).
+
+    Refused rather than applied: its figures would describe a threshold chosen for
+    other scores, with nothing in the report to say so.
+    """
+    problems = []
+    for name, entry in sorted(thresholds.items()):
+        spec = settings["configs"][name]
+        changed = []
+        if entry["config_fingerprint"] != spec_fingerprint(settings, name):
+            changed.append(f"the configuration spec (chunking {spec['chunking']!r} or retriever {spec['retriever']!r})")
+        if dev_split is not None and entry["dev_split_fingerprint"] != dev_split:
+            changed.append("the dev split (its cases or labels)")
+        if changed:
+            problems.append(
+                Problem(
+                    f"{path}: {name}",
+                    f"threshold refused: {' and '.join(changed)} changed since it was tuned",
+                    f"run `ragvet tune-abstain --config {name}` again, or delete the entry",
+                )
+            )
+    return problems
+
+
+def threshold_problems(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> list[Problem]:
+    """Every problem of the thresholds file: each malformed entry's, and each well-formed
+    entry's tuned on what has changed since (``dev_split`` None: not checked)."""
+    try:
+        data = _read_entries(path)
+    except InputError as err:
+        return err.problems
+    malformed = [
+        problem for name, entry in data.items() for problem in _entry_problems(path, name, entry, settings["configs"])
+    ]
+    bad = {problem.where for problem in malformed}
+    sound = {name: entry for name, entry in data.items() if f"{path}: {name}" not in bad}
+    return malformed + stale_thresholds(path, sound, settings, dev_split)
+
+
+def current_thresholds(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> dict[str, dict]:
+    """The tuned entries, refusing every one tuned on something that has changed since."""
+    raise_if(threshold_problems(path, settings, dev_split))
+    return _read_entries(path)
 
 
 def threshold_for(
