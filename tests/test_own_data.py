@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import sh
 from typer.testing import CliRunner
 
 from stages.cli import app
-from tests.conftest import sh
 
 # Each doc names its mineral only capitalised; each question names it in lower case, so
 # BM25 finds the doc only when it lowercases: `lowercase: false` is a harmful change.
