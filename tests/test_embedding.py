@@ -250,7 +250,7 @@ def probe(cross_encoder: Path, batch_size: int, threads: int, **env: str) -> dic
     script = Path(__file__).with_name("kernel_probe.py")
     done = subprocess.run(
         [sys.executable, str(script), str(cross_encoder), str(batch_size), str(threads)],
-        env={**os.environ, **env},
+        env={**os.environ, **embedding.PINNED_KERNELS, **env},  # pinned unless the probe says otherwise
         capture_output=True,
         text=True,
     )
