@@ -10,6 +10,7 @@ gate's terminal output line by line, the charts as SVG.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from html.parser import HTMLParser
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import cmarkgfm
 import pytest
+import yaml
 from cmarkgfm.cmark import Options
+from conftest import sh
 from test_pull_requests import CHROMIUM, open_in_chromium
 from test_reporting import GATE, KS, SUMMARIES, case
 
@@ -58,7 +61,7 @@ def github_html(markdown: str) -> str:
 
 class Elements(HTMLParser):
     """Every start tag with its attributes; the text of each h1/h2 heading and of
-    each code element; all the text."""
+    each code element; all the text, and the text outside code."""
 
     def __init__(self, html: str):
         super().__init__(convert_charrefs=True)
@@ -66,6 +69,7 @@ class Elements(HTMLParser):
         self.headings: list[str] = []
         self.codes: list[str] = []
         self.text: list[str] = []
+        self.prose: list[str] = []  # text outside code, where GitHub looks for mentions and references
         self._open: list[tuple[str, list[str], int]] = []
         self.feed(html)
 
@@ -82,6 +86,8 @@ class Elements(HTMLParser):
 
     def handle_data(self, data):
         self.text.append(data)
+        if not any(tag == "code" for tag, _, _ in self._open):
+            self.prose.append(data)
         for _, target, index in self._open:
             target[index] += data
 
@@ -112,9 +118,9 @@ def assert_inert(elements: Elements) -> None:
     assert {tag for tag, _ in elements.tags} <= allowed, {tag for tag, _ in elements.tags} - allowed
     attributes = {name for _, attrs in elements.tags for name in attrs}
     assert attributes <= {"align"}, attributes  # table cell alignment is all cmark-gfm writes
-    text = "".join(elements.text)
-    assert "@octocat" not in text and "@github" not in text and "#1" not in text  # a zero-width space follows
-    assert "\u200b" in text
+    prose = "".join(elements.prose)
+    assert "@octocat" not in prose and "@github" not in prose and "#1" not in prose  # a zero-width space follows
+    assert "\u200b" in prose
 
 
 def test_comment_renders_hostile_ids_questions_quotes_and_tags_inert_on_github():
@@ -292,3 +298,75 @@ def test_hundreds_of_failing_slices_are_cut_at_a_line_with_a_note():
     assert len(comment) <= COMMENT_LIMIT and comment.endswith(CUT_NOTE + "\n")
     assert comment.count("<details>") == comment.count("</details>")
     assert comment.count("value-00000-") == 1 and "value-00999-" not in comment
+
+
+# ------------------------------------------------------------------ end to end: a project whose data is hostile
+
+# No whitespace in ids (validate may refuse it); the payloads need none.
+E2E_FLAG = "document.documentElement.setAttribute('data-pwned',1)"
+E2E_CASE = f"x`<img/src=x/onerror={E2E_FLAG}>`"
+E2E_DOC = f"d``<svg/onload={E2E_FLAG}>``"
+E2E_TAG = f"t`<img/src=x/onerror={E2E_FLAG}>` @octocat #1\n::error::tag"
+MINERALS = ["Zircon", "Garnet", "Beryl", "Topaz", "Quartz", "Pyrite"]
+
+
+@pytest.fixture(scope="module")
+def hostile_project(tmp_path_factory) -> Path:
+    """A project made by `ragvet init` whose doc ids (JSONL), case ids, tags and
+    questions carry payloads, baselined, then harmed: BM25 made case-sensitive, so
+    every case is newly missed (the questions name each mineral in lower case)."""
+    project = tmp_path_factory.mktemp("hostile") / "project"
+    sh(project.parent, "python", "-m", "stages.cli", "init", str(project))
+    doc_ids = [E2E_DOC, *(f"d{n}" for n in range(1, len(MINERALS)))]
+    docs = [{"doc_id": d, "text": f"{m} is mined in valley {n}."} for n, (d, m) in enumerate(zip(doc_ids, MINERALS))]
+    docs += [{"doc_id": f"a{n:02d}", "text": f"Filler text number {n}."} for n in range(20)]  # first among ties
+    for folder in ("data/corpus", "data/cases"):
+        (project / folder).mkdir(parents=True, exist_ok=True)
+    (project / "data/corpus/corpus.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    cases = [
+        {
+            "id": E2E_CASE if n == 0 else f"q{n}",
+            "question": m.lower() + (f" {QUESTION}" if n == 0 else ""),
+            "evidence": [{"doc": d, "quote": f"{m} is mined"}],
+            "tags": {"kind": E2E_TAG},
+        }
+        for n, (d, m) in enumerate(zip(doc_ids, MINERALS))
+    ]
+    (project / "data/cases/cases.yaml").write_text(yaml.safe_dump(cases, allow_unicode=True))
+    settings = yaml.safe_load((project / "params.yaml").read_text())
+    settings["slices"] = ["kind"]
+    settings["split"]["eval_fraction"] = 1.0
+    settings["gate"]["min_slice_cases"] = 1
+    (project / "params.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    sh(project, "git", "config", "user.email", "test@example.com")
+    sh(project, "git", "config", "user.name", "test")
+    sh(project, "dvc", "repro", "report")
+    sh(project, "python", "-m", "stages.cli", "baseline", "accept")
+    settings["retrievers"]["bm25"]["lowercase"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    sh(project, "dvc", "repro", "report")
+    return project
+
+
+def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
+    gate = sh(hostile_project, "python", "-m", "stages.cli", "gate", check=False)
+    assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
+    assert f"newly missed at hit@5 (hit in baseline, missed now): q1, q2, q3, q4, q5, {E2E_CASE}\n" in gate.stdout
+    assert f"FAIL {CFG} slice kind={visible(E2E_TAG)} " in gate.stdout and "\\n::error::tag" in gate.stdout
+    assert not [line for line in gate.stdout.splitlines() if line.lstrip().startswith(("::", "#"))]
+
+
+def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Path, tmp_path: Path):
+    comment = sh(hostile_project, "python", "-m", "stages.cli", "report", "--comment").stdout
+    elements = Elements(github_html(comment))
+    assert_inert(elements)
+    assert E2E_CASE in elements.codes and E2E_DOC in elements.codes and f"kind={one_line(E2E_TAG)}" in elements.codes
+    assert "✅ Gate passed" not in elements.headings
+    if CHROMIUM is None and os.environ.get("CI") != "true":
+        pytest.skip("chromium not installed (CI installs it)")
+    page = tmp_path / "report.html"
+    sh(hostile_project, "python", "-m", "stages.cli", "report", "--format", "html", "--out", str(page))
+    assert_inert_page(page.read_text(encoding="utf-8"))
+    dom, console = open_in_chromium(page, tmp_path / "profile")
+    assert PWNED not in dom and console == [], console
+    assert dom.count("<svg") == 3
