@@ -26,6 +26,8 @@ from test_reporting import GATE, KS, SUMMARIES, case
 
 from stages.errors import Problem
 from stages.gating.compare import gate_all, render_verdict
+from stages.gating.reproduction import ConfigCheck
+from stages.gating.reproduction import render as render_check
 from stages.reporting.charts import slice_chart
 from stages.reporting.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 from stages.reporting.markdown import (
@@ -40,7 +42,7 @@ from stages.reporting.markdown import (
 CFG = "sentences-600-bm25"
 # What a payload that runs sets, read back from the DOM Chromium dumps.
 FLAG = "document.documentElement.setAttribute('data-pwned', 1)"
-PWNED = "data-pwned=\"1\""  # the attribute as the DOM dump writes it, not the payload text
+PWNED = 'data-pwned="1"'  # the attribute as the DOM dump writes it, not the payload text
 
 CASE_ID = f'x`<img src=x onerror="{FLAG}">`'
 DOC_ID = f'd``<svg onload="{FLAG}">``'
@@ -106,7 +108,12 @@ def hostile_inputs(value: str = TAG) -> tuple[list[dict], dict, dict]:
     comparisons = compare_configs({CFG: cur}, baselines, fp, KS, {**GATE, "configs": [CFG]}, ["kind"])
     verdict = gate_all({**GATE, "configs": [CFG]}, ["kind"], baselines, {CFG: cur}, fp)
     texts = {DOC_ID: QUOTE + " the end"}
-    info = {CASE_ID: {"question": QUESTION, "evidence": [describe_evidence({"doc": DOC_ID, "start": 0, "end": len(QUOTE)}, texts)]}}
+    info = {
+        CASE_ID: {
+            "question": QUESTION,
+            "evidence": [describe_evidence({"doc": DOC_ID, "start": 0, "end": len(QUOTE)}, texts)],
+        }
+    }
     return comparisons, verdict, info
 
 
@@ -229,7 +236,10 @@ def test_prose_keeps_ragvets_code_and_escapes_the_values_in_it():
 
 
 def test_html_text_is_one_inert_line():
-    assert html_text('<a href="x">@me</a>\n\n<script>') == "&lt;a href=&quot;x&quot;&gt;@&#8203;me&lt;/a&gt;  &lt;script&gt;"
+    assert (
+        html_text('<a href="x">@me</a>\n\n<script>')
+        == "&lt;a href=&quot;x&quot;&gt;@&#8203;me&lt;/a&gt;  &lt;script&gt;"
+    )
 
 
 def test_values_are_cut_with_a_note():
@@ -258,7 +268,10 @@ def test_problems_show_a_case_id_with_line_breaks_on_one_line():
     problem = Problem(f"cases.yaml:3 (case {CI_ID})", "duplicate id 'x\n::error::y'", "rename it")
     lines = problem.render().splitlines()
     assert len(lines) == 2 and lines[1] == "    fix: rename it"
-    assert lines[0] == "cases.yaml:3 (case a\\n::error::pwned\\r\\n::set-output name=x::y\\x1b[2J): duplicate id 'x\\n::error::y'"
+    assert (
+        lines[0]
+        == "cases.yaml:3 (case a\\n::error::pwned\\r\\n::set-output name=x::y\\x1b[2J): duplicate id 'x\\n::error::y'"
+    )
 
 
 def test_visible_is_unambiguous_and_leaves_ordinary_text_alone():
@@ -370,3 +383,12 @@ def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Pa
     dom, console = open_in_chromium(page, tmp_path / "profile")
     assert PWNED not in dom and console == [], console
     assert dom.count("<svg") == 3
+
+
+def test_verify_names_a_near_tie_case_on_one_line():
+    check = ConfigCheck(config=CFG, cases=1, rankings_checked=True)
+    check.near_ties.append(CI_ID)
+    check.differences.append(f"case {CI_ID}: only in the committed table")
+    lines = render_check([check], "HEAD").splitlines()
+    assert len(lines) == 4 and not [line for line in lines if line.lstrip().startswith("::")]
+    assert lines[1] == "  near tie: a\\n::error::pwned\\r\\n::set-output name=x::y\\x1b[2J"

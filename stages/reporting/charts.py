@@ -61,7 +61,13 @@ def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
                     if points:
                         ks, values = zip(*points)
                         ax.plot(
-                            ks, values, style, marker="o", ms=3, color=colours[name], label=chart_label(name) if legend else None
+                            ks,
+                            values,
+                            style,
+                            marker="o",
+                            ms=3,
+                            color=colours[name],
+                            label=chart_label(name) if legend else None,
                         )
             ax.set_title(f"{field}@k (eval split)")
             ax.set_xlabel("k")
@@ -124,7 +130,13 @@ def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequ
         ax = figure.subplots()
         for j, name in enumerate(configs):
             ys = [i + j * height for i in range(len(slices))]
-            ax.barh(ys, [value.get((name, s)) or 0.0 for s in slices], height=height, color=colours[name], label=chart_label(name))
+            ax.barh(
+                ys,
+                [value.get((name, s)) or 0.0 for s in slices],
+                height=height,
+                color=colours[name],
+                label=chart_label(name),
+            )
             ticks = [(y, old[(name, s)]) for y, s in zip(ys, slices) if old.get((name, s)) is not None]
             if ticks:
                 ax.scatter([t[1] for t in ticks], [t[0] for t in ticks], marker="|", s=120, color="black")

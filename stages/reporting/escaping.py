@@ -77,9 +77,7 @@ def _one_line(text: str, limit: int | None) -> str:
     """Line breaks and tabs as a space, other hidden characters as their escape:
     the one-line form every markdown and HTML context starts from."""
     text = cut(text, limit)
-    return "".join(
-        " " if c in "\n\r\t\x0b\x0c\x85\u2028\u2029" else _escaped(c) if _hidden(c) else c for c in text
-    )
+    return "".join(" " if c in "\n\r\t\x0b\x0c\x85\u2028\u2029" else _escaped(c) if _hidden(c) else c for c in text)
 
 
 def md_text(text: str, limit: int | None = MAX_CHARS) -> str:

@@ -193,7 +193,7 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
 def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
     """Markdown lines for the report: the human review figures of each configuration
     with recorded answers, or nothing at all when none has any."""
-    reviewed = {name: s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
+    reviewed = {md_text(name): s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
     if not reviewed:
         return []
     out = [
@@ -216,7 +216,7 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
             part = review[split]["abstention_cases"]
             fig, beh = part["figures"], part["behaviours"]
             out.append(
-                f"| {md_text(name)} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['abstention_handled'])} | "
                 f"{fmt(fig['unsupported_answer'])} | {fmt(fig['sources_shown'])} | "
                 f"{' / '.join(str(beh[b]) for b in BEHAVIOURS)} |"
             )
@@ -233,7 +233,7 @@ def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> 
             part = review[split]["answerable_cases"]
             fig, claims = part["figures"], part["claims"]
             out.append(
-                f"| {md_text(name)} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
+                f"| {name} | {split} | {part['recorded']} / {part['cases']} | {fmt(fig['false_abstention'])} | "
                 f"{fmt(fig['unsupported_claims'])} / {fmt(fig['unsupported_claims_pooled'])} | "
                 f"{claims['reviewed']} / {claims['unreviewed']} | "
                 f"{fmt(fig[f'cited_available@{k}'])} / {fmt(fig[f'cited_available_pooled@{k}'])} | {part['cited']} |"
@@ -416,7 +416,9 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                 f"- {name}: {len(cfg['newly_missed'])} case(s) newly missed at `hit@{cfg['newly_missed_k']}` "
                 "(listed below)."
             )
-    source = f"{md_code(against)} (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
+    source = (
+        f"{md_code(against)} (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
+    )
     return out + ["", f"Compared with {source}, paired over the same eval-split cases.", ""]
 
 
@@ -735,9 +737,7 @@ def _own_html_only(renderer, tokens, idx, options, env) -> str:
     enters the markdown, so this is the second wall: no tag, attribute or script
     from a value can reach the page even if a rule upstream missed one."""
     parts = _OWN_HTML.split(tokens[idx].content)
-    return "".join(
-        part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts)
-    )
+    return "".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts))
 
 
 def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
