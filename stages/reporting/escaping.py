@@ -122,8 +122,8 @@ def md_prose(text: str, limit: int | None = None) -> str:
 def html_text(text: str, limit: int | None = MAX_CHARS) -> str:
     """HTML text or attribute value (a ``<summary>`` line, a figure caption): one
     line, so a raw HTML block cannot end early; entities for ``< > & "`` (ragvet
-    quotes attributes with ``"``); the
-    mention rule of :func:`md_text`, since GitHub renders such blocks in comments."""
+    quotes attributes with ``"``); the zero-width spaces of :func:`md_text`, since
+    GitHub looks for mentions in such blocks too."""
     text = html.escape(_one_line(text, limit), quote=False).replace('"', "&quot;")
     return _INERT.sub(lambda match: match[0] + _ZWSP, text)
 
