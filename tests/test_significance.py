@@ -217,3 +217,37 @@ def test_the_gate_states_its_family_and_rule():
         "corrected by Benjamini-Hochberg (false discovery rate), α = 0.05. With require_significance off, a move "
         "beyond tolerance fails on its size alone."
     )
+
+
+def _drop_rows(drop: float, cases: int = 6) -> tuple[list[dict], list[dict]]:
+    """Every case of one guarded metric drops by ``drop``: exact p = 2 / 2^cases."""
+    base = [{"case_id": f"c{i}", "split": "eval", "tags": {}, "metrics": {"recall@5": 1.0}} for i in range(cases)]
+    cur = [{**row, "metrics": {"recall@5": 1.0 - drop}} for row in base]
+    return base, cur
+
+
+def test_the_family_spans_every_gated_configuration():
+    """Two gated configurations each drop on all 6 cases: raw p = 2/64 = 0.03125 < 0.05
+    fails both; corrected together by Holm (2 x 0.03125 = 0.0625) neither fails."""
+    gate = {
+        "configs": ["a", "b"],
+        "metrics": ["recall@5"],
+        "max_drop": 0.02,
+        "min_slice_cases": 3,
+        "slice_max_drop": 0.1,
+        "slice_metric": "recall@5",
+        "require_significance": True,
+        "permutation": {"resamples": 1000, "seed": 1},
+        "bootstrap": {"resamples": 100, "seed": 1, "confidence": 0.95},
+    }
+    pairs = {config: _drop_rows(0.5) for config in gate["configs"]}
+    baselines = {config: ({"fingerprints": FP}, base) for config, (base, _) in pairs.items()}
+    current = {config: cur for config, (_, cur) in pairs.items()}
+    raw = gate_all({**gate, "correction": "none"}, [], baselines, current, FP)
+    assert [c["metrics"][0]["p_corrected"] for c in raw["configs"]] == [2 / 64, 2 / 64]
+    assert not raw["passed"] and all(c["metrics"][0]["failed"] for c in raw["configs"])
+    holm_verdict = gate_all(gate, [], baselines, current, FP)  # correction absent: Holm
+    assert [c["metrics"][0]["p_corrected"] for c in holm_verdict["configs"]] == [4 / 64, 4 / 64]
+    assert holm_verdict["passed"] and holm_verdict["configs"][0]["family"]["size"] == 2
+    # without require_significance the same drops fail on their size alone, whatever the p-value
+    assert not gate_all({**gate, "require_significance": False}, [], baselines, current, FP)["passed"]
