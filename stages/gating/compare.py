@@ -6,9 +6,9 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   cancels, and a case missing on one side cannot move a mean);
 * every delta carries a paired bootstrap confidence interval and a paired
   permutation p-value, seeded from params, so the same inputs always give the
-  same verdict; with ``require_significance`` the p-values of every guarded
-  metric and slice of every gated configuration are corrected as one family
-  (:mod:`stages.gating.significance`) before a drop may fail;
+  same verdict; the p-values of every guarded metric and slice of every gated
+  configuration are corrected as one family (:mod:`stages.gating.significance`),
+  and with ``require_significance`` a drop fails only when its corrected p < α;
 * when no valid comparison is possible (no baseline, relabelled eval split,
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
