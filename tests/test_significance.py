@@ -17,7 +17,7 @@ from scipy.stats import permutation_test
 from statsmodels.stats.multitest import multipletests
 
 from stages.gating.compare import family_text, gate_all
-from stages.gating.significance import correct, correct_entries, holm, permutation_p
+from stages.gating.significance import correct, correct_entries, permutation_p
 from stages.inputs.params import validate_params
 
 HAND_LISTS = [
@@ -32,10 +32,12 @@ HAND_LISTS = [
 # --------------------------------------------------------------------- corrections
 
 
-def test_holm_by_hand():
-    # sorted 0.005 (x4 = 0.02), 0.01 (x3 = 0.03), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04, raised to 0.06)
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([]) == []
+def test_holm_and_bh_by_hand():
+    # Holm: sorted 0.005 (x4 = 0.02), 0.01 (x3 = 0.03), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04, raised to 0.06)
+    assert correct([0.01, 0.04, 0.03, 0.005], "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # BH: p(i) * m / i from the top, running minimum: 0.04*4/4, 0.03*4/3, 0.01*4/2, 0.005*4/1
+    assert correct([0.01, 0.04, 0.03, 0.005], "bh") == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert correct([], "holm") == []
 
 
 @pytest.mark.parametrize("pvalues", HAND_LISTS)

@@ -12,8 +12,8 @@ together before any of them decides:
   when that is no more work than the Monte Carlo resamples, else seeded Monte
   Carlo with the add-one estimate, which never returns 0 and keeps the test valid;
 * the correction is Holm's step-down (family-wise error rate ≤ α, the default),
-  Benjamini-Hochberg (false discovery rate ≤ α: scipy's
-  ``false_discovery_control``), or none.
+  Benjamini-Hochberg (false discovery rate ≤ α), both by statsmodels'
+  ``multipletests``, or none.
 
 Everything is a pure function of its arguments: the same inputs and seed give
 the same p-values on any machine.
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --he
 
 CORRECTIONS = ("holm", "bh", "none")
 DEFAULT_CORRECTION = "holm"
+_STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
 CORRECTION_NAMES = {
     "holm": "Holm (family-wise error rate)",
     "bh": "Benjamini-Hochberg (false discovery rate)",
@@ -97,29 +98,17 @@ def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) 
     return hits / total if exact else (1 + hits) / (1 + resamples)
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values: sorted ascending, the i-th (from 0) of
-    m is max over j ≤ i of min(1, (m - j)·p₍ⱼ₎). An empty family gives []."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted = [0.0] * len(pvalues)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 def correct(pvalues: Sequence[float], method: str) -> list[float]:
-    """The family's adjusted p-values, in the given order (see the module doc)."""
+    """The family's adjusted p-values, in the given order (see the module doc):
+    statsmodels' ``multipletests`` (``holm``, ``fdr_bh``), the reference the
+    peers use. ``none`` and an empty family return the p-values unchanged."""
     if method not in CORRECTIONS:
         raise ValueError(f"unknown correction {method!r}: use one of {', '.join(CORRECTIONS)}")
     if method == "none" or not pvalues:
         return [float(p) for p in pvalues]
-    if method == "holm":
-        return holm(pvalues)
-    from scipy.stats import false_discovery_control  # deferred: scipy loads only to correct
+    from statsmodels.stats.multitest import multipletests  # deferred: statsmodels loads only to correct
 
-    return [float(p) for p in false_discovery_control(list(pvalues), method="bh")]
+    return [float(p) for p in multipletests(list(pvalues), method=_STATSMODELS_METHOD[method])[1]]
 
 
 def correct_entries(entries: Sequence[dict], method: str) -> int:
