@@ -102,14 +102,14 @@ def test_monte_carlo_p_is_seeded_never_zero_and_close_to_the_exact_value():
     rng = np.random.default_rng(11)
     base = rng.random(40)
     cur = base + rng.normal(0.08, 0.3, 40)
-    exact_theirs = permutation_test(
-        (cur, base), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=200_000, random_state=3
+    theirs = permutation_test(
+        (cur, base), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=20_000, random_state=3
     ).pvalue
     p = permutation_p(base, cur, resamples=4000, seed=9)
     assert p == permutation_p(base, cur, resamples=4000, seed=9)
     assert p != permutation_p(base, cur, resamples=4000, seed=10)
-    # two Monte Carlo estimates of the same p: 4 binomial standard errors of the smaller sample
-    assert abs(p - exact_theirs) <= 4 * math.sqrt(exact_theirs * (1 - exact_theirs) / 4000)
+    # two Monte Carlo estimates of the same p: 4 standard errors of their difference
+    assert abs(p - theirs) <= 4 * math.sqrt(theirs * (1 - theirs) * (1 / 4000 + 1 / 20_000))
     assert permutation_p(np.zeros(40), np.ones(40), resamples=999, seed=1) == pytest.approx(1 / 1000)
 
 
@@ -162,9 +162,10 @@ def _null_rows(rng: np.random.Generator, cases: int) -> tuple[list[dict], list[d
     return sides[0], sides[1]
 
 
-def _false_alarm_rates(correction: str, runs: int = 200) -> tuple[float, float]:
-    """Over ``runs`` seeded no-change gates: the share that failed (a drop judged
-    significant) and the share with any test, up or down, with corrected p < α."""
+def _false_alarm_rates(runs: int = 200) -> tuple[float, float, float]:
+    """Over ``runs`` seeded no-change gates under Holm: the share that failed (a
+    drop judged significant), the share with any test, up or down, with corrected
+    p < α, and the share with any raw (uncorrected) p < α."""
     gate = {
         "configs": ["a", "b"],
         "metrics": SIM_METRICS,
@@ -173,12 +174,12 @@ def _false_alarm_rates(correction: str, runs: int = 200) -> tuple[float, float]:
         "slice_max_drop": 0.0,
         "slice_metric": "evidence_recall@5",
         "require_significance": True,
-        "correction": correction,
+        "correction": "holm",
         "permutation": {"resamples": 400, "seed": 3},
         "bootstrap": {"resamples": 50, "seed": 2, "confidence": 0.95},
     }
     rng = np.random.default_rng(20261201)
-    failed = rejected = 0
+    failed = rejected = raw = 0
     for _ in range(runs):
         pairs = {config: _null_rows(rng, 40) for config in gate["configs"]}
         baselines = {config: ({"fingerprints": FP}, base) for config, (base, _) in pairs.items()}
@@ -188,24 +189,27 @@ def _false_alarm_rates(correction: str, runs: int = 200) -> tuple[float, float]:
         tests = [t for c in verdict["configs"] for t in [*c["metrics"], *c["slices"]]]
         failed += not verdict["passed"]
         rejected += any(t["p_corrected"] < 0.05 for t in tests)
-    return failed / runs, rejected / runs
+        raw += any(t["p_value"] < 0.05 for t in tests)
+    return failed / runs, rejected / runs, raw / runs
 
 
-def test_family_wise_false_alarm_rate_under_no_change_is_at_most_alpha():
+def test_family_wise_false_alarm_rate_under_no_change_is_at_most_alpha(monkeypatch):
     """200 seeded no-change gates of 12 tests each. With Holm, the share of
     families with any corrected p < α = 0.05 (in either direction) stays at or
     below α plus a one-sided 99% binomial margin (2.33 · √(0.05 · 0.95 / 200) =
     0.036), and so does the share of failed gates (drops only). Uncorrected,
-    the same gates fail far more often."""
+    the same families have some p < α far more often."""
     margin = 0.05 + 2.33 * math.sqrt(0.05 * 0.95 / 200)
-    holm_failed, holm_any = _false_alarm_rates("holm")
-    raw_failed, raw_any = _false_alarm_rates("none")
+    # statsmodels' Holm runs gc.collect() on every call (0.3 s in a full test
+    # process); a no-op here changes no value, only the time of 200 gates.
+    monkeypatch.setattr("gc.collect", lambda *args: 0)
+    holm_failed, holm_any, raw_any = _false_alarm_rates()
     print(
-        f"\n200 no-change gates of 12 tests: failed gates holm {holm_failed:.3f} / none {raw_failed:.3f}; "
-        f"families with any corrected p < 0.05: holm {holm_any:.3f} / none {raw_any:.3f}"
+        f"\n200 no-change gates of 12 tests: failed gates (holm) {holm_failed:.3f}; "
+        f"families with any p < 0.05: holm {holm_any:.3f} / uncorrected {raw_any:.3f}"
     )
     assert holm_any <= margin and holm_failed <= margin
-    assert raw_failed > 0.10 and raw_any > 0.20
+    assert raw_any > 0.20
 
 
 def test_the_gate_states_its_family_and_rule():
