@@ -28,6 +28,7 @@ from stages.errors import Problem
 from stages.gating.compare import gate_all, render_verdict
 from stages.gating.reproduction import ConfigCheck
 from stages.gating.reproduction import render as render_check
+from stages.gating.side_by_side import side_by_side
 from stages.reporting.charts import slice_chart
 from stages.reporting.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 from stages.reporting.markdown import (
@@ -37,6 +38,7 @@ from stages.reporting.markdown import (
     describe_evidence,
     render_html,
     render_report,
+    side_by_side_section,
 )
 
 CFG = "sentences-600-bm25"
@@ -127,7 +129,6 @@ def assert_inert(elements: Elements) -> None:
     assert attributes <= {"align"}, attributes  # table cell alignment is all cmark-gfm writes
     prose = "".join(elements.prose)
     assert "@octocat" not in prose and "@github" not in prose and "#1" not in prose  # a zero-width space follows
-    assert "\u200b" in prose
 
 
 def test_comment_renders_hostile_ids_questions_quotes_and_tags_inert_on_github():
@@ -135,6 +136,7 @@ def test_comment_renders_hostile_ids_questions_quotes_and_tags_inert_on_github()
     comment = render_report(SUMMARIES, comparisons, verdict, info, KS, marker=True, limit=COMMENT_LIMIT)
     elements = Elements(github_html(comment))
     assert_inert(elements)
+    assert "@\u200boctocat @\u200bgithub/security-team #\u200b1" in "".join(elements.prose)
     # Only ragvet's own headings: the question's "## ✅ Gate passed" stays inside its list item.
     assert elements.headings == [
         "ragvet retrieval report", "❌ Gate failed", "Context budget beside recall", f"{CFG} (gated)",
@@ -396,3 +398,15 @@ def test_verify_names_a_near_tie_case_on_one_line():
     lines = render_check([check], "HEAD").splitlines()
     assert len(lines) == 4 and not [line for line in lines if line.lstrip().startswith("::")]
     assert lines[1] == "  near tie: a\\n::error::pwned\\r\\n::set-output name=x::y\\x1b[2J"
+
+
+def test_the_many_configuration_table_shows_hostile_names_inert():
+    """`ragvet compare` and the report's side-by-side table: config or experiment names in code spans."""
+    evil = "e`|<img src=x onerror=alert(1)>|` @octocat"
+    table_rows = {"base`|": [case("c1", 1.0, 1.0, 100, "x")], evil: [case("c1", 0.0, 0.0, 100, "x")], "gone": None}
+    gate = {**GATE, "correction": "holm", "permutation": {"resamples": 100, "seed": 1}}
+    table = side_by_side(table_rows, "base`|", ["evidence_recall@5"], gate)
+    elements = Elements(github_html("\n".join(side_by_side_section(table, 0.95))))
+    assert_inert(elements)
+    assert [tag for tag, _ in elements.tags].count("tr") == 4  # header, base, evil, gone: no cell split off
+    assert evil in elements.codes and "base`|" in elements.codes

@@ -109,14 +109,17 @@ def md_code(text: str, table: bool = False, limit: int | None = MAX_CHARS) -> st
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def md_prose(text: str, limit: int | None = None) -> str:
+def md_prose(text: str, table: bool = False, limit: int | None = None) -> str:
     """ragvet's own sentence in which pairs of backticks mark code (a gate reason):
-    the code parts as :func:`md_code`, the rest as :func:`md_text`. A user value
-    inside it is escaped either way, whatever backticks it holds."""
+    the code parts as :func:`md_code` (``table`` as there), the rest as
+    :func:`md_text`. A user value inside it is escaped either way, whatever
+    backticks it holds."""
     parts = _one_line(text, limit).split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: no code span at all
         return md_text(text, limit)
-    return "".join(md_code(part, limit=None) if i % 2 else md_text(part, limit=None) for i, part in enumerate(parts))
+    return "".join(
+        md_code(part, table, limit=None) if i % 2 else md_text(part, limit=None) for i, part in enumerate(parts)
+    )
 
 
 def html_text(text: str, limit: int | None = MAX_CHARS) -> str:
