@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from stages.reporting.escaping import visible
 from stages.storage.atomic import write_text
 
 EXIT_USER_ERROR = 2
@@ -40,7 +41,9 @@ class Problem:
     fix: str
 
     def render(self) -> str:
-        return f"{self.where}: {self.what}\n    fix: {self.fix}"
+        """Two lines, whatever the values quoted in it hold (a case id with a line
+        break or an escape sequence is shown escaped, see :func:`visible`)."""
+        return f"{visible(self.where, None)}: {visible(self.what, None)}\n    fix: {visible(self.fix, None)}"
 
     @property
     def kind(self) -> str:

@@ -305,7 +305,7 @@ def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
     # The gated config's table: baseline, current, delta, CI, arrow, cases.
     assert any(line.startswith("| `evidence_recall@5` (guarded) | 0.700 | 0.700 | 0.000 | [-") for line in lines)
     assert "| `context_chars@5` | 1,000 | 1,500 | +500 | [+500, +500] | ↑ | 5 |" in lines
-    slices = lines.index("<summary>Slices that moved most (evidence_recall@5)</summary>")
+    slices = lines.index("<summary>Slices that moved most (evidence_recall@&#8203;5)</summary>")  # no mention
     assert lines[slices + 4 : slices + 6] == [
         "| `kind=y` | 2 | 0.500 | 1.000 | +0.500 | [0.000, +1.000] | ↑ |",
         "| `kind=x` | 3 | 0.833 | 0.500 | -0.333 | [-1.000, 0.000] | ↓ |",

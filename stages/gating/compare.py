@@ -33,6 +33,7 @@ from stages.gating.significance import (
 )
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import higher_is_better
+from stages.reporting.escaping import visible
 from stages.reporting.formatting import fmt, fmt_p, is_missing
 from stages.schema import EVAL
 from stages.storage.files import FLOAT_PLACES
@@ -496,22 +497,24 @@ def _comparison_text(entry: dict, confidence: float) -> str:
 
 def render_verdict(verdict: dict) -> str:
     """Plain text for the terminal: every guarded delta with its CI, failing slices,
-    newly missed cases and the reasons a comparison is invalid, then the verdict."""
+    newly missed cases and the reasons a comparison is invalid, then the verdict.
+    Every name and reason is :func:`visible`: a case id cannot start a CI log command."""
     lines: list[str] = []
     if not verdict["configs"]:
         lines.append("no configurations are gated: list them under gate.configs in params.yaml")
     for cfg in verdict["configs"]:
-        name, confidence = cfg["config"], cfg.get("confidence", 0.95)
+        name, confidence = visible(cfg["config"]), cfg.get("confidence", 0.95)
         if cfg.get("accepted"):
-            lines.append(f"ACCEPTED {name}: {cfg['accepted']}")
+            lines.append(f"ACCEPTED {name}: {visible(cfg['accepted'], limit=None)}")
         for reason in cfg["reasons"]:
-            lines.append(f"INVALID {name}: {reason}")
+            lines.append(f"INVALID {name}: {visible(reason, limit=None)}")
         for m in cfg["metrics"]:
             status = "FAIL" if m["failed"] else "ok  "
-            lines.append(f"{status} {name} {m['metric']}: {_comparison_text(m, confidence)}")
+            lines.append(f"{status} {name} {visible(m['metric'])}: {_comparison_text(m, confidence)}")
         failing = [s for s in cfg["slices"] if s["failed"]]
         for s in failing:
-            lines.append(f"FAIL {name} slice {s['key']}={s['value']} {s['metric']}: {_comparison_text(s, confidence)}")
+            where = visible(f"{s['key']}={s['value']}")
+            lines.append(f"FAIL {name} slice {where} {visible(s['metric'])}: {_comparison_text(s, confidence)}")
         if cfg["slices"]:
             lines.append(
                 f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
@@ -521,7 +524,7 @@ def render_verdict(verdict: dict) -> str:
             k = cfg.get("newly_missed_k")
             lines.append(
                 f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
-                f"(hit in baseline, missed now): {', '.join(cfg['newly_missed'])}"
+                f"(hit in baseline, missed now): {', '.join(map(visible, cfg['newly_missed']))}"
             )
     if verdict["configs"]:
         lines.append(f"     {family_text(verdict['configs'][0].get('family'))}")
