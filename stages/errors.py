@@ -22,6 +22,7 @@ from stages.storage.atomic import write_text
 
 EXIT_USER_ERROR = 2
 SHOWN = 50  # problems printed on the terminal; the rest are counted by kind
+WHAT_CHARS = 500  # characters of one problem's "what" on the terminal
 PROBLEMS_FILE = Path(".ragvet/problems.txt")  # the full list, under the project's git-ignored folder
 
 F = TypeVar("F", bound=Callable)
@@ -40,7 +41,7 @@ class Problem:
     fix: str
 
     def render(self) -> str:
-        return f"{self.where}: {self.what}\n    fix: {self.fix}"
+        return f"{self.where}: {_clipped(self.what)}\n    fix: {self.fix}"
 
     @property
     def kind(self) -> str:
@@ -62,11 +63,24 @@ def reading_order(problem: Problem) -> tuple:
     return (match[1], int(match[2]), match[3], problem.what, problem.fix)
 
 
-class InputError(Exception):
-    """Raised with every problem found, never just the first, in reading order."""
+def _clipped(text: str) -> str:
+    """A message quoting a user's value is cut at :data:`WHAT_CHARS`: a one-megabyte
+    line quoted whole would flood the terminal as surely as a million problems."""
+    if len(text) <= WHAT_CHARS:
+        return text
+    return f"{text[:WHAT_CHARS]}… ({len(text) - WHAT_CHARS:,} more characters)"
 
-    def __init__(self, problems: Iterable[Problem]):
-        self.problems = sorted(set(problems), key=reading_order)
+
+class InputError(Exception):
+    """Raised with every problem found, never just the first, in reading order.
+
+    ``roots`` are problems that cause others (a params mistake behind the cases'
+    errors): they come first, in reading order, and the knock-ons after them.
+    """
+
+    def __init__(self, problems: Iterable[Problem], roots: Iterable[Problem] = ()):
+        first = sorted(set(roots), key=reading_order)
+        self.problems = first + sorted(set(problems) - set(first), key=reading_order)
         super().__init__(self.render())
 
     def render(self) -> str:
