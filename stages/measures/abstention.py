@@ -183,10 +183,16 @@ def _read_entries(path: Path) -> dict[str, Any]:
     return data  # a LocatedDict, whose key lines the problems name
 
 
+def _where(path: Path, entries: Mapping[str, Any], name: str) -> str:
+    """``abstention.yaml:7 (name)`` when the file was read with its lines, else ``abstention.yaml: name``."""
+    line = line_of(entries, name)
+    return f"{path}:{line} ({name})" if line else f"{path}: {name}"
+
+
 def _entry_problems(path: Path, entries: Mapping[str, Any], name: str, configs: Mapping[str, Any]) -> list[Problem]:
     """What is wrong with one entry's shape, at most one problem."""
     entry = entries[name]
-    where = f"{path}:{line_of(entries, name)} ({name})" if line_of(entries, name) else f"{path}: {name}"
+    where = _where(path, entries, name)
     retune = f"run `ragvet tune-abstain --config {name}` again, or delete the entry"
     if name not in configs:
         return [Problem(where, f"threshold for configuration {name!r}, which does not exist", "remove the entry")]
@@ -226,7 +232,7 @@ def stale_thresholds(
         if changed:
             problems.append(
                 Problem(
-                    f"{path}: {name}",
+                    _where(path, thresholds, name),
                     f"threshold refused: {' and '.join(changed)} changed since it was tuned",
                     f"run `ragvet tune-abstain --config {name}` again, or delete the entry",
                 )
