@@ -89,6 +89,7 @@ def refused(done: subprocess.CompletedProcess, folder: Path) -> str:
          "data/corpus/more.jsonl:2"),
         (GOOD_CASE, {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "half \\ud83d of an emoji"}\n'},
          "data/corpus/more.jsonl:1"),
+        (GOOD_CASE, {"leave.md": LEAVE, "other.md": '---\ntitle: "T\\udc00"\n---\nbody\n'}, "data/corpus/other.md"),
     ],
 )
 def test_a_lone_surrogate_is_refused_at_its_line_before_anything_is_written(tmp_path, cases, corpus, where):

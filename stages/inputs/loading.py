@@ -163,7 +163,9 @@ def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
     if front is not None:
         value, yaml_problems = load_located_yaml(front, where, line_offset=1)
         problems.extend(yaml_problems)
-        if value is not None and not isinstance(value, dict):
+        if lone_surrogate(value) is not None:
+            problems.append(Problem(where, surrogate_what(lone_surrogate(value)), SURROGATE_FIX))
+        elif value is not None and not isinstance(value, dict):
             problems.append(
                 Problem(
                     where,
