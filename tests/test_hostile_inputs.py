@@ -361,7 +361,7 @@ def test_yaml_11_number_forms_keep_the_id_as_written(tmp_path):
 def test_an_id_that_yaml_reads_as_another_type_says_quote_it(tmp_path, written, got):
     folder = project(tmp_path, f"- id: {written}\n  question: q?\n  evidence: [{{doc: leave}}]\n")
     message = refused(validate(folder), folder)
-    assert f"data/cases/cases.yaml:1 (case #1): an id must be text or a whole number, got {got}" in message
+    assert f"data/cases/cases.yaml:1 (case #1): the id must be text or a whole number, got {got}" in message
     assert 'fix: quote it (id: "010" keeps the text as written)' in message
 
 

@@ -108,7 +108,7 @@ def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
             )
     doc_id = as_id(row.get("doc_id"))
     if doc_id is None:
-        what = id_problem(row.get("doc_id")).replace("id", "doc_id", 1)
+        what = id_problem(row.get("doc_id"), "doc_id")
         problems.append(Problem(where, what, "give every line a unique, non-empty doc_id as text"))
     elif id_flaw(doc_id):
         problems.append(Problem(where, f"doc_id {doc_id!r} {id_flaw(doc_id)}", ID_FLAW_FIX))

@@ -41,11 +41,11 @@ def as_id(value: Any) -> str | None:
     return str(value) if is_int(value) else None
 
 
-def id_problem(value: Any) -> str:
+def id_problem(value: Any, name: str = "id") -> str:
     """Why :func:`as_id` refused a value, for a "what is wrong" message."""
     if value is None or (isinstance(value, str) and not value.strip()):
-        return f"missing or empty id (got {value!r})"
-    return f"an id must be text or a whole number, got {kind_of(value)} {value!r}"
+        return f"missing or empty {name} (got {value!r})"
+    return f"the {name} must be text or a whole number, got {kind_of(value)} {value!r}"
 
 
 ID_FIX = 'quote it (id: "010" keeps the text as written); YAML reads yes, 1.5 or ~ as other types'
