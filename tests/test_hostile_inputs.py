@@ -475,3 +475,12 @@ def test_read_params_keeps_lines_and_refuses_aliases(tmp_path):
         read_params(path)
     assert err.value.problems[0].where == f"{path}:1"
     assert "anchor or alias `x` is not accepted" in err.value.problems[0].what
+
+
+def test_what_the_located_loader_reads_safe_dump_writes_back(tmp_path):
+    """tune-abstain rewrites abstention.yaml and init writes params.yaml from values read
+    with their lines: the dict and list subclasses must dump as plain YAML."""
+    path = tmp_path / "params.yaml"
+    path.write_text("b: {x: [1, 2]}\na: 010\n")
+    value = read_params(path)
+    assert yaml.safe_dump(value, sort_keys=False) == "b:\n  x:\n  - 1\n  - 2\na: '010'\n"

@@ -66,6 +66,10 @@ def _located_loader() -> type:
         first: [(tag, rx) for tag, rx in resolvers if tag not in _REPLACED]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    # What this loader reads, yaml.safe_dump must write back (tune-abstain, init):
+    # the safe dumper knows dict and list, not their subclasses.
+    yaml.SafeDumper.add_representer(LocatedDict, yaml.SafeDumper.represent_dict)
+    yaml.SafeDumper.add_representer(LocatedList, yaml.SafeDumper.represent_list)
     Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(_INT), list("-+0123456789"))
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
 
