@@ -430,6 +430,22 @@ def test_a_cases_file_symlink_to_outside_the_project_is_refused(tmp_path):
     assert "data/cases/cases.yaml: a symlink to" in message and "outside the project" in message
 
 
+def test_an_answers_file_or_plugin_symlinked_outside_the_project_is_refused(tmp_path, monkeypatch):
+    from stages.measures.answers import stray_answer_files
+
+    (tmp_path / "outside.py").write_text("def search(cases, chunks):\n    return {}\n")
+    repo = tmp_path / "repo"
+    (repo / "plugins").mkdir(parents=True)
+    (repo / "plugins" / "evil.py").symlink_to(tmp_path / "outside.py")
+    (repo / "data" / "answers").mkdir(parents=True)
+    (repo / "data" / "answers" / "cfg.jsonl").symlink_to(tmp_path / "outside.py")
+    monkeypatch.chdir(repo)
+    [plugin] = retriever_problems("mine", {"kind": "python", "target": "plugins.evil:search"}, "params.yaml: r")
+    assert (plugin.where, plugin.what.split(",")[0]) == ("plugins/evil.py", f"a symlink to {tmp_path / 'outside.py'}")
+    [answers] = stray_answer_files(Path("data/answers"), ["cfg"])
+    assert answers.where == "data/answers/cfg.jsonl" and "outside the project" in answers.what
+
+
 # --- 18: kind python -------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from stages.inputs.values import (
     surrogate_what,
 )
 from stages.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
-from stages.storage.files import decode_utf8, dumps_line, symlink_outside, text_lines
+from stages.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
 
 CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
 DOC_KEYS = ("doc_id", "text", "title", "metadata")
@@ -234,9 +234,9 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
         key=lambda path: path.relative_to(corpus_dir).as_posix(),
     )
     for path in paths:
-        outside = symlink_outside(path, corpus_dir, Path.cwd())
+        outside = link_out_of_project(path, corpus_dir)
         if outside is not None:
-            problems.append(_outside_problem(path, outside))
+            problems.append(outside)
             continue
         if path.suffix.lower() == ".jsonl":
             found.extend(_jsonl_docs(path, problems))
@@ -271,15 +271,6 @@ def _spelling(one: str, other: str) -> str:
     return f" as {other!r}, the same text in another Unicode spelling (NFC vs NFD)" if one != other else ""
 
 
-def _outside_problem(path: Path, target: Path) -> Problem:
-    return Problem(
-        str(path),
-        f"a symlink to {target}, outside the project: DVC tracks the link, not its target, "
-        "so a change there would go unseen",
-        "copy the file into the project (or `dvc import` it) instead of linking to it",
-    )
-
-
 def load_corpus(corpus_dir: str | Path) -> list[Doc]:
     """Every document of the corpus folder, sorted by doc_id.
 
@@ -306,9 +297,9 @@ def cases_file(path: Path, problems: list[Problem]) -> Path | None:
     A path that is not a folder is returned as it is.
     """
     if not path.is_dir():
-        outside = symlink_outside(path, path.parent, Path.cwd())
+        outside = link_out_of_project(path, path.parent)
         if outside is not None:
-            problems.append(_outside_problem(path, outside))
+            problems.append(outside)
             return None
         return path
     found = sorted(child for child in path.iterdir() if child.is_file() and child.suffix.lower() in CASE_SUFFIXES)

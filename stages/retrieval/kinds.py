@@ -27,7 +27,7 @@ from stages.retrieval.plugins import call_plugin, external_scores
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
 from stages.schema import Case, Chunk
 from stages.storage.columns import ChunkTexts
-from stages.storage.files import symlink_outside
+from stages.storage.files import link_out_of_project
 from stages.storage.progress import progress_bar
 
 # --- BM25 -----------------------------------------------------------------
@@ -332,14 +332,14 @@ def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> l
                 f"put the function in a module under {PLUGINS}/ and name it, e.g. {PLUGINS}.mine:search",
             )
         ]
-    source = Path(*module.split("."))
-    for path in (source.with_suffix(".py"), source / "__init__.py"):
-        outside = symlink_outside(path, Path(PLUGINS), Path.cwd()) if path.exists() else None
-        if outside is not None:
-            return [Problem(where, f"{path} is a symlink to {outside}, outside the project", f"copy it into {PLUGINS}/")]
     if not isinstance(spec.get("options", {}), dict):
         return [Problem(where, "options must be a mapping", "pass keyword arguments as options: {top: 5}")]
-    return []
+    source = Path(*module.split("."))
+    return [
+        problem
+        for path in (source.with_suffix(".py"), source / "__init__.py")
+        if path.exists() and (problem := link_out_of_project(path, Path(PLUGINS))) is not None
+    ]
 
 
 def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:

@@ -100,14 +100,19 @@ def text_lines(path: str | Path, problems: list[Problem]) -> list[tuple[int, str
     return lines
 
 
-def symlink_outside(path: Path, folder: Path, root: Path) -> Path | None:
-    """Where ``path`` (found under ``folder``) really is, when a symlink at or below
-    ``folder`` takes it outside ``root``, the project; else ``None``. DVC hashes the
-    link, not what it points to, so an outside target changes results unseen."""
+def link_out_of_project(path: Path, folder: Path) -> Problem | None:
+    """A problem when a symlink at or below ``folder`` takes ``path`` outside the
+    project (the working directory, as under DVC). DVC hashes the link, not what it
+    points to, so a change at the target would change results unseen."""
     target = path.resolve()
-    if target == folder.resolve() / path.relative_to(folder) or target.is_relative_to(root.resolve()):
+    if target == folder.resolve() / path.relative_to(folder) or target.is_relative_to(Path.cwd().resolve()):
         return None
-    return target
+    return Problem(
+        str(path),
+        f"a symlink to {target}, outside the project: DVC tracks the link, not its target, "
+        "so a change there would go unseen",
+        "copy the file into the project (or `dvc import` it) instead of linking to it",
+    )
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
