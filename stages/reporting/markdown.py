@@ -15,15 +15,17 @@ from typing import Any
 
 from stages.gating.compare import (
     compare_metric,
+    family_text,
     fingerprint_reasons,
     newly_found,
     newly_missed,
     newly_missed_k,
     slice_comparisons,
 )
+from stages.gating.significance import describe_family
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
-from stages.reporting.formatting import DASH, fmt, is_missing
+from stages.reporting.formatting import DASH, fmt, fmt_p, is_missing
 from stages.schema import DEV, EVAL, SPLITS
 
 Summary = dict[str, Any]
@@ -316,9 +318,8 @@ def compare_configs(
             out.append(entry)
             continue
         guarded = gate_params["metrics"] if gated else ()
-        boot = gate_params["bootstrap"]
         entry["metrics"] = [
-            {**compare_metric(base_rows, rows, metric, boot), "guarded": metric in guarded}
+            {**compare_metric(base_rows, rows, metric, gate_params), "guarded": metric in guarded}
             for metric in report_metrics(k, guarded)
         ]
         moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys) if s["delta"] is not None]
@@ -393,7 +394,8 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
             if m["failed"]:
                 out.append(
                     f"- `{name}`: `{m['metric']}` {fmt(m['baseline'])} → {fmt(m['current'])} "
-                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}), a {_bad_move(m['metric'])} of more than "
+                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}, corrected p {fmt_p(m['p_corrected'])}), "
+                    f"a {_bad_move(m['metric'])} of more than "
                     f"`max_drop` {fmt(cfg['max_drop'])}"
                 )
         for s in cfg["slices"]:
@@ -401,7 +403,8 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                 out.append(
                     f"- `{name}`: slice `{s['key']}={s['value']}` ({s['cases']} cases) `{s['metric']}` "
                     f"{fmt(s['baseline'])} → {fmt(s['current'])} ({fmt(s['delta'], True)}, {confidence} CI "
-                    f"{_ci(s)}), a {_bad_move(s['metric'])} of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
+                    f"{_ci(s)}, corrected p {fmt_p(s['p_corrected'])}), a {_bad_move(s['metric'])} of more than "
+                    f"`slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
         if cfg["passed"] and not cfg.get("accepted"):
             guarded = ", ".join(f"`{m['metric']}`" for m in cfg["metrics"])
@@ -415,7 +418,8 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                 "(listed below)."
             )
     source = f"`{against}` (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
-    return out + ["", f"Compared with {source}, paired over the same eval-split cases.", ""]
+    family = family_text(verdict["configs"][0].get("family"))
+    return out + ["", f"Compared with {source}, paired over the same eval-split cases. {family}".rstrip(), ""]
 
 
 # The context budget is averaged over two denominators: a configuration's summary
@@ -455,6 +459,52 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
         "characters. Compare recall at an equal budget."
     )
     return ["## Context budget beside recall", "", intro, "", *_table(header, rows), ""]
+
+
+SIDE_BY_SIDE_TESTS = "every configuration and metric against the baseline configuration"
+
+
+def side_by_side_section(table: dict | None, confidence: float, title: str = "configuration") -> list[str]:
+    """Every configuration (or experiment) against one baseline, one table per
+    metric: mean, delta, paired CI, corrected p-value (✱ below α) and the cases
+    won, tied and lost. Built by :func:`stages.gating.side_by_side.side_by_side`."""
+    if not table:
+        return []
+    baseline = _escape(table["baseline"])
+    out = [
+        f"## Every {title} against `{baseline}`",
+        "",
+        (
+            f"Eval split, paired over the cases both have a value for. ✱: corrected p < α. W/T/L: cases won, tied "
+            f"and lost against `{baseline}`. {describe_family(table['family'], SIDE_BY_SIDE_TESTS)}"
+        ),
+        "",
+    ]
+    for index, metric in enumerate(table["metrics"]):
+        rows = []
+        for entry in table["entries"]:
+            name = f"`{_escape(entry['name'])}`" + (" (baseline)" if entry["baseline"] else "")
+            if entry["reason"]:
+                rows.append([name, DASH, DASH, DASH, DASH, _escape(entry["reason"])])
+                continue
+            m = entry["metrics"][index]
+            if entry["baseline"]:
+                rows.append([name, _value(metric, m["current"]), DASH, DASH, DASH, DASH])
+                continue
+            mark = " ✱" if m.get("significant") else ""
+            rows.append(
+                [
+                    name,
+                    _value(metric, m["current"]),
+                    _value(metric, m["delta"], True) + mark,
+                    _ci(m),
+                    fmt_p(m["p_corrected"]),
+                    f"{m['wins']}/{m['ties']}/{m['losses']}",
+                ]
+            )
+        header = [f"`{metric}`", "mean", "Δ", f"paired {confidence * 100:g}% CI", "corrected p", "W/T/L"]
+        out += _table(header, rows) + [""]
+    return out
 
 
 def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bool, cap: int | None) -> list[str]:
@@ -552,6 +602,7 @@ def render_report(
     against: str | None = None,
     marker: bool = False,
     limit: int | None = None,
+    table: dict | None = None,
 ) -> str:
     """The pull-request document: the verdict first, then every configuration's
     paired comparison (gated ones open, the others collapsed), then the absolute
@@ -561,9 +612,12 @@ def render_report(
     With ``limit`` (characters), a document that would be longer lists fewer
     cases per list, then leaves out the absolute figures, so that the verdict and
     the comparisons always reach the reviewer instead of a rejected comment.
+    ``table`` is the many-configuration comparison (:func:`side_by_side_section`).
     """
     for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
-        text = _render(summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute)
+        text = _render(
+            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table
+        )
         if limit is None or len(text) <= limit:
             break
     return text
@@ -579,6 +633,7 @@ def _render(
     marker: bool,
     cap: int | None,
     with_absolute: bool,
+    table: dict | None = None,
 ) -> str:
     """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
@@ -587,6 +642,7 @@ def _render(
     lines += _verdict_section(verdict, against)
     lines += [DISCLAIMER, ""]
     lines += _budget_section(comparisons)
+    lines += side_by_side_section(table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
     for comp in gated:
