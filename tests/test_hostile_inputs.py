@@ -477,10 +477,13 @@ def test_resamples_and_depth_are_capped(tmp_path):
     params = shipped_params()
     params["gate"]["bootstrap"]["resamples"] = 100_000_000
     params["depth"] = 10**9
+    params["gate"]["permutation"] = {"resamples": MAX_RESAMPLES + 1, "seed": 1}
     found = {(p.where, p.what) for p in validate_params(params)}
+    assert ("params.yaml: gate.permutation.resamples", f"`gate.permutation.resamples` is 100,001, above ragvet's cap of {MAX_RESAMPLES:,}") in found
     assert ("params.yaml: gate.bootstrap.resamples", f"`gate.bootstrap.resamples` is 100,000,000, above ragvet's cap of {MAX_RESAMPLES:,}") in found
     assert ("params.yaml: depth", f"`depth` is 1,000,000,000, above ragvet's cap of {MAX_DEPTH:,}") in found
     params["gate"]["bootstrap"]["resamples"], params["depth"] = MAX_RESAMPLES, MAX_DEPTH
+    params["gate"]["permutation"]["resamples"] = MAX_RESAMPLES
     assert not [p for p in validate_params(params) if "cap" in p.what]
 
 
