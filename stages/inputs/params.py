@@ -13,6 +13,7 @@ from typing import Any
 from stages.chunking import chunking_problems
 from stages.errors import Problem
 from stages.gating.significance import CORRECTIONS
+from stages.inputs.located_yaml import key_path_line
 from stages.inputs.values import did_you_mean, has_text, is_int, is_number, kind_of
 from stages.measures.registry import metric_problems
 
@@ -32,6 +33,10 @@ GATE_KEYS = (
 GATE_OPTIONAL_KEYS = ("correction", "permutation")
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
 PERMUTATION_KEYS = ("resamples", "seed")
+# Caps on knobs whose cost grows with their value, so that a typo cannot stall CI:
+# each resample re-averages every case, and each rank of depth is stored per case.
+MAX_RESAMPLES = 100_000
+MAX_DEPTH = 10_000
 # Names become DVC foreach keys (``retrieve@<config>``) and file names (``metrics/<config>.json``).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -83,9 +88,12 @@ class _ParamsChecker:
             )
             self.add(key, f"`{key}` must be a number in {interval}, got {value!r}", fix)
 
-    def integer(self, key: str, value: Any, low: int, fix: str) -> bool:
+    def integer(self, key: str, value: Any, low: int, fix: str, high: int | None = None) -> bool:
         if not is_int(value) or value < low:
             self.add(key, f"`{key}` must be an integer ≥ {low}, got {value!r}", fix)
+            return False
+        if high is not None and value > high:
+            self.add(key, f"`{key}` is {value:,}, above ragvet's cap of {high:,}", fix)
             return False
         return True
 
@@ -263,7 +271,13 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
 
 def _check_resamples_seed(check: _ParamsChecker, section: dict, key: str) -> None:
     if "resamples" in section:
-        check.integer(f"{key}.resamples", section["resamples"], 1, "set e.g. resamples: 2000")
+        check.integer(
+            f"{key}.resamples",
+            section["resamples"],
+            1,
+            f"set e.g. resamples: 2000 (at most {MAX_RESAMPLES:,}; an interval barely narrows past 10,000)",
+            MAX_RESAMPLES,
+        )
     if "seed" in section:
         check.integer(f"{key}.seed", section["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
 
@@ -351,7 +365,10 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     ks = _check_ks(check, params) if "ks" in params else None
     if "depth" in params:
         depth = params["depth"]
-        valid = check.integer("depth", depth, 1, "set how many chunks each run keeps per case, e.g. depth: 20")
+        valid = check.integer(
+            "depth", depth, 1, f"set how many chunks each run keeps per case, e.g. depth: 20 (at most {MAX_DEPTH:,})",
+            MAX_DEPTH,
+        )
         if valid and ks and depth < ks[-1]:
             check.add(
                 "depth",
@@ -362,4 +379,12 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     _check_split_evidence_slices(check, params)
     if "gate" in params:
         _check_gate(check, params, ks)
-    return check.problems
+    return [_at_line(problem, params, source) for problem in check.problems]
+
+
+def _at_line(problem: Problem, params: dict, source: str) -> Problem:
+    """``params.yaml: gate.max_drop`` as ``params.yaml:41 (gate.max_drop)`` when the
+    params were read with their lines (:func:`stages.storage.files.read_params`)."""
+    path = problem.where.removeprefix(f"{source}: ")
+    line = key_path_line(params, path) if path != problem.where else 0
+    return Problem(f"{source}:{line} ({path})", problem.what, problem.fix) if line else problem

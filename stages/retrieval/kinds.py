@@ -27,6 +27,7 @@ from stages.retrieval.plugins import call_plugin, external_scores
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
 from stages.schema import Case, Chunk
 from stages.storage.columns import ChunkTexts
+from stages.storage.files import link_out_of_project
 from stages.storage.progress import progress_bar
 
 # --- BM25 -----------------------------------------------------------------
@@ -199,7 +200,7 @@ def _members_problems(names: Any, key: str, where: str, retrievers: Mapping[str,
     return [
         Problem(where, f"{key} names unknown retriever {name!r}", f"use one of: {known}")
         for name in names
-        if name not in retrievers
+        if not isinstance(name, str) or name not in retrievers  # a list or mapping is not hashable
     ]
 
 
@@ -286,6 +287,7 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
 PYTHON_KEYS = {"kind", "target", "options", "abstain_below"}
 RUN_FILE_KEYS = {"kind", "path", "format", "abstain_below"}
 RUN_FILE_FOLDER = "data/external"  # a dependency of every retrieve stage in dvc.yaml
+PLUGINS = "plugins"  # the package of python-kind targets, also a dependency of every retrieve stage
 
 
 def python_run(request: Request, spec: dict) -> list[RunRow]:
@@ -320,9 +322,24 @@ def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> l
     target = spec.get("target")
     if not isinstance(target, str) or target.count(":") != 1:
         return [Problem(where, f"target must be 'package.module:function', got {target!r}", "e.g. plugins.mine:search")]
+    module = target.partition(":")[0]
+    if not module.startswith(f"{PLUGINS}."):
+        return [
+            Problem(
+                where,
+                f"target {target!r} is outside the project's `{PLUGINS}` package: this kind runs the code it names, "
+                f"and dvc.yaml tracks only `{PLUGINS}/`, so a change elsewhere would not re-run retrieval",
+                f"put the function in a module under {PLUGINS}/ and name it, e.g. {PLUGINS}.mine:search",
+            )
+        ]
     if not isinstance(spec.get("options", {}), dict):
         return [Problem(where, "options must be a mapping", "pass keyword arguments as options: {top: 5}")]
-    return []
+    source = Path(*module.split("."))
+    return [
+        problem
+        for path in (source.with_suffix(".py"), source / "__init__.py")
+        if path.exists() and (problem := link_out_of_project(path, Path(PLUGINS))) is not None
+    ]
 
 
 def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
@@ -361,7 +378,7 @@ def kind_for(spec: dict) -> Kind:
 
 def _cycle(name: str, retrievers: Mapping[str, Any], path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
     """A chain of member references that comes back to ``name``, if any."""
-    spec = retrievers.get(name)
+    spec = retrievers.get(name) if isinstance(name, str) else None  # a member may be any YAML value
     if not isinstance(spec, dict):
         return None
     refs = spec.get("members") if spec.get("kind") == "hybrid" else [spec.get("first_stage")]
@@ -379,7 +396,7 @@ def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str
     and for hybrid and rerank, members that exist and never refer back to it."""
     if not isinstance(spec, dict):
         return [Problem(where, f"retriever {name!r} must be a mapping", "give it a kind, e.g. kind: bm25")]
-    if spec.get("kind") not in KINDS:
+    if not isinstance(spec.get("kind"), str) or spec["kind"] not in KINDS:  # a list or mapping is not hashable
         return [Problem(where, f"unknown retriever kind {spec.get('kind')!r}", f"use one of: {', '.join(KINDS)}")]
     kind = kind_for(spec)
     problems = [

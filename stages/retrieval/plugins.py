@@ -8,12 +8,14 @@ confident but wrong numbers: every problem names the target or file and line.
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
 from stages.formats.runfiles import entry_score, read_external_run
+from stages.inputs.values import is_number
 from stages.schema import Case, Chunk
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
@@ -56,6 +58,14 @@ def _pairs(case_id: str, ranked: Any, known: set[str], where: str) -> tuple[dict
     for item in ranked:
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], (int, float))):
             problems.append(Problem(f"{where} (case {case_id})", f"item {item!r:.60} is not (chunk_id, score)", SHAPE))
+        elif not is_number(item[1]):
+            problems.append(
+                Problem(
+                    f"{where} (case {case_id})",
+                    f"chunk {item[0]!r:.60} has score {item[1]!r}, not a finite number",
+                    "return finite scores (NaN sorts nowhere); leave out a chunk you cannot score",
+                )
+            )
         elif item[0] not in known:
             problems.append(
                 Problem(f"{where} (case {case_id})", f"unknown chunk id {item[0]!r}", "return ids of the chunk table")
@@ -88,9 +98,30 @@ def check_plugin_result(result: Any, cases: Sequence[Case], chunks: Sequence[Chu
 
 
 def call_plugin(target: str, cases: Sequence[Case], chunks: Sequence[Chunk], options: dict) -> Scored:
+    """The plugin's checked result. An exception it raises is the plugin's bug, not
+    ragvet's: it becomes a problem at the plugin's own file and line."""
     function = load_target(target)
     payload = [{"id": case.case_id, "question": case.question, "filter": case.filter} for case in cases]
-    return check_plugin_result(function(payload, chunk_table(chunks), **options), cases, chunks, f"plugin {target}")
+    try:
+        result = function(payload, chunk_table(chunks), **options)
+    except Exception as err:  # whatever the user's code raises
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        raise InputError(
+            [
+                Problem(
+                    f"{_shown(frame.filename)}:{frame.lineno} (plugin {target})",
+                    f"the plugin raised {type(err).__name__}: {str(err)[:300]}",
+                    "fix the plugin; run it alone on the first few cases to see the full traceback",
+                )
+            ]
+        ) from None
+    return check_plugin_result(result, cases, chunks, f"plugin {target}")
+
+
+def _shown(filename: str) -> str:
+    """A source file relative to the project when it is inside it, as a user reads it."""
+    path = Path(filename)
+    return path.relative_to(Path.cwd()).as_posix() if path.is_relative_to(Path.cwd()) else filename
 
 
 def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
