@@ -23,6 +23,7 @@ import yaml
 from stages.errors import SHOWN, InputError
 from stages.formats.runfiles import read_external_run
 from stages.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
+from stages.reporting.escaping import visible
 from stages.measures.answers import read_answers
 from stages.retrieval.kinds import retrieve, retriever_problems
 from stages.schema import Case, Chunk
@@ -376,7 +377,8 @@ def test_an_id_that_yaml_reads_as_another_type_says_quote_it(tmp_path, written, 
 def test_a_case_id_with_whitespace_or_control_characters_is_refused(tmp_path, case_id, flaw):
     folder = project(tmp_path, f'- id: "{case_id}"\n  question: q?\n  evidence: [{{doc: leave}}]\n')
     message = refused(validate(folder), folder)
-    assert f"data/cases/cases.yaml:1 (case #1): case id {case_id.encode().decode('unicode_escape')!r} contains {flaw}" in message
+    shown = visible(repr(case_id.encode().decode("unicode_escape")))  # the terminal's one-line form
+    assert f"data/cases/cases.yaml:1 (case #1): case id {shown} contains {flaw}" in message
     assert "fix: ids become whitespace-separated columns of TREC runs and qrels" in message
 
 
@@ -384,7 +386,7 @@ def test_a_doc_id_with_a_newline_or_a_file_name_with_a_space_is_refused(tmp_path
     corpus = {"leave.md": LEAVE, "my doc.md": "text\n", "more.jsonl": '{"doc_id": "x\\ny", "text": "t"}\n'}
     folder = project(tmp_path, corpus=corpus)
     message = refused(validate(folder), folder)
-    assert "data/corpus/more.jsonl:1: doc_id 'x\\ny' contains a control character (U+000A)" in message
+    assert "data/corpus/more.jsonl:1: doc_id 'x\\\\ny' contains a control character (U+000A)" in message  # repr, then shown
     assert "data/corpus/my doc.md: doc id 'my doc' (the file's path) contains SPACE (U+0020)" in message
 
 
