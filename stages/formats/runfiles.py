@@ -1,8 +1,10 @@
 """Reading a production system's ranked output: a TREC run file or JSONL.
 
 TREC lines are ``qid Q0 docno rank score tag``. JSONL lines are
-``{case_id, chunk_id | doc_id, score | rank}``. Every malformed line is
-reported with its line number; nothing is guessed.
+``{case_id, chunk_id | doc_id, score | rank}``, or a foreign passage (the
+production system's own chunk): ``{case_id, doc_id, start, end, score | rank}``
+or ``{case_id, doc_id, text, score | rank}``. Every malformed line is reported
+with its line number; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from pathlib import Path
 from stages.errors import InputError, Problem, raise_if
 from stages.storage.files import iter_jsonl
 
+PASSAGE_LOCATORS = ("start", "end", "text", "occurrence")  # with doc_id, a line names a foreign passage
+
 
 @dataclass(frozen=True)
 class RunEntry:
-    """One ranked item of an external run. ``level`` is ``chunk`` or ``doc``."""
+    """One ranked item of an external run. ``level`` is ``chunk``, ``doc`` or
+    ``passage``; a passage's locating keys are in ``passage``."""
 
     line: int
     case_id: str
@@ -24,6 +29,7 @@ class RunEntry:
     level: str
     score: float | None
     rank: int | None
+    passage: dict | None = None
 
 
 def run_format(path: Path, declared: str | None) -> str:
@@ -75,6 +81,10 @@ def _jsonl_entry(path: Path, number: int, row: object) -> RunEntry | Problem:
         return Problem(where, "a run line needs a score or a rank", "add score (higher is better) or rank (1 is best)")
     if (score is not None and not isinstance(score, (int, float))) or (rank is not None and not isinstance(rank, int)):
         return Problem(where, "score must be a number and rank an integer", "fix the value")
+    located = {key: row[key] for key in PASSAGE_LOCATORS if key in row}
+    if located and ids[0] == "doc_id":
+        passage = {"doc_id": row["doc_id"], **located}
+        return RunEntry(number, str(row["case_id"]), str(row["doc_id"]), "passage", score, rank, passage)
     level = "chunk" if ids[0] == "chunk_id" else "doc"
     return RunEntry(number, str(row["case_id"]), str(row[ids[0]]), level, score, rank)
 
@@ -94,7 +104,13 @@ def read_external_run(path: Path, declared_format: str | None = None) -> list[Ru
     levels = {entry.level for entry in entries}
     if len(levels) > 1:
         raise InputError(
-            [Problem(str(path), "the run mixes chunk ids and doc ids", "rank either chunks or documents, not both")]
+            [
+                Problem(
+                    str(path),
+                    f"the run mixes {' and '.join(sorted(levels))} lines",
+                    "rank one kind of item: chunk ids, doc ids, or passages ({doc_id, start, end} or {doc_id, text})",
+                )
+            ]
         )
     if len({entry.score is None for entry in entries}) > 1:
         raise InputError(

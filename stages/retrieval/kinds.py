@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stages.errors import Problem
+from stages.errors import InputError, Problem
 from stages.inputs.values import is_number, is_positive_int
 from stages.retrieval import dense
 from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
+from stages.retrieval.passages import PassageLocator, is_foreign
 from stages.retrieval.plugins import call_plugin, external_scores
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
-from stages.schema import Case, Chunk
+from stages.schema import Case, Chunk, Doc
 from stages.storage.columns import ChunkTexts
 from stages.storage.progress import progress_bar
 
@@ -134,15 +135,17 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
 @dataclass(frozen=True)
 class Request:
     """What every kind gets: cases sorted by id, chunks sorted by chunk_id, the
-    depth, and all retriever specs (for kinds built from other retrievers)."""
+    depth, all retriever specs (for kinds built from other retrievers), and the
+    corpus (to locate the foreign passages a run file or an endpoint returns)."""
 
     cases: Sequence[Case]
     chunks: Sequence[Chunk]
     depth: int
     retrievers: Mapping[str, dict]
+    docs: Mapping[str, Doc] = field(default_factory=dict)
 
     def deeper(self, depth: int) -> Request:
-        return Request(self.cases, self.chunks, depth, self.retrievers)
+        return replace(self, depth=depth)
 
     def chunk_by_id(self) -> dict[str, Chunk]:
         return {chunk.chunk_id: chunk for chunk in self.chunks}
@@ -165,9 +168,24 @@ def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[Run
 
 
 def run_named(request: Request, name: str) -> list[RunRow]:
-    """The run of the retriever called ``name`` (a member of a hybrid or rerank)."""
+    """The run of the retriever called ``name`` (a member of a hybrid or rerank).
+
+    Members rank the chunking's chunks: fusing or re-scoring foreign passages with
+    chunks would mix two segmentations of the corpus in one ranking.
+    """
     spec = request.retrievers[name]
-    return kind_for(spec).run(request, spec)
+    rows = kind_for(spec).run(request, spec)
+    if is_foreign(row["chunk_id"] for row in rows):
+        raise InputError(
+            [
+                Problem(
+                    f"params.yaml: retriever {name!r}",
+                    "it returns foreign passages, so it cannot be a member of a hybrid or rerank",
+                    "evaluate it as a configuration of its own",
+                )
+            ]
+        )
+    return rows
 
 
 # --- hybrid ---------------------------------------------------------------
@@ -306,9 +324,12 @@ def python_run(request: Request, spec: dict) -> list[RunRow]:
 
 
 def run_file_run(request: Request, spec: dict) -> list[RunRow]:
-    """Rank a production system's run file, checked against the chunking."""
-    scored = external_scores(Path(spec["path"]), spec.get("format"), request.cases, request.chunks)
-    chunk_by_id = request.chunk_by_id()
+    """Rank a production system's run file, checked against the chunking or, for
+    foreign passages, located in the corpus."""
+    locator = PassageLocator(request.docs)
+    scored, chunk_by_id = external_scores(
+        Path(spec["path"]), spec.get("format"), request.cases, request.chunks, locator
+    )
     return [
         row
         for case in request.cases
@@ -406,11 +427,14 @@ def retrieve(
     spec: dict,
     depth: int,
     retrievers: Mapping[str, dict] | None = None,
+    docs: Mapping[str, Doc] | None = None,
 ) -> list[RunRow]:
     """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
 
     ``retrievers`` holds every named spec, which hybrid and rerank need for
-    their members. The bm25 kind also takes the chunks as :class:`ChunkTexts`
+    their members; ``docs`` the corpus, where foreign passages are located. The
+    rows rank either the chunking's chunks or foreign passages, never both
+    (:func:`stages.retrieval.passages.is_foreign`). The bm25 kind also takes the chunks as :class:`ChunkTexts`
     (the retrieve stage reads them so, to fit a million chunks in less memory);
     every other kind needs :class:`Chunk` objects.
     """
@@ -420,6 +444,10 @@ def retrieve(
             raise ValueError(f"the {spec['kind']} kind needs Chunk objects, not ChunkTexts")
         rows = bm25_columns_run(cases, chunks, spec, depth)
     else:
-        request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {})
+        request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {}, docs or {})
         rows = kind_for(spec).run(request, spec)
+        try:
+            is_foreign(row["chunk_id"] for row in rows)
+        except ValueError as err:
+            raise InputError([Problem(f"retriever kind {spec['kind']}", str(err), "rank chunks or passages")]) from None
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))

@@ -14,6 +14,7 @@ from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
 from stages.formats.runfiles import entry_score, read_external_run
+from stages.retrieval.passages import PassageLocator
 from stages.schema import Case, Chunk
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
@@ -112,11 +113,15 @@ def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
     return {doc_id: ids[0] for doc_id, ids in per_doc.items()}
 
 
-def external_scores(path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk]) -> Scored:
-    """A run file as ``{case_id: {chunk_id: score}}``, checked line by line."""
+def external_scores(
+    path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk], locator: PassageLocator
+) -> tuple[Scored, dict[str, Chunk]]:
+    """A run file as ``{case_id: {item_id: score}}``, checked line by line, and the
+    chunk of every item id: the chunking's own, or the located foreign passages."""
     entries = read_external_run(path, declared_format)
-    doc_level = bool(entries) and entries[0].level == "doc"
-    ids = _doc_chunks(chunks, path) if doc_level else {chunk.chunk_id: chunk.chunk_id for chunk in chunks}
+    level = entries[0].level if entries else "chunk"
+    lookup = {chunk.chunk_id: chunk for chunk in chunks}
+    ids = _doc_chunks(chunks, path) if level == "doc" else {chunk_id: chunk_id for chunk_id in lookup}
     case_ids = {case.case_id for case in cases}
     problems: list[Problem] = []
     scored: Scored = {}
@@ -124,18 +129,26 @@ def external_scores(path: Path, declared_format: str | None, cases: Sequence[Cas
         where = f"{path}:{entry.line} (case {entry.case_id})"
         if entry.case_id not in case_ids:
             problems.append(Problem(where, "unknown case id", "use the ids of the cases file"))
+            continue
+        if level == "passage":
+            located = locator.locate(entry.passage, where)
+            if isinstance(located, list):
+                problems += located
+                continue
+            lookup[located.chunk_id] = located
+            item = located.chunk_id
         elif entry.item_id not in ids:
-            what = "doc" if doc_level else "chunk"
             problems.append(
                 Problem(
-                    where, f"unknown {what} id {entry.item_id!r}", f"use {what} ids of the configuration's chunking"
+                    where, f"unknown {level} id {entry.item_id!r}", f"use {level} ids of the configuration's chunking"
                 )
             )
-        elif ids[entry.item_id] in scored.get(entry.case_id, {}):
-            problems.append(
-                Problem(where, f"{entry.item_id!r} appears twice for this case", "list each item once per case")
-            )
+            continue
         else:
-            scored.setdefault(entry.case_id, {})[ids[entry.item_id]] = entry_score(entry)
+            item = ids[entry.item_id]
+        if item in scored.get(entry.case_id, {}):
+            problems.append(Problem(where, f"{item!r} appears twice for this case", "list each item once per case"))
+        else:
+            scored.setdefault(entry.case_id, {})[item] = entry_score(entry)
     raise_if(problems)
-    return scored
+    return scored, lookup
