@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from stages.errors import InputError, Problem
+from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import is_number, is_positive_int
 from stages.retrieval import dense
+from stages.retrieval.endpoints import HTTP_KEYS, endpoint_items, http_problems
 from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
 from stages.retrieval.passages import PassageLocator, is_foreign
-from stages.retrieval.plugins import call_plugin, external_scores
+from stages.retrieval.plugins import add_score, call_plugin, external_scores, item_id
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
 from stages.schema import Case, Chunk, Doc
 from stages.storage.columns import ChunkTexts
@@ -165,6 +166,11 @@ def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[Run
         lambda spec, where, _retrievers: check(spec, where),
         frozenset(keys),
     )
+
+
+def _simple_request(run: Callable[[Request, dict], list[RunRow]], check, keys) -> Kind:
+    """A kind that needs no other retriever but the whole request."""
+    return Kind(run, lambda spec, where, _retrievers: check(spec, where), frozenset(keys))
 
 
 def run_named(request: Request, name: str) -> list[RunRow]:
@@ -337,6 +343,24 @@ def run_file_run(request: Request, spec: dict) -> list[RunRow]:
     ]
 
 
+def http_run(request: Request, spec: dict) -> list[RunRow]:
+    """Ask the team's endpoint (:mod:`stages.retrieval.endpoints`) and rank what it
+    returned: chunk ids of the chunking, or foreign passages located in the corpus."""
+    returned, _latency = endpoint_items(spec, request.cases, request.depth)
+    locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
+    scored: dict[str, dict[str, float]] = {}
+    problems: list[Problem] = []
+    for case_id, items in returned.items():
+        for number, item in enumerate(items, start=1):
+            where = f"http retriever {spec['url']} (case {case_id}, hit {number})"
+            found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, where)
+            problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], where)
+    raise_if(problems)
+    return [
+        row for case in request.cases for row in rank_scored(case, scored.get(case.case_id, {}), lookup, request.depth)
+    ]
+
+
 def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
     target = spec.get("target")
     if not isinstance(target, str) or target.count(":") != 1:
@@ -372,6 +396,7 @@ KINDS: dict[str, Kind] = {
     "rerank": Kind(rerank_run, rerank_problems, frozenset(RERANK_KEYS)),
     "python": Kind(python_run, python_problems, frozenset(PYTHON_KEYS)),
     "run_file": Kind(run_file_run, run_file_problems, frozenset(RUN_FILE_KEYS)),
+    "http": _simple_request(http_run, http_problems, HTTP_KEYS),
 }
 
 

@@ -113,15 +113,39 @@ def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
     return {doc_id: ids[0] for doc_id, ids in per_doc.items()}
 
 
+def item_id(
+    item: Mapping[str, Any], lookup: dict[str, Chunk], locator: PassageLocator, where: str
+) -> str | list[Problem]:
+    """The id of a returned item: a chunk id of the chunking, or a foreign passage
+    (``{doc_id, start, end}`` or ``{doc_id, text}``), located and added to ``lookup``."""
+    if "chunk_id" in item:
+        chunk_id = str(item["chunk_id"])
+        if chunk_id in lookup:
+            return chunk_id
+        return [Problem(where, f"unknown chunk id {chunk_id!r}", "use chunk ids of the configuration's chunking")]
+    located = locator.locate(item, where)
+    if isinstance(located, list):
+        return located
+    lookup[located.chunk_id] = located
+    return located.chunk_id
+
+
+def add_score(scored: Scored, case_id: str, item: str, score: float, where: str) -> list[Problem]:
+    """Record one item's score for a case; an item twice for one case is a problem."""
+    if item in scored.get(case_id, {}):
+        return [Problem(where, f"{item!r} appears twice for this case", "list each item once per case")]
+    scored.setdefault(case_id, {})[item] = score
+    return []
+
+
 def external_scores(
     path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk], locator: PassageLocator
 ) -> tuple[Scored, dict[str, Chunk]]:
     """A run file as ``{case_id: {item_id: score}}``, checked line by line, and the
     chunk of every item id: the chunking's own, or the located foreign passages."""
     entries = read_external_run(path, declared_format)
-    level = entries[0].level if entries else "chunk"
     lookup = {chunk.chunk_id: chunk for chunk in chunks}
-    ids = _doc_chunks(chunks, path) if level == "doc" else {chunk_id: chunk_id for chunk_id in lookup}
+    doc_chunks = _doc_chunks(chunks, path) if entries and entries[0].level == "doc" else {}
     case_ids = {case.case_id for case in cases}
     problems: list[Problem] = []
     scored: Scored = {}
@@ -130,25 +154,13 @@ def external_scores(
         if entry.case_id not in case_ids:
             problems.append(Problem(where, "unknown case id", "use the ids of the cases file"))
             continue
-        if level == "passage":
-            located = locator.locate(entry.passage, where)
-            if isinstance(located, list):
-                problems += located
-                continue
-            lookup[located.chunk_id] = located
-            item = located.chunk_id
-        elif entry.item_id not in ids:
-            problems.append(
-                Problem(
-                    where, f"unknown {level} id {entry.item_id!r}", f"use {level} ids of the configuration's chunking"
-                )
-            )
+        if entry.level == "doc" and entry.item_id not in doc_chunks:
+            problems.append(Problem(where, f"unknown doc id {entry.item_id!r}", "use doc ids of the corpus"))
             continue
-        else:
-            item = ids[entry.item_id]
-        if item in scored.get(entry.case_id, {}):
-            problems.append(Problem(where, f"{item!r} appears twice for this case", "list each item once per case"))
-        else:
-            scored.setdefault(entry.case_id, {})[item] = entry_score(entry)
+        item = entry.passage if entry.level == "passage" else {"chunk_id": doc_chunks.get(entry.item_id, entry.item_id)}
+        found = item_id(item, lookup, locator, where)
+        problems += (
+            found if isinstance(found, list) else add_score(scored, entry.case_id, found, entry_score(entry), where)
+        )
     raise_if(problems)
     return scored, lookup
