@@ -167,10 +167,13 @@ def test_foreign_passages_from_the_endpoint_are_scored_against_span_labels(serve
 
 def test_responses_are_cached_by_request_and_the_cache_clears(server, cache):
     spec = es_spec(f"{server}/ok/_search")
-    first = retrieve(CASES, [], spec, 3, docs=DOCS)
+    timed: dict[str, float] = {}
+    first = retrieve(CASES, [], spec, 3, docs=DOCS, latency=timed)
     assert sum(Search.calls.values()) == 2 and len(list(cache.glob("*.json"))) == 2
-    assert retrieve(CASES, [], spec, 3, docs=DOCS) == first
+    again: dict[str, float] = {}
+    assert retrieve(CASES, [], spec, 3, docs=DOCS, latency=again) == first
     assert sum(Search.calls.values()) == 2  # the re-run asked nothing
+    assert again == timed and sorted(timed) == ["c1", "c2"]  # each response keeps the latency it was fetched in
     retrieve(CASES, [], spec, 4, docs=DOCS)  # another k is another request
     assert sum(Search.calls.values()) == 4
     result = CliRunner().invoke(app, ["cache", "clear", "--http"])

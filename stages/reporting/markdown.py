@@ -773,3 +773,28 @@ def metrics_doc() -> str:
     ]
     lines += _table(["metric", "definition", "cases", "better"], review)
     return "\n".join(lines) + "\n"
+
+
+def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k: int) -> str:
+    """Latency and load beside evidence recall, one row per configuration (eval split).
+
+    A page of its own, never part of the committed report: latency varies run to
+    run (see :mod:`stages.measures.latency`). A configuration whose retrieve stage
+    wrote no latency file shows dashes.
+    """
+    lines = [
+        "# Latency and load",
+        "",
+        "Measured by this machine's last retrieve stages; it varies run to run, so it is not committed.",
+        "Percentiles are over the queries a kind times one by one (bm25, http); batch kinds show queries/s only.",
+        "",
+        f"| configuration | evidence_recall@{k} | claim_availability@{k} | p50 ms | p95 ms | max ms | queries/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for config in sorted(summaries):
+        metrics = summaries[config].get("eval", {}).get("metrics", {})
+        timed = latencies.get(config, {})
+        figures = [metrics.get(f"evidence_recall@{k}"), metrics.get(f"claim_availability@{k}")]
+        figures += [timed.get(name) for name in ("p50_ms", "p95_ms", "max_ms", "qps")]
+        lines.append(f"| `{_escape(config)}` | " + " | ".join(fmt(value) for value in figures) + " |")
+    return "\n".join(lines) + "\n"

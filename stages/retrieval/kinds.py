@@ -12,6 +12,7 @@ tie-breaking luck into recall.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,13 +55,16 @@ def bm25_tokenizer(spec: dict):
     )
 
 
-def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """BM25 over :class:`Chunk` objects (the kind as a member of hybrid or rerank)."""
-    return bm25_columns_run(cases, ChunkTexts.from_chunks(chunks), spec, depth)
+def bm25_run(request: Request, spec: dict) -> list[RunRow]:
+    """BM25 over the request's :class:`Chunk` objects, timing each query."""
+    return bm25_columns_run(request.cases, ChunkTexts.from_chunks(request.chunks), spec, request.depth, request.latency)
 
 
-def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth: int) -> list[RunRow]:
-    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case.
+def bm25_columns_run(
+    cases: Sequence[Case], table: ChunkTexts, spec: dict, depth: int, latency: dict[str, float] | None = None
+) -> list[RunRow]:
+    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case. The
+    seconds of each case's search (scoring, filter, ranking) go into ``latency``.
 
     Texts are tokenised straight to ids in one vocabulary (question words the
     chunks never use are dropped), which is bm25s's fast path. The table's texts
@@ -78,8 +82,11 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
     queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
     masks: dict[str, np.ndarray] = {}
     rows: list[RunRow] = []
+    latency = {} if latency is None else latency
     for case, ids in zip(progress_bar(cases, desc="bm25"), queries):
+        started = time.perf_counter()
         if not ids:
+            latency[case.case_id] = time.perf_counter() - started
             continue  # no question word is in the vocabulary: every score is 0, nothing is returned
         scores = index.get_scores_from_ids(ids)
         key = json.dumps(case.filter, sort_keys=True, default=str)
@@ -90,6 +97,7 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
         rows.extend(
             top_ranked(case.case_id, scores[matched], masks[key][matched], _Subset(table.chunk_ids, matched), depth)
         )
+        latency[case.case_id] = time.perf_counter() - started
     return rows
 
 
@@ -144,9 +152,11 @@ class Request:
     depth: int
     retrievers: Mapping[str, dict]
     docs: Mapping[str, Doc] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)  # seconds per case, for kinds that time each query
 
     def deeper(self, depth: int) -> Request:
-        return replace(self, depth=depth)
+        """The request for a member retriever: its queries are not the configuration's, so not timed."""
+        return replace(self, depth=depth, latency={})
 
     def chunk_by_id(self) -> dict[str, Chunk]:
         return {chunk.chunk_id: chunk for chunk in self.chunks}
@@ -346,7 +356,8 @@ def run_file_run(request: Request, spec: dict) -> list[RunRow]:
 def http_run(request: Request, spec: dict) -> list[RunRow]:
     """Ask the team's endpoint (:mod:`stages.retrieval.endpoints`) and rank what it
     returned: chunk ids of the chunking, or foreign passages located in the corpus."""
-    returned, _latency = endpoint_items(spec, request.cases, request.depth)
+    returned, latency = endpoint_items(spec, request.cases, request.depth)
+    request.latency.update(latency)
     locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
     scored: dict[str, dict[str, float]] = {}
     problems: list[Problem] = []
@@ -390,7 +401,7 @@ def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) ->
 
 
 KINDS: dict[str, Kind] = {
-    "bm25": _simple(bm25_run, bm25_problems, BM25_KEYS),
+    "bm25": _simple_request(bm25_run, bm25_problems, BM25_KEYS),
     "dense": _simple(dense.dense_run, dense.dense_problems, dense.DENSE_KEYS),
     "hybrid": Kind(hybrid_run, hybrid_problems, frozenset(HYBRID_KEYS)),
     "rerank": Kind(rerank_run, rerank_problems, frozenset(RERANK_KEYS)),
@@ -453,13 +464,15 @@ def retrieve(
     depth: int,
     retrievers: Mapping[str, dict] | None = None,
     docs: Mapping[str, Doc] | None = None,
+    latency: dict[str, float] | None = None,
 ) -> list[RunRow]:
     """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
 
     ``retrievers`` holds every named spec, which hybrid and rerank need for
     their members; ``docs`` the corpus, where foreign passages are located. The
     rows rank either the chunking's chunks or foreign passages, never both
-    (:func:`stages.retrieval.passages.is_foreign`). The bm25 kind also takes the chunks as :class:`ChunkTexts`
+    (:func:`stages.retrieval.passages.is_foreign`). Kinds that time each query
+    (bm25, http) put its seconds in ``latency``. The bm25 kind also takes the chunks as :class:`ChunkTexts`
     (the retrieve stage reads them so, to fit a million chunks in less memory);
     every other kind needs :class:`Chunk` objects.
     """
@@ -467,9 +480,10 @@ def retrieve(
     if isinstance(chunks, ChunkTexts):
         if spec["kind"] != "bm25":
             raise ValueError(f"the {spec['kind']} kind needs Chunk objects, not ChunkTexts")
-        rows = bm25_columns_run(cases, chunks, spec, depth)
+        rows = bm25_columns_run(cases, chunks, spec, depth, latency)
     else:
-        request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {}, docs or {})
+        chunks = sorted(chunks, key=lambda c: c.chunk_id)
+        request = Request(cases, chunks, depth, retrievers or {}, docs or {}, {} if latency is None else latency)
         rows = kind_for(spec).run(request, spec)
         try:
             is_foreign(row["chunk_id"] for row in rows)
