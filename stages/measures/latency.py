@@ -8,8 +8,8 @@ and the report stage renders it beside evidence recall in
 ``metrics/latency.md``, likewise uncommitted. ``ragvet verify`` never reads it.
 
 Per-query latency is what a kind can time one query at a time: the search of
-each question for ``bm25`` (the index is built once, before), and the request of
-each case for ``http`` (measured when it was fetched; a cached response keeps
+each question for ``bm25`` (the index is built once, before), each query for
+``pgvector``, and the request of each case for ``http`` (measured when it was fetched; a cached response keeps
 the latency it had). The batch kinds (``dense``, ``hybrid``, ``rerank``,
 ``python``, ``run_file``) answer all questions at once: they get queries per
 second, and their percentiles are None.

@@ -786,7 +786,7 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
         "# Latency and load",
         "",
         "Measured by this machine's last retrieve stages; it varies run to run, so it is not committed.",
-        "Percentiles are over the queries a kind times one by one (bm25, http); batch kinds show queries/s only.",
+        "Percentiles are over the queries a kind times one by one (bm25, pgvector, http); batch kinds: queries/s.",
         "",
         f"| configuration | evidence_recall@{k} | claim_availability@{k} | p50 ms | p95 ms | max ms | queries/s |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -27,6 +27,7 @@ from stages.retrieval.endpoints import HTTP_KEYS, endpoint_items, http_problems
 from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
 from stages.retrieval.passages import PassageLocator, is_foreign
 from stages.retrieval.plugins import add_score, call_plugin, external_scores, item_id
+from stages.retrieval.postgres import PGVECTOR_KEYS, existing_run, owned_run, pgvector_problems
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
 from stages.schema import Case, Chunk, Doc
 from stages.storage.columns import ChunkTexts
@@ -372,6 +373,14 @@ def http_run(request: Request, spec: dict) -> list[RunRow]:
     ]
 
 
+def pgvector_run(request: Request, spec: dict) -> list[RunRow]:
+    """PostgreSQL + pgvector (:mod:`stages.retrieval.postgres`): ragvet's own table of
+    the chunking's vectors, or the team's existing table of foreign passages."""
+    if spec.get("mode", "owned") == "owned":
+        return owned_run(request.cases, request.chunks, spec, request.depth, request.latency)
+    return existing_run(request.cases, spec, request.depth, request.docs, request.latency)
+
+
 def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
     target = spec.get("target")
     if not isinstance(target, str) or target.count(":") != 1:
@@ -408,6 +417,7 @@ KINDS: dict[str, Kind] = {
     "python": Kind(python_run, python_problems, frozenset(PYTHON_KEYS)),
     "run_file": Kind(run_file_run, run_file_problems, frozenset(RUN_FILE_KEYS)),
     "http": _simple_request(http_run, http_problems, HTTP_KEYS),
+    "pgvector": _simple_request(pgvector_run, pgvector_problems, PGVECTOR_KEYS),
 }
 
 
