@@ -56,7 +56,7 @@ HTTP_KEYS = {
     "backoff_s",
     "abstain_below",
 }
-RESPONSE_KEYS = {"hits", "chunk_id", "doc_id", "start", "end", "text", "score"}
+RESPONSE_KEYS = {"hits", "chunk_id", "doc_id", "start", "end", "text", "occurrence", "score"}
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as failing
 CACHE_FOLDER = "http"
@@ -241,7 +241,7 @@ def map_hits(body: Any, mapping: Mapping[str, str]) -> list[dict] | str:
         return f"the response has no `{mapping['hits']}` (response.hits)"
     if not isinstance(hits, list):
         return f"`{mapping['hits']}` is not a list"
-    fields = [name for name in ("chunk_id", "doc_id", "start", "end", "text", "score") if name in mapping]
+    fields = [name for name in sorted(RESPONSE_KEYS - {"hits"}) if name in mapping]
     items = []
     for number, hit in enumerate(hits, start=1):
         try:
