@@ -206,3 +206,8 @@ def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatc
     split = row["split"]
     assert summary[split]["metrics"]["evidence_recall@2"] == 0.5
     assert summary[split]["metrics"]["recall@2"] is None
+    assert row["passages"] == summary["passages"] == "foreign"
+    (tmp_path / "metrics/baseline").mkdir()
+    ragvet("report", "--out", "metrics/report.md")
+    report = (tmp_path / "metrics/report.md").read_text()
+    assert "**Foreign passages:** `prod` ranks the passages of a system that chunks the corpus its own way" in report

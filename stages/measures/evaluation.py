@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
 from stages.measures.reference import case_metrics, check_coverage
-from stages.measures.registry import is_chunk_level, sorted_ks
+from stages.measures.registry import FOREIGN, is_chunk_level, sorted_ks
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def evaluate_run(
                 values[:] = NONE
         scores.first_relevant_rank[:] = 0  # none: no chunk of a chunking is relevant here
     top1 = scores.top1_score.tolist()
+    marker = {} if chunk_level else {"passages": FOREIGN}
     return [
         {
             "case_id": case_id,
@@ -99,6 +100,7 @@ def evaluate_run(
             "answerable": answerable,
             "tags": tags,
             "top1_score": None if top1[row] != top1[row] else top1[row],
+            **marker,
             **result,
         }
         for row, (case_id, answerable, tags, result) in enumerate(

@@ -68,6 +68,9 @@ METRICS: dict[str, Metric] = {
 }
 
 
+FOREIGN = "foreign"  # the ``passages`` value of per-case rows and summaries of a run of foreign passages
+
+
 def is_chunk_level(key: str) -> bool:
     """Whether a metric key (``recall@5``, ``mrr``) counts relevant *chunks*: it has
     a value only for a run of the chunking's own chunks, never for foreign passages,

@@ -22,7 +22,7 @@ from stages.gating.compare import (
     slice_comparisons,
 )
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
-from stages.measures.registry import METRICS, higher_is_better
+from stages.measures.registry import FOREIGN, METRICS, higher_is_better
 from stages.reporting.formatting import DASH, fmt, is_missing
 from stages.schema import DEV, EVAL, SPLITS
 
@@ -45,6 +45,22 @@ def chunking_note() -> str:
         "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
         f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
     )
+
+
+def foreign_note(summaries: Mapping[str, Summary]) -> list[str]:
+    """The configurations that rank foreign passages, whose chunk-level figures are
+    not reported (their relevant set would be only what the system returned)."""
+    foreign = [
+        f"`{_escape(name)}`" for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN
+    ]
+    if not foreign:
+        return []
+    return [
+        f"**Foreign passages:** {_joined(foreign)} rank{'s' if len(foreign) == 1 else ''} the passages of a system "
+        "that chunks the corpus its own way: the evidence is scored on them, and chunk-level figures "
+        "(recall, hit, mrr, precision, ndcg) are not reported (`–`).",
+        "",
+    ]
 
 
 _DIST_ORDER = ("min", "p10", "p25", "q1", "median", "p50", "mean", "p75", "q3", "p90", "max")
@@ -602,6 +618,7 @@ def _render(
     absolute = [
         chunking_note(),
         "",
+        *foreign_note(summaries),
         (
             "Means are macro over cases; each table gives its denominators. `–` means no value "
             "(no case to average over)."
