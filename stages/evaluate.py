@@ -13,9 +13,17 @@ from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import config_summary, slice_table
+from stages.retrieval.passages import passage_table
 from stages.schema import DEV
 from stages.storage.files import read_json, read_params, round_floats, write_json
-from stages.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table, write_rows
+from stages.storage.tables import (
+    foreign_passage_ids,
+    read_case_table,
+    read_chunk_table,
+    read_docs,
+    read_run_table,
+    write_rows,
+)
 
 
 @user_errors
@@ -37,7 +45,8 @@ def main(
     """Score one configuration's run against the projected evidence."""
     settings = read_params(params)
     spec = settings["configs"][config]
-    all_chunks = read_chunk_table(chunks)
+    passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
+    all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
     all_cases = read_case_table(cases)
     frozen = read_json(split)
     ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
@@ -54,6 +63,7 @@ def main(
         settings["ks"],
         settings["evidence"]["span_coverage"],
         {doc.doc_id: doc.text for doc in read_docs(corpus)},
+        chunk_level=passages is None,
     )
     if recorded is not None:
         rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])

@@ -30,6 +30,7 @@ from stages.reporting.markdown import (
     compare_configs,
     plot_rows,
     render_html,
+    render_latency,
     render_report,
     slice_rows,
     summary_k,
@@ -147,6 +148,8 @@ def main(
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
+    latency_dir: Path | None = typer.Option(None, help="Folder of the retrieve stages' <config>.json latency."),
+    latency_out: Path | None = typer.Option(None, help="Latency page to write (uncommitted: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
@@ -187,6 +190,9 @@ def main(
         typer.echo(f"report: {len(summaries)} configurations -> {out}")
     if plots is not None:
         write_plots(plots, settings, summaries, slices)
+    if latency_out is not None and latency_dir is not None:
+        found = {c: read_json(latency_dir / f"{c}.json") for c in summaries if (latency_dir / f"{c}.json").is_file()}
+        write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Reading a production system's ranked output: a TREC run file or JSONL.
 
 TREC lines are ``qid Q0 docno rank score tag``. JSONL lines are
-``{case_id, chunk_id | doc_id, score | rank}``. Every malformed line is
-reported with its line number; nothing is guessed.
+``{case_id, chunk_id | doc_id, score | rank}``, or a foreign passage (the
+production system's own chunk): ``{case_id, doc_id, start, end, score | rank}``
+or ``{case_id, doc_id, text, score | rank}``. Every malformed line is reported
+with its line number; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import SURROGATE_FIX, is_int, is_number, kind_of, lone_surrogate, surrogate_what
 from stages.storage.files import iter_jsonl, text_lines
 
+PASSAGE_LOCATORS = ("start", "end", "text", "occurrence")  # with doc_id, a line names a foreign passage
+
 
 @dataclass(frozen=True)
 class RunEntry:
-    """One ranked item of an external run. ``level`` is ``chunk`` or ``doc``."""
+    """One ranked item of an external run. ``level`` is ``chunk``, ``doc`` or
+    ``passage``; a passage's locating keys are in ``passage``."""
 
     line: int
     case_id: str
@@ -25,6 +30,7 @@ class RunEntry:
     level: str
     score: float | None
     rank: int | None
+    passage: dict | None = None
 
 
 def run_format(path: Path, declared: str | None) -> str:
@@ -104,6 +110,10 @@ def _jsonl_entry(path: Path, number: int, row: object) -> RunEntry | Problem:
     checked = _rank_score(where, rank, score)
     if isinstance(checked, Problem):
         return checked
+    located = {key: row[key] for key in PASSAGE_LOCATORS if key in row}
+    if located and ids[0] == "doc_id":
+        passage = {"doc_id": row["doc_id"], **located}
+        return RunEntry(number, str(row["case_id"]), str(row["doc_id"]), "passage", checked[1], checked[0], passage)
     level = "chunk" if ids[0] == "chunk_id" else "doc"
     return RunEntry(number, str(row["case_id"]), str(row[ids[0]]), level, checked[1], checked[0])
 
@@ -123,7 +133,13 @@ def read_external_run(path: Path, declared_format: str | None = None) -> list[Ru
     levels = {entry.level for entry in entries}
     if len(levels) > 1:
         raise InputError(
-            [Problem(str(path), "the run mixes chunk ids and doc ids", "rank either chunks or documents, not both")]
+            [
+                Problem(
+                    str(path),
+                    f"the run mixes {' and '.join(sorted(levels))} lines",
+                    "rank one kind of item: chunk ids, doc ids, or passages ({doc_id, start, end} or {doc_id, text})",
+                )
+            ]
         )
     if len({entry.score is None for entry in entries}) > 1:
         raise InputError(

@@ -16,6 +16,7 @@ from typing import Any
 from stages.errors import InputError, Problem, raise_if
 from stages.formats.runfiles import entry_score, read_external_run
 from stages.inputs.values import is_number
+from stages.retrieval.passages import PassageLocator
 from stages.schema import Case, Chunk
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
@@ -143,11 +144,39 @@ def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
     return {doc_id: ids[0] for doc_id, ids in per_doc.items()}
 
 
-def external_scores(path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk]) -> Scored:
-    """A run file as ``{case_id: {chunk_id: score}}``, checked line by line."""
+def item_id(
+    item: Mapping[str, Any], lookup: dict[str, Chunk], locator: PassageLocator, where: str
+) -> str | list[Problem]:
+    """The id of a returned item: a chunk id of the chunking, or a foreign passage
+    (``{doc_id, start, end}`` or ``{doc_id, text}``), located and added to ``lookup``."""
+    if "chunk_id" in item:
+        chunk_id = str(item["chunk_id"])
+        if chunk_id in lookup:
+            return chunk_id
+        return [Problem(where, f"unknown chunk id {chunk_id!r}", "use chunk ids of the configuration's chunking")]
+    located = locator.locate(item, where)
+    if isinstance(located, list):
+        return located
+    lookup[located.chunk_id] = located
+    return located.chunk_id
+
+
+def add_score(scored: Scored, case_id: str, item: str, score: float, where: str) -> list[Problem]:
+    """Record one item's score for a case; an item twice for one case is a problem."""
+    if item in scored.get(case_id, {}):
+        return [Problem(where, f"{item!r} appears twice for this case", "list each item once per case")]
+    scored.setdefault(case_id, {})[item] = score
+    return []
+
+
+def external_scores(
+    path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk], locator: PassageLocator
+) -> tuple[Scored, dict[str, Chunk]]:
+    """A run file as ``{case_id: {item_id: score}}``, checked line by line, and the
+    chunk of every item id: the chunking's own, or the located foreign passages."""
     entries = read_external_run(path, declared_format)
-    doc_level = bool(entries) and entries[0].level == "doc"
-    ids = _doc_chunks(chunks, path) if doc_level else {chunk.chunk_id: chunk.chunk_id for chunk in chunks}
+    lookup = {chunk.chunk_id: chunk for chunk in chunks}
+    doc_chunks = _doc_chunks(chunks, path) if entries and entries[0].level == "doc" else {}
     case_ids = {case.case_id for case in cases}
     problems: list[Problem] = []
     scored: Scored = {}
@@ -155,18 +184,14 @@ def external_scores(path: Path, declared_format: str | None, cases: Sequence[Cas
         where = f"{path}:{entry.line} (case {entry.case_id})"
         if entry.case_id not in case_ids:
             problems.append(Problem(where, "unknown case id", "use the ids of the cases file"))
-        elif entry.item_id not in ids:
-            what = "doc" if doc_level else "chunk"
-            problems.append(
-                Problem(
-                    where, f"unknown {what} id {entry.item_id!r}", f"use {what} ids of the configuration's chunking"
-                )
-            )
-        elif ids[entry.item_id] in scored.get(entry.case_id, {}):
-            problems.append(
-                Problem(where, f"{entry.item_id!r} appears twice for this case", "list each item once per case")
-            )
-        else:
-            scored.setdefault(entry.case_id, {})[ids[entry.item_id]] = entry_score(entry)
+            continue
+        if entry.level == "doc" and entry.item_id not in doc_chunks:
+            problems.append(Problem(where, f"unknown doc id {entry.item_id!r}", "use doc ids of the corpus"))
+            continue
+        item = entry.passage if entry.level == "passage" else {"chunk_id": doc_chunks.get(entry.item_id, entry.item_id)}
+        found = item_id(item, lookup, locator, where)
+        problems += (
+            found if isinstance(found, list) else add_score(scored, entry.case_id, found, entry_score(entry), where)
+        )
     raise_if(problems)
-    return scored
+    return scored, lookup
