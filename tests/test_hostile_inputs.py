@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,8 @@ import yaml
 from stages.errors import SHOWN, InputError
 from stages.formats.runfiles import read_external_run
 from stages.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
-from stages.reporting.escaping import visible
 from stages.measures.answers import read_answers
+from stages.reporting.escaping import visible
 from stages.retrieval.kinds import retrieve, retriever_problems
 from stages.schema import Case, Chunk
 from stages.storage.files import read_params
@@ -83,13 +82,26 @@ def refused(done: subprocess.CompletedProcess, folder: Path) -> str:
 @pytest.mark.parametrize(
     ("cases", "corpus", "where"),
     [
-        ('- id: c1\n  question: "carry\\ud800?"\n  evidence: [{doc: leave}]\n', None, "data/cases/cases.yaml:1 (case #1)"),
-        ('{"id": "c1", "question": "q", "evidence": [{"doc": "leave", "quote": "five\\udfff"}]}\n', None,
-         "data/cases/cases.jsonl:1 (case #1)"),
-        (GOOD_CASE, {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "t"}\n{"doc_id": "x\\ud800", "text": "t"}\n'},
-         "data/corpus/more.jsonl:2"),
-        (GOOD_CASE, {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "half \\ud83d of an emoji"}\n'},
-         "data/corpus/more.jsonl:1"),
+        (
+            '- id: c1\n  question: "carry\\ud800?"\n  evidence: [{doc: leave}]\n',
+            None,
+            "data/cases/cases.yaml:1 (case #1)",
+        ),
+        (
+            '{"id": "c1", "question": "q", "evidence": [{"doc": "leave", "quote": "five\\udfff"}]}\n',
+            None,
+            "data/cases/cases.jsonl:1 (case #1)",
+        ),
+        (
+            GOOD_CASE,
+            {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "t"}\n{"doc_id": "x\\ud800", "text": "t"}\n'},
+            "data/corpus/more.jsonl:2",
+        ),
+        (
+            GOOD_CASE,
+            {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "half \\ud83d of an emoji"}\n'},
+            "data/corpus/more.jsonl:1",
+        ),
         (GOOD_CASE, {"leave.md": LEAVE, "other.md": '---\ntitle: "T\\udc00"\n---\nbody\n'}, "data/corpus/other.md"),
     ],
 )
@@ -124,7 +136,11 @@ def test_invalid_utf8_in_an_answers_file_names_its_line(tmp_path):
 
 
 def test_a_jsonl_corpus_with_one_bad_byte_loses_only_that_line(tmp_path):
-    lines = [b'{"doc_id": "a", "text": "alpha"}', b'{"doc_id": "b", "text": "b\xc3"}', b'{"doc_id": "c", "text": "gamma"}']
+    lines = [
+        b'{"doc_id": "a", "text": "alpha"}',
+        b'{"doc_id": "b", "text": "b\xc3"}',
+        b'{"doc_id": "c", "text": "gamma"}',
+    ]
     cases = "- id: c1\n  question: q?\n  evidence: [{doc: a}, {doc: c}]\n"
     folder = project(tmp_path, cases, {"docs.jsonl": b"\n".join(lines) + b"\n"})
     message = refused(validate(folder), folder)
@@ -179,9 +195,13 @@ def test_a_trec_line_with_a_bad_rank_or_score_is_refused_at_its_line(tmp_path, l
 )
 def test_a_jsonl_run_line_with_a_bad_rank_or_score_is_refused_at_its_line(tmp_path, row, what):
     path = tmp_path / "prod.jsonl"
-    path.write_text('{"case_id": "q1", "chunk_id": "b#0", "score": 2.0}\n' + f'{{"case_id": "q1", "chunk_id": "a#0", {row}}}\n')
+    path.write_text(
+        '{"case_id": "q1", "chunk_id": "b#0", "score": 2.0}\n' + f'{{"case_id": "q1", "chunk_id": "a#0", {row}}}\n'
+    )
     if "rank" in row:  # one level of ordering per file: make the first line rank-only too
-        path.write_text('{"case_id": "q1", "chunk_id": "b#0", "rank": 2}\n' + f'{{"case_id": "q1", "chunk_id": "a#0", {row}}}\n')
+        path.write_text(
+            '{"case_id": "q1", "chunk_id": "b#0", "rank": 2}\n' + f'{{"case_id": "q1", "chunk_id": "a#0", {row}}}\n'
+        )
     with pytest.raises(InputError) as err:
         read_external_run(path)
     assert [(p.where, p.what) for p in err.value.problems] == [(f"{path}:2", what)]
@@ -266,7 +286,9 @@ def test_a_billion_laughs_params_file_is_refused_fast(tmp_path):
     message = refused(validate(folder, timeout=60), folder)
     assert message.count("\n") < 20 and len(message) < 2000, message
     assert "params.yaml:1: malformed YAML: anchor or alias `l0` is not accepted" in message
-    assert "fix: write the value out in full: ragvet's input files take no anchors (&name) or aliases (*name)" in message
+    assert (
+        "fix: write the value out in full: ragvet's input files take no anchors (&name) or aliases (*name)" in message
+    )
 
 
 def test_a_billion_laughs_cases_file_is_refused_fast(tmp_path):
@@ -282,7 +304,9 @@ def test_an_alias_in_front_matter_is_refused():
 
     value, problems = load_located_yaml("base: &b {a: 1}\nother: *b\n", "doc.md", line_offset=1)
     assert value is None
-    assert [(p.where, p.what) for p in problems] == [("doc.md:2", "malformed YAML: anchor or alias `b` is not accepted")]
+    assert [(p.where, p.what) for p in problems] == [
+        ("doc.md:2", "malformed YAML: anchor or alias `b` is not accepted")
+    ]
 
 
 # --- 13: floods and root causes -------------------------------------------------------
@@ -312,11 +336,13 @@ def test_a_bad_chunking_comes_before_the_case_errors_it_causes(tmp_path):
     params = shipped_params()
     name = next(iter(params["chunking"]))
     params["chunking"][name]["overlap"] = -5
-    cases = "".join(f"- id: c{i}\n  question: q?\n  evidence: [{{chunk: 'leave#0', chunking: {name}}}]\n" for i in range(5))
+    cases = "".join(
+        f"- id: c{i}\n  question: q?\n  evidence: [{{chunk: 'leave#0', chunking: {name}}}]\n" for i in range(5)
+    )
     folder = project(tmp_path, cases, params=yaml.safe_dump(params))
     message = refused(validate(folder), folder)
     first = message.splitlines()[1]
-    assert first.startswith(f"params.yaml:") and f"(chunking.{name}" in first, message
+    assert first.startswith("params.yaml:") and f"(chunking.{name}" in first, message
     assert message.index("params.yaml:") < message.index("data/cases/cases.yaml")
 
 
@@ -358,7 +384,9 @@ def test_yaml_11_number_forms_keep_the_id_as_written(tmp_path):
     assert sorted(row["id"] for row in rows) == sorted(ids)
 
 
-@pytest.mark.parametrize(("written", "got"), [("yes", "true/false True"), ("1.5", "a number 1.5"), ("[a]", "a list ['a']")])
+@pytest.mark.parametrize(
+    ("written", "got"), [("yes", "true/false True"), ("1.5", "a number 1.5"), ("[a]", "a list ['a']")]
+)
 def test_an_id_that_yaml_reads_as_another_type_says_quote_it(tmp_path, written, got):
     folder = project(tmp_path, f"- id: {written}\n  question: q?\n  evidence: [{{doc: leave}}]\n")
     message = refused(validate(folder), folder)
@@ -371,8 +399,12 @@ def test_an_id_that_yaml_reads_as_another_type_says_quote_it(tmp_path, written, 
 
 @pytest.mark.parametrize(
     ("case_id", "flaw"),
-    [("a b", "SPACE (U+0020) at position 2"), ("a\\tb", "a control character (U+0009) at position 2"),
-     ("ab\\n", "a control character (U+000A) at position 3"), ("a\\u0085", "a control character (U+0085) at position 2")],
+    [
+        ("a b", "SPACE (U+0020) at position 2"),
+        ("a\\tb", "a control character (U+0009) at position 2"),
+        ("ab\\n", "a control character (U+000A) at position 3"),
+        ("a\\u0085", "a control character (U+0085) at position 2"),
+    ],
 )
 def test_a_case_id_with_whitespace_or_control_characters_is_refused(tmp_path, case_id, flaw):
     folder = project(tmp_path, f'- id: "{case_id}"\n  question: q?\n  evidence: [{{doc: leave}}]\n')
@@ -386,23 +418,41 @@ def test_a_doc_id_with_a_newline_or_a_file_name_with_a_space_is_refused(tmp_path
     corpus = {"leave.md": LEAVE, "my doc.md": "text\n", "more.jsonl": '{"doc_id": "x\\ny", "text": "t"}\n'}
     folder = project(tmp_path, corpus=corpus)
     message = refused(validate(folder), folder)
-    assert "data/corpus/more.jsonl:1: doc_id 'x\\\\ny' contains a control character (U+000A)" in message  # repr, then shown
+    assert (
+        "data/corpus/more.jsonl:1: doc_id 'x\\\\ny' contains a control character (U+000A)" in message
+    )  # repr, then shown
     assert "data/corpus/my doc.md: doc id 'my doc' (the file's path) contains SPACE (U+0020)" in message
 
 
 def test_nfc_and_nfd_spellings_of_one_doc_or_case_id_are_reported_as_duplicates(tmp_path):
     composed, decomposed = "caf\u00e9", "cafe\u0301"
-    corpus = {"docs.jsonl": json.dumps({"doc_id": composed, "text": "t"}) + "\n" + json.dumps({"doc_id": decomposed, "text": "t"}) + "\n"}
-    cases = "".join(f'{json.dumps({"id": i, "question": "q", "evidence": [{"doc": composed}]})}\n' for i in (composed, decomposed))
+    corpus = {
+        "docs.jsonl": json.dumps({"doc_id": composed, "text": "t"})
+        + "\n"
+        + json.dumps({"doc_id": decomposed, "text": "t"})
+        + "\n"
+    }
+    cases = "".join(
+        f"{json.dumps({'id': i, 'question': 'q', 'evidence': [{'doc': composed}]})}\n" for i in (composed, decomposed)
+    )
     folder = project(tmp_path, cases, corpus)
     message = refused(validate(folder), folder)
-    assert f"data/corpus/docs.jsonl:2: duplicate doc id {decomposed!r}: also defined at data/corpus/docs.jsonl:1 as {composed!r}, the same text in another Unicode spelling (NFC vs NFD)" in message
-    assert f"data/cases/cases.jsonl:2 (case {decomposed}): duplicate case id {decomposed!r}: also used at data/cases/cases.jsonl:1 as {composed!r}" in message
+    assert (
+        f"data/corpus/docs.jsonl:2: duplicate doc id {decomposed!r}: also defined at data/corpus/docs.jsonl:1 as {composed!r}, the same text in another Unicode spelling (NFC vs NFD)"
+        in message
+    )
+    assert (
+        f"data/cases/cases.jsonl:2 (case {decomposed}): duplicate case id {decomposed!r}: also used at data/cases/cases.jsonl:1 as {composed!r}"
+        in message
+    )
 
 
 def test_a_quote_in_another_unicode_spelling_gets_a_normalisation_hint(tmp_path):
-    folder = project(tmp_path, '- id: c1\n  question: q?\n  evidence: [{doc: cafe, quote: "caf\\u00e9 opens"}]\n',
-                     {"cafe.md": "The cafe\u0301 opens at nine.\n"})
+    folder = project(
+        tmp_path,
+        '- id: c1\n  question: q?\n  evidence: [{doc: cafe, quote: "caf\\u00e9 opens"}]\n',
+        {"cafe.md": "The cafe\u0301 opens at nine.\n"},
+    )
     message = refused(validate(folder), folder)
     assert "not found in doc 'cafe'; it occurs with the same characters spelled differently in Unicode" in message
     assert "normalise the doc or the quote to NFC" in message
@@ -481,8 +531,14 @@ def test_resamples_and_depth_are_capped(tmp_path):
     params["depth"] = 10**9
     params["gate"]["permutation"] = {"resamples": MAX_RESAMPLES + 1, "seed": 1}
     found = {(p.where, p.what) for p in validate_params(params)}
-    assert ("params.yaml: gate.permutation.resamples", f"`gate.permutation.resamples` is 100,001, above ragvet's cap of {MAX_RESAMPLES:,}") in found
-    assert ("params.yaml: gate.bootstrap.resamples", f"`gate.bootstrap.resamples` is 100,000,000, above ragvet's cap of {MAX_RESAMPLES:,}") in found
+    assert (
+        "params.yaml: gate.permutation.resamples",
+        f"`gate.permutation.resamples` is 100,001, above ragvet's cap of {MAX_RESAMPLES:,}",
+    ) in found
+    assert (
+        "params.yaml: gate.bootstrap.resamples",
+        f"`gate.bootstrap.resamples` is 100,000,000, above ragvet's cap of {MAX_RESAMPLES:,}",
+    ) in found
     assert ("params.yaml: depth", f"`depth` is 1,000,000,000, above ragvet's cap of {MAX_DEPTH:,}") in found
     params["gate"]["bootstrap"]["resamples"], params["depth"] = MAX_RESAMPLES, MAX_DEPTH
     params["gate"]["permutation"]["resamples"] = MAX_RESAMPLES

@@ -91,8 +91,7 @@ ID_FLAW_FIX = "ids become whitespace-separated columns of TREC runs and qrels: r
 
 
 SURROGATE_FIX = (
-    "replace the escape with the character itself, or with both halves of its pair "
-    "(e.g. \\ud83d\\ude00 for one emoji)"
+    "replace the escape with the character itself, or with both halves of its pair (e.g. \\ud83d\\ude00 for one emoji)"
 )
 
 

@@ -55,7 +55,7 @@ def foreign_note(summaries: Mapping[str, Summary]) -> list[str]:
     """The configurations that rank foreign passages, whose chunk-level figures are
     not reported (their relevant set would be only what the system returned)."""
     foreign = [
-        f"`{_escape(name)}`" for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN
+        md_code(name) for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN
     ]
     if not foreign:
         return []
@@ -914,5 +914,5 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
         timed = latencies.get(config, {})
         figures = [metrics.get(f"evidence_recall@{k}"), metrics.get(f"claim_availability@{k}")]
         figures += [timed.get(name) for name in ("p50_ms", "p95_ms", "max_ms", "qps")]
-        lines.append(f"| `{_escape(config)}` | " + " | ".join(fmt(value) for value in figures) + " |")
+        lines.append(f"| {md_code(config, table=True)} | " + " | ".join(fmt(value) for value in figures) + " |")
     return "\n".join(lines) + "\n"
