@@ -70,7 +70,7 @@ def init(
 @user_errors
 def verify(
     against: str = typer.Option("HEAD", help="The git revision whose committed results to compare with."),
-    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.jsonl."),
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.parquet."),
     runs_dir: Path = typer.Option(Path("data/runs"), help="Folder with the runs, <config>.parquet."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:

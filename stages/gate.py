@@ -15,7 +15,7 @@ from stages.storage.files import read_json, read_params, write_json
 
 @user_errors
 def main(
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),

@@ -252,7 +252,7 @@ def evaluate(project: Path) -> subprocess.CompletedProcess:
     """The evaluate command on the tiny project, as dvc.yaml runs it."""
     paths = {"run": "data/runs/cfg.parquet", "chunks": "data/chunks/ch.jsonl", "corpus": "data/validated/corpus.jsonl"}
     paths |= {"cases": "data/validated/cases.jsonl", "split": "data/split.json", "metrics": "m.json"}
-    paths |= {"per-case": "c.jsonl", "slices": "s.json", "thresholds": "abstention.yaml"}
+    paths |= {"per-case": "c.parquet", "slices": "s.json", "thresholds": "abstention.yaml"}
     options = [item for name, path in paths.items() for item in (f"--{name}", path)]
     return subprocess.run(
         [sys.executable, "-m", "stages.cli", "evaluate", "cfg", *options],

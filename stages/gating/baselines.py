@@ -14,18 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
-from stages.storage.files import read_json, read_jsonl, write_text
+from stages.storage.atomic import atomic_output
+from stages.storage.files import read_json
+from stages.storage.results import SUFFIX, read_results, result_rows
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
 
 
+def cases_path(folder: Path, config: str) -> Path:
+    """The per-case table of ``config`` in a folder of them (``metrics/cases``)."""
+    return folder / f"{config}{SUFFIX}"
+
+
 def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
     """The committed baseline of one configuration, or (None, None) if there is none."""
-    summary, cases = baseline / f"{config}.json", baseline / "cases" / f"{config}.jsonl"
+    summary, cases = baseline / f"{config}.json", cases_path(baseline / "cases", config)
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), read_jsonl(cases)
+    return read_json(summary), result_rows(read_results(cases))
 
 
 def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
@@ -39,8 +46,8 @@ def baselines_for(configs: list[str], baseline: Path, against: str | None) -> di
 
 def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
     """One configuration's per-case results, or None if evaluate has not written them."""
-    path = cases_dir / f"{config}.jsonl"
-    return read_jsonl(path) if path.exists() else None
+    path = cases_path(cases_dir, config)
+    return result_rows(read_results(path)) if path.exists() else None
 
 
 def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
@@ -60,7 +67,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     Every source is checked before anything is written, so a missing result never
     leaves a half-updated baseline. Baseline files of configurations that are no
     longer gated are removed, so a stale baseline cannot linger in the PR. Files
-    are copied byte for byte: they are already canonical JSON.
+    are copied byte for byte: the summary is canonical JSON, the table canonical Parquet.
     """
     metrics_dir = Path(metrics_dir)
     baseline_dir = metrics_dir / "baseline"
@@ -69,7 +76,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     for config in sorted(set(configs)):
         for src, dst in (
             (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
-            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
+            (cases_path(metrics_dir / "cases", config), cases_path(baseline_dir / "cases", config)),
         ):
             if src.is_file():
                 pairs.append((src, dst))
@@ -81,10 +88,11 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
         raise InputError(problems)
     written = []
     for src, dst in pairs:
-        write_text(dst, src.read_text(encoding="utf-8"))
+        with atomic_output(dst) as tmp:
+            tmp.write_bytes(src.read_bytes())
         written.append(dst)
     keep = set(configs)
-    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", SUFFIX)):
         if folder.is_dir():
             for stale in sorted(folder.glob(f"*{suffix}")):
                 if stale.is_file() and stale.name[: -len(suffix)] not in keep:
@@ -92,9 +100,11 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     return written
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
+    """``git *args`` in ``repo``; its output as text, or as bytes when ``binary``."""
+    text = {} if binary else {"text": True, "encoding": "utf-8"}
     try:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False)
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False, **text)
     except FileNotFoundError:
         raise InputError(
             [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
@@ -119,36 +129,19 @@ def _check_revision(rev: str, repo: Path) -> None:
     raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
 
 
-def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
-    problems: list[Problem] = []
-    summary: Summary = {}
+def _parse_summary(rev: str, summary_path: str, summary_text: str) -> Summary:
     try:
-        summary = json.loads(summary_text)
+        return json.loads(summary_text)
     except json.JSONDecodeError as err:
-        problems.append(
-            Problem(
-                f"{rev}:{summary_path}:{err.lineno}",
-                f"malformed JSON: {err.msg}",
-                "compare with a revision with intact results",
-            )
-        )
-    rows: list[Row] = []
-    for number, line in enumerate(cases_text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            problems.append(
+        raise InputError(
+            [
                 Problem(
-                    f"{rev}:{cases_path}:{number}",
+                    f"{rev}:{summary_path}:{err.lineno}",
                     f"malformed JSON: {err.msg}",
                     "compare with a revision with intact results",
                 )
-            )
-    if problems:
-        raise InputError(problems)
-    return summary, rows
+            ]
+        ) from None
 
 
 def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
@@ -156,7 +149,7 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
     None for a configuration that revision has no results for (a new one).
 
     These are the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
+    ``metrics/cases/<config>.parquet``), not its baseline folder: ``--against REV``
     asks "did this change regress relative to REV?". An unknown revision, a clone
     too shallow to have it, and a revision with no ragvet results at all are
     errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
@@ -176,10 +169,12 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
         )
     results: dict[str, tuple[Summary, list[Row]] | None] = {}
     for config in sorted(set(configs)):
-        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
-        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
-        if any(done.returncode != 0 for done in texts):
+        summary_path, table_path = f"metrics/{config}.json", cases_path(Path("metrics/cases"), config).as_posix()
+        summary = _git(repo, "show", f"{rev}:./{summary_path}")
+        table = _git(repo, "show", f"{rev}:./{table_path}", binary=True)
+        if summary.returncode != 0 or table.returncode != 0:
             results[config] = None
             continue
-        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
+        rows = result_rows(read_results(table.stdout, where=f"{rev}:{table_path}"))
+        results[config] = (_parse_summary(rev, summary_path, summary.stdout), rows)
     return results

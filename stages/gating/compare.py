@@ -298,18 +298,18 @@ def compare_config(
     reasons: list[str] = result["reasons"]
     if (baseline_rows is None or baseline_fp is None) and against is not None:
         reasons.append(
-            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.jsonl): "
+            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.parquet): "
             f"a new configuration has nothing to compare with there; gate it once it has landed on {against}"
         )
     elif baseline_rows is None or baseline_fp is None:
         reasons.append(
             f"no baseline for {config} (metrics/baseline/{config}.json and "
-            f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`"
+            f"metrics/baseline/cases/{config}.parquet): create it deliberately with `ragvet baseline accept`"
         )
     if current_rows is None or current_fp is None:
         reasons.append(
             f"no current results for {config} (metrics/{config}.json and "
-            f"metrics/cases/{config}.jsonl): run `dvc repro` first"
+            f"metrics/cases/{config}.parquet): run `dvc repro` first"
         )
     if reasons:
         return result
