@@ -33,7 +33,7 @@ def main(
         current,
         read_json(split)["fingerprints"],
         against,
-        rebaselined(configs, baseline, current),
+        rebaselined(configs, baseline, cases_dir),
     )
     if out is not None:
         write_json(out, verdict)

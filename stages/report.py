@@ -149,7 +149,7 @@ def main(
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])
     verdict = gate_all(
-        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, rows)
+        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, cases_dir)
     )
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},

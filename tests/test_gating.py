@@ -112,6 +112,9 @@ def test_bootstrap_is_seeded_brackets_the_mean_and_narrows_with_lower_confidence
 def test_bootstrap_of_constant_delta_is_that_delta_and_empty_is_none():
     assert bootstrap_ci(np.array([0.5, 0.5]), np.array([0.25, 0.25]), 200, 1, 0.95) == (-0.25, -0.25)
     assert bootstrap_ci(np.array([]), np.array([]), 200, 1, 0.95) == (None, None)
+    unchanged = np.random.default_rng(1).random(100_000)  # an untouched configuration: no draw needed
+    low, high = bootstrap_ci(unchanged, unchanged.copy(), 2000, 1, 0.95)
+    assert (low, high) == (0.0, 0.0) and str(low) == "0.0"  # not -0.0
 
 
 def test_bootstrap_in_batches_equals_one_batch(monkeypatch):

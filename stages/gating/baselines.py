@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,9 @@ from stages.storage.results import SUFFIX, read_results, result_rows
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
+# What a comparison reads of each per-case row (stages.gating.compare): at 100,000 cases
+# the rows are built from these columns only, not the counts and missed evidence too.
+COMPARED = ("case_id", "split", "answerable", "metrics", "tags")
 
 
 def cases_path(folder: Path, config: str) -> Path:
@@ -32,33 +35,35 @@ def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[di
     summary, cases = baseline / f"{config}.json", cases_path(baseline / "cases", config)
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), result_rows(read_results(cases))
+    return read_json(summary), result_rows(read_results(cases, columns=COMPARED))
 
 
 def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
     """``{config: (summary, rows)}`` from a git revision's results or from the
     committed baseline folder; ``(None, None)`` where there is none."""
     if against:
-        found = read_results_at(against, configs, Path.cwd())
+        found = read_results_at(against, configs, Path.cwd(), COMPARED)
         return {config: found[config] or (None, None) for config in configs}
     return {config: read_baseline_dir(baseline, config) for config in configs}
 
 
 def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
-    """One configuration's per-case results, or None if evaluate has not written them."""
+    """What a comparison reads of one configuration's per-case results (:data:`COMPARED`),
+    or None if evaluate has not written them."""
     path = cases_path(cases_dir, config)
-    return result_rows(read_results(path)) if path.exists() else None
+    return result_rows(read_results(path, columns=COMPARED)) if path.exists() else None
 
 
-def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
+def rebaselined(configs: list[str], baseline: Path, cases_dir: Path) -> list[str]:
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at
     the accepted state), so a comparison with another revision may accept its moves."""
-    return [
-        config
-        for config in configs
-        if current.get(config) is not None and read_baseline_dir(baseline, config)[1] == current[config]
-    ]
+    same = []
+    for config in configs:
+        current, accepted = cases_path(cases_dir, config), cases_path(baseline / "cases", config)
+        if current.is_file() and accepted.is_file() and read_results(current).equals(read_results(accepted)):
+            same.append(config)
+    return same
 
 
 def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
@@ -144,7 +149,9 @@ def _parse_summary(rev: str, summary_path: str, summary_text: str) -> Summary:
         ) from None
 
 
-def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
+def read_results_at(
+    rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
+) -> dict[str, tuple[Summary, list[Row]] | None]:
     """Summary and per-case rows of each configuration as committed at ``rev``;
     None for a configuration that revision has no results for (a new one).
 
@@ -153,7 +160,8 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
     asks "did this change regress relative to REV?". An unknown revision, a clone
     too shallow to have it, and a revision with no ragvet results at all are
     errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
-    subfolder of the git repository.
+    subfolder of the git repository. ``columns`` limits the rows to those
+    (:func:`stages.storage.results.read_results`); all of them by default.
     """
     repo = Path(repo)
     _check_revision(rev, repo)
@@ -175,6 +183,6 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
         if summary.returncode != 0 or table.returncode != 0:
             results[config] = None
             continue
-        rows = result_rows(read_results(table.stdout, where=f"{rev}:{table_path}"))
+        rows = result_rows(read_results(table.stdout, where=f"{rev}:{table_path}", columns=columns))
         results[config] = (_parse_summary(rev, summary_path, summary.stdout), rows)
     return results

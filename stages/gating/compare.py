@@ -89,6 +89,8 @@ def bootstrap_ci(
     n = len(deltas)
     if n == 0 or resamples <= 0:
         return None, None
+    if not deltas.any():  # every resample's mean is 0.0: what sampling would give, without 2000 x n draws
+        return 0.0, 0.0
     rng = np.random.default_rng(seed)
     batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
     means = np.empty(resamples, dtype=np.float64)

@@ -163,7 +163,8 @@ def read_results(
     source: Path | str | bytes | IO[bytes], where: str | None = None, columns: Sequence[str] | None = None
 ) -> pl.DataFrame:
     """The per-case table from a path, its bytes or a binary file object. ``columns``
-    reads only those (absent ones are skipped); ``where`` names the source in errors.
+    reads only those, a group name (``"metrics"``) standing for all its columns, plus
+    case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
     A file that is not such a table is an :class:`InputError`, never a traceback."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 
@@ -174,7 +175,8 @@ def read_results(
         names = pl.read_parquet_schema(readable).keys()
         if hasattr(readable, "seek"):
             readable.seek(0)
-        wanted = None if columns is None else [name for name in dict.fromkeys([*_REQUIRED, *columns]) if name in names]
+        asked = set(columns or ())
+        wanted = None if columns is None else [n for n in names if n in asked or n.partition(".")[0] in asked or n in _REQUIRED]
         frame = pl.read_parquet(readable, columns=wanted)
     except (OSError, pl.exceptions.PolarsError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
