@@ -182,8 +182,9 @@ def main() -> None:
         (metrics / f"{config}.json").write_text(json.dumps(dict(summary, config=config)))
         for folder, suffix in (("cases", ".parquet"), ("slices", ".json"), ("abstention", ".json")):
             shutil.copy(metrics / folder / f"{configs[0]}{suffix}", metrics / folder / f"{config}{suffix}")
-    subprocess.run([sys.executable, "-m", "stages.cli", "baseline", "accept"], cwd=workdir, check=True,
-                   capture_output=True)  # fmt: skip
+    from stages.gating.baselines import accept_baseline  # what `ragvet baseline accept` runs
+
+    accept_baseline(metrics, configs)
     report = [sys.executable, "-m", "stages.report", "--cases-dir", "metrics/cases", "--summaries-dir", "metrics",
               "--slices-dir", "metrics/slices", "--split", "split.json", "--baseline", "metrics/baseline",
               "--cases", "validated-cases.jsonl", "--corpus", "corpus.jsonl", "--out", "metrics/report.md",

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all, render_verdict
 from stages.storage.files import read_json, read_params, write_json
 
@@ -25,7 +25,7 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
     settings = read_params(params)
     configs = settings["gate"]["configs"]
-    current = {config: current_rows(cases_dir, config) for config in configs}
+    current = {config: current_table(cases_dir, config) for config in configs}
     verdict = gate_all(
         settings["gate"],
         settings["slices"],

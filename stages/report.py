@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import baselines_for, cases_path, current_rows, rebaselined
+from stages.gating.baselines import baselines_for, cases_path, current_table, rebaselined
 from stages.gating.compare import gate_all
 from stages.measures.summary import slice_table
 from stages.reporting.markdown import (
@@ -33,7 +33,6 @@ from stages.reporting.markdown import (
     summary_k,
 )
 from stages.storage.files import read_json, read_jsonl, read_params, round_floats, write_text
-from stages.storage.results import results_frame
 
 
 class Format(StrEnum):
@@ -60,7 +59,7 @@ def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
-    rows = {config: current_rows(cases_dir, config) for config in sorted(settings["configs"])}
+    rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
     missing = [config for config, found in rows.items() if found is None]
     if missing:
         raise InputError(
@@ -85,7 +84,7 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
     from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
-    base_slices = {name: slice_table(results_frame(r), settings["slices"], [k]) for name, r in base_rows.items()}
+    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
     gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (

@@ -11,17 +11,19 @@ import json
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem
 from stages.storage.atomic import atomic_output
 from stages.storage.files import read_json
-from stages.storage.results import SUFFIX, read_results, result_rows
+from stages.storage.results import SUFFIX, read_results
 
-Row = dict[str, Any]
+if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
+    import polars as pl
+
 Summary = dict[str, Any]
-# What a comparison reads of each per-case row (stages.gating.compare): at 100,000 cases
-# the rows are built from these columns only, not the counts and missed evidence too.
+# What a comparison reads of each per-case table (stages.gating.compare): at 100,000 cases
+# and nine tables, the counts, missed evidence and reviews are left on disk.
 COMPARED = ("case_id", "split", "answerable", "metrics", "tags")
 
 
@@ -30,16 +32,17 @@ def cases_path(folder: Path, config: str) -> Path:
     return folder / f"{config}{SUFFIX}"
 
 
-def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
-    """The committed baseline of one configuration, or (None, None) if there is none."""
+def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, pl.DataFrame | None]:
+    """The committed baseline of one configuration (its summary and what a comparison
+    reads of its per-case table, :data:`COMPARED`), or (None, None) if there is none."""
     summary, cases = baseline / f"{config}.json", cases_path(baseline / "cases", config)
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), result_rows(read_results(cases, columns=COMPARED))
+    return read_json(summary), read_results(cases, columns=COMPARED)
 
 
 def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
-    """``{config: (summary, rows)}`` from a git revision's results or from the
+    """``{config: (summary, table)}`` from a git revision's results or from the
     committed baseline folder; ``(None, None)`` where there is none."""
     if against:
         found = read_results_at(against, configs, Path.cwd(), COMPARED)
@@ -47,11 +50,11 @@ def baselines_for(configs: list[str], baseline: Path, against: str | None) -> di
     return {config: read_baseline_dir(baseline, config) for config in configs}
 
 
-def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
-    """What a comparison reads of one configuration's per-case results (:data:`COMPARED`),
-    or None if evaluate has not written them."""
+def current_table(cases_dir: Path, config: str) -> pl.DataFrame | None:
+    """What a comparison reads of one configuration's per-case table (:data:`COMPARED`),
+    or None if evaluate has not written it."""
     path = cases_path(cases_dir, config)
-    return result_rows(read_results(path, columns=COMPARED)) if path.exists() else None
+    return read_results(path, columns=COMPARED) if path.exists() else None
 
 
 def rebaselined(configs: list[str], baseline: Path, cases_dir: Path) -> list[str]:
@@ -151,8 +154,8 @@ def _parse_summary(rev: str, summary_path: str, summary_text: str) -> Summary:
 
 def read_results_at(
     rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
-) -> dict[str, tuple[Summary, list[Row]] | None]:
-    """Summary and per-case rows of each configuration as committed at ``rev``;
+) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
+    """Summary and per-case table of each configuration as committed at ``rev``;
     None for a configuration that revision has no results for (a new one).
 
     These are the *results* of that revision (``metrics/<config>.json`` and
@@ -175,7 +178,7 @@ def read_results_at(
                 )
             ]
         )
-    results: dict[str, tuple[Summary, list[Row]] | None] = {}
+    results: dict[str, tuple[Summary, pl.DataFrame] | None] = {}
     for config in sorted(set(configs)):
         summary_path, table_path = f"metrics/{config}.json", cases_path(Path("metrics/cases"), config).as_posix()
         summary = _git(repo, "show", f"{rev}:./{summary_path}")
@@ -183,6 +186,6 @@ def read_results_at(
         if summary.returncode != 0 or table.returncode != 0:
             results[config] = None
             continue
-        rows = result_rows(read_results(table.stdout, where=f"{rev}:{table_path}", columns=columns))
-        results[config] = (_parse_summary(rev, summary_path, summary.stdout), rows)
+        found = read_results(table.stdout, where=f"{rev}:{table_path}", columns=columns)
+        results[config] = (_parse_summary(rev, summary_path, summary.stdout), found)
     return results

@@ -17,20 +17,26 @@ and the report compare them with the same functions, so they cannot disagree.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import higher_is_better
-from stages.reporting.formatting import fmt, is_missing
+from stages.reporting.formatting import fmt
 from stages.schema import EVAL
 from stages.storage.files import FLOAT_PLACES
-
-if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
-    import numpy as np
+from stages.storage.results import column, results_frame
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
+
+if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `ragvet --help`
+    import numpy as np
+    import polars as pl
+
+    # One configuration's per-case results: the table the stages read
+    # (stages.storage.results), or the nested rows it stands for.
+    Results = pl.DataFrame | Sequence[Row]
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
@@ -41,12 +47,35 @@ _BOOTSTRAP_CELLS = 4_000_000
 # --------------------------------------------------------------------------- pairing
 
 
-def _eval_rows(rows: Iterable[Row]) -> dict[str, Row]:
-    return {row["case_id"]: row for row in rows if row.get("split") == EVAL}
+def _table(rows: Results) -> pl.DataFrame:
+    """Per-case results as the columnar table (:mod:`stages.storage.results`): the
+    stages pass tables, a list of nested rows is converted."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
+
+
+def _eval_table(rows: Results) -> pl.DataFrame:
+    """The eval-split cases, one row per case_id (the last, as a mapping by id would keep)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return _table(rows).filter(pl.col("split") == EVAL).unique("case_id", keep="last", maintain_order=True)
+
+
+def _values(table: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """``case_id`` and ``value`` of the cases whose ``metric`` is a finite number
+    (:func:`stages.reporting.formatting.is_missing`: None, NaN and infinities are no value)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    name = column("metrics", metric)
+    if name not in table.columns:
+        return pl.DataFrame(schema={"case_id": pl.String, "value": pl.Float64})
+    values = table.select("case_id", pl.col(name).cast(pl.Float64).alias("value"))
+    return values.filter(pl.col("value").is_finite())
 
 
 def paired_values(
-    baseline_rows: Iterable[Row], current_rows: Iterable[Row], metric: str
+    baseline_rows: Results, current_rows: Results, metric: str
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Values of ``metric`` for eval-split cases present, with a value, on both sides.
 
@@ -54,22 +83,10 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    import numpy as np  # not for `ragvet --help`
-
-    base_by_id = _eval_rows(baseline_rows)
-    cur_by_id = _eval_rows(current_rows)
-    ids: list[str] = []
-    base: list[float] = []
-    cur: list[float] = []
-    for case_id in sorted(base_by_id.keys() & cur_by_id.keys()):
-        b = base_by_id[case_id].get("metrics", {}).get(metric)
-        c = cur_by_id[case_id].get("metrics", {}).get(metric)
-        if is_missing(b) or is_missing(c):
-            continue
-        ids.append(case_id)
-        base.append(float(b))
-        cur.append(float(c))
-    return ids, np.asarray(base, dtype=np.float64), np.asarray(cur, dtype=np.float64)
+    base = _values(_eval_table(baseline_rows), metric)
+    cur = _values(_eval_table(current_rows), metric).rename({"value": "current"})
+    paired = base.join(cur, on="case_id", how="inner").sort("case_id")
+    return paired["case_id"].to_list(), paired["value"].to_numpy(), paired["current"].to_numpy()
 
 
 def bootstrap_ci(
@@ -164,7 +181,7 @@ def _compare(
 
 
 def slice_comparisons(
-    baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]
+    baseline_rows: Results, current_rows: Results, gate: dict, slice_keys: Sequence[str]
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
 
@@ -176,12 +193,14 @@ def slice_comparisons(
 
     metric = gate["slice_metric"]
     ids, base, cur = paired_values(baseline_rows, current_rows, metric)
-    tags = {cid: row.get("tags") or {} for cid, row in _eval_rows(current_rows).items()}
+    current = _eval_table(current_rows)
     out = []
     for key in slice_keys:
+        tag = column("tags", key)
+        tags = dict(zip(current["case_id"].to_list(), current[tag].to_list())) if tag in current.columns else {}
         groups: dict[str, list[int]] = {}
         for i, cid in enumerate(ids):
-            value = tags.get(cid, {}).get(key)
+            value = tags.get(cid)
             if value is not None:
                 groups.setdefault(str(value), []).append(i)
         for value in sorted(groups):
@@ -200,7 +219,7 @@ def slice_comparisons(
     return out
 
 
-def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], metric: str, bootstrap: dict) -> dict:
+def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, bootstrap: dict) -> dict:
     """Paired means, delta and CI of any metric, with no pass/fail decision: the
     report shows every metric this way, the gate decides only on guarded ones."""
     _, base, cur = paired_values(baseline_rows, current_rows, metric)
@@ -209,13 +228,13 @@ def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], me
     return {"metric": metric, **entry}
 
 
-def newly_missed(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
     ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
     return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
 
 
-def newly_found(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
     return newly_missed(current_rows, baseline_rows, k)
 
@@ -263,8 +282,8 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
 
 def compare_config(
     config: str,
-    baseline_rows: Sequence[Row] | None,
-    current_rows: Sequence[Row] | None,
+    baseline_rows: Results | None,
+    current_rows: Results | None,
     baseline_fp: dict | None,
     current_fp: dict | None,
     gate_params: dict,
@@ -321,7 +340,7 @@ def compare_config(
         result["fingerprints_differ"] = True
         return result
 
-    if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
+    if not _eval_table(baseline_rows)["case_id"].is_in(_eval_table(current_rows)["case_id"].implode()).any():
         reasons.append(
             "no paired cases: no eval-split case is in both the baseline and the current results; "
             "re-baseline deliberately with `ragvet baseline accept`"
@@ -376,8 +395,8 @@ def gate_verdict(per_config: list[dict]) -> dict:
 def gate_all(
     gate_params: dict,
     slice_keys: Sequence[str],
-    baselines: dict[str, tuple[Summary | None, Sequence[Row] | None]],
-    current: dict[str, Sequence[Row] | None],
+    baselines: dict[str, tuple[Summary | None, Results | None]],
+    current: dict[str, Results | None],
     fingerprints: dict,
     against: str | None = None,
     rebaselined: Collection[str] = (),

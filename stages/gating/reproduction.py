@@ -229,7 +229,7 @@ def verify_results(
         after = recomputed_rankings(repo / run)
         runs = (before, after) if before is not None and after is not None else None
         result = committed.get(config)
-        check = check_config(config, None if result is None else result[1], recomputed_rows, runs)
+        check = check_config(config, None if result is None else result_rows(result[1]), recomputed_rows, runs)
         if runs is None:
             check.note = why or f"no recomputed run at {run}"
         checks.append(check)
