@@ -61,12 +61,15 @@ def rebaselined(configs: list[str], baseline: Path, cases_dir: Path) -> list[str
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at
     the accepted state), so a comparison with another revision may accept its moves."""
-    same = []
-    for config in configs:
-        current, accepted = cases_path(cases_dir, config), cases_path(baseline / "cases", config)
-        if current.is_file() and accepted.is_file() and read_results(current).equals(read_results(accepted)):
-            same.append(config)
-    return same
+    return [config for config in configs if _same_table(cases_path(cases_dir, config), cases_path(baseline / "cases", config))]
+
+
+def _same_table(current: Path, accepted: Path) -> bool:
+    """Both tables exist and hold the same values: the same bytes (``baseline accept``
+    copies them), else equal once read."""
+    if not (current.is_file() and accepted.is_file()):
+        return False
+    return current.read_bytes() == accepted.read_bytes() or read_results(current).equals(read_results(accepted))
 
 
 def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:

@@ -55,23 +55,37 @@ def _table(rows: Results) -> pl.DataFrame:
     return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
 
 
-def _eval_table(rows: Results) -> pl.DataFrame:
-    """The eval-split cases, one row per case_id (the last, as a mapping by id would keep)."""
+def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
+    """``columns`` of the eval-split cases (a per-case table holds each case once),
+    selected before the filter so that the other columns are not copied."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 
-    return _table(rows).filter(pl.col("split") == EVAL).unique("case_id", keep="last", maintain_order=True)
+    return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
 
-def _values(table: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """``case_id`` and ``value`` of the cases whose ``metric`` is a finite number
-    (:func:`stages.reporting.formatting.is_missing`: None, NaN and infinities are no value)."""
+def _metric(rows: Results, metric: str, alias: str) -> pl.DataFrame:
+    """``case_id`` and the metric as floats (all null when the table does not have it)
+    of the eval-split cases."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 
     name = column("metrics", metric)
-    if name not in table.columns:
-        return pl.DataFrame(schema={"case_id": pl.String, "value": pl.Float64})
-    values = table.select("case_id", pl.col(name).cast(pl.Float64).alias("value"))
-    return values.filter(pl.col("value").is_finite())
+    value = pl.col(name) if name in _table(rows).columns else pl.lit(None)
+    return _eval_columns(rows, "case_id", value.cast(pl.Float64).alias(alias))
+
+
+def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
+    of ``metric`` on both sides (:func:`stages.reporting.formatting.is_missing`: None,
+    NaN and infinities are no value), sorted by case_id. Two tables of the same cases
+    (the usual case) are paired by position, others by a join on case_id."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    base, cur = _metric(baseline_rows, metric, "baseline"), _metric(current_rows, metric, "current")
+    if base["case_id"].equals(cur["case_id"]):
+        paired = base.with_columns(cur["current"])
+    else:
+        paired = base.join(cur, on="case_id", how="inner")
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite()).sort("case_id")
 
 
 def paired_values(
@@ -83,10 +97,8 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    base = _values(_eval_table(baseline_rows), metric)
-    cur = _values(_eval_table(current_rows), metric).rename({"value": "current"})
-    paired = base.join(cur, on="case_id", how="inner").sort("case_id")
-    return paired["case_id"].to_list(), paired["value"].to_numpy(), paired["current"].to_numpy()
+    paired = _paired(baseline_rows, current_rows, metric)
+    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
 def bootstrap_ci(
@@ -189,20 +201,20 @@ def slice_comparisons(
     fingerprint they match the baseline's anyway. Smaller slices are left out:
     their deltas are too noisy to gate on.
     """
-    import numpy as np  # not for `ragvet --help`
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     metric = gate["slice_metric"]
-    ids, base, cur = paired_values(baseline_rows, current_rows, metric)
-    current = _eval_table(current_rows)
+    paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
+    base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
     out = []
     for key in slice_keys:
         tag = column("tags", key)
-        tags = dict(zip(current["case_id"].to_list(), current[tag].to_list())) if tag in current.columns else {}
-        groups: dict[str, list[int]] = {}
-        for i, cid in enumerate(ids):
-            value = tags.get(cid)
-            if value is not None:
-                groups.setdefault(str(value), []).append(i)
+        if tag not in _table(current_rows).columns:
+            continue
+        tagged = paired.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
+        grouped = tagged.filter(pl.col(tag).is_not_null()).group_by(tag).agg(pl.col("position").sort())
+        groups = dict(zip(grouped[tag].cast(pl.String).to_list(), grouped["position"].to_list()))
         for value in sorted(groups):
             members = np.asarray(groups[value])
             if len(members) < int(gate["min_slice_cases"]):
@@ -340,7 +352,8 @@ def compare_config(
         result["fingerprints_differ"] = True
         return result
 
-    if not _eval_table(baseline_rows)["case_id"].is_in(_eval_table(current_rows)["case_id"].implode()).any():
+    base_ids, cur_ids = (_eval_columns(rows, "case_id")["case_id"] for rows in (baseline_rows, current_rows))
+    if not base_ids.is_in(cur_ids.implode()).any():
         reasons.append(
             "no paired cases: no eval-split case is in both the baseline and the current results; "
             "re-baseline deliberately with `ragvet baseline accept`"

@@ -432,18 +432,23 @@ def score(
 def case_columns(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> dict[str, Any]:
     """The engine's arrays as the per-case table's columns (:mod:`stages.storage.results`),
     rows in the order of the cases: NaN where the reference gives None, counts as
-    integers, ``first_relevant_rank`` NaN where there is none, each case's missed
-    evidence labels as a list (each label once, in unit order)."""
+    integers, ``first_relevant_rank`` NaN where there is none, and each case's missed
+    evidence labels as ``missed_evidence`` (each label once, in unit order) given flat:
+    ``missed_case`` the case row of each label of ``missed_label``."""
     n_cases = len(scores.top1_score)
-    missed: list[list[str]] = [[] for _ in range(n_cases)]
-    for unit in scores.missed_units.tolist():
-        labels, label = missed[evidence.table.unit_case[unit]], evidence.table.label(unit)
-        if label not in labels:
-            labels.append(label)
+    units = scores.missed_units
+    cases = evidence.table.unit_case[units]
+    labels = evidence.table.labels(units)
+    first = np.ones(len(labels), bool)  # a label twice in one case (alternatives of one doc) is listed once
+    seen: set[tuple[int, str]] = set()
+    for index, key in enumerate(zip(cases.tolist(), labels)):
+        first[index] = key not in seen
+        seen.add(key)
     return {
         "top1_score": scores.top1_score,
         "first_relevant_rank": np.where(scores.first_relevant_rank > 0, scores.first_relevant_rank, NONE),
-        "missed_evidence": missed,
+        "missed_case": cases[first],
+        "missed_label": [label for label, keep in zip(labels, first.tolist()) if keep],
         "missed_evidence_at": np.full(n_cases, max(ks), np.int64),
         **{column("metrics", name): values for name, values in scores.metrics.items()},
         **{column("counts", name): np.asarray(values, np.int64) for name, values in scores.counts.items()},

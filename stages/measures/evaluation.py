@@ -11,7 +11,7 @@ from stages.evidence import project_unit, relevant_chunks
 from stages.measures.reference import case_metrics, check_coverage
 from stages.measures.registry import METRICS, sorted_ks
 from stages.schema import Case, Chunk
-from stages.storage.results import column, mapping_columns, result_rows
+from stages.storage.results import column, list_column, mapping_columns, result_rows
 
 if TYPE_CHECKING:
     import polars as pl
@@ -91,7 +91,7 @@ def evaluate_table(
     integers = {"first_relevant_rank"} | {
         column("metrics", name) for name in scores.metrics if not METRICS[name.partition("@")[0]].share
     }
-    missed = pl.Series("missed_evidence", columns.pop("missed_evidence"), dtype=pl.List(pl.String))
+    missed = list_column("missed_evidence", columns.pop("missed_case"), columns.pop("missed_label"), len(cases.case_ids))
     series = [pl.Series(name, values, nan_to_null=True) for name, values in columns.items()]
     return pl.DataFrame(
         [

@@ -93,6 +93,19 @@ def results_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(base + [s for group in GROUPS for s in mapping_columns(group, [row.get(group) for row in rows])])
 
 
+def list_column(name: str, rows: np.ndarray, values: Sequence[str], n_rows: int) -> pl.Series:
+    """A list column of ``n_rows`` from flat ``values`` and the row of each (rows
+    ascending, values in order within a row); empty lists elsewhere. Built in
+    columns: a Python list per row costs a polars Series per row."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    flat = pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64), name: pl.Series(values, dtype=pl.String)})
+    grouped = flat.group_by("row", maintain_order=True).agg(pl.col(name))
+    every = pl.DataFrame({"row": pl.arange(0, n_rows, eager=True, dtype=pl.Int64)})
+    full = every.join(grouped, on="row", how="left", maintain_order="left")
+    return full.select(pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))))[name]
+
+
 def result_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The nested rows the table stands for: tags without their null entries,
     ``human_review`` None where every field is null (a case with no recorded answer)."""
