@@ -17,7 +17,11 @@ outside (wall clock, and the child's own peak RSS from ``wait4``):
   the per-query results;
 * **report** and **gate**: ``python -m stages.report`` / ``stages.gate`` over
   ``--configs`` configurations (copies of the evaluated one, all gated) and a
-  baseline accepted from them, as dvc.yaml runs them.
+  baseline accepted from them, as dvc.yaml runs them. Equal to the results, the
+  baseline gives paired deltas of 0, whose bootstrap intervals need no draw (the
+  usual case of configurations a change did not touch); ``--changed-baseline``
+  halves every 10th case's figures in it, so every interval is drawn (2,000
+  resamples of each paired metric and slice).
 
 Evaluate and the script alternate their order from round to round (the first
 process to touch memory after a pause pays for fresh pages); the best of
@@ -146,6 +150,20 @@ def check_rounding(workdir: Path, ks: list[int]) -> int:
     return compared
 
 
+def change_baseline(folder: Path) -> None:
+    """Every 10th case's float metrics halved in each baseline table: the deltas are
+    no longer all 0, so the gate and the report draw every bootstrap interval."""
+    import polars as pl
+
+    from stages.storage.results import read_results, write_results
+
+    for path in sorted(folder.glob("*.parquet")):
+        table = read_results(path).with_row_index("row")
+        floats = [name for name, dtype in table.schema.items() if name.startswith("metrics.") and dtype.is_float()]
+        halved = [pl.when(pl.col("row") % 10 == 0).then(pl.col(n) * 0.5).otherwise(pl.col(n)).alias(n) for n in floats]
+        write_results(path, table.with_columns(halved).drop("row"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
@@ -157,6 +175,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--configs", type=int, default=8)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--changed-baseline", action="store_true",
+        help="halve every float metric of every 10th case in the baseline, so every paired bootstrap runs",
+    )  # fmt: skip
     args = parser.parse_args()
     key = f"{args.cases}-{args.depth}-{args.docs}-{args.chunks_per_doc}-{args.seed}"
     workdir = args.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"ragvet-bench-evaluation-{key}"
@@ -185,6 +207,8 @@ def main() -> None:
     from stages.gating.baselines import accept_baseline  # what `ragvet baseline accept` runs
 
     accept_baseline(metrics, configs)
+    if args.changed_baseline:
+        change_baseline(metrics / "baseline" / "cases")
     report = [sys.executable, "-m", "stages.report", "--cases-dir", "metrics/cases", "--summaries-dir", "metrics",
               "--slices-dir", "metrics/slices", "--split", "split.json", "--baseline", "metrics/baseline",
               "--cases", "validated-cases.jsonl", "--corpus", "corpus.jsonl", "--out", "metrics/report.md",
