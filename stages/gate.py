@@ -8,14 +8,14 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all, render_verdict
 from stages.storage.files import read_json, read_params, write_json
 
 
 @user_errors
 def main(
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),
@@ -25,7 +25,7 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
     settings = read_params(params)
     configs = settings["gate"]["configs"]
-    current = {config: current_rows(cases_dir, config) for config in configs}
+    current = {config: current_table(cases_dir, config) for config in configs}
     verdict = gate_all(
         settings["gate"],
         settings["slices"],
@@ -33,7 +33,7 @@ def main(
         current,
         read_json(split)["fingerprints"],
         against,
-        rebaselined(configs, baseline, current),
+        rebaselined(configs, baseline, cases_dir),
     )
     if out is not None:
         write_json(out, verdict)
