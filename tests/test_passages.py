@@ -19,6 +19,7 @@ from stages.measures.evaluation import evaluate_run
 from stages.retrieval.kinds import retrieve
 from stages.retrieval.passages import PassageLocator, parse_passage_id, passage_id, passage_table
 from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit
+from stages.storage.results import read_results, result_rows
 
 TEXT = "aaaa bbbb cccc dddd"
 DOCS = {"p": Doc("p", TEXT, metadata={"year": "2026"}), "q": Doc("q", "bbbb only", metadata={"year": "2025"})}
@@ -198,8 +199,8 @@ def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatc
     ragvet("evaluate", "prod", "--run", "data/runs/prod.parquet", "--chunks", "data/chunks/fixed-9.jsonl",
            "--corpus", "data/validated/corpus.jsonl", "--cases", "data/validated/cases.parquet",
            "--split", "data/split.json", "--metrics", "metrics/prod.json",
-           "--per-case", "metrics/cases/prod.jsonl", "--slices", "metrics/slices/prod.json")  # fmt: skip
-    (row,) = [json.loads(line) for line in (tmp_path / "metrics/cases/prod.jsonl").read_text().splitlines()]
+           "--per-case", "metrics/cases/prod.parquet", "--slices", "metrics/slices/prod.json")  # fmt: skip
+    (row,) = result_rows(read_results(tmp_path / "metrics/cases/prod.parquet"))
     assert {name: row["metrics"][name] for name in EXPECTED} == EXPECTED
     assert row["metrics"]["recall@3"] is None and row["metrics"]["mrr"] is None
     summary = json.loads((tmp_path / "metrics/prod.json").read_text())

@@ -4,6 +4,7 @@ report's table, with hand-computed figures, and `--exp` over real `dvc exp run`s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from statsmodels.stats.multitest import multipletests
 
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.reporting.markdown import side_by_side_section
+from stages.storage.results import read_results, result_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = {
@@ -92,16 +94,16 @@ def test_comparable_metrics_are_the_registrys():
     assert comparable_metrics(5) == ["evidence_recall@5", "claim_availability@5", "context_chars@5"]
 
 
-def _mean(text: str, metric: str) -> float:
+def _mean(table: Path | bytes, metric: str) -> float:
     """The plain eval-split mean of one per-case table's metric."""
-    values = [r["metrics"][metric] for r in map(json.loads, text.splitlines()) if r["split"] == "eval"]
+    values = [r["metrics"][metric] for r in result_rows(read_results(table)) if r["split"] == "eval"]
     values = [v for v in values if v is not None]
     return sum(values) / len(values)
 
 
 def test_ragvet_compare_on_the_committed_sample():
     done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--metric", "evidence_recall@5")
-    expected = _mean((ROOT / "metrics/cases/sentences-600-dense.jsonl").read_text(), "evidence_recall@5")
+    expected = _mean(ROOT / "metrics/cases/sentences-600-dense.parquet", "evidence_recall@5")
     assert "## Every configuration against `sentences-600-bm25`" in done.stdout
     assert f"| `sentences-600-dense` | {expected:.3f} |" in done.stdout
     assert "7 tests (every configuration and metric against the baseline configuration)" in done.stdout
@@ -130,11 +132,12 @@ def test_ragvet_compare_exp_reads_real_dvc_experiments(work_repo):
     base_name = f"{config}@{head[:7]}"
     assert table["baseline"] == base_name and f"## Every experiment against `{base_name}`" in done.stdout
     assert [e["name"] for e in table["entries"]] == sorted([base_name, "low-b", "low-k1"])
-    path = f"metrics/cases/{config}.jsonl"
+    path = f"metrics/cases/{config}.parquet"
     means = {}
     for entry in table["entries"]:
         rev = head if entry["baseline"] else _exp_rev(work_repo, entry["name"])
-        means[entry["name"]] = _mean(sh(work_repo, "git", "show", f"{rev}:{path}").stdout, EV)
+        committed = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=work_repo, capture_output=True, check=True)
+        means[entry["name"]] = _mean(committed.stdout, EV)
         assert entry["metrics"][0]["current"] == pytest.approx(means[entry["name"]])
     assert means["low-k1"] != means[base_name] or means["low-b"] != means[base_name]  # the experiments moved
     assert table["metrics"] == comparable_metrics(5) and table["family"]["size"] == 2 * 3

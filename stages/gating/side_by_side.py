@@ -14,13 +14,14 @@ with different chunkings have different chunk-level denominators.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stages.gating.compare import compare_metric, fingerprint_reasons
 from stages.gating.significance import alpha_of, correct_entries, correction_of
 from stages.measures.registry import METRICS
 
-Row = dict[str, Any]
+if TYPE_CHECKING:
+    from stages.gating.compare import Results
 
 
 def comparable_metrics(k: int) -> list[str]:
@@ -29,7 +30,7 @@ def comparable_metrics(k: int) -> list[str]:
 
 
 def side_by_side(
-    rows: Mapping[str, Sequence[Row] | None],
+    rows: Mapping[str, Results | None],
     baseline: str,
     metrics: Sequence[str],
     gate: dict,
@@ -45,16 +46,18 @@ def side_by_side(
     a case that moved in the metric's good direction), and ``significant``.
     """
     fingerprints = fingerprints or {}
-    base_rows = rows[baseline] or []
+    base_rows = rows[baseline]
     entries: list[dict] = []
     for name in sorted(rows):
         entry: dict[str, Any] = {"name": name, "baseline": name == baseline, "reason": None, "metrics": []}
         if rows[name] is None:
             entry["reason"] = "no results: run `dvc repro` (or the experiment) first"
+        elif base_rows is None:
+            entry["reason"] = "the baseline configuration has no results: run `dvc repro` first"
         elif name != baseline and fingerprints:
             entry["reason"] = "; ".join(fingerprint_reasons(fingerprints.get(baseline), fingerprints.get(name))) or None
         if entry["reason"] is None:
-            entry["metrics"] = [compare_metric(base_rows, rows[name] or [], metric, gate) for metric in metrics]
+            entry["metrics"] = [compare_metric(base_rows, rows[name], metric, gate) for metric in metrics]
         entries.append(entry)
     tests = [m for e in entries if not e["baseline"] for m in e["metrics"]]
     alpha, method = alpha_of(gate), correction_of(gate)
