@@ -9,18 +9,20 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
+from stages.inputs.params import fill_path, stage_key, stage_params
 from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import config_summary, slice_table
 from stages.schema import DEV
-from stages.storage.files import read_json, read_params, round_floats, write_json
+from stages.storage.atomic import outputs_together
+from stages.storage.files import read_json, round_floats, write_json
 from stages.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table, write_rows
 
 
 @user_errors
 def main(
-    config: str = typer.Argument(..., help="A configuration name from params.configs."),
+    config: str | None = typer.Argument(None, help="A configuration name from params.configs (under DVC: its stage's key)."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
@@ -35,8 +37,12 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Score one configuration's run against the projected evidence."""
-    settings = read_params(params)
+    config = stage_key("evaluate", config)
+    settings = stage_params(params, [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices"])
     spec = settings["configs"][config]
+    run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
+    metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
+    slices, sweep_out = fill_path(slices, key=config), fill_path(sweep_out, key=config)
     all_chunks = read_chunk_table(chunks)
     all_cases = read_case_table(cases)
     frozen = read_json(split)
@@ -61,11 +67,12 @@ def main(
     summary = config_summary(
         config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
     )
-    write_rows(per_case, rows, "case_id")
-    write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
-    write_json(metrics, summary)
-    if sweep_out is not None:
-        write_json(sweep_out, sweep([row for row in rows if row["split"] == DEV]))
+    with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
+        write_rows(per_case, rows, "case_id")
+        write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
+        write_json(metrics, summary)
+        if sweep_out is not None:
+            write_json(sweep_out, sweep([row for row in rows if row["split"] == DEV]))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
     typer.echo(f"{config}: evaluated {len(rows)} cases{note}")
 

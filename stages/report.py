@@ -33,7 +33,12 @@ from stages.reporting.markdown import (
     slice_rows,
     summary_k,
 )
-from stages.storage.files import read_json, read_jsonl, read_params, round_floats, write_text
+from stages.storage.atomic import outputs_together, remove_output
+from stages.inputs.params import stage_params
+from stages.storage.files import read_json, read_jsonl, round_floats, write_text
+
+
+PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
 
 class Format(StrEnum):
@@ -118,14 +123,12 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
 def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k = settings["ks"], summary_k(settings["ks"])
-    files = {
-        "at_k.csv": plot_rows(summaries, ks),
-        "budget.csv": budget_rows(summaries, k),
-        "slices.csv": slice_rows(slices, k),
-    }
+    files = dict(
+        zip(PLOT_FILES, (plot_rows(summaries, ks), budget_rows(summaries, k), slice_rows(slices, k)), strict=True)
+    )
     for stale in plots.glob("*.csv") if plots.exists() else []:
         if stale.name not in files:
-            stale.unlink()
+            remove_output(stale)
     for name, data in files.items():
         write_text(plots / name, csv_text(data))
 
@@ -150,7 +153,7 @@ def main(
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
-    settings = read_params(params)
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices"])
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
     summaries = _summaries(settings, rows, fingerprints, thresholds)
@@ -177,13 +180,16 @@ def main(
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
         text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
+    plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
+    with outputs_together(out, *plot_files):  # the report and its plot data change together
+        if out is not None:
+            write_text(out, text)
+        if plots is not None:
+            write_plots(plots, settings, summaries, slices)
     if out is None:
         typer.echo(text, nl=False)
     else:
-        write_text(out, text)
         typer.echo(f"report: {len(summaries)} configurations -> {out}")
-    if plots is not None:
-        write_plots(plots, settings, summaries, slices)
 
 
 if __name__ == "__main__":

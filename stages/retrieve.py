@@ -7,22 +7,25 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.storage.files import read_params
+from stages.inputs.params import fill_path, stage_key, stage_params
+from stages.storage.atomic import outputs_together
 from stages.storage.tables import read_cases, read_chunk_texts, read_chunks, write_run
 
 
 @user_errors
 def main(
-    config: str = typer.Argument(..., help="A configuration name from params.configs."),
-    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
+    config: str | None = typer.Argument(None, help="A configuration name from params.configs (under DVC: its stage's key)."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking ({chunking} stands for its name)."),
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
-    out: Path = typer.Option(..., help="Run (Parquet) to write."),
+    out: Path = typer.Option(..., help="Run (Parquet) to write; {key} stands for the configuration name."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``."""
     from stages.retrieval.kinds import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
 
-    settings = read_params(params)
+    config = stage_key("retrieve", config)
+    settings = stage_params(params, [f"configs.{config}", "retrievers", "depth"])
+    chunks, out = fill_path(chunks, chunking=settings["configs"][config]["chunking"]), fill_path(out, key=config)
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
@@ -30,7 +33,8 @@ def main(
     chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks)
     rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers)
     chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
-    write_run(out, rows, [case.case_id for case in all_cases], chunk_ids)
+    with outputs_together(out):
+        write_run(out, rows, [case.case_id for case in all_cases], chunk_ids)
     empty = len(all_cases) - len({row["case_id"] for row in rows})
     typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
+from stages.storage.atomic import outputs_together, remove_output
 from stages.storage.files import read_json, read_jsonl, write_text
 
 Row = dict[str, Any]
@@ -57,8 +58,9 @@ def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict
 def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
-    Every source is checked before anything is written, so a missing result never
-    leaves a half-updated baseline. Baseline files of configurations that are no
+    Every source is checked before anything is written, and the copies replace the
+    old files together, so neither a missing result nor a full disk leaves a
+    half-updated baseline. Baseline files of configurations that are no
     longer gated are removed, so a stale baseline cannot linger in the PR. Files
     are copied byte for byte: they are already canonical JSON.
     """
@@ -79,17 +81,16 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
                 )
     if problems:
         raise InputError(problems)
-    written = []
-    for src, dst in pairs:
-        write_text(dst, src.read_text(encoding="utf-8"))
-        written.append(dst)
     keep = set(configs)
-    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
-        if folder.is_dir():
-            for stale in sorted(folder.glob(f"*{suffix}")):
-                if stale.is_file() and stale.name[: -len(suffix)] not in keep:
-                    stale.unlink()
-    return written
+    with outputs_together(*(dst for _, dst in pairs)):  # never a new summary beside an old per-case file
+        for src, dst in pairs:
+            write_text(dst, src.read_text(encoding="utf-8"))
+        for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+            if folder.is_dir():
+                for stale in sorted(folder.glob(f"*{suffix}")):
+                    if stale.is_file() and stale.name[: -len(suffix)] not in keep:
+                        remove_output(stale)
+    return [dst for _, dst in pairs]
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
