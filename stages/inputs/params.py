@@ -399,7 +399,7 @@ def stage_key(stage: str, given: str | None) -> str:
             )
     if not is_safe_name(given):
         raise InputError(
-            [Problem(f"{stage}@{given!r}", f"{given!r} cannot be a {stage} name in stage names and file paths", SAFE_NAME_FIX)]
+            [Problem(f"{stage}@{given!r}", f"{stage} name {given!r} cannot be used in stage names and file paths", SAFE_NAME_FIX)]
         )
     return given
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ UMASK = os.umask(0)  # read once: os.umask can only be read by setting it
 os.umask(UMASK)
 # A full disk, a file-size limit (ulimit -f, RLIMIT_FSIZE) or a full quota: the user's to fix, not a bug.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 class DiskFull(Exception):
@@ -118,12 +120,15 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         batch.renames.append((Path(tmp), path))
 
 
-def _out_of_space(err: BaseException) -> bool:
-    """An OSError for want of space, raised directly or wrapped by a library (polars, pyarrow)."""
+def _out_of_space(err: BaseException | None) -> bool:
+    """An OSError for want of space, raised directly or chained, or reported by a Rust
+    library in its message (polars: ``ComputeError: ... File too large (os error 27)``)."""
     while err is not None:
         if isinstance(err, OSError) and err.errno in DISK_FULL:
             return True
-        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+        if any(int(code) in DISK_FULL for code in _OS_ERROR.findall(str(err))):
+            return True
+        err = err.__cause__ or err.__context__
     return False
 
 
