@@ -31,6 +31,7 @@ from stages.storage.atomic import atomic_output, outputs_together, remove_output
 VALIDATE = ("python", "-m", "stages.validate", "--corpus", "data/corpus", "--cases", "data/cases")
 VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")
 GATED = "sentences-600-bm25"  # the sample's gated configuration
+RAGVET = ("python", "-m", "stages.cli")  # the project copy's own code, as its dvc.yaml runs it
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -42,14 +43,14 @@ def temps(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob(".*.tmp"))
 
 
-def run_limited(cwd: Path, limit: int, *args: str) -> subprocess.CompletedProcess:
+def run_limited(cwd: Path, limit: int, *args: str, **env: str) -> subprocess.CompletedProcess:
     """Run a command whose files may not grow past ``limit`` bytes (``ulimit -f``):
     a write beyond it fails with EFBIG, as on a full disk (Python ignores SIGXFSZ)."""
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run(args, cwd=cwd, env=tool_env(), capture_output=True, text=True, preexec_fn=cap)
+    return subprocess.run(args, cwd=cwd, env={**tool_env(), **env}, capture_output=True, text=True, preexec_fn=cap)
 
 
 def out_of_space_at(real, failing_call: int):
@@ -116,7 +117,7 @@ def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
         "from pathlib import Path; from stages.storage.tables import write_case_table;"
         "write_case_table(Path('t.parquet'), [{'id': __import__('os').urandom(3000).hex()} for i in range(9)])"
     )
-    done = run_limited(tmp_path, 4096, sys.executable, "-c", code)
+    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT))
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1] == "stages.storage.atomic.DiskFull: disk full writing t.parquet"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
@@ -225,7 +226,7 @@ def test_a_boolean_k_that_dvc_compares_equal_to_1_is_refused_by_evaluate(work_re
 
 
 def test_a_stage_run_by_hand_for_an_undefined_name_is_a_message(work_repo):
-    done = sh(work_repo, "ragvet", "chunk", "nope", "--corpus", "data/validated/corpus.jsonl", "--out", "x.jsonl", check=False)
+    done = sh(work_repo, *RAGVET, "chunk", "nope", "--corpus", "data/validated/corpus.jsonl", "--out", "x.jsonl", check=False)
     assert done.returncode == 2
     assert "params.yaml: chunking: no chunking entry named 'nope'" in done.stderr
     assert "fixed-300, headings-1200, sentences-600" in done.stderr
@@ -266,7 +267,7 @@ def test_no_cmd_in_dvc_yaml_interpolates_a_name():
 
 
 def test_ragvet_gate_exits_0_on_pass_1_on_failure_and_2_on_bad_input(work_repo):
-    gate = ("ragvet", "gate", "--out", "metrics/gate.json")
+    gate = (*RAGVET, "gate", "--out", "metrics/gate.json")
     passed = sh(work_repo, *gate, check=False)
     assert (passed.returncode, json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"]) == (0, True)
     (work_repo / "metrics" / "baseline" / f"{GATED}.json").unlink()  # no baseline: no valid comparison
