@@ -94,7 +94,8 @@ def chunking_problems(name: str, spec: dict, where: str) -> list[Problem]:
     """
     problems = []
     if not is_safe_name(name):
-        problems.append(Problem(where, f"chunking name {name!r} cannot be used in stage names and file paths", SAFE_NAME_FIX))
+        what = f"chunking name {name!r} cannot be used in stage names and file paths"
+        problems.append(Problem(where, what, SAFE_NAME_FIX))
     if not isinstance(spec, dict):
         return problems + [
             Problem(

@@ -22,13 +22,13 @@ from stages.storage.tables import read_case_table, read_chunk_table, read_docs, 
 
 @user_errors
 def main(
-    config: str | None = typer.Argument(None, help="A configuration name from params.configs (under DVC: its stage's key)."),
+    config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
-    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking ({chunking}: its name)."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
-    metrics: Path = typer.Option(..., help="Metrics JSON to write."),
+    metrics: Path = typer.Option(..., help="Metrics JSON to write; {key} stands for the configuration in every path."),
     per_case: Path = typer.Option(..., help="Per-case JSONL to write."),
     slices: Path = typer.Option(..., help="Per-slice JSON to write."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
@@ -42,7 +42,8 @@ def main(
     spec = settings["configs"][config]
     run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
     metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
-    slices, sweep_out = fill_path(slices, key=config), fill_path(sweep_out, key=config)
+    slices = fill_path(slices, key=config)
+    sweep_out = fill_path(sweep_out, key=config) if sweep_out is not None else None
     all_chunks = read_chunk_table(chunks)
     all_cases = read_case_table(cases)
     frozen = read_json(split)

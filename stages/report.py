@@ -20,6 +20,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
+from stages.inputs.params import stage_params
 from stages.measures.abstention import current_thresholds, threshold_for
 from stages.measures.summary import config_summary, slice_table
 from stages.reporting.markdown import (
@@ -34,9 +35,7 @@ from stages.reporting.markdown import (
     summary_k,
 )
 from stages.storage.atomic import outputs_together, remove_output
-from stages.inputs.params import stage_params
 from stages.storage.files import read_json, read_jsonl, round_floats, write_text
-
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 

@@ -14,8 +14,8 @@ from stages.storage.tables import read_cases, read_chunk_texts, read_chunks, wri
 
 @user_errors
 def main(
-    config: str | None = typer.Argument(None, help="A configuration name from params.configs (under DVC: its stage's key)."),
-    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking ({chunking} stands for its name)."),
+    config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking ({chunking}: its name)."),
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     out: Path = typer.Option(..., help="Run (Parquet) to write; {key} stands for the configuration name."),
     params: Path = typer.Option(Path("params.yaml")),

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.splitting import freeze_split
 from stages.inputs.params import stage_params
+from stages.splitting import freeze_split
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
 from stages.storage.tables import read_cases, read_docs

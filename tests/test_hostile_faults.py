@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, copy_project, sh, tool_env
 from typer.testing import CliRunner
 
-from conftest import ROOT, copy_project, sh, tool_env
 from stages import evaluate, report
 from stages.cli import app
 from stages.gating import baselines
@@ -81,7 +81,7 @@ def test_outputs_together_renames_only_after_every_write_succeeded(tmp_path):
             write_text(a, "new\n")
             remove_output(gone)
             assert a.read_text() == "old\n"  # the rename waits for the block
-            1 / 0
+            raise ZeroDivisionError("a bad value halfway")
     assert [p.read_text() for p in (a, b, gone)] == ["old\n", "old\n", "old\n"]
     assert temps(tmp_path) == []
     with outputs_together(a, b):
@@ -99,8 +99,9 @@ def test_validate_under_a_file_size_limit_leaves_the_previous_outputs_and_says_d
     assert sorted(before) == sorted(VALIDATED)
     # a new doc changes corpus.jsonl; a 150,000-character question makes cases.jsonl the larger file
     (repo / "data" / "corpus" / "zz-new-page.md").write_text("A new page about parking.\n", encoding="utf-8")
+    long_case = f'- id: zz-long-question\n  question: "{"why " * 37_500}"\n  evidence:\n    - {{doc: zz-new-page}}\n'
     with (repo / "data" / "cases" / "cases.yaml").open("a", encoding="utf-8") as handle:
-        handle.write(f"\n- id: zz-long-question\n  question: \"{'why ' * 37_500}\"\n  evidence:\n    - {{doc: zz-new-page}}\n")
+        handle.write("\n" + long_case)
     limit = len(before["corpus.jsonl"]) + 10_000  # the new corpus fits; the new cases do not
     done = run_limited(repo, limit, *VALIDATE, "--out", "data/validated")
     assert done.returncode == 2, done.stderr
@@ -128,7 +129,8 @@ def test_evaluate_out_of_space_halfway_changes_none_of_its_outputs(work_repo, mo
     outputs = [f"metrics/cases/{GATED}.jsonl", f"metrics/slices/{GATED}.json", f"metrics/{GATED}.json"]
     for path in outputs:
         Path(path).write_text("old\n")
-    monkeypatch.setattr(evaluate, "write_json", out_of_space_at(evaluate.write_json, 1))  # the per-case table went first
+    # the per-case table is written first, then the slices run out of space
+    monkeypatch.setattr(evaluate, "write_json", out_of_space_at(evaluate.write_json, 1))
     args = ["evaluate", GATED, "--run", f"data/runs/{GATED}.parquet", "--chunks", "data/chunks/sentences-600.jsonl"]
     args += ["--corpus", "data/validated/corpus.jsonl", "--cases", "data/validated/cases.parquet"]
     args += ["--split", "data/split.json", "--metrics", outputs[2], "--per-case", outputs[0], "--slices", outputs[1]]
@@ -221,12 +223,14 @@ def test_a_boolean_k_that_dvc_compares_equal_to_1_is_refused_by_evaluate(work_re
     assert done.returncode != 0
     assert "params.yaml: ks[0]: k must be an integer > 0, got True" in done.stderr
     written = [f"{GATED}.json", f"cases/{GATED}.jsonl", f"slices/{GATED}.json", f"abstention/{GATED}.json"]
-    assert [name for name in written if (work_repo / "metrics" / name).exists()] == []  # DVC removed them; none came back
+    # DVC removed them before the run, and the stage wrote none
+    assert [name for name in written if (work_repo / "metrics" / name).exists()] == []
     assert not any(b"hit@True" in data for data in snapshot(work_repo / "metrics").values())
 
 
 def test_a_stage_run_by_hand_for_an_undefined_name_is_a_message(work_repo):
-    done = sh(work_repo, *RAGVET, "chunk", "nope", "--corpus", "data/validated/corpus.jsonl", "--out", "x.jsonl", check=False)
+    chunk = (*RAGVET, "chunk", "nope", "--corpus", "data/validated/corpus.jsonl", "--out", "x.jsonl")
+    done = sh(work_repo, *chunk, check=False)
     assert done.returncode == 2
     assert "params.yaml: chunking: no chunking entry named 'nope'" in done.stderr
     assert "fixed-300, headings-1200, sentences-600" in done.stderr

@@ -342,9 +342,7 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
 def _bears_on(key: str, reads: Sequence[str]) -> bool:
     """Whether a problem at ``key`` (``chunking.a.window``, ``ks[0]``, ``configs``)
     is about a params key a stage reads, or one that holds it."""
-    return any(
-        key == read or key.startswith((f"{read}.", f"{read}[")) or read.startswith(f"{key}.") for read in reads
-    )
+    return any(key == read or key.startswith((f"{read}.", f"{read}[")) or read.startswith(f"{key}.") for read in reads)
 
 
 def stage_params(path: Path, reads: Sequence[str]) -> dict[str, Any]:
@@ -398,17 +396,14 @@ def stage_key(stage: str, given: str | None) -> str:
                 ]
             )
     if not is_safe_name(given):
-        raise InputError(
-            [Problem(f"{stage}@{given!r}", f"{stage} name {given!r} cannot be used in stage names and file paths", SAFE_NAME_FIX)]
-        )
+        what = f"{stage} name {given!r} cannot be used in stage names and file paths"
+        raise InputError([Problem(f"{stage}@{given!r}", what, SAFE_NAME_FIX)])
     return given
 
 
-def fill_path(path: Path | None, **names: str) -> Path | None:
+def fill_path(path: Path, **names: str) -> Path:
     """A dvc.yaml path with its ``{key}``-style placeholders filled with checked names
     (``'data/chunks/{key}.jsonl'``: quoted in the ``cmd``, so no shell ever reads the name)."""
-    if path is None:
-        return None
     text = str(path)
     for placeholder, value in names.items():
         text = text.replace(f"{{{placeholder}}}", value)
