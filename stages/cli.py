@@ -11,13 +11,15 @@ from pathlib import Path
 import typer
 
 from stages import chunk, evaluate, freeze_labels, gate, interop, report, retrieve, split, tune_abstain, validate
-from stages.errors import raise_if, user_errors
-from stages.gating.baselines import accept_baseline
+from stages.errors import InputError, Problem, raise_if, user_errors
+from stages.gating.baselines import accept_baseline, current_rows, experiment_results
 from stages.gating.reproduction import render, verify_results
+from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import validate_params
+from stages.measures.registry import metric_problems
 from stages.project import create_project
-from stages.reporting.markdown import metrics_doc
-from stages.storage.files import read_params
+from stages.reporting.markdown import metrics_doc, side_by_side_section, summary_k
+from stages.storage.files import read_params, write_json
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 for module in (validate, chunk, split, retrieve, evaluate, report, gate):
@@ -86,6 +88,48 @@ def verify(
     typer.echo(render(checks, against))
     if not all(check.reproduced for check in checks):
         raise typer.Exit(1)
+
+
+@app.command("compare")
+@user_errors
+def compare(
+    baseline: str | None = typer.Option(None, help="The configuration to compare with (default: the first gated)."),
+    metric: list[str] = typer.Option([], "--metric", help="A metric to compare (repeat; default: comparable ones)."),
+    exp: bool = typer.Option(False, "--exp", help="Compare the `dvc exp show` experiments of --baseline instead."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    out: Path | None = typer.Option(None, help="Also write the table as JSON here."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Every configuration against a baseline configuration on the eval split.
+
+    Per metric: mean, delta, paired CI, corrected p-value (the gate's
+    `correction`, all tests one family) and cases won, tied and lost. With
+    --exp, the rows are the experiments of `dvc exp show`, each one's results of
+    the baseline configuration against those committed at its baseline commit.
+    """
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    chosen = baseline or settings["gate"]["configs"][0]
+    if chosen not in settings["configs"]:
+        raise InputError(
+            [
+                Problem(
+                    "--baseline", f"unknown configuration {chosen!r}", f"use one of: {', '.join(settings['configs'])}"
+                )
+            ]
+        )
+    metrics = metric or comparable_metrics(summary_k(settings["ks"]))
+    raise_if(metric_problems(metrics, settings["ks"], "--metric"))
+    if exp:
+        base_name, rows, fingerprints = experiment_results(chosen, Path("."))
+        table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)
+    else:
+        rows = {config: current_rows(cases_dir, config) for config in sorted(settings["configs"])}
+        table = side_by_side(rows, chosen, metrics, settings["gate"])
+    confidence = float(settings["gate"]["bootstrap"]["confidence"])
+    typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))
+    if out is not None:
+        write_json(out, table)
 
 
 @app.command("metrics-doc")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from stages.reporting.escaping import visible
 from stages.storage.atomic import DiskFull, write_text
 
 EXIT_USER_ERROR = 2
@@ -40,7 +41,9 @@ class Problem:
     fix: str
 
     def render(self) -> str:
-        return f"{self.where}: {self.what}\n    fix: {self.fix}"
+        """Two lines, whatever the values quoted in it hold (a case id with a line
+        break or an escape sequence is shown escaped, see :func:`visible`)."""
+        return f"{visible(self.where, None)}: {visible(self.what, None)}\n    fix: {visible(self.fix, None)}"
 
     @property
     def kind(self) -> str:
@@ -118,7 +121,7 @@ def user_errors(fn: F) -> F:
             print(f"ragvet: {message}", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
         except DiskFull as err:
-            print(f"ragvet: {err}: free space and re-run (no output was changed)", file=sys.stderr)
+            print(f"ragvet: {visible(str(err), None)}: free space and re-run (no output was changed)", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

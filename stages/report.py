@@ -20,6 +20,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
+from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
 from stages.measures.abstention import current_thresholds, threshold_for
 from stages.measures.summary import config_summary, slice_table
@@ -174,7 +175,9 @@ def main(
     )
     info = _case_info(cases, corpus, comparisons)
     limit = COMMENT_LIMIT if comment else None
-    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit)
+    # every configuration against the first gated one: the configuration a change is measured by
+    table = side_by_side(rows, gated[0], comparable_metrics(summary_k(settings["ks"])), settings["gate"])
+    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table)
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}

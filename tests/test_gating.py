@@ -157,15 +157,17 @@ def test_drop_within_tolerance_passes_including_exactly_max_drop():
     assert verdict["passed"] and render_verdict(verdict).endswith("gate: PASSED\n")
 
 
-def test_require_significance_only_fails_when_ci_excludes_zero():
+def test_require_significance_only_fails_when_the_corrected_p_value_is_below_alpha():
     base = [row(c, 1.0) for c in "abcdefgh"]
-    noisy = [row("a", 0.0)] + [row(c, 1.0) for c in "bcdefgh"]  # one case dropped: CI includes 0
-    steady = [row(c, 0.9) for c in "abcdefgh"]  # every case dropped: CI is [-0.1, -0.1]
+    noisy = [row("a", 0.0)] + [row(c, 1.0) for c in "bcdefgh"]  # one case dropped: both signs reach it, p = 1
+    steady = [row(c, 0.9) for c in "abcdefgh"]  # every case dropped: exact p = 2/256
     strict = gate(require_significance=True)
-    assert not compare(base, noisy, strict)["metrics"][0]["failed"]
-    assert compare(base, noisy, strict)["metrics"][0]["ci_high"] >= 0
+    noisy_entry = compare(base, noisy, strict)["metrics"][0]
+    assert not noisy_entry["failed"] and noisy_entry["p_corrected"] == 1.0 and noisy_entry["ci_high"] >= 0
     assert compare(base, noisy)["metrics"][0]["failed"]
-    assert compare(base, steady, strict)["metrics"][0]["failed"]
+    # the family: recall@5 and mrr (which did not move, p = 1); Holm doubles the smaller p
+    steady_entry = compare(base, steady, strict)["metrics"][0]
+    assert steady_entry["failed"] and steady_entry["p_corrected"] == pytest.approx(2 * 2 / 256)
 
 
 def test_slice_failure_respects_min_slice_cases():

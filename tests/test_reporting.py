@@ -235,6 +235,8 @@ FAILED = {
                     "delta": -0.1,
                     "ci_low": -0.2,
                     "ci_high": -0.05,
+                    "p_value": 0.004,
+                    "p_corrected": 0.012,
                     "cases": 5,
                     "failed": True,
                 },
@@ -245,6 +247,8 @@ FAILED = {
                     "delta": 0.0,
                     "ci_low": 0.0,
                     "ci_high": 0.0,
+                    "p_value": 1.0,
+                    "p_corrected": 1.0,
                     "cases": 5,
                     "failed": False,
                 },
@@ -259,6 +263,8 @@ FAILED = {
                     "delta": -0.333333,
                     "ci_low": -1.0,
                     "ci_high": 0.0,
+                    "p_value": 0.25,
+                    "p_corrected": 0.5,
                     "cases": 3,
                     "failed": True,
                 },
@@ -267,6 +273,7 @@ FAILED = {
             "newly_missed_k": 5,
             "passed": False,
             "valid": True,
+            "family": {"size": 3, "correction": "holm", "alpha": 0.05, "significance": False},
         }
     ],
 }
@@ -281,19 +288,24 @@ def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
     lines = text.splitlines()
     assert lines[0] == COMMENT_MARKER and lines[2] == "# ragvet retrieval report" and lines[4] == "## ❌ Gate failed"
     assert (
-        f"- `{CFG}`: `evidence_recall@5` 0.700 → 0.600 (-0.100, 95% CI [-0.200, -0.050]), a drop of more than "
-        "`max_drop` 0.020" in lines
+        f"- `{CFG}`: `evidence_recall@5` 0.700 → 0.600 (-0.100, 95% CI [-0.200, -0.050], corrected p 0.012), "
+        "a drop of more than `max_drop` 0.020" in lines
     )
     assert (
-        f"- `{CFG}`: slice `kind=x` (3 cases) `evidence_recall@5` 0.833 → 0.500 (-0.333, 95% CI [-1.000, 0.000]), "
-        "a drop of more than `slice_max_drop` 0.100" in lines
+        f"- `{CFG}`: slice `kind=x` (3 cases) `evidence_recall@5` 0.833 → 0.500 (-0.333, 95% CI [-1.000, 0.000], "
+        "corrected p 0.5), a drop of more than `slice_max_drop` 0.100" in lines
     )
-    assert "Compared with `origin/main` (its committed results), paired over the same eval-split cases." in lines
+    assert (
+        "Compared with `origin/main` (its committed results), paired over the same eval-split cases. 3 tests "
+        "(guarded metrics and slices of the gated configurations) form one family: paired permutation p-values "
+        "corrected by Holm (family-wise error rate), α = 0.05. With require_significance off, a move beyond "
+        "tolerance fails on its size alone." in lines
+    )
     assert any(line.startswith("> Offline scores") and "not a production guarantee" in line for line in lines)
     # The gated config's table: baseline, current, delta, CI, arrow, cases.
     assert any(line.startswith("| `evidence_recall@5` (guarded) | 0.700 | 0.700 | 0.000 | [-") for line in lines)
     assert "| `context_chars@5` | 1,000 | 1,500 | +500 | [+500, +500] | ↑ | 5 |" in lines
-    slices = lines.index("<summary>Slices that moved most (evidence_recall@5)</summary>")
+    slices = lines.index("<summary>Slices that moved most (evidence_recall@&#8203;5)</summary>")  # no mention
     assert lines[slices + 4 : slices + 6] == [
         "| `kind=y` | 2 | 0.500 | 1.000 | +0.500 | [0.000, +1.000] | ↑ |",
         "| `kind=x` | 3 | 0.833 | 0.500 | -0.333 | [-1.000, 0.000] | ↓ |",
@@ -377,8 +389,8 @@ def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figu
     assert full.count("- **`case-") == 100 and len(full) > 30_000
     assert render_report(SUMMARIES, comps, FAILED, info, KS, limit=len(full)) == full
 
-    capped = render_report(SUMMARIES, comps, FAILED, info, KS, limit=13_000)
-    assert len(capped) <= 13_000 and capped.count("- **`case-") == 20
+    capped = render_report(SUMMARIES, comps, FAILED, info, KS, limit=13_500)
+    assert len(capped) <= 13_500 and capped.count("- **`case-") == 20
     assert "- … and 80 more: `ragvet report --against` lists them all" in capped
     assert "Absolute figures, both splits" in capped
 
@@ -392,12 +404,12 @@ def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
     cfg = {**FAILED["configs"][0], "slices": [], "newly_missed": []}
     cfg["metrics"] = [
         {"metric": "unsupported_answer", "baseline": 0.1, "current": 0.3, "delta": 0.2, "ci_low": 0.1,
-         "ci_high": 0.3, "cases": 10, "failed": True, "higher_is_better": False},
+         "ci_high": 0.3, "p_value": 0.01, "p_corrected": 0.02, "cases": 10, "failed": True, "higher_is_better": False},
     ]  # fmt: skip
     text = render_report(SUMMARIES, [], {"passed": False, "configs": [cfg]}, {}, KS)
     assert (
-        f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300]), a rise of more than "
-        "`max_drop` 0.020" in text
+        f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300], corrected p 0.02), a rise "
+        "of more than `max_drop` 0.020" in text
     )
 
 

@@ -184,3 +184,51 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
             continue
         results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
     return results
+
+
+def _experiments(repo: Path) -> tuple[str, list[tuple[str, str]]]:
+    """The baseline commit of `dvc exp show` and its experiments, ``(name, sha)``
+    sorted by name: what the user sees in that table."""
+    try:
+        done = subprocess.run(
+            ["dvc", "exp", "show", "--json"], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False
+        )
+    except FileNotFoundError:
+        raise InputError([Problem(str(repo), "dvc is not installed", "install ragvet's requirements")]) from None
+    if done.returncode != 0:
+        raise InputError(
+            [Problem(str(repo), f"`dvc exp show --json` failed: {done.stderr.strip()}", "run it from a DVC project")]
+        )
+    entries = [entry for entry in json.loads(done.stdout or "[]") if entry.get("rev") != "workspace"]
+    if not entries:
+        raise InputError([Problem(str(repo), "no commit to compare experiments with", "commit the project first")])
+    baseline = entries[0]
+    found = [
+        (run.get("name") or run["rev"][:7], run["rev"])
+        for group in baseline.get("experiments") or []
+        for run in group.get("revs") or []
+    ]
+    return baseline["rev"], sorted(found)
+
+
+def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, list[Row] | None], dict[str, dict | None]]:
+    """``(baseline name, rows, fingerprints)`` of ``config`` at the experiments'
+    baseline commit and in each experiment of `dvc exp show`, keyed by name.
+
+    Experiments are commits (``refs/exps/...``), so their committed per-case tables
+    are read like any revision's. No experiment is an error: there is nothing to
+    compare.
+    """
+    base_rev, runs = _experiments(repo)
+    if not runs:
+        raise InputError(
+            [Problem(str(repo), "`dvc exp show` lists no experiments", "run some first, e.g. `dvc exp run -S ...`")]
+        )
+    baseline = f"{config}@{base_rev[:7]}"
+    rows: dict[str, list[Row] | None] = {}
+    fingerprints: dict[str, dict | None] = {}
+    for name, rev in [(baseline, base_rev), *runs]:
+        found = read_results_at(rev, [config], repo)[config]
+        rows[name] = found[1] if found else None
+        fingerprints[name] = found[0].get("fingerprints") if found else None
+    return baseline, rows, fingerprints

@@ -4,8 +4,11 @@ A gate is only useful if its failures are real and its passes are meaningful, so
 
 * the comparison is *paired* over the same eval-split cases (case-to-case noise
   cancels, and a case missing on one side cannot move a mean);
-* every delta carries a paired bootstrap confidence interval, seeded from params,
-  so the same inputs always give the same verdict;
+* every delta carries a paired bootstrap confidence interval and a paired
+  permutation p-value, seeded from params, so the same inputs always give the
+  same verdict; the p-values of every guarded metric and slice of every gated
+  configuration are corrected as one family (:mod:`stages.gating.significance`),
+  and with ``require_significance`` a drop fails only when its corrected p < α;
 * when no valid comparison is possible (no baseline, relabelled eval split,
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
@@ -20,9 +23,18 @@ import math
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stages.gating.significance import (
+    alpha_of,
+    correct_entries,
+    correction_of,
+    describe_family,
+    permutation_of,
+    permutation_p,
+)
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import higher_is_better
-from stages.reporting.formatting import fmt, is_missing
+from stages.reporting.escaping import visible
+from stages.reporting.formatting import fmt, fmt_p, is_missing
 from stages.schema import EVAL
 from stages.storage.files import FLOAT_PLACES
 
@@ -110,28 +122,17 @@ def _k_of(metric: str) -> int | None:
     return int(k) if at and k.isdigit() else None
 
 
-def _failed(
-    delta: float | None,
-    ci: tuple[float | None, float | None],
-    max_drop: float,
-    require_significance: bool,
-    higher: bool = True,
-) -> bool:
-    """A move beyond tolerance in the metric's bad direction fails: a drop, or a
-    rise where lower is better (an unsupported-answer share). With significance
-    required, only if the CI excludes 0 on that side."""
-    if delta is None or (-delta if higher else delta) <= max_drop:
-        return False
-    low, high = ci
-    if not require_significance:
-        return True
-    return (high is not None and high < 0) if higher else (low is not None and low > 0)
+def _exceeds(delta: float | None, max_drop: float, higher: bool = True) -> bool:
+    """A move beyond tolerance in the metric's bad direction: a drop, or a rise
+    where lower is better (an unsupported-answer share)."""
+    return delta is not None and (-delta if higher else delta) > max_drop
 
 
-def _compare(
-    base: np.ndarray, cur: np.ndarray, boot: dict, max_drop: float, significance: bool, higher: bool = True
-) -> dict:
-    """Means, delta and CI of one paired sample, and whether it fails.
+def _compare(base: np.ndarray, cur: np.ndarray, gate: dict, max_drop: float, higher: bool = True) -> dict:
+    """Means, delta, CI, raw permutation p-value and the cases won, tied and lost
+    (moved in the good direction, not at all, the bad one) of one paired sample,
+    and whether it moved beyond ``max_drop`` the wrong way (``exceeds``). Whether that
+    fails is decided with the whole family, by :func:`decide_family`.
 
     The delta is rounded to the places the verdict file keeps, so a drop of
     exactly ``max_drop`` passes rather than failing on float noise, and the
@@ -144,11 +145,17 @@ def _compare(
             "delta": None,
             "ci_low": None,
             "ci_high": None,
+            "p_value": None,
             "cases": 0,
-            "failed": False,
+            "wins": 0,
+            "ties": 0,
+            "losses": 0,
+            "exceeds": False,
         }
     b, c = float(base.mean()), float(cur.mean())
+    moves = (cur - base).round(FLOAT_PLACES) * (1 if higher else -1)
     delta = round(c - b, FLOAT_PLACES)
+    boot, perm = gate["bootstrap"], permutation_of(gate)
     low, high = bootstrap_ci(base, cur, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
     return {
         "baseline": b,
@@ -156,8 +163,12 @@ def _compare(
         "delta": delta,
         "ci_low": low,
         "ci_high": high,
+        "p_value": permutation_p(base, cur, int(perm["resamples"]), int(perm["seed"])),
         "cases": len(base),
-        "failed": _failed(delta, (low, high), max_drop, significance, higher),
+        "wins": int((moves > 0).sum()),
+        "ties": int((moves == 0).sum()),
+        "losses": int((moves < 0).sum()),
+        "exceeds": _exceeds(delta, max_drop, higher),
     }
 
 
@@ -187,23 +198,19 @@ def slice_comparisons(
             if len(members) < int(gate["min_slice_cases"]):
                 continue
             result = _compare(
-                base[members],
-                cur[members],
-                gate["bootstrap"],
-                float(gate["slice_max_drop"]),
-                bool(gate["require_significance"]),
-                higher_is_better(metric),
+                base[members], cur[members], gate, float(gate["slice_max_drop"]), higher_is_better(metric)
             )
             out.append({"key": key, "value": value, "metric": metric, **result})
     return out
 
 
-def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], metric: str, bootstrap: dict) -> dict:
-    """Paired means, delta and CI of any metric, with no pass/fail decision: the
-    report shows every metric this way, the gate decides only on guarded ones."""
+def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], metric: str, gate: dict) -> dict:
+    """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
+    decision: the report shows every metric this way, the gate decides only on
+    guarded ones."""
     _, base, cur = paired_values(baseline_rows, current_rows, metric)
-    entry = _compare(base, cur, bootstrap, math.inf, False)
-    del entry["failed"]
+    entry = _compare(base, cur, gate, math.inf, higher_is_better(metric))
+    del entry["exceeds"]
     return {"metric": metric, **entry}
 
 
@@ -269,7 +276,25 @@ def compare_config(
     slice_keys: Sequence[str],
     against: str | None = None,
 ) -> dict:
-    """Compare one gated configuration with its baseline.
+    """Compare one gated configuration with its baseline, its tests a family of
+    their own (see :func:`_measure_config` and :func:`decide_family`)."""
+    measured = _measure_config(
+        config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against
+    )
+    return decide_family([measured], gate_params)[0]
+
+
+def _measure_config(
+    config: str,
+    baseline_rows: Sequence[Row] | None,
+    current_rows: Sequence[Row] | None,
+    baseline_fp: dict | None,
+    current_fp: dict | None,
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    against: str | None = None,
+) -> dict:
+    """Measure one gated configuration against its baseline; nothing decided yet.
 
     ``baseline_fp`` / ``current_fp`` are the ``fingerprints`` dicts (eval split,
     corpus). ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
@@ -326,15 +351,13 @@ def compare_config(
         )
         return result
 
-    boot = gate_params["bootstrap"]
-    significance = bool(gate_params["require_significance"])
     for metric in metrics:
         _, base, cur = paired_values(baseline_rows, current_rows, metric)
         higher = higher_is_better(metric)
         entry = {
             "metric": metric,
             "higher_is_better": higher,
-            **_compare(base, cur, boot, result["max_drop"], significance, higher),
+            **_compare(base, cur, gate_params, result["max_drop"], higher),
         }
         if entry["cases"] == 0:
             fix = (
@@ -354,12 +377,36 @@ def compare_config(
         result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
     result["reasons"] = sorted(set(reasons), key=reasons.index)
     result["valid"] = not result["reasons"]
-    result["passed"] = (
-        result["valid"]
-        and not any(m["failed"] for m in result["metrics"])
-        and not any(s["failed"] for s in result["slices"])
-    )
     return result
+
+
+def decide_family(results: list[dict], gate_params: dict) -> list[dict]:
+    """Correct the p-values of every guarded metric and slice of the valid
+    ``results`` as one family, then decide each test and each configuration.
+
+    A test fails when it moved beyond tolerance the wrong way (``exceeds``) and,
+    with ``require_significance``, its corrected p-value is below α (one minus
+    the bootstrap confidence). Invalid configurations are left out of the family:
+    they fail anyway, with their reasons. Every result records the family it was
+    decided in (size, correction, α), so the gate and the report can state it.
+    """
+    significance = bool(gate_params["require_significance"])
+    alpha, method = alpha_of(gate_params), correction_of(gate_params)
+    tests = [entry for r in results if r["valid"] for entry in [*r["metrics"], *r["slices"]]]
+    size = correct_entries(tests, method)
+    family = {"size": size, "correction": method, "alpha": alpha, "significance": significance}
+    for result in results:
+        for entry in [*result["metrics"], *result["slices"]]:
+            entry.setdefault("p_corrected", None)
+            significant = entry["p_corrected"] is not None and entry["p_corrected"] < alpha
+            entry["failed"] = entry["exceeds"] and (significant or not significance)
+        result["family"] = family
+        result["passed"] = (
+            result["valid"]
+            and not any(m["failed"] for m in result["metrics"])
+            and not any(s["failed"] for s in result["slices"])
+        )
+    return results
 
 
 def gate_verdict(per_config: list[dict]) -> dict:
@@ -385,11 +432,11 @@ def gate_all(
     per-case rows (None when absent). Shared by the gate and the report, so both
     say the same thing. ``rebaselined`` names the configurations whose committed
     baseline this change re-accepted (see :func:`accept_deliberate`)."""
-    results = []
+    measured = []
     for config in gate_params["configs"]:
         base_summary, base_rows = baselines.get(config, (None, None))
         rows = current.get(config)
-        result = compare_config(
+        result = _measure_config(
             config,
             base_rows,
             rows,
@@ -399,8 +446,9 @@ def gate_all(
             slice_keys,
             against,
         )
-        results.append(accept_deliberate(result, against) if config in rebaselined else result)
-    return gate_verdict(results)
+        measured.append(result)
+    results = decide_family(measured, gate_params)
+    return gate_verdict([accept_deliberate(r, against) if r["config"] in rebaselined else r for r in results])
 
 
 def accept_deliberate(result: dict, against: str | None) -> dict:
@@ -424,33 +472,49 @@ def accept_deliberate(result: dict, against: str | None) -> dict:
 
 # ------------------------------------------------------------------------- rendering
 
+GATE_TESTS = "guarded metrics and slices of the gated configurations"
+
+
+def family_text(family: dict | None) -> str:
+    """The gate's family and the rule it decided by, for the terminal and the report."""
+    if not family:
+        return ""
+    rule = (
+        "A move beyond tolerance fails only when its corrected p < α."
+        if family["significance"]
+        else "With require_significance off, a move beyond tolerance fails on its size alone."
+    )
+    return f"{describe_family(family, GATE_TESTS)} {rule}"
+
 
 def _comparison_text(entry: dict, confidence: float) -> str:
     return (
         f"{fmt(entry['baseline'])} -> {fmt(entry['current'])} (delta {fmt(entry['delta'], signed=True)}, "
         f"{confidence * 100:g}% CI [{fmt(entry['ci_low'], signed=True)}, {fmt(entry['ci_high'], signed=True)}]"
-        f", {entry['cases']} cases)"
+        f", corrected p {fmt_p(entry.get('p_corrected'))}, {entry['cases']} cases)"
     )
 
 
 def render_verdict(verdict: dict) -> str:
     """Plain text for the terminal: every guarded delta with its CI, failing slices,
-    newly missed cases and the reasons a comparison is invalid, then the verdict."""
+    newly missed cases and the reasons a comparison is invalid, then the verdict.
+    Every name and reason is :func:`visible`: a case id cannot start a CI log command."""
     lines: list[str] = []
     if not verdict["configs"]:
         lines.append("no configurations are gated: list them under gate.configs in params.yaml")
     for cfg in verdict["configs"]:
-        name, confidence = cfg["config"], cfg.get("confidence", 0.95)
+        name, confidence = visible(cfg["config"]), cfg.get("confidence", 0.95)
         if cfg.get("accepted"):
-            lines.append(f"ACCEPTED {name}: {cfg['accepted']}")
+            lines.append(f"ACCEPTED {name}: {visible(cfg['accepted'], limit=None)}")
         for reason in cfg["reasons"]:
-            lines.append(f"INVALID {name}: {reason}")
+            lines.append(f"INVALID {name}: {visible(reason, limit=None)}")
         for m in cfg["metrics"]:
             status = "FAIL" if m["failed"] else "ok  "
-            lines.append(f"{status} {name} {m['metric']}: {_comparison_text(m, confidence)}")
+            lines.append(f"{status} {name} {visible(m['metric'])}: {_comparison_text(m, confidence)}")
         failing = [s for s in cfg["slices"] if s["failed"]]
         for s in failing:
-            lines.append(f"FAIL {name} slice {s['key']}={s['value']} {s['metric']}: {_comparison_text(s, confidence)}")
+            where = visible(f"{s['key']}={s['value']}")
+            lines.append(f"FAIL {name} slice {where} {visible(s['metric'])}: {_comparison_text(s, confidence)}")
         if cfg["slices"]:
             lines.append(
                 f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
@@ -460,7 +524,9 @@ def render_verdict(verdict: dict) -> str:
             k = cfg.get("newly_missed_k")
             lines.append(
                 f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
-                f"(hit in baseline, missed now): {', '.join(cfg['newly_missed'])}"
+                f"(hit in baseline, missed now): {', '.join(map(visible, cfg['newly_missed']))}"
             )
+    if verdict["configs"]:
+        lines.append(f"     {family_text(verdict['configs'][0].get('family'))}")
     lines.append(f"gate: {'PASSED' if verdict['passed'] else 'FAILED'}")
     return "\n".join(lines) + "\n"

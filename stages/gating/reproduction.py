@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.gating.baselines import read_results_at
+from stages.reporting.escaping import visible
 from stages.storage.files import read_jsonl
 from stages.storage.tables import run_path
 
@@ -240,7 +241,8 @@ def verify_results(
 
 
 def render(checks: Sequence[ConfigCheck], against: str) -> str:
-    """The verdict as text: one line per configuration, then every named case."""
+    """The verdict as text: one line per configuration, then every named case
+    (:func:`visible`: CI runs ``ragvet verify``, so no case id may start a log command)."""
     lines = []
     for check in checks:
         status = "reproduced" if check.reproduced else "DIFFERS"
@@ -251,8 +253,8 @@ def render(checks: Sequence[ConfigCheck], against: str) -> str:
         )
         if check.note:
             lines.append(f"  rankings not compared: {check.note}; `dvc pull` brings them")
-        lines += [f"  near tie: {case_id}" for case_id in check.near_ties]
-        lines += [f"  differs: {what}" for what in check.differences]
+        lines += [f"  near tie: {visible(case_id)}" for case_id in check.near_ties]
+        lines += [f"  differs: {visible(what, None)}" for what in check.differences]
     ok = all(check.reproduced for check in checks)
     verdict = "reproduced" if ok else "NOT reproduced"
     lines.append(f"{verdict}: {len(checks)} configuration(s) against {against}")

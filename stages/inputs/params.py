@@ -14,6 +14,7 @@ from typing import Any
 
 from stages.chunking import chunking_problems
 from stages.errors import InputError, Problem, raise_if
+from stages.gating.significance import CORRECTIONS
 from stages.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from stages.measures.registry import metric_problems
 from stages.storage.files import read_params
@@ -31,7 +32,9 @@ GATE_KEYS = (
     "require_significance",
     "bootstrap",
 )
+GATE_OPTIONAL_KEYS = ("correction", "permutation")
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
+PERMUTATION_KEYS = ("resamples", "seed")
 
 
 class _ParamsChecker:
@@ -185,7 +188,7 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
     gate = check.mapping(params.get("gate"), "gate", "a mapping with configs, metrics, max_drop, ...")
     if gate is None:
         return
-    check.keys(gate, "gate", GATE_KEYS, GATE_KEYS)
+    check.keys(gate, "gate", GATE_KEYS + GATE_OPTIONAL_KEYS, GATE_KEYS)
     if "configs" in gate:
         configs = gate["configs"]
         defined = sorted(map(str, params["configs"])) if isinstance(params.get("configs"), dict) else []
@@ -241,10 +244,7 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
         boot = check.mapping(gate["bootstrap"], "gate.bootstrap", "{resamples: 2000, seed: 1, confidence: 0.95}")
         if boot is not None:
             check.keys(boot, "gate.bootstrap", BOOTSTRAP_KEYS, BOOTSTRAP_KEYS)
-            if "resamples" in boot:
-                check.integer("gate.bootstrap.resamples", boot["resamples"], 1, "set e.g. resamples: 2000")
-            if "seed" in boot:
-                check.integer("gate.bootstrap.seed", boot["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
+            _check_resamples_seed(check, boot, "gate.bootstrap")
             if "confidence" in boot:
                 check.number(
                     "gate.bootstrap.confidence",
@@ -255,6 +255,29 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                     True,
                     "set e.g. confidence: 0.95",
                 )
+    _check_significance(check, gate)
+
+
+def _check_resamples_seed(check: _ParamsChecker, section: dict, key: str) -> None:
+    if "resamples" in section:
+        check.integer(f"{key}.resamples", section["resamples"], 1, "set e.g. resamples: 2000")
+    if "seed" in section:
+        check.integer(f"{key}.seed", section["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
+
+
+def _check_significance(check: _ParamsChecker, gate: dict) -> None:
+    """``gate.correction`` and ``gate.permutation``: optional (Holm; the bootstrap's seed and resamples)."""
+    if "correction" in gate and gate["correction"] not in CORRECTIONS:
+        check.add(
+            "gate.correction",
+            f"unknown correction {gate['correction']!r}",
+            f"{did_you_mean(str(gate['correction']), CORRECTIONS)}use one of: {', '.join(CORRECTIONS)}",
+        )
+    if "permutation" in gate:
+        perm = check.mapping(gate["permutation"], "gate.permutation", "{resamples: 10000, seed: 20261201}")
+        if perm is not None:
+            check.keys(perm, "gate.permutation", PERMUTATION_KEYS, PERMUTATION_KEYS)
+            _check_resamples_seed(check, perm, "gate.permutation")
 
 
 # DVC's run cache hashes a stage with every key named like these left out, at any

@@ -4,6 +4,9 @@ The HTML report must be self-contained (no script, no network fetch) and
 byte-identical across runs, so the charts are inline SVG made deterministic:
 a fixed ``svg.hashsalt`` for element ids, no ``Date`` metadata, and text kept as
 text (``svg.fonttype: none``) so no font outlines depend on the machine's fonts.
+Labels are user text (config names, slice values): mathtext is off, so a ``$`` is
+drawn as itself and never parsed, and each label is one short visible line
+(:func:`chart_label`).
 matplotlib is imported only here, when an HTML report is asked for.
 """
 
@@ -12,7 +15,16 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-_RC = {"svg.hashsalt": "ragvet", "svg.fonttype": "none", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3}
+from stages.reporting.escaping import chart_label
+
+_RC = {
+    "svg.hashsalt": "ragvet",
+    "svg.fonttype": "none",
+    "text.parse_math": False,
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
 
 
 def _svg(figure) -> str:
@@ -49,7 +61,13 @@ def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
                     if points:
                         ks, values = zip(*points)
                         ax.plot(
-                            ks, values, style, marker="o", ms=3, color=colours[name], label=name if legend else None
+                            ks,
+                            values,
+                            style,
+                            marker="o",
+                            ms=3,
+                            color=colours[name],
+                            label=chart_label(name) if legend else None,
                         )
             ax.set_title(f"{field}@k (eval split)")
             ax.set_xlabel("k")
@@ -86,8 +104,8 @@ def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
                     (old["context_chars"], old["evidence_recall"]),
                     arrowprops={"arrowstyle": "->", "color": colours[name]},
                 )
-            ax.scatter([x], [y], color=[colours[name]], label=name)
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.scatter([x], [y], color=[colours[name]], label=chart_label(name))
+            ax.annotate(chart_label(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         k = current[0]["k"] if current else ""
         ax.set_xlabel(f"context_chars@{k} (characters the generator reads)")
         ax.set_ylabel(f"evidence_recall@{k}")
@@ -112,12 +130,18 @@ def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequ
         ax = figure.subplots()
         for j, name in enumerate(configs):
             ys = [i + j * height for i in range(len(slices))]
-            ax.barh(ys, [value.get((name, s)) or 0.0 for s in slices], height=height, color=colours[name], label=name)
+            ax.barh(
+                ys,
+                [value.get((name, s)) or 0.0 for s in slices],
+                height=height,
+                color=colours[name],
+                label=chart_label(name),
+            )
             ticks = [(y, old[(name, s)]) for y, s in zip(ys, slices) if old.get((name, s)) is not None]
             if ticks:
                 ax.scatter([t[1] for t in ticks], [t[0] for t in ticks], marker="|", s=120, color="black")
         cases = {r["slice"]: r.get("cases") for r in current if r["config"] == configs[0]} if configs else {}
-        labels = [f"{s} (n={cases[s]})" if cases.get(s) is not None else s for s in slices]
+        labels = [chart_label(s) + (f" (n={cases[s]})" if cases.get(s) is not None else "") for s in slices]
         ax.set_yticks([i + 0.4 - height / 2 for i in range(len(slices))], labels)
         ax.invert_yaxis()
         ax.set_xlim(0, 1.02)

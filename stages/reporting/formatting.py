@@ -23,3 +23,10 @@ def fmt(value: Any, signed: bool = False) -> str:
         return str(int(value))
     text = f"{value:+.3f}" if signed else f"{value:.3f}"
     return "0.000" if text in ("-0.000", "+0.000") else text
+
+
+def fmt_p(value: Any) -> str:
+    """A p-value: 3 significant digits, ``<0.001`` below that, a dash without a test."""
+    if is_missing(value):
+        return DASH
+    return "<0.001" if value < 0.001 else f"{value:.3g}"

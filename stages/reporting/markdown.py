@@ -10,20 +10,24 @@ PR diff shows only real changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.gating.compare import (
     compare_metric,
+    family_text,
     fingerprint_reasons,
     newly_found,
     newly_missed,
     newly_missed_k,
     slice_comparisons,
 )
+from stages.gating.significance import describe_family
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
-from stages.reporting.formatting import DASH, fmt, is_missing
+from stages.reporting.escaping import html_text, md_code, md_prose, md_text
+from stages.reporting.formatting import DASH, fmt, fmt_p, is_missing
 from stages.schema import DEV, EVAL, SPLITS
 
 Summary = dict[str, Any]
@@ -81,7 +85,7 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
         means, den = _split(summaries[name], split)
         rows.append(
             [
-                name,
+                md_text(name),
                 *(fmt(means.get(f"evidence_recall@{k_}")) for k_ in ks),
                 fmt(den.get("cases")),
                 fmt(den.get("abstention_cases")),
@@ -96,7 +100,7 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
         cells = [f"{fmt(means.get(f'claim_availability@{k_}'))} / {fmt(means.get(POOLED.format(k=k_)))}" for k_ in ks]
         rows.append(
             [
-                name,
+                md_text(name),
                 *cells,
                 fmt(den.get("cases_with_claims")),
                 fmt(den.get("claims")),
@@ -121,9 +125,9 @@ def _split_tables(summaries: dict[str, Summary], split: str, ks: Sequence[int]) 
         means, den = _split(summary, split)
         rows.append(
             [
-                name,
-                str(summary.get("chunking", DASH)),
-                str(summary.get("retriever", DASH)),
+                md_text(name),
+                md_text(str(summary.get("chunking", DASH))),
+                md_text(str(summary.get("retriever", DASH))),
                 fmt(means.get(f"recall@{k}")),
                 fmt(means.get(f"hit@{k}")),
                 fmt(means.get("mrr")),
@@ -169,7 +173,7 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
         dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
 
         rows.append(
-            f"| {name} | {threshold} | {abst.get('abstain_below_source')} | "
+            f"| {md_text(name)} | {threshold} | {md_text(str(abst.get('abstain_below_source')))} | "
             f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
             f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
         )
@@ -191,7 +195,7 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
 def review_section(summaries: Mapping[str, dict], ks: Sequence[int], k: int) -> list[str]:
     """Markdown lines for the report: the human review figures of each configuration
     with recorded answers, or nothing at all when none has any."""
-    reviewed = {name: s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
+    reviewed = {md_text(name): s["human_review"] for name, s in sorted(summaries.items()) if s.get("human_review")}
     if not reviewed:
         return []
     out = [
@@ -257,7 +261,7 @@ def _abstention_section(summaries: dict[str, Summary]) -> list[str]:
             part = abst.get(split) or {}
             rows.append(
                 [
-                    name,
+                    md_text(name),
                     split,
                     fmt(part.get("cases")),
                     _distribution(part.get("top1_score")),
@@ -316,9 +320,8 @@ def compare_configs(
             out.append(entry)
             continue
         guarded = gate_params["metrics"] if gated else ()
-        boot = gate_params["bootstrap"]
         entry["metrics"] = [
-            {**compare_metric(base_rows, rows, metric, boot), "guarded": metric in guarded}
+            {**compare_metric(base_rows, rows, metric, gate_params), "guarded": metric in guarded}
             for metric in report_metrics(k, guarded)
         ]
         moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys) if s["delta"] is not None]
@@ -338,16 +341,11 @@ def describe_evidence(ref: dict, texts: dict[str, str], limit: int = 160) -> str
         return " or ".join(describe_evidence(alt, texts, limit) for alt in ref["any"])
     doc = ref.get("doc", "?")
     if "start" not in ref:
-        return f"`{doc}` (any chunk)"
+        return f"{md_code(doc)} (any chunk)"
     quote = " ".join(texts.get(doc, "")[ref["start"] : ref["end"]].split())
     if len(quote) > limit:
         quote = quote[: limit - 1].rstrip() + "…"
-    return f"`{doc}` [{ref['start']}:{ref['end']}] “{_escape(quote)}”"
-
-
-def _escape(text: str) -> str:
-    """Keep user text inert in markdown and HTML: no tags, no table breaks."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return f"{md_code(doc)} [{ref['start']}:{ref['end']}] “{md_text(quote, limit=None)}”"
 
 
 def _arrow(delta: float | None) -> str:
@@ -371,6 +369,11 @@ def _ci(entry: dict) -> str:
     return f"[{_value(entry['metric'], entry['ci_low'], True)}, {_value(entry['metric'], entry['ci_high'], True)}]"
 
 
+def _slice_name(entry: dict) -> str:
+    """A slice as ``key=value``, the form params and the terminal use."""
+    return f"{entry['key']}={entry['value']}"
+
+
 def _bad_move(metric: str) -> str:
     """The direction that fails: a drop, or a rise where lower is better (an unsupported-answer share)."""
     return "drop" if higher_is_better(metric) else "rise"
@@ -383,39 +386,44 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
     if not verdict["configs"]:
         return out + ["- No configuration is gated: list them under `gate.configs` in params.yaml.", ""]
     for cfg in verdict["configs"]:
-        name = cfg["config"]
+        name = md_code(cfg["config"])
         confidence = f"{cfg.get('confidence', 0.95) * 100:g}%"
         if cfg.get("accepted"):
-            out.append(f"- `{name}`: accepted: {cfg['accepted']}.")
+            out.append(f"- {name}: accepted: {md_prose(cfg['accepted'])}.")
         for reason in cfg["reasons"]:
-            out.append(f"- `{name}`: no valid comparison: {reason}")
+            out.append(f"- {name}: no valid comparison: {md_prose(reason)}")
         for m in cfg["metrics"]:
             if m["failed"]:
                 out.append(
-                    f"- `{name}`: `{m['metric']}` {fmt(m['baseline'])} → {fmt(m['current'])} "
-                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}), a {_bad_move(m['metric'])} of more than "
+                    f"- {name}: {md_code(m['metric'])} {fmt(m['baseline'])} → {fmt(m['current'])} "
+                    f"({fmt(m['delta'], True)}, {confidence} CI {_ci(m)}, corrected p {fmt_p(m['p_corrected'])}), "
+                    f"a {_bad_move(m['metric'])} of more than "
                     f"`max_drop` {fmt(cfg['max_drop'])}"
                 )
         for s in cfg["slices"]:
             if s["failed"]:
                 out.append(
-                    f"- `{name}`: slice `{s['key']}={s['value']}` ({s['cases']} cases) `{s['metric']}` "
+                    f"- {name}: slice {md_code(_slice_name(s))} ({s['cases']} cases) {md_code(s['metric'])} "
                     f"{fmt(s['baseline'])} → {fmt(s['current'])} ({fmt(s['delta'], True)}, {confidence} CI "
-                    f"{_ci(s)}), a {_bad_move(s['metric'])} of more than `slice_max_drop` {fmt(cfg['slice_max_drop'])}"
+                    f"{_ci(s)}, corrected p {fmt_p(s['p_corrected'])}), a {_bad_move(s['metric'])} of more than "
+                    f"`slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
         if cfg["passed"] and not cfg.get("accepted"):
-            guarded = ", ".join(f"`{m['metric']}`" for m in cfg["metrics"])
+            guarded = ", ".join(md_code(m["metric"]) for m in cfg["metrics"])
             out.append(
-                f"- `{name}`: no guarded metric ({guarded}) moved the wrong way by more than {fmt(cfg['max_drop'])}, "
+                f"- {name}: no guarded metric ({guarded}) moved the wrong way by more than {fmt(cfg['max_drop'])}, "
                 f"and none of its {len(cfg['slices'])} slices by more than {fmt(cfg['slice_max_drop'])}."
             )
         if cfg["newly_missed"]:
             out.append(
-                f"- `{name}`: {len(cfg['newly_missed'])} case(s) newly missed at `hit@{cfg['newly_missed_k']}` "
+                f"- {name}: {len(cfg['newly_missed'])} case(s) newly missed at `hit@{cfg['newly_missed_k']}` "
                 "(listed below)."
             )
-    source = f"`{against}` (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
-    return out + ["", f"Compared with {source}, paired over the same eval-split cases.", ""]
+    source = (
+        f"{md_code(against)} (its committed results)" if against else "the committed baseline (`metrics/baseline/`)"
+    )
+    family = family_text(verdict["configs"][0].get("family"))
+    return out + ["", f"Compared with {source}, paired over the same eval-split cases. {family}".rstrip(), ""]
 
 
 # The context budget is averaged over two denominators: a configuration's summary
@@ -439,7 +447,7 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
             share = f"{(ctx['current'] - ctx['baseline']) / ctx['baseline'] * 100:+.1f}%"
         rows.append(
             [
-                f"`{comp['config']}`",
+                md_code(comp["config"], table=True),
                 f"{fmt(ev['current'])} ({fmt(ev['delta'], True)})",
                 f"{fmt(rc['current'])} ({fmt(rc['delta'], True)})",
                 f"{_value(ctx['metric'], ctx['baseline'])} → {_value(ctx['metric'], ctx['current'])}",
@@ -457,11 +465,57 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
     return ["## Context budget beside recall", "", intro, "", *_table(header, rows), ""]
 
 
+SIDE_BY_SIDE_TESTS = "every configuration and metric against the baseline configuration"
+
+
+def side_by_side_section(table: dict | None, confidence: float, title: str = "configuration") -> list[str]:
+    """Every configuration (or experiment) against one baseline, one table per
+    metric: mean, delta, paired CI, corrected p-value (✱ below α) and the cases
+    won, tied and lost. Built by :func:`stages.gating.side_by_side.side_by_side`."""
+    if not table:
+        return []
+    baseline = md_code(table["baseline"])
+    out = [
+        f"## Every {title} against {baseline}",
+        "",
+        (
+            f"Eval split, paired over the cases both have a value for. ✱: corrected p < α. W/T/L: cases won, tied "
+            f"and lost against {baseline}. {describe_family(table['family'], SIDE_BY_SIDE_TESTS)}"
+        ),
+        "",
+    ]
+    for index, metric in enumerate(table["metrics"]):
+        rows = []
+        for entry in table["entries"]:
+            name = md_code(entry["name"], table=True) + (" (baseline)" if entry["baseline"] else "")
+            if entry["reason"]:
+                rows.append([name, DASH, DASH, DASH, DASH, md_prose(entry["reason"], table=True)])
+                continue
+            m = entry["metrics"][index]
+            if entry["baseline"]:
+                rows.append([name, _value(metric, m["current"]), DASH, DASH, DASH, DASH])
+                continue
+            mark = " ✱" if m.get("significant") else ""
+            rows.append(
+                [
+                    name,
+                    _value(metric, m["current"]),
+                    _value(metric, m["delta"], True) + mark,
+                    _ci(m),
+                    fmt_p(m["p_corrected"]),
+                    f"{m['wins']}/{m['ties']}/{m['losses']}",
+                ]
+            )
+        header = [md_code(metric, table=True), "mean", "Δ", f"paired {confidence * 100:g}% CI", "corrected p", "W/T/L"]
+        out += _table(header, rows) + [""]
+    return out
+
+
 def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bool, cap: int | None) -> list[str]:
     out = []
     for case_id in ids[:cap]:
         info = case_info.get(case_id) or {}
-        out.append(f"- **`{case_id}`**: {_escape(info.get('question', DASH))}")
+        out.append(f"- **{md_code(case_id)}**: {md_text(info.get('question', DASH))}")
         if with_evidence:
             out += [f"  - missing: {text}" for text in info.get("evidence", [])]
     if cap is not None and len(ids) > cap:
@@ -470,16 +524,17 @@ def _case_list(ids: Sequence[str], case_info: dict[str, dict], with_evidence: bo
 
 
 def _details(summary: str, body: list[str]) -> list[str]:
+    """A collapsed section; ``summary`` is HTML (a raw HTML line on GitHub), escaped by the caller."""
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
 def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, cap: int | None) -> list[str]:
     k = comp["k"]
     if comp["reason"]:
-        return [f"`{comp['config']}`: {comp['reason']}.", ""]
+        return [f"{md_code(comp['config'])}: {md_prose(comp['reason'])}.", ""]
     rows = [
         [
-            f"`{m['metric']}`" + (" (guarded)" if m["guarded"] else ""),
+            md_code(m["metric"], table=True) + (" (guarded)" if m["guarded"] else ""),
             _value(m["metric"], m["baseline"]),
             _value(m["metric"], m["current"]),
             _value(m["metric"], m["delta"], True),
@@ -495,7 +550,7 @@ def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, c
         metric = comp["slices"][0]["metric"]
         slice_rows = [
             [
-                f"`{s['key']}={s['value']}`",
+                md_code(_slice_name(s), table=True),
                 fmt(s["cases"]),
                 fmt(s["baseline"]),
                 fmt(s["current"]),
@@ -506,7 +561,7 @@ def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, c
             for s in comp["slices"]
         ]
         body = _table(["slice", "cases", "baseline", "current", "delta", "CI", ""], slice_rows)
-        out += _details(f"Slices that moved most ({metric})", body)
+        out += _details(f"Slices that moved most ({html_text(metric)})", body)
     for key, label, evidence in (
         ("newly_missed", "hit in the baseline, missed now", True),
         ("newly_found", "missed in the baseline, hit now", False),
@@ -522,11 +577,12 @@ def _config_section(comp: dict, case_info: dict[str, dict], confidence: float, c
 
 def _headline(comp: dict) -> str:
     """One line for a collapsed configuration: its evidence recall move."""
+    config = f"<code>{html_text(comp['config'])}</code>"
     if comp["reason"]:
-        return f"<code>{comp['config']}</code>: {comp['reason']}"
+        return f"{config}: {html_text(comp['reason'], limit=None)}"
     ev = next(m for m in comp["metrics"] if m["metric"] == f"evidence_recall@{comp['k']}")
     return (
-        f"<code>{comp['config']}</code>: evidence_recall@{comp['k']} {fmt(ev['baseline'])} → {fmt(ev['current'])} "
+        f"{config}: evidence_recall@{comp['k']} {fmt(ev['baseline'])} → {fmt(ev['current'])} "
         f"({fmt(ev['delta'], True)}) {_arrow(ev['delta'])}, {len(comp['newly_missed'])} newly missed, "
         f"{len(comp['newly_found'])} newly found"
     )
@@ -539,7 +595,7 @@ DISCLAIMER = (
 )
 
 
-# GitHub refuses a comment longer than 65,536 characters.
+# GitHub refuses a comment longer than 65,536 characters; render_report never exceeds this.
 COMMENT_LIMIT = 65_000
 
 
@@ -552,6 +608,7 @@ def render_report(
     against: str | None = None,
     marker: bool = False,
     limit: int | None = None,
+    table: dict | None = None,
 ) -> str:
     """The pull-request document: the verdict first, then every configuration's
     paired comparison (gated ones open, the others collapsed), then the absolute
@@ -560,13 +617,37 @@ def render_report(
 
     With ``limit`` (characters), a document that would be longer lists fewer
     cases per list, then leaves out the absolute figures, so that the verdict and
-    the comparisons always reach the reviewer instead of a rejected comment.
+    the comparisons always reach the reviewer instead of a rejected comment; if
+    even that is too long (hundreds of configurations or slices), it is cut at a
+    line, with a note, by :func:`_fit`.
+    ``table`` is the many-configuration comparison (:func:`side_by_side_section`).
     """
     for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
-        text = _render(summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute)
+        text = _render(
+            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table
+        )
         if limit is None or len(text) <= limit:
+            return text
+    return _fit(text, limit)
+
+
+CUT_NOTE = "**Cut here to fit a pull-request comment:** see `metrics/report.md` or the HTML report for the rest."
+
+
+def _fit(text: str, limit: int) -> str:
+    """The longest run of whole lines of ``text`` that, with the open
+    ``<details>`` closed and :data:`CUT_NOTE` after them, stays within ``limit``
+    characters. Lines are whole because no user value holds a line break."""
+    kept: list[str] = []
+    size, depth = 0, 0
+    room = limit - len(CUT_NOTE) - 2
+    for line in text.splitlines():
+        step = depth + (line == "<details>") - (line == "</details>")
+        if size + len(line) + 1 + len("\n</details>") * step > room:
             break
-    return text
+        kept.append(line)
+        size, depth = size + len(line) + 1, step
+    return "\n".join([*kept, *["</details>"] * depth, "", CUT_NOTE]) + "\n"
 
 
 def _render(
@@ -579,6 +660,7 @@ def _render(
     marker: bool,
     cap: int | None,
     with_absolute: bool,
+    table: dict | None = None,
 ) -> str:
     """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
@@ -587,10 +669,11 @@ def _render(
     lines += _verdict_section(verdict, against)
     lines += [DISCLAIMER, ""]
     lines += _budget_section(comparisons)
+    lines += side_by_side_section(table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
     for comp in gated:
-        lines += [f"## `{comp['config']}` (gated)", ""] + _config_section(comp, case_info, confidence, cap)
+        lines += [f"## {md_code(comp['config'])} (gated)", ""] + _config_section(comp, case_info, confidence, cap)
     if others:
         lines += ["## Other configurations", ""]
         for comp in others:
@@ -700,16 +783,34 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 """
 
 
+_OWN_HTML = re.compile(f"(</?(?:details|summary|code)>|{re.escape(COMMENT_MARKER)})")
+
+
+def _own_html_only(renderer, tokens, idx, options, env) -> str:
+    """A raw HTML token as HTML only where it is one of ragvet's own attribute-less
+    tags (``details``, ``summary``, ``code``) or the comment marker; any other
+    ``<`` or ``>`` in it is written as an entity. User text is escaped before it
+    enters the markdown, so this is the second wall: no tag, attribute or script
+    from a value can reach the page even if a rule upstream missed one."""
+    parts = _OWN_HTML.split(tokens[idx].content)
+    return "".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts))
+
+
 def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
     """One self-contained HTML page: the markdown report rendered (tables and
     ``<details>`` kept) followed by the inline SVG figures. No script and no
-    external resource, so it opens offline and nothing is fetched."""
+    external resource, so it opens offline and nothing is fetched: markdown
+    images, links and autolinks are off, and raw HTML is limited to ragvet's own
+    tags (:func:`_own_html_only`)."""
     from markdown_it import MarkdownIt  # not for `ragvet --help`
 
-    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["image", "link", "autolink"])
+    md.add_render_rule("html_block", _own_html_only)
+    md.add_render_rule("html_inline", _own_html_only)
+    body = md.render(markdown)
     plots = ["<h2>Plots</h2>"]
     for title, svg in figures:
-        plots.append(f"<figure><figcaption>{_escape(title)}</figcaption>\n{svg}</figure>")
+        plots.append(f"<figure><figcaption>{html_text(title)}</figcaption>\n{svg}</figure>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         "<title>ragvet retrieval report</title>\n"
@@ -751,7 +852,7 @@ def metrics_doc() -> str:
     rows = [
         [
             f"`{metric.key('k')}`",
-            _escape(metric.definition),
+            md_text(metric.definition, limit=None),
             _yes(metric.comparable_across_chunkings),
             "higher" if metric.higher_is_better else "lower",
             "a value" if metric.abstention else "no value (reported apart)",
@@ -760,7 +861,7 @@ def metrics_doc() -> str:
         for metric in METRICS.values()
     ]
     review = [
-        [f"`{m.key('k')}`", _escape(m.definition), m.cases, "higher" if m.higher_is_better else "lower"]
+        [f"`{m.key('k')}`", md_text(m.definition, limit=None), m.cases, "higher" if m.higher_is_better else "lower"]
         for m in REVIEW_METRICS.values()
     ]
     lines = [METRICS_DOC_INTRO, "## Retrieval and evidence availability", "", *_table(header, rows), ""]

@@ -1,0 +1,147 @@
+"""Many configurations against one baseline configuration: `ragvet compare` and the
+report's table, with hand-computed figures, and `--exp` over real `dvc exp run`s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import commit_all, sh
+from statsmodels.stats.multitest import multipletests
+
+from stages.gating.side_by_side import comparable_metrics, side_by_side
+from stages.reporting.markdown import side_by_side_section
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE = {
+    "correction": "holm",
+    "permutation": {"resamples": 5000, "seed": 1},
+    "bootstrap": {"resamples": 200, "seed": 2, "confidence": 0.95},
+}
+EV, CTX = "evidence_recall@5", "context_chars@5"
+
+
+def rows(evidence: list[float], context: list[float]) -> list[dict]:
+    return [
+        {"case_id": f"c{i}", "split": "eval", "metrics": {EV: e, CTX: c}}
+        for i, (e, c) in enumerate(zip(evidence, context))
+    ] + [{"case_id": "dev", "split": "dev", "metrics": {EV: 0.0, CTX: 9999.0}}]
+
+
+BASE = rows([1, 0.5, 0, 1], [100, 200, 300, 400])
+TABLE_ROWS = {
+    "a-base": BASE,
+    # evidence deltas 0, +0.5, +0.5, -1: 2 wins, 1 tie, 1 loss; context 50, -50, 0, 100 (lower is better)
+    "b": rows([1, 1, 0.5, 0], [150, 150, 300, 500]),
+    "c": BASE,
+    "d": None,
+}
+
+
+def test_every_configuration_against_the_baseline_by_hand():
+    table = side_by_side(TABLE_ROWS, "a-base", [EV, CTX], GATE)
+    by_name = {entry["name"]: entry for entry in table["entries"]}
+    ev, ctx = by_name["b"]["metrics"]
+    assert (ev["baseline"], ev["current"], ev["delta"], ev["cases"]) == (0.625, 0.625, 0.0, 4)
+    assert (ev["wins"], ev["ties"], ev["losses"]) == (2, 1, 1)
+    # nonzero deltas .5, .5, -1 sum to 0: every one of the 8 sign vectors reaches |0|
+    assert ev["p_value"] == 1.0
+    assert (ctx["current"], ctx["delta"], ctx["wins"], ctx["ties"], ctx["losses"]) == (275.0, 25.0, 1, 1, 2)
+    # nonzero deltas 50, -50, 100: |sum| >= 100 for 6 of 8 sign vectors
+    assert ctx["p_value"] == pytest.approx(6 / 8)
+    unchanged = by_name["c"]["metrics"][0]
+    assert (unchanged["delta"], unchanged["p_value"], unchanged["ties"]) == (0.0, 1.0, 4)
+    assert by_name["d"]["reason"].startswith("no results") and by_name["d"]["metrics"] == []
+    assert by_name["a-base"]["baseline"] and by_name["a-base"]["metrics"][0]["current"] == 0.625
+    # the family: b and c, two metrics each; the baseline compares with nothing
+    raw = [m["p_value"] for name in ("b", "c") for m in by_name[name]["metrics"]]
+    assert table["family"] == {"size": 4, "correction": "holm", "alpha": 0.05, "significance": True}
+    assert [m["p_corrected"] for name in ("b", "c") for m in by_name[name]["metrics"]] == pytest.approx(
+        list(multipletests(raw, method="holm")[1])
+    )
+
+
+def test_significance_marks_follow_the_correction():
+    base = rows([0.0] * 6, [100] * 6)
+    better = rows([1.0] * 6, [100] * 6)  # 6 wins: exact p = 2/64 = 0.03125
+    table_rows = {"base": base, "x": better, "y": better}
+    alone = side_by_side({"base": base, "x": better}, "base", [EV], GATE)
+    assert alone["entries"][1]["metrics"][0]["p_corrected"] == pytest.approx(2 / 64)
+    assert alone["entries"][1]["metrics"][0]["significant"]
+    # two such tests under Holm: 2 x 0.03125 = 0.0625 >= 0.05, no mark; uncorrected, both marked
+    holm = side_by_side(table_rows, "base", [EV], GATE)
+    assert [e["metrics"][0]["significant"] for e in holm["entries"][1:]] == [False, False]
+    none = side_by_side(table_rows, "base", [EV], {**GATE, "correction": "none"})
+    assert [e["metrics"][0]["significant"] for e in none["entries"][1:]] == [True, True]
+    text = "\n".join(side_by_side_section(none, 0.95))
+    assert "| `x` | 1.000 | +1.000 ✱ | [+1.000, +1.000] | 0.0312 | 6/0/0 |" in text
+    assert "| `base` (baseline) | 0.000 | – | – | – | – |" in text
+    assert "2 tests (every configuration and metric against the baseline configuration) form one family" in text
+
+
+def test_relabelled_entries_are_kept_out_with_the_reason():
+    fps = {"base": {"eval_split": "e1", "corpus": "c1"}, "x": {"eval_split": "e2", "corpus": "c1"}}
+    table = side_by_side({"base": BASE, "x": BASE}, "base", [EV], GATE, fps)
+    entry = table["entries"][1]
+    assert entry["metrics"] == [] and "eval-split fingerprint differs (baseline e1, current e2)" in entry["reason"]
+    assert table["family"]["size"] == 0
+
+
+def test_comparable_metrics_are_the_registrys():
+    assert comparable_metrics(5) == ["evidence_recall@5", "claim_availability@5", "context_chars@5"]
+
+
+def _mean(text: str, metric: str) -> float:
+    """The plain eval-split mean of one per-case table's metric."""
+    values = [r["metrics"][metric] for r in map(json.loads, text.splitlines()) if r["split"] == "eval"]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values)
+
+
+def test_ragvet_compare_on_the_committed_sample():
+    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--metric", "evidence_recall@5")
+    expected = _mean((ROOT / "metrics/cases/sentences-600-dense.jsonl").read_text(), "evidence_recall@5")
+    assert "## Every configuration against `sentences-600-bm25`" in done.stdout
+    assert f"| `sentences-600-dense` | {expected:.3f} |" in done.stdout
+    assert "7 tests (every configuration and metric against the baseline configuration)" in done.stdout
+
+
+def test_ragvet_compare_refuses_an_unknown_baseline_and_metric():
+    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--baseline", "nope", check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--baseline: unknown configuration 'nope'" in done.stderr + done.stdout
+    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--metric", "recal@5", check=False)
+    assert done.returncode == 2 and "unknown metric 'recal@5'" in done.stderr + done.stdout
+
+
+def test_ragvet_compare_exp_reads_real_dvc_experiments(work_repo):
+    config = "headings-1200-bm25"
+    target = f"evaluate@{config}"
+    # the sample's tuned threshold is refused once bm25 changes; the experiments are about bm25
+    (work_repo / "abstention.yaml").write_text("{}\n")
+    sh(work_repo, "dvc", "repro", "-q", target)
+    head = commit_all(work_repo, "no tuned threshold")
+    sh(work_repo, "dvc", "exp", "run", "-q", "-n", "low-k1", "-S", "retrievers.bm25.k1=0.3", target)
+    sh(work_repo, "dvc", "exp", "run", "-q", "-n", "low-b", "-S", "retrievers.bm25.b=0.2", target)
+    out = work_repo / "table.json"
+    done = sh(work_repo, "python", "-m", "stages.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
+    table = json.loads(out.read_text())
+    base_name = f"{config}@{head[:7]}"
+    assert table["baseline"] == base_name and f"## Every experiment against `{base_name}`" in done.stdout
+    assert [e["name"] for e in table["entries"]] == sorted([base_name, "low-b", "low-k1"])
+    path = f"metrics/cases/{config}.jsonl"
+    means = {}
+    for entry in table["entries"]:
+        rev = head if entry["baseline"] else _exp_rev(work_repo, entry["name"])
+        means[entry["name"]] = _mean(sh(work_repo, "git", "show", f"{rev}:{path}").stdout, EV)
+        assert entry["metrics"][0]["current"] == pytest.approx(means[entry["name"]])
+    assert means["low-k1"] != means[base_name] or means["low-b"] != means[base_name]  # the experiments moved
+    assert table["metrics"] == comparable_metrics(5) and table["family"]["size"] == 2 * 3
+
+
+def _exp_rev(repo: Path, name: str) -> str:
+    """An experiment's commit by name, from git's own refs (DVC keeps them under refs/exps)."""
+    refs = sh(repo, "git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps").stdout.splitlines()
+    (found,) = [line.split()[0] for line in refs if line.endswith(f"/{name}")]
+    return found
