@@ -29,6 +29,8 @@ baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed base
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
+cache_app = typer.Typer(no_args_is_help=True, help="Manage ragvet's caches.")
+app.add_typer(cache_app, name="cache")
 app.command("tune-abstain")(tune_abstain.main)
 app.command("freeze-labels")(freeze_labels.main)
 
@@ -49,6 +51,23 @@ def baseline_accept(
     written = accept_baseline(metrics_dir, settings["gate"]["configs"])
     for path in written:
         typer.echo(f"wrote {path}")
+
+
+@cache_app.command("clear")
+@user_errors
+def cache_clear(
+    http: bool = typer.Option(False, "--http", help="The cached responses of http retrievers."),
+) -> None:
+    """Delete cached responses, so the next `dvc repro -f` asks the endpoints again.
+
+    Embeddings are never stale (they are keyed by model and text), so only the
+    http cache, which records what a live system answered, is cleared.
+    """
+    from stages.retrieval.endpoints import clear_http_cache  # deferred: loads the retrieval package
+
+    if not http:
+        raise InputError([Problem("ragvet cache clear", "say what to clear", "run: ragvet cache clear --http")])
+    typer.echo(f"removed {clear_http_cache()} cached http responses")
 
 
 @app.command("init")

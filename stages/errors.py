@@ -23,6 +23,7 @@ from stages.storage.atomic import DiskFull, write_text
 
 EXIT_USER_ERROR = 2
 SHOWN = 50  # problems printed on the terminal; the rest are counted by kind
+WHAT_CHARS = 500  # characters of one problem's "what" on the terminal
 PROBLEMS_FILE = Path(".ragvet/problems.txt")  # the full list, under the project's git-ignored folder
 
 F = TypeVar("F", bound=Callable)
@@ -41,9 +42,11 @@ class Problem:
     fix: str
 
     def render(self) -> str:
-        """Two lines, whatever the values quoted in it hold (a case id with a line
-        break or an escape sequence is shown escaped, see :func:`visible`)."""
-        return f"{visible(self.where, None)}: {visible(self.what, None)}\n    fix: {visible(self.fix, None)}"
+        """Two lines, whatever the values quoted in it hold: a case id with a line
+        break or an escape sequence is shown escaped (see :func:`visible`), and a
+        quoted value is cut at :data:`WHAT_CHARS`, since a one-megabyte line quoted
+        whole would flood the terminal as surely as a million problems."""
+        return f"{visible(self.where, None)}: {visible(self.what, WHAT_CHARS)}\n    fix: {visible(self.fix, None)}"
 
     @property
     def kind(self) -> str:
@@ -66,10 +69,15 @@ def reading_order(problem: Problem) -> tuple:
 
 
 class InputError(Exception):
-    """Raised with every problem found, never just the first, in reading order."""
+    """Raised with every problem found, never just the first, in reading order.
 
-    def __init__(self, problems: Iterable[Problem]):
-        self.problems = sorted(set(problems), key=reading_order)
+    ``roots`` are problems that cause others (a params mistake behind the cases'
+    errors): they come first, in reading order, and the knock-ons after them.
+    """
+
+    def __init__(self, problems: Iterable[Problem], roots: Iterable[Problem] = ()):
+        first = sorted(set(roots), key=reading_order)
+        self.problems = first + sorted(set(problems) - set(first), key=reading_order)
         super().__init__(self.render())
 
     def render(self) -> str:

@@ -14,17 +14,25 @@ from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import config_summary, slice_table
+from stages.retrieval.passages import passage_table
 from stages.schema import DEV
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, round_floats, write_json
-from stages.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table, write_rows
+from stages.storage.tables import (
+    foreign_passage_ids,
+    read_case_table,
+    read_chunk_table,
+    read_docs,
+    read_run_table,
+    write_rows,
+)
 
 
 @user_errors
 def main(
     config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
-    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking ({chunking}: its name)."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
@@ -44,7 +52,8 @@ def main(
     metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
     slices = fill_path(slices, key=config)
     sweep_out = fill_path(sweep_out, key=config) if sweep_out is not None else None
-    all_chunks = read_chunk_table(chunks)
+    passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
+    all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
     all_cases = read_case_table(cases)
     frozen = read_json(split)
     ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
@@ -61,6 +70,7 @@ def main(
         settings["ks"],
         settings["evidence"]["span_coverage"],
         {doc.doc_id: doc.text for doc in read_docs(corpus)},
+        chunk_level=passages is None,
     )
     if recorded is not None:
         rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])

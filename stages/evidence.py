@@ -37,7 +37,7 @@ from typing import Any
 
 from stages.chunking import chunk_document, chunking_problems
 from stages.errors import Problem
-from stages.inputs.values import as_id, is_int, kind_of
+from stages.inputs.values import as_id, is_int, kind_of, nfc
 from stages.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
 
 REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
@@ -121,9 +121,17 @@ def _excerpt(text: str, start: int, end: int) -> str:
 
 
 def _not_found_hint(text: str, quote: str) -> str:
-    """Why a quote was not found: a letter-case difference, or where it stops matching."""
+    """Why a quote was not found: another Unicode spelling of the same characters, a
+    letter-case difference, or where it stops matching."""
     needle = normalise_whitespace(quote)
     flat, index = normalise_whitespace_index(text)
+    if nfc(needle) != needle or nfc(flat) != flat:
+        if nfc(needle) in nfc(flat):
+            return (
+                "it occurs with the same characters spelled differently in Unicode (composed vs decomposed "
+                "accents, NFC vs NFD): normalise the doc or the quote to NFC, e.g. "
+                "python -c \"import unicodedata,sys; print(unicodedata.normalize('NFC', sys.stdin.read()))\""
+            )
     folded = flat.casefold().find(needle.casefold()) if len(flat.casefold()) == len(flat) else -1
     if folded != -1:
         at = index[folded]

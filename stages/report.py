@@ -31,6 +31,7 @@ from stages.reporting.markdown import (
     compare_configs,
     plot_rows,
     render_html,
+    render_latency,
     render_report,
     slice_rows,
     summary_k,
@@ -149,6 +150,8 @@ def main(
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
+    latency_dir: Path | None = typer.Option(None, help="Folder of the retrieve stages' <config>.json latency."),
+    latency_out: Path | None = typer.Option(None, help="Latency page to write (uncommitted: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
@@ -183,11 +186,16 @@ def main(
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
         text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
     plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
-    with outputs_together(out, *plot_files):  # the report and its plot data change together
+    with outputs_together(out, latency_out, *plot_files):  # the report and its plot data change together
         if out is not None:
             write_text(out, text)
         if plots is not None:
             write_plots(plots, settings, summaries, slices)
+        if latency_out is not None and latency_dir is not None:
+            found = {
+                c: read_json(latency_dir / f"{c}.json") for c in summaries if (latency_dir / f"{c}.json").is_file()
+            }
+            write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
     if out is None:
         typer.echo(text, nl=False)
     else:

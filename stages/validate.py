@@ -37,26 +37,29 @@ def main(
     params: Path = typer.Option(Path("params.yaml"), help="The DVC params file."),
 ) -> None:
     """Validate every input and write the resolved corpus and cases."""
-    problems: list[Problem] = []
+    roots: list[Problem] = []  # the params' and corpus's own problems, which cause others
     try:
         settings = read_params(params)
-        problems += validate_params(settings, str(params))
+        roots += validate_params(settings, str(params))
     except InputError as err:
         settings = {}
-        problems += err.problems
+        roots += err.problems
     docs, corpus_problems = collect_corpus(corpus)
+    roots += corpus_problems
     chunkings = settings.get("chunking") if isinstance(settings.get("chunking"), dict) else {}
-    resolved, case_problems = collect_cases(cases, {doc.doc_id: doc for doc in docs}, chunkings)
-    problems += corpus_problems + case_problems
+    resolved, case_problems = [], []
+    if docs:  # against no document at all every case would be an "unknown doc": the root problem says it
+        resolved, case_problems = collect_cases(cases, {doc.doc_id: doc for doc in docs}, chunkings)
+    problems = list(case_problems)
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
-    if settings and not problems:  # the configurations are sound; the dev split is not frozen yet
+    if settings and not problems and not roots:  # the configurations are sound; the dev split is not frozen yet
         problems += threshold_problems(thresholds, settings, None)
-    if not case_problems:  # a case that failed to resolve would look absent
+    if docs and not case_problems:  # a case that failed to resolve would look absent
         problems += unused_slices(settings.get("slices"), resolved, f"{params}: slices")
         problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})
-    if problems:
-        raise InputError(problems)
+    if problems or roots:
+        raise InputError(problems, roots)
     outputs = [out / name for name in VALIDATED]
     with outputs_together(*outputs):  # never a new corpus beside old cases
         write_docs(outputs[0], docs)

@@ -125,7 +125,7 @@ def test_an_old_format_entry_is_a_problem_with_its_fix(tmp_path, text, what):
     path.write_text(text)
     with pytest.raises(InputError) as err:
         read_thresholds(path, {"cfg": {}})
-    assert [problem.render() for problem in err.value.problems] == [f"{path}: cfg: {what}\n    {RETUNE}"]
+    assert [problem.render() for problem in err.value.problems] == [f"{path}:1 (cfg): {what}\n    {RETUNE}"]
     assert read_thresholds(path, {"cfg": {}}, retuning="cfg") == yaml.safe_load(text)  # tune-abstain replaces it
 
 

@@ -212,7 +212,7 @@ def test_a_size_key_dvc_cannot_see_is_refused_by_the_chunk_stage_itself(work_rep
     edit_params(work_repo, lambda p: p["chunking"]["sentences-600"].update(size=3))
     done = sh(work_repo, "dvc", "repro", "-s", "-f", "chunk@sentences-600", check=False)
     assert done.returncode != 0
-    assert "params.yaml: chunking.sentences-600.size: DVC's run cache leaves keys named size" in done.stderr
+    assert " (chunking.sentences-600.size): DVC's run cache leaves keys named size" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (work_repo / "data" / "chunks" / "sentences-600.jsonl").exists()  # DVC removed it; no new one came
 
@@ -221,7 +221,7 @@ def test_a_boolean_k_that_dvc_compares_equal_to_1_is_refused_by_evaluate(work_re
     edit_params(work_repo, lambda p: p.update(ks=[True, 3, 5, 10]))
     done = sh(work_repo, "dvc", "repro", "-s", "-f", f"evaluate@{GATED}", check=False)
     assert done.returncode != 0
-    assert "params.yaml: ks[0]: k must be an integer > 0, got True" in done.stderr
+    assert " (ks[0]): k must be an integer > 0, got True" in done.stderr
     written = [f"{GATED}.json", f"cases/{GATED}.jsonl", f"slices/{GATED}.json", f"abstention/{GATED}.json"]
     # DVC removed them before the run, and the stage wrote none
     assert [name for name in written if (work_repo / "metrics" / name).exists()] == []
@@ -279,7 +279,7 @@ def test_ragvet_gate_exits_0_on_pass_1_on_failure_and_2_on_bad_input(work_repo):
     assert failed.returncode == 1 and "gate: FAILED" in failed.stdout
     edit_params(work_repo, lambda p: p["gate"].update(max_drop=-0.5))
     bad = sh(work_repo, *gate, check=False)
-    assert bad.returncode == 2 and "params.yaml: gate.max_drop: `gate.max_drop` must be a number" in bad.stderr
+    assert bad.returncode == 2 and " (gate.max_drop): `gate.max_drop` must be a number" in bad.stderr
     through_dvc = sh(work_repo, "dvc", "repro", "gate", check=False)
     assert through_dvc.returncode == 255  # DVC's code for any failed stage: why CI reads `ragvet gate`
 

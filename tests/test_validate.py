@@ -103,7 +103,7 @@ def test_every_mistake_is_reported_with_exit_2_no_traceback_and_nothing_written(
         "duplicate case id 'c1'",
         "not found",
         "answerable: false",
-        "params.yaml: ks",
+        "(ks[0]): k must be an integer > 0, got 0",
         "configs.bad",
         "cases.yaml:3",
         "cases.yaml:4",
@@ -203,7 +203,7 @@ def test_a_threshold_of_the_old_format_or_for_a_changed_spec_fails_validate(tmp_
     cases = "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n"
     done = run_validate(tmp_path, cases, thresholds=thresholds)
     assert done.returncode == 2 and "Traceback" not in done.stderr and not (tmp_path / "out").exists()
-    assert f"{tmp_path / 'abstention.yaml'}: sentences-600-bm25: needs a mapping with a numeric abstain_below" in (
+    assert f"{tmp_path / 'abstention.yaml'}:1 (sentences-600-bm25): needs a mapping with a numeric abstain_below" in (
         done.stderr
     )
     assert "fix: run `ragvet tune-abstain --config sentences-600-bm25` again, or delete the entry" in done.stderr

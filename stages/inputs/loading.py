@@ -14,9 +14,24 @@ from typing import Any
 from stages.errors import Problem, raise_if
 from stages.evidence import EvidenceResolver
 from stages.inputs.located_yaml import LocatedList, line_of, load_located_yaml
-from stages.inputs.values import as_id, did_you_mean, has_text, is_number, is_scalar, kind_of
+from stages.inputs.values import (
+    ID_FIX,
+    ID_FLAW_FIX,
+    SURROGATE_FIX,
+    as_id,
+    did_you_mean,
+    has_text,
+    id_flaw,
+    id_problem,
+    is_number,
+    is_scalar,
+    kind_of,
+    lone_surrogate,
+    nfc,
+    surrogate_what,
+)
 from stages.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
-from stages.storage.files import dumps_line
+from stages.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
 
 CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
 DOC_KEYS = ("doc_id", "text", "title", "metadata")
@@ -77,6 +92,10 @@ def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
             )
         )
         return None
+    found = lone_surrogate(row)
+    if found is not None:
+        problems.append(Problem(where, surrogate_what(found), SURROGATE_FIX))
+        return None
     before = len(problems)
     for key in row:
         if key not in DOC_KEYS:
@@ -89,13 +108,10 @@ def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
             )
     doc_id = as_id(row.get("doc_id"))
     if doc_id is None:
-        problems.append(
-            Problem(
-                where,
-                f"missing or empty doc_id (got {row.get('doc_id')!r})",
-                "give every line a unique, non-empty doc_id",
-            )
-        )
+        what = id_problem(row.get("doc_id"), "doc_id")
+        problems.append(Problem(where, what, "give every line a unique, non-empty doc_id as text"))
+    elif id_flaw(doc_id):
+        problems.append(Problem(where, f"doc_id {doc_id!r} {id_flaw(doc_id)}", ID_FLAW_FIX))
     text = row.get("text")
     if not has_text(text):
         problems.append(
@@ -129,12 +145,13 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
 
 def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
     where = str(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        problems.append(Problem(where, f"not UTF-8 text ({err.reason} at byte {err.start})", "save the file as UTF-8"))
+    if id_flaw(doc_id):
+        problems.append(Problem(where, f"doc id {doc_id!r} (the file's path) {id_flaw(doc_id)}", ID_FLAW_FIX))
         return None
-    text = text.removeprefix("\ufeff")  # a byte-order mark is encoding, not text
+    text, problem = decode_utf8(path.read_bytes(), where)
+    if problem is not None:
+        problems.append(problem)
+        return None
     try:
         front, body = split_front_matter(text)
     except ValueError as err:
@@ -146,7 +163,9 @@ def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
     if front is not None:
         value, yaml_problems = load_located_yaml(front, where, line_offset=1)
         problems.extend(yaml_problems)
-        if value is not None and not isinstance(value, dict):
+        if lone_surrogate(value) is not None:
+            problems.append(Problem(where, surrogate_what(lone_surrogate(value)), SURROGATE_FIX))
+        elif value is not None and not isinstance(value, dict):
             problems.append(
                 Problem(
                     where,
@@ -172,15 +191,8 @@ def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
 
 
 def _jsonl_docs(path: Path, problems: list[Problem]) -> list[tuple[Doc, str]]:
-    try:
-        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as err:
-        problems.append(Problem(str(path), f"not UTF-8 text ({err.reason} at byte {err.start})", "save it as UTF-8"))
-        return []
     found = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, line in text_lines(path, problems):
         where = f"{path}:{number}"
         try:
             row = json.loads(line)
@@ -222,6 +234,10 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
         key=lambda path: path.relative_to(corpus_dir).as_posix(),
     )
     for path in paths:
+        outside = link_out_of_project(path, corpus_dir)
+        if outside is not None:
+            problems.append(outside)
+            continue
         if path.suffix.lower() == ".jsonl":
             found.extend(_jsonl_docs(path, problems))
         else:
@@ -229,23 +245,30 @@ def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
             doc = _text_doc(path, doc_id, problems)
             if doc is not None:
                 found.append((doc, str(path)))
-    first_seen: dict[str, str] = {}
+    first_seen: dict[str, tuple[str, str]] = {}
     docs: list[Doc] = []
     for doc, where in found:
-        if doc.doc_id in first_seen:
+        if nfc(doc.doc_id) in first_seen:
+            other, other_where = first_seen[nfc(doc.doc_id)]
             problems.append(
                 Problem(
                     where,
-                    f"duplicate doc id {doc.doc_id!r}: also defined at {first_seen[doc.doc_id]}",
+                    f"duplicate doc id {doc.doc_id!r}: also defined at {other_where}{_spelling(doc.doc_id, other)}",
                     "make doc ids unique: rename one file or change one doc_id",
                 )
             )
             continue
-        first_seen[doc.doc_id] = where
+        first_seen[nfc(doc.doc_id)] = (doc.doc_id, where)
         docs.append(doc)
     if not docs and not problems:
         problems.append(Problem(str(corpus_dir), "the corpus has no documents", f"add {accepted}"))
     return sorted(docs, key=lambda doc: doc.doc_id), problems
+
+
+def _spelling(one: str, other: str) -> str:
+    """The note for two ids that are one id in two Unicode spellings (NFC vs NFD):
+    they look the same on screen, and a reader would take them for one."""
+    return f" as {other!r}, the same text in another Unicode spelling (NFC vs NFD)" if one != other else ""
 
 
 def load_corpus(corpus_dir: str | Path) -> list[Doc]:
@@ -274,10 +297,14 @@ def cases_file(path: Path, problems: list[Problem]) -> Path | None:
     A path that is not a folder is returned as it is.
     """
     if not path.is_dir():
+        outside = link_out_of_project(path, path.parent)
+        if outside is not None:
+            problems.append(outside)
+            return None
         return path
     found = sorted(child for child in path.iterdir() if child.is_file() and child.suffix.lower() in CASE_SUFFIXES)
     if len(found) == 1:
-        return found[0]
+        return cases_file(found[0], problems)
     if found:
         names = ", ".join(child.name for child in found)
         problems.append(Problem(str(path), f"more than one cases file: {names}", "keep exactly one of them"))
@@ -308,16 +335,9 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
             )
         )
         return []
-    try:
-        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as err:
-        problems.append(Problem(str(path), f"not UTF-8 text ({err.reason} at byte {err.start})", "save it as UTF-8"))
-        return []
     if suffix == ".jsonl":
         items = []
-        for number, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
-                continue
+        for number, line in text_lines(path, problems):
             try:
                 items.append((number, json.loads(line)))
             except json.JSONDecodeError as err:
@@ -331,6 +351,10 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
         if not items and not problems:
             problems.append(Problem(str(path), "the cases file has no cases", "add one JSON case object per line"))
         return items
+    text, problem = decode_utf8(path.read_bytes(), str(path))
+    if problem is not None:
+        problems.append(problem)
+        return []
     data, yaml_problems = load_located_yaml(text, str(path))
     problems.extend(yaml_problems)
     if data is None and yaml_problems:
@@ -498,14 +522,18 @@ def _check_case(
             "write each case as `- id: ...` with `question: ...` and its evidence",
         )
         return None
+    found = lone_surrogate(item)
+    if found is not None:
+        checker.add(surrogate_what(found), SURROGATE_FIX)
+        return None
     before = len(checker.problems)
     case_id = as_id(item.get("id"))
     if case_id is None:
-        checker.add(
-            f"missing or empty id (got {item.get('id')!r})",
-            "give the case a unique, stable id, e.g. `id: leave-carryover`; never reuse an old one",
-            "id",
-        )
+        fix = "give the case a unique, stable id, e.g. `id: leave-carryover`; never reuse an old one"
+        checker.add(id_problem(item.get("id")), fix if item.get("id") is None else ID_FIX, "id")
+    elif id_flaw(case_id):
+        checker.add(f"case id {case_id!r} {id_flaw(case_id)}", ID_FLAW_FIX, "id")
+        case_id = None
     else:
         checker.label = f"case {case_id}"
     for key in item:
@@ -619,7 +647,7 @@ def collect_cases(
     items = _read_case_items(path, problems)
     resolver = EvidenceResolver(docs, chunkings if isinstance(chunkings, dict) else {})
     cases: list[Case] = []
-    first_seen: dict[str, int] = {}
+    first_seen: dict[str, tuple[str, int]] = {}
     filter_hits: dict[str, bool] = {}
     for number, (line, item) in enumerate(items, start=1):
         line = line or line_of(item)
@@ -628,16 +656,17 @@ def collect_cases(
         case_id = as_id(item.get("id")) if isinstance(item, dict) else None
         if case_id is None:
             continue
-        if case_id in first_seen:
+        if nfc(case_id) in first_seen:
+            other, other_line = first_seen[nfc(case_id)]
             problems.append(
                 Problem(
                     checker.at("id"),
-                    f"duplicate case id {case_id!r}: also used at {path}:{first_seen[case_id]}",
+                    f"duplicate case id {case_id!r}: also used at {path}:{other_line}{_spelling(case_id, other)}",
                     "give each case its own id; never reuse an id, even of a deleted case",
                 )
             )
             continue
-        first_seen[case_id] = line
+        first_seen[nfc(case_id)] = (case_id, line)
         if case is not None:
             cases.append(case)
     return sorted(cases, key=lambda case: case.case_id), problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stages.errors import Problem
@@ -21,12 +22,29 @@ class LocatedList(list):
     item_lines: list[int]
 
 
+# YAML 1.1 reads `010` as 8, `0x1F` as 31 and `1:30` as 90, which silently rewrites
+# an id such as `id: 010`. Only plain decimal numbers are numbers here; the other
+# forms stay the text the user wrote. (PyYAML's own decimal and float patterns,
+# without their octal, hexadecimal, binary and base-60 branches.)
+_INT = r"^[-+]?(?:0|[1-9][0-9_]*)$"
+_FLOAT = (
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_REPLACED = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+ALIAS_FIX = "write the value out in full: ragvet's input files take no anchors (&name) or aliases (*name)"
+
+
 def _located_loader() -> type:
-    """A SafeLoader that records lines and duplicate keys and leaves dates as text.
+    """A SafeLoader that records lines and duplicate keys, leaves dates and YAML 1.1
+    number forms as text, and refuses anchors and aliases.
 
     PyYAML keeps the last of two equal keys without a word, and turns
     ``2026-01-05`` into a ``date``, which is not a JSON scalar: both would
-    silently change what the user wrote.
+    silently change what the user wrote. An alias expands to a copy of its
+    anchor's value, so nine nested aliases make a billion values (the "billion
+    laughs"): refusing them at the first anchor bounds the work by the file's size.
     """
     import yaml  # pyyaml loads on first use, not for `ragvet --help`
 
@@ -35,10 +53,25 @@ def _located_loader() -> type:
             super().__init__(stream)
             self.duplicates: list[tuple[Any, int, int]] = []
 
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                name = event.anchor
+                raise yaml.composer.ComposerError(
+                    None, None, f"anchor or alias `{name}` is not accepted", event.start_mark
+                )
+            return super().compose_node(parent, index)
+
     Loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        first: [(tag, rx) for tag, rx in resolvers if tag not in _REPLACED]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    # What this loader reads, yaml.safe_dump must write back (tune-abstain, init):
+    # the safe dumper knows dict and list, not their subclasses.
+    yaml.SafeDumper.add_representer(LocatedDict, yaml.SafeDumper.represent_dict)
+    yaml.SafeDumper.add_representer(LocatedList, yaml.SafeDumper.represent_list)
+    Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(_INT), list("-+0123456789"))
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
 
     def construct_map(loader: Any, node: Any):
         data = LocatedDict()
@@ -94,7 +127,8 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
         reason = getattr(err, "problem", None) or str(err)
         context = getattr(err, "context", None)
         what = f"malformed YAML: {reason}" + (f" ({context})" if context else "")
-        return None, [Problem(at, what, "fix the YAML syntax on that line (a value with ': ' or '#' needs quotes)")]
+        fix = "fix the YAML syntax on that line (a value with ': ' or '#' needs quotes)"
+        return None, [Problem(at, what, ALIAS_FIX if "anchor or alias" in reason else fix)]
     finally:
         loader.dispose()
     problems = [
@@ -115,3 +149,29 @@ def line_of(value: Any, key: Any = None, default: int = 0) -> int:
             return value.key_lines[key]
         return value.line
     return default
+
+
+_INDEX = re.compile(r"\[(\d+)\]\.?")
+
+
+def key_path_line(value: Any, path: str) -> int:
+    """The line of the deepest key of a key path such as ``gate.bootstrap.resamples``
+    or ``ks[1]`` that ``value`` holds, 0 when none. Names may hold dots
+    (``chunking.fixed-1.5``): the longest key that fits is taken."""
+    line = 0
+    while path and isinstance(value, (dict, list)):
+        if isinstance(value, list):
+            index = _INDEX.match(path)
+            if index is None or int(index[1]) >= len(value):
+                break
+            if isinstance(value, LocatedList):
+                line = value.item_lines[int(index[1])]
+            value, path = value[int(index[1])], path[index.end() :]
+            continue
+        keys = [key for key in value if isinstance(key, str) and re.match(rf"{re.escape(key)}(?:$|[.\[])", path)]
+        if not keys:
+            break
+        key = max(keys, key=len)
+        line = line_of(value, key, line)
+        value, path = value[key], path[len(key) :].removeprefix(".")
+    return line

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from stages.chunking import chunking_problems
 from stages.errors import InputError, Problem, raise_if
 from stages.gating.significance import CORRECTIONS
+from stages.inputs.located_yaml import key_path_line
 from stages.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from stages.measures.registry import metric_problems
 from stages.storage.files import read_params
@@ -35,6 +37,10 @@ GATE_KEYS = (
 GATE_OPTIONAL_KEYS = ("correction", "permutation")
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
 PERMUTATION_KEYS = ("resamples", "seed")
+# Caps on knobs whose cost grows with their value, so that a typo cannot stall CI:
+# each resample re-averages every case, and each rank of depth is stored per case.
+MAX_RESAMPLES = 100_000
+MAX_DEPTH = 10_000
 
 
 class _ParamsChecker:
@@ -80,9 +86,12 @@ class _ParamsChecker:
             )
             self.add(key, f"`{key}` must be a number in {interval}, got {value!r}", fix)
 
-    def integer(self, key: str, value: Any, low: int, fix: str) -> bool:
+    def integer(self, key: str, value: Any, low: int, fix: str, high: int | None = None) -> bool:
         if not is_int(value) or value < low:
             self.add(key, f"`{key}` must be an integer ≥ {low}, got {value!r}", fix)
+            return False
+        if high is not None and value > high:
+            self.add(key, f"`{key}` is {value:,}, above ragvet's cap of {high:,}", fix)
             return False
         return True
 
@@ -260,7 +269,13 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
 
 def _check_resamples_seed(check: _ParamsChecker, section: dict, key: str) -> None:
     if "resamples" in section:
-        check.integer(f"{key}.resamples", section["resamples"], 1, "set e.g. resamples: 2000")
+        check.integer(
+            f"{key}.resamples",
+            section["resamples"],
+            1,
+            f"set e.g. resamples: 2000 (at most {MAX_RESAMPLES:,}; an interval barely narrows past 10,000)",
+            MAX_RESAMPLES,
+        )
     if "seed" in section:
         check.integer(f"{key}.seed", section["seed"], 0, "set a fixed seed, e.g. seed: 20261129")
 
@@ -348,7 +363,13 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     ks = _check_ks(check, params) if "ks" in params else None
     if "depth" in params:
         depth = params["depth"]
-        valid = check.integer("depth", depth, 1, "set how many chunks each run keeps per case, e.g. depth: 20")
+        valid = check.integer(
+            "depth",
+            depth,
+            1,
+            f"set how many chunks each run keeps per case, e.g. depth: 20 (at most {MAX_DEPTH:,})",
+            MAX_DEPTH,
+        )
         if valid and ks and depth < ks[-1]:
             check.add(
                 "depth",
@@ -359,7 +380,21 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     _check_split_evidence_slices(check, params)
     if "gate" in params:
         _check_gate(check, params, ks)
-    return check.problems
+    return [_at_line(problem, params, source) for problem in check.problems]
+
+
+def _at_line(problem: Problem, params: dict, source: str) -> Problem:
+    """``params.yaml: gate.max_drop`` as ``params.yaml:41 (gate.max_drop)`` when the
+    params were read with their lines (:func:`stages.storage.files.read_params`)."""
+    path = problem.where.removeprefix(f"{source}: ")
+    line = key_path_line(params, path) if path != problem.where else 0
+    return Problem(f"{source}:{line} ({path})", problem.what, problem.fix) if line else problem
+
+
+def _key_path(where: str, source: str) -> str:
+    """The key path of a params problem, at ``params.yaml: ks[0]`` or ``params.yaml:12 (ks[0])``."""
+    located = re.fullmatch(rf"{re.escape(source)}:\d+ \((.*)\)", where, re.DOTALL)
+    return located[1] if located else where.removeprefix(f"{source}: ")
 
 
 def _bears_on(key: str, reads: Sequence[str]) -> bool:
@@ -380,7 +415,7 @@ def stage_params(path: Path, reads: Sequence[str]) -> dict[str, Any]:
     """
     params = read_params(path)
     source = str(path)
-    problems = [p for p in validate_params(params, source) if _bears_on(p.where.partition(": ")[2], reads)]
+    problems = [p for p in validate_params(params, source) if _bears_on(_key_path(p.where, source), reads)]
     for read in reads:
         section, _, name = read.partition(".")
         entries = params.get(section)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,6 +48,60 @@ def as_id(value: Any) -> str | None:
     if isinstance(value, str):
         return value if value.strip() else None
     return str(value) if is_int(value) else None
+
+
+def id_problem(value: Any, name: str = "id") -> str:
+    """Why :func:`as_id` refused a value, for a "what is wrong" message."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return f"missing or empty {name} (got {value!r})"
+    return f"the {name} must be text or a whole number, got {kind_of(value)} {value!r}"
+
+
+ID_FIX = 'quote it (id: "010" keeps the text as written); YAML reads yes, 1.5 or ~ as other types'
+# Whitespace and control characters split a TREC line's columns; `\s` covers tabs and newlines.
+_ID_FLAW = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def id_flaw(identifier: str) -> str | None:
+    """What makes an id unusable in TREC and TSV exports, where whitespace separates
+    columns: a space, a tab, a newline or a control character; ``None`` when it is sound."""
+    found = _ID_FLAW.search(identifier)
+    if found is None:
+        return None
+    return f"contains {unicodedata.name(found[0], 'a control character')} (U+{ord(found[0]):04X}) at position {found.start() + 1}"
+
+
+def nfc(text: str) -> str:
+    """The NFC spelling: ``é`` typed as one code point or as ``e`` plus an accent."""
+    return unicodedata.normalize("NFC", text)
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """The first text in a JSON/YAML value (keys included) that holds half of a
+    UTF-16 pair (``"\\ud800"``): no output file could be written with it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # strict: fails exactly on a lone surrogate, at C speed
+        except UnicodeEncodeError:
+            return value
+        return None
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value if isinstance(value, list) else []
+    return next((found for item in items if (found := lone_surrogate(item)) is not None), None)
+
+
+def surrogate_what(found: str) -> str:
+    return (
+        f"text {found!r:.60} holds half of a UTF-16 surrogate pair (a lone \\ud800-\\udfff escape), "
+        "which no UTF-8 file can hold"
+    )
+
+
+ID_FLAW_FIX = "ids become whitespace-separated columns of TREC runs and qrels: remove the character"
+
+
+SURROGATE_FIX = (
+    "replace the escape with the character itself, or with both halves of its pair (e.g. \\ud83d\\ude00 for one emoji)"
+)
 
 
 def kind_of(value: Any) -> str:

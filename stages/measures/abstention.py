@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
+from stages.inputs.located_yaml import line_of
 from stages.inputs.values import is_number
 from stages.schema import SPLITS, config_fingerprint
 from stages.storage.files import FLOAT_PLACES, read_yaml, write_text
@@ -168,8 +169,7 @@ def read_thresholds(path: Path, configs: Mapping[str, Any], retuning: str | None
     is not checked: ``tune-abstain`` is about to replace it, and is the fix.
     """
     data = _read_entries(path)
-    checked = {name: entry for name, entry in data.items() if name != retuning}
-    raise_if([problem for name, entry in checked.items() for problem in _entry_problems(path, name, entry, configs)])
+    raise_if([problem for name in data if name != retuning for problem in _entry_problems(path, data, name, configs)])
     return data
 
 
@@ -180,12 +180,19 @@ def _read_entries(path: Path) -> dict[str, Any]:
     data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise_if([Problem(str(path), "must be a mapping of configuration names", "re-run ragvet tune-abstain")])
-    return dict(data)
+    return data  # a LocatedDict, whose key lines the problems name
 
 
-def _entry_problems(path: Path, name: str, entry: Any, configs: Mapping[str, Any]) -> list[Problem]:
+def _where(path: Path, entries: Mapping[str, Any], name: str) -> str:
+    """``abstention.yaml:7 (name)`` when the file was read with its lines, else ``abstention.yaml: name``."""
+    line = line_of(entries, name)
+    return f"{path}:{line} ({name})" if line else f"{path}: {name}"
+
+
+def _entry_problems(path: Path, entries: Mapping[str, Any], name: str, configs: Mapping[str, Any]) -> list[Problem]:
     """What is wrong with one entry's shape, at most one problem."""
-    where = f"{path}: {name}"
+    entry = entries[name]
+    where = _where(path, entries, name)
     retune = f"run `ragvet tune-abstain --config {name}` again, or delete the entry"
     if name not in configs:
         return [Problem(where, f"threshold for configuration {name!r}, which does not exist", "remove the entry")]
@@ -225,7 +232,7 @@ def stale_thresholds(
         if changed:
             problems.append(
                 Problem(
-                    f"{path}: {name}",
+                    _where(path, thresholds, name),
                     f"threshold refused: {' and '.join(changed)} changed since it was tuned",
                     f"run `ragvet tune-abstain --config {name}` again, or delete the entry",
                 )
@@ -240,12 +247,11 @@ def threshold_problems(path: Path, settings: Mapping[str, Any], dev_split: str |
         data = _read_entries(path)
     except InputError as err:
         return err.problems
-    malformed = [
-        problem for name, entry in data.items() for problem in _entry_problems(path, name, entry, settings["configs"])
-    ]
-    bad = {problem.where for problem in malformed}
-    sound = {name: entry for name, entry in data.items() if f"{path}: {name}" not in bad}
-    return malformed + stale_thresholds(path, sound, settings, dev_split)
+    malformed = {name: _entry_problems(path, data, name, settings["configs"]) for name in data}
+    sound = {name: entry for name, entry in data.items() if not malformed[name]}
+    return [problem for found in malformed.values() for problem in found] + stale_thresholds(
+        path, sound, settings, dev_split
+    )
 
 
 def current_thresholds(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> dict[str, dict]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import as_id, did_you_mean, kind_of
-from stages.storage.files import iter_jsonl
+from stages.storage.files import iter_jsonl, link_out_of_project
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.
@@ -265,7 +265,10 @@ def stray_answer_files(folder: Path, configs: Collection[str]) -> list[Problem]:
     for path in sorted(folder.iterdir()):
         if path.name in README_NAMES or path.is_dir():
             continue
-        if path.suffix != ".jsonl":
+        outside = link_out_of_project(path, folder)
+        if outside is not None:
+            problems.append(outside)
+        elif path.suffix != ".jsonl":
             problems.append(
                 Problem(str(path), "not an answers file", "name answers files <config>.jsonl, one per configuration")
             )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
 from stages.measures.reference import case_metrics, check_coverage
-from stages.measures.registry import sorted_ks
+from stages.measures.registry import FOREIGN, is_chunk_level, sorted_ks
 from stages.schema import Case, Chunk
 
 if TYPE_CHECKING:
@@ -61,16 +61,21 @@ def evaluate_run(
     ks: Sequence[int],
     span_coverage: float,
     texts: Mapping[str, str],
+    chunk_level: bool = True,
 ) -> list[dict]:
     """Per-case rows for every case, sorted by case_id. A case absent from the
     run is an empty retrieval, never a dropped case. ``texts`` maps each doc id
     the evidence points into to its text (span coverage counts its non-whitespace
     characters).
 
+    ``chunk_level`` is False for a run of foreign passages (``chunks`` are then
+    the run's own passages): the chunk-level metrics are None, since their
+    relevant set would be only the passages the system happened to return.
+
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.measures.engine import case_results, score  # numpy: not for --help
+    from stages.measures.engine import NONE, case_results, score  # numpy: not for --help
     from stages.storage.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
 
     check_coverage(span_coverage)
@@ -81,7 +86,13 @@ def evaluate_run(
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
     scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts)
+    if not chunk_level:
+        for name, values in scores.metrics.items():
+            if is_chunk_level(name):
+                values[:] = NONE
+        scores.first_relevant_rank[:] = 0  # none: no chunk of a chunking is relevant here
     top1 = scores.top1_score.tolist()
+    marker = {} if chunk_level else {"passages": FOREIGN}
     return [
         {
             "case_id": case_id,
@@ -89,6 +100,7 @@ def evaluate_run(
             "answerable": answerable,
             "tags": tags,
             "top1_score": None if top1[row] != top1[row] else top1[row],
+            **marker,
             **result,
         }
         for row, (case_id, answerable, tags, result) in enumerate(

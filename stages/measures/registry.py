@@ -68,6 +68,18 @@ METRICS: dict[str, Metric] = {
 }
 
 
+FOREIGN = "foreign"  # the ``passages`` value of per-case rows and summaries of a run of foreign passages
+
+
+def is_chunk_level(key: str) -> bool:
+    """Whether a metric key (``recall@5``, ``mrr``) counts relevant *chunks*: it has
+    a value only for a run of the chunking's own chunks, never for foreign passages,
+    whose relevant set would be only what the system returned. Exactly the metrics
+    not comparable across chunkings."""
+    metric = METRICS.get(key.partition("@")[0])
+    return metric is not None and not metric.comparable_across_chunkings
+
+
 def _lookup(base: str) -> Metric | ReviewMetric | None:
     """A retrieval metric, or a human review figure (stages.measures.answers) by name."""
     return METRICS.get(base) or REVIEW_METRICS.get(base)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.measures.answers import review_summary
-from stages.measures.registry import metric_names, sorted_ks
+from stages.measures.registry import FOREIGN, metric_names, sorted_ks
 from stages.schema import SPLITS
 
 
@@ -156,6 +156,8 @@ def config_summary(
     Where rows carry recorded answers, a ``human_review`` section is added; with
     none, the section is absent rather than zero. The abstention threshold and
     where it comes from (``abstain_source``) sit beside the rates it produced.
+    A run of foreign passages says so (``"passages": "foreign"``); a run of the
+    chunking's own chunks has no such key.
     """
     summary = {
         "config": config,
@@ -169,4 +171,6 @@ def config_summary(
     review = review_summary(rows, ks, SPLITS)
     if review is not None:
         summary["human_review"] = review
+    if any(row.get("passages") == FOREIGN for row in rows):
+        summary["passages"] = FOREIGN
     return summary

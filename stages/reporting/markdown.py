@@ -25,7 +25,7 @@ from stages.gating.compare import (
 )
 from stages.gating.significance import describe_family
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
-from stages.measures.registry import METRICS, higher_is_better
+from stages.measures.registry import FOREIGN, METRICS, higher_is_better
 from stages.reporting.escaping import html_text, md_code, md_prose, md_text
 from stages.reporting.formatting import DASH, fmt, fmt_p, is_missing
 from stages.schema import DEV, EVAL, SPLITS
@@ -49,6 +49,22 @@ def chunking_note() -> str:
         "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
         f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
     )
+
+
+def foreign_note(summaries: Mapping[str, Summary]) -> list[str]:
+    """The configurations that rank foreign passages, whose chunk-level figures are
+    not reported (their relevant set would be only what the system returned)."""
+    foreign = [
+        md_code(name) for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN
+    ]
+    if not foreign:
+        return []
+    return [
+        f"**Foreign passages:** {_joined(foreign)} rank{'s' if len(foreign) == 1 else ''} the passages of a system "
+        "that chunks the corpus its own way: the evidence is scored on them, and chunk-level figures "
+        "(recall, hit, mrr, precision, ndcg) are not reported (`–`).",
+        "",
+    ]
 
 
 _DIST_ORDER = ("min", "p10", "p25", "q1", "median", "p50", "mean", "p75", "q3", "p90", "max")
@@ -685,6 +701,7 @@ def _render(
     absolute = [
         chunking_note(),
         "",
+        *foreign_note(summaries),
         (
             "Means are macro over cases; each table gives its denominators. `–` means no value "
             "(no case to average over)."
@@ -873,4 +890,29 @@ def metrics_doc() -> str:
         "",
     ]
     lines += _table(["metric", "definition", "cases", "better"], review)
+    return "\n".join(lines) + "\n"
+
+
+def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k: int) -> str:
+    """Latency and load beside evidence recall, one row per configuration (eval split).
+
+    A page of its own, never part of the committed report: latency varies run to
+    run (see :mod:`stages.measures.latency`). A configuration whose retrieve stage
+    wrote no latency file shows dashes.
+    """
+    lines = [
+        "# Latency and load",
+        "",
+        "Measured by this machine's last retrieve stages; it varies run to run, so it is not committed.",
+        "Percentiles are over the queries a kind times one by one (bm25, pgvector, http); batch kinds: queries/s.",
+        "",
+        f"| configuration | evidence_recall@{k} | claim_availability@{k} | p50 ms | p95 ms | max ms | queries/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for config in sorted(summaries):
+        metrics = summaries[config].get("eval", {}).get("metrics", {})
+        timed = latencies.get(config, {})
+        figures = [metrics.get(f"evidence_recall@{k}"), metrics.get(f"claim_availability@{k}")]
+        figures += [timed.get(name) for name in ("p50_ms", "p95_ms", "max_ms", "qps")]
+        lines.append(f"| {md_code(config, table=True)} | " + " | ".join(fmt(value) for value in figures) + " |")
     return "\n".join(lines) + "\n"

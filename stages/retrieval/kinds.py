@@ -12,21 +12,26 @@ tie-breaking luck into recall.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stages.errors import Problem
+from stages.errors import InputError, Problem, raise_if
 from stages.inputs.values import is_number, is_positive_int
 from stages.retrieval import dense
+from stages.retrieval.endpoints import HTTP_KEYS, endpoint_items, http_problems
 from stages.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
-from stages.retrieval.plugins import call_plugin, external_scores
+from stages.retrieval.passages import PassageLocator, is_foreign
+from stages.retrieval.plugins import add_score, call_plugin, external_scores, item_id
+from stages.retrieval.postgres import PGVECTOR_KEYS, existing_run, owned_run, pgvector_problems
 from stages.retrieval.ranking import RunRow, by_case, rank_scored, top_ranked
-from stages.schema import Case, Chunk
+from stages.schema import Case, Chunk, Doc
 from stages.storage.columns import ChunkTexts
+from stages.storage.files import link_out_of_project
 from stages.storage.progress import progress_bar
 
 # --- BM25 -----------------------------------------------------------------
@@ -52,13 +57,16 @@ def bm25_tokenizer(spec: dict):
     )
 
 
-def bm25_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """BM25 over :class:`Chunk` objects (the kind as a member of hybrid or rerank)."""
-    return bm25_columns_run(cases, ChunkTexts.from_chunks(chunks), spec, depth)
+def bm25_run(request: Request, spec: dict) -> list[RunRow]:
+    """BM25 over the request's :class:`Chunk` objects, timing each query."""
+    return bm25_columns_run(request.cases, ChunkTexts.from_chunks(request.chunks), spec, request.depth, request.latency)
 
 
-def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth: int) -> list[RunRow]:
-    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case.
+def bm25_columns_run(
+    cases: Sequence[Case], table: ChunkTexts, spec: dict, depth: int, latency: dict[str, float] | None = None
+) -> list[RunRow]:
+    """BM25 (bm25s, Lucene variant) over chunk texts, filtered per case. The
+    seconds of each case's search (scoring, filter, ranking) go into ``latency``.
 
     Texts are tokenised straight to ids in one vocabulary (question words the
     chunks never use are dropped), which is bm25s's fast path. The table's texts
@@ -76,8 +84,11 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
     queries = tokenizer.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False, allow_empty=False)
     masks: dict[str, np.ndarray] = {}
     rows: list[RunRow] = []
+    latency = {} if latency is None else latency
     for case, ids in zip(progress_bar(cases, desc="bm25"), queries):
+        started = time.perf_counter()
         if not ids:
+            latency[case.case_id] = time.perf_counter() - started
             continue  # no question word is in the vocabulary: every score is 0, nothing is returned
         scores = index.get_scores_from_ids(ids)
         key = json.dumps(case.filter, sort_keys=True, default=str)
@@ -88,6 +99,7 @@ def bm25_columns_run(cases: Sequence[Case], table: ChunkTexts, spec: dict, depth
         rows.extend(
             top_ranked(case.case_id, scores[matched], masks[key][matched], _Subset(table.chunk_ids, matched), depth)
         )
+        latency[case.case_id] = time.perf_counter() - started
     return rows
 
 
@@ -134,15 +146,19 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
 @dataclass(frozen=True)
 class Request:
     """What every kind gets: cases sorted by id, chunks sorted by chunk_id, the
-    depth, and all retriever specs (for kinds built from other retrievers)."""
+    depth, all retriever specs (for kinds built from other retrievers), and the
+    corpus (to locate the foreign passages a run file or an endpoint returns)."""
 
     cases: Sequence[Case]
     chunks: Sequence[Chunk]
     depth: int
     retrievers: Mapping[str, dict]
+    docs: Mapping[str, Doc] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)  # seconds per case, for kinds that time each query
 
     def deeper(self, depth: int) -> Request:
-        return Request(self.cases, self.chunks, depth, self.retrievers)
+        """The request for a member retriever: its queries are not the configuration's, so not timed."""
+        return replace(self, depth=depth, latency={})
 
     def chunk_by_id(self) -> dict[str, Chunk]:
         return {chunk.chunk_id: chunk for chunk in self.chunks}
@@ -164,10 +180,30 @@ def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[Run
     )
 
 
+def _simple_request(run: Callable[[Request, dict], list[RunRow]], check, keys) -> Kind:
+    """A kind that needs no other retriever but the whole request."""
+    return Kind(run, lambda spec, where, _retrievers: check(spec, where), frozenset(keys))
+
+
 def run_named(request: Request, name: str) -> list[RunRow]:
-    """The run of the retriever called ``name`` (a member of a hybrid or rerank)."""
+    """The run of the retriever called ``name`` (a member of a hybrid or rerank).
+
+    Members rank the chunking's chunks: fusing or re-scoring foreign passages with
+    chunks would mix two segmentations of the corpus in one ranking.
+    """
     spec = request.retrievers[name]
-    return kind_for(spec).run(request, spec)
+    rows = kind_for(spec).run(request, spec)
+    if is_foreign(row["chunk_id"] for row in rows):
+        raise InputError(
+            [
+                Problem(
+                    f"params.yaml: retriever {name!r}",
+                    "it returns foreign passages, so it cannot be a member of a hybrid or rerank",
+                    "evaluate it as a configuration of its own",
+                )
+            ]
+        )
+    return rows
 
 
 # --- hybrid ---------------------------------------------------------------
@@ -199,7 +235,7 @@ def _members_problems(names: Any, key: str, where: str, retrievers: Mapping[str,
     return [
         Problem(where, f"{key} names unknown retriever {name!r}", f"use one of: {known}")
         for name in names
-        if name not in retrievers
+        if not isinstance(name, str) or name not in retrievers  # a list or mapping is not hashable
     ]
 
 
@@ -286,6 +322,7 @@ def rerank_problems(spec: dict, where: str, retrievers: Mapping[str, Any]) -> li
 PYTHON_KEYS = {"kind", "target", "options", "abstain_below"}
 RUN_FILE_KEYS = {"kind", "path", "format", "abstain_below"}
 RUN_FILE_FOLDER = "data/external"  # a dependency of every retrieve stage in dvc.yaml
+PLUGINS = "plugins"  # the package of python-kind targets, also a dependency of every retrieve stage
 
 
 def python_run(request: Request, spec: dict) -> list[RunRow]:
@@ -306,9 +343,12 @@ def python_run(request: Request, spec: dict) -> list[RunRow]:
 
 
 def run_file_run(request: Request, spec: dict) -> list[RunRow]:
-    """Rank a production system's run file, checked against the chunking."""
-    scored = external_scores(Path(spec["path"]), spec.get("format"), request.cases, request.chunks)
-    chunk_by_id = request.chunk_by_id()
+    """Rank a production system's run file, checked against the chunking or, for
+    foreign passages, located in the corpus."""
+    locator = PassageLocator(request.docs)
+    scored, chunk_by_id = external_scores(
+        Path(spec["path"]), spec.get("format"), request.cases, request.chunks, locator
+    )
     return [
         row
         for case in request.cases
@@ -316,13 +356,55 @@ def run_file_run(request: Request, spec: dict) -> list[RunRow]:
     ]
 
 
+def http_run(request: Request, spec: dict) -> list[RunRow]:
+    """Ask the team's endpoint (:mod:`stages.retrieval.endpoints`) and rank what it
+    returned: chunk ids of the chunking, or foreign passages located in the corpus."""
+    returned, latency = endpoint_items(spec, request.cases, request.depth)
+    request.latency.update(latency)
+    locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
+    scored: dict[str, dict[str, float]] = {}
+    problems: list[Problem] = []
+    for case_id, items in returned.items():
+        for number, item in enumerate(items, start=1):
+            where = f"http retriever {spec['url']} (case {case_id}, hit {number})"
+            found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, where)
+            problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], where)
+    raise_if(problems)
+    return [
+        row for case in request.cases for row in rank_scored(case, scored.get(case.case_id, {}), lookup, request.depth)
+    ]
+
+
+def pgvector_run(request: Request, spec: dict) -> list[RunRow]:
+    """PostgreSQL + pgvector (:mod:`stages.retrieval.postgres`): ragvet's own table of
+    the chunking's vectors, or the team's existing table of foreign passages."""
+    if spec.get("mode", "owned") == "owned":
+        return owned_run(request.cases, request.chunks, spec, request.depth, request.latency)
+    return existing_run(request.cases, spec, request.depth, request.docs, request.latency)
+
+
 def python_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
     target = spec.get("target")
     if not isinstance(target, str) or target.count(":") != 1:
         return [Problem(where, f"target must be 'package.module:function', got {target!r}", "e.g. plugins.mine:search")]
+    module = target.partition(":")[0]
+    if not module.startswith(f"{PLUGINS}."):
+        return [
+            Problem(
+                where,
+                f"target {target!r} is outside the project's `{PLUGINS}` package: this kind runs the code it names, "
+                f"and dvc.yaml tracks only `{PLUGINS}/`, so a change elsewhere would not re-run retrieval",
+                f"put the function in a module under {PLUGINS}/ and name it, e.g. {PLUGINS}.mine:search",
+            )
+        ]
     if not isinstance(spec.get("options", {}), dict):
         return [Problem(where, "options must be a mapping", "pass keyword arguments as options: {top: 5}")]
-    return []
+    source = Path(*module.split("."))
+    return [
+        problem
+        for path in (source.with_suffix(".py"), source / "__init__.py")
+        if path.exists() and (problem := link_out_of_project(path, Path(PLUGINS))) is not None
+    ]
 
 
 def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) -> list[Problem]:
@@ -345,12 +427,14 @@ def run_file_problems(spec: dict, where: str, _retrievers: Mapping[str, Any]) ->
 
 
 KINDS: dict[str, Kind] = {
-    "bm25": _simple(bm25_run, bm25_problems, BM25_KEYS),
+    "bm25": _simple_request(bm25_run, bm25_problems, BM25_KEYS),
     "dense": _simple(dense.dense_run, dense.dense_problems, dense.DENSE_KEYS),
     "hybrid": Kind(hybrid_run, hybrid_problems, frozenset(HYBRID_KEYS)),
     "rerank": Kind(rerank_run, rerank_problems, frozenset(RERANK_KEYS)),
     "python": Kind(python_run, python_problems, frozenset(PYTHON_KEYS)),
     "run_file": Kind(run_file_run, run_file_problems, frozenset(RUN_FILE_KEYS)),
+    "http": _simple_request(http_run, http_problems, HTTP_KEYS),
+    "pgvector": _simple_request(pgvector_run, pgvector_problems, PGVECTOR_KEYS),
 }
 
 
@@ -361,7 +445,7 @@ def kind_for(spec: dict) -> Kind:
 
 def _cycle(name: str, retrievers: Mapping[str, Any], path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
     """A chain of member references that comes back to ``name``, if any."""
-    spec = retrievers.get(name)
+    spec = retrievers.get(name) if isinstance(name, str) else None  # a member may be any YAML value
     if not isinstance(spec, dict):
         return None
     refs = spec.get("members") if spec.get("kind") == "hybrid" else [spec.get("first_stage")]
@@ -379,7 +463,7 @@ def retriever_problems(name: str, spec: Any, where: str, retrievers: Mapping[str
     and for hybrid and rerank, members that exist and never refer back to it."""
     if not isinstance(spec, dict):
         return [Problem(where, f"retriever {name!r} must be a mapping", "give it a kind, e.g. kind: bm25")]
-    if spec.get("kind") not in KINDS:
+    if not isinstance(spec.get("kind"), str) or spec["kind"] not in KINDS:  # a list or mapping is not hashable
         return [Problem(where, f"unknown retriever kind {spec.get('kind')!r}", f"use one of: {', '.join(KINDS)}")]
     kind = kind_for(spec)
     problems = [
@@ -406,11 +490,16 @@ def retrieve(
     spec: dict,
     depth: int,
     retrievers: Mapping[str, dict] | None = None,
+    docs: Mapping[str, Doc] | None = None,
+    latency: dict[str, float] | None = None,
 ) -> list[RunRow]:
     """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
 
     ``retrievers`` holds every named spec, which hybrid and rerank need for
-    their members. The bm25 kind also takes the chunks as :class:`ChunkTexts`
+    their members; ``docs`` the corpus, where foreign passages are located. The
+    rows rank either the chunking's chunks or foreign passages, never both
+    (:func:`stages.retrieval.passages.is_foreign`). Kinds that time each query
+    (bm25, http) put its seconds in ``latency``. The bm25 kind also takes the chunks as :class:`ChunkTexts`
     (the retrieve stage reads them so, to fit a million chunks in less memory);
     every other kind needs :class:`Chunk` objects.
     """
@@ -418,8 +507,13 @@ def retrieve(
     if isinstance(chunks, ChunkTexts):
         if spec["kind"] != "bm25":
             raise ValueError(f"the {spec['kind']} kind needs Chunk objects, not ChunkTexts")
-        rows = bm25_columns_run(cases, chunks, spec, depth)
+        rows = bm25_columns_run(cases, chunks, spec, depth, latency)
     else:
-        request = Request(cases, sorted(chunks, key=lambda c: c.chunk_id), depth, retrievers or {})
+        chunks = sorted(chunks, key=lambda c: c.chunk_id)
+        request = Request(cases, chunks, depth, retrievers or {}, docs or {}, {} if latency is None else latency)
         rows = kind_for(spec).run(request, spec)
+        try:
+            is_foreign(row["chunk_id"] for row in rows)
+        except ValueError as err:
+            raise InputError([Problem(f"retriever kind {spec['kind']}", str(err), "rank chunks or passages")]) from None
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))

@@ -8,12 +8,15 @@ confident but wrong numbers: every problem names the target or file and line.
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem, raise_if
 from stages.formats.runfiles import entry_score, read_external_run
+from stages.inputs.values import is_number
+from stages.retrieval.passages import PassageLocator
 from stages.schema import Case, Chunk
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
@@ -56,6 +59,14 @@ def _pairs(case_id: str, ranked: Any, known: set[str], where: str) -> tuple[dict
     for item in ranked:
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], (int, float))):
             problems.append(Problem(f"{where} (case {case_id})", f"item {item!r:.60} is not (chunk_id, score)", SHAPE))
+        elif not is_number(item[1]):
+            problems.append(
+                Problem(
+                    f"{where} (case {case_id})",
+                    f"chunk {item[0]!r:.60} has score {item[1]!r}, not a finite number",
+                    "return finite scores (NaN sorts nowhere); leave out a chunk you cannot score",
+                )
+            )
         elif item[0] not in known:
             problems.append(
                 Problem(f"{where} (case {case_id})", f"unknown chunk id {item[0]!r}", "return ids of the chunk table")
@@ -88,9 +99,30 @@ def check_plugin_result(result: Any, cases: Sequence[Case], chunks: Sequence[Chu
 
 
 def call_plugin(target: str, cases: Sequence[Case], chunks: Sequence[Chunk], options: dict) -> Scored:
+    """The plugin's checked result. An exception it raises is the plugin's bug, not
+    ragvet's: it becomes a problem at the plugin's own file and line."""
     function = load_target(target)
     payload = [{"id": case.case_id, "question": case.question, "filter": case.filter} for case in cases]
-    return check_plugin_result(function(payload, chunk_table(chunks), **options), cases, chunks, f"plugin {target}")
+    try:
+        result = function(payload, chunk_table(chunks), **options)
+    except Exception as err:  # whatever the user's code raises
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        raise InputError(
+            [
+                Problem(
+                    f"{_shown(frame.filename)}:{frame.lineno} (plugin {target})",
+                    f"the plugin raised {type(err).__name__}: {str(err)[:300]}",
+                    "fix the plugin; run it alone on the first few cases to see the full traceback",
+                )
+            ]
+        ) from None
+    return check_plugin_result(result, cases, chunks, f"plugin {target}")
+
+
+def _shown(filename: str) -> str:
+    """A source file relative to the project when it is inside it, as a user reads it."""
+    path = Path(filename)
+    return path.relative_to(Path.cwd()).as_posix() if path.is_relative_to(Path.cwd()) else filename
 
 
 def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
@@ -112,11 +144,39 @@ def _doc_chunks(chunks: Sequence[Chunk], path: Path) -> dict[str, str]:
     return {doc_id: ids[0] for doc_id, ids in per_doc.items()}
 
 
-def external_scores(path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk]) -> Scored:
-    """A run file as ``{case_id: {chunk_id: score}}``, checked line by line."""
+def item_id(
+    item: Mapping[str, Any], lookup: dict[str, Chunk], locator: PassageLocator, where: str
+) -> str | list[Problem]:
+    """The id of a returned item: a chunk id of the chunking, or a foreign passage
+    (``{doc_id, start, end}`` or ``{doc_id, text}``), located and added to ``lookup``."""
+    if "chunk_id" in item:
+        chunk_id = str(item["chunk_id"])
+        if chunk_id in lookup:
+            return chunk_id
+        return [Problem(where, f"unknown chunk id {chunk_id!r}", "use chunk ids of the configuration's chunking")]
+    located = locator.locate(item, where)
+    if isinstance(located, list):
+        return located
+    lookup[located.chunk_id] = located
+    return located.chunk_id
+
+
+def add_score(scored: Scored, case_id: str, item: str, score: float, where: str) -> list[Problem]:
+    """Record one item's score for a case; an item twice for one case is a problem."""
+    if item in scored.get(case_id, {}):
+        return [Problem(where, f"{item!r} appears twice for this case", "list each item once per case")]
+    scored.setdefault(case_id, {})[item] = score
+    return []
+
+
+def external_scores(
+    path: Path, declared_format: str | None, cases: Sequence[Case], chunks: Sequence[Chunk], locator: PassageLocator
+) -> tuple[Scored, dict[str, Chunk]]:
+    """A run file as ``{case_id: {item_id: score}}``, checked line by line, and the
+    chunk of every item id: the chunking's own, or the located foreign passages."""
     entries = read_external_run(path, declared_format)
-    doc_level = bool(entries) and entries[0].level == "doc"
-    ids = _doc_chunks(chunks, path) if doc_level else {chunk.chunk_id: chunk.chunk_id for chunk in chunks}
+    lookup = {chunk.chunk_id: chunk for chunk in chunks}
+    doc_chunks = _doc_chunks(chunks, path) if entries and entries[0].level == "doc" else {}
     case_ids = {case.case_id for case in cases}
     problems: list[Problem] = []
     scored: Scored = {}
@@ -124,18 +184,14 @@ def external_scores(path: Path, declared_format: str | None, cases: Sequence[Cas
         where = f"{path}:{entry.line} (case {entry.case_id})"
         if entry.case_id not in case_ids:
             problems.append(Problem(where, "unknown case id", "use the ids of the cases file"))
-        elif entry.item_id not in ids:
-            what = "doc" if doc_level else "chunk"
-            problems.append(
-                Problem(
-                    where, f"unknown {what} id {entry.item_id!r}", f"use {what} ids of the configuration's chunking"
-                )
-            )
-        elif ids[entry.item_id] in scored.get(entry.case_id, {}):
-            problems.append(
-                Problem(where, f"{entry.item_id!r} appears twice for this case", "list each item once per case")
-            )
-        else:
-            scored.setdefault(entry.case_id, {})[ids[entry.item_id]] = entry_score(entry)
+            continue
+        if entry.level == "doc" and entry.item_id not in doc_chunks:
+            problems.append(Problem(where, f"unknown doc id {entry.item_id!r}", "use doc ids of the corpus"))
+            continue
+        item = entry.passage if entry.level == "passage" else {"chunk_id": doc_chunks.get(entry.item_id, entry.item_id)}
+        found = item_id(item, lookup, locator, where)
+        problems += (
+            found if isinstance(found, list) else add_score(scored, entry.case_id, found, entry_score(entry), where)
+        )
     raise_if(problems)
-    return scored
+    return scored, lookup

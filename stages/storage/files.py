@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from stages.errors import InputError, Problem
+from stages.errors import InputError, Problem, raise_if
+from stages.inputs.located_yaml import load_located_yaml
 from stages.storage.atomic import write_text
 
 FLOAT_PLACES = 6
@@ -71,21 +72,60 @@ def read_json(path: str | Path) -> Any:
         ) from None
 
 
+def decode_utf8(data: bytes, where: str) -> tuple[str | None, Problem | None]:
+    """``(text, None)``, or ``(None, problem)`` naming the line of the first byte that
+    is not UTF-8: a byte offset alone is no help in an editor. A leading byte-order
+    mark is encoding, not text, and is dropped."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff"), None
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        what = f"not UTF-8 text: {err.reason} (byte {data[err.start]:#04x} at column {column})"
+        return None, Problem(f"{where}:{line}", what, "save the file as UTF-8 (an editor's 'save with encoding')")
+
+
+def text_lines(path: str | Path, problems: list[Problem]) -> list[tuple[int, str]]:
+    """``(line_number, text)`` of every non-blank line of a line-based file; a line
+    that is not UTF-8 is a problem at its own line and the other lines still count,
+    so one bad byte never hides a whole file's other mistakes."""
+    path = Path(path)
+    lines: list[tuple[int, str]] = []
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        text, problem = decode_utf8(raw, str(path))
+        if problem is not None:
+            problems.append(Problem(f"{path}:{number}", problem.what, problem.fix))
+        elif text.strip():
+            lines.append((number, text))
+    return lines
+
+
+def link_out_of_project(path: Path, folder: Path) -> Problem | None:
+    """A problem when a symlink at or below ``folder`` takes ``path`` outside the
+    project (the working directory, as under DVC). DVC hashes the link, not what it
+    points to, so a change at the target would change results unseen."""
+    target = path.resolve()
+    if target == folder.resolve() / path.relative_to(folder) or target.is_relative_to(Path.cwd().resolve()):
+        return None
+    return Problem(
+        str(path),
+        f"a symlink to {target}, outside the project: DVC tracks the link, not its target, "
+        "so a change there would go unseen",
+        "copy the file into the project (or `dvc import` it) instead of linking to it",
+    )
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, value)`` for each non-blank line; collect all syntax errors."""
+    """Yield ``(line_number, value)`` for each non-blank line; collect all syntax
+    and encoding errors, each at its line."""
     path = Path(path)
     problems: list[Problem] = []
     rows: list[tuple[int, Any]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((number, json.loads(line)))
-            except json.JSONDecodeError as err:
-                problems.append(
-                    Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object")
-                )
+    for number, line in text_lines(path, problems):
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            problems.append(Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object"))
     if problems:
         raise InputError(problems)
     yield from rows
@@ -96,19 +136,19 @@ def read_jsonl(path: str | Path) -> list[Any]:
 
 
 def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file; a syntax error becomes a Problem naming the line."""
-    import yaml  # not for `ragvet --help`
-
+    """Read a user's YAML file with :func:`load_located_yaml`: lines remembered,
+    anchors and aliases refused, ids kept as written. Any problem is raised."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError([Problem(str(path), "file not found", "create it, or fix the path in dvc.yaml")]) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        reason = getattr(err, "problem", None) or str(err)
-        raise InputError([Problem(where, f"malformed YAML: {reason}", "fix the YAML syntax on that line")]) from None
+    text, problem = decode_utf8(data, str(path))
+    if problem is not None:
+        raise InputError([problem])
+    value, problems = load_located_yaml(text, str(path))
+    raise_if(problems)
+    return value
 
 
 def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:

@@ -232,9 +232,12 @@ def run_path(runs: Path, config: str) -> Path:
     return runs / f"{config}.parquet"
 
 
-def write_run(path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str]) -> None:
+def write_run(
+    path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+) -> None:
     """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
-    scores rounded as JSON output rounds them."""
+    scores rounded as JSON output rounds them. A ``foreign`` run ranks foreign
+    passages (``chunk_ids`` are then its passage ids): its metadata says so."""
     import polars as pl  # not for `ragvet --help`
 
     frame = pl.DataFrame(
@@ -246,10 +249,12 @@ def write_run(path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk
         },
         schema=run_schema(),
     )
-    write_run_frame(path, frame, case_ids, chunk_ids)
+    write_run_frame(path, frame, case_ids, chunk_ids, foreign)
 
 
-def write_run_frame(path: Path, frame: pl.DataFrame, case_ids: Iterable[str], chunk_ids: Iterable[str]) -> None:
+def write_run_frame(
+    path: Path, frame: pl.DataFrame, case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+) -> None:
     """A run as Parquet (JSONL when ``path`` ends in ``.jsonl``), sorted by
     (case_id, rank); equal ranks keep their order.
 
@@ -270,7 +275,7 @@ def write_run_frame(path: Path, frame: pl.DataFrame, case_ids: Iterable[str], ch
     frame = _number_ids(frame, cases, chunks)
     if frame.select(pl.col("case", "chunk").null_count().sum()).sum_horizontal().item():
         raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
-    numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks)}
+    numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks), **({"foreign": True} if foreign else {})}
     with atomic_output(path) as tmp:
         frame.write_parquet(  # one row group: a reader gets each column as one array, without a copy
             tmp, row_group_size=max(len(frame), 1), metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
@@ -287,6 +292,22 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
         numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
         frame = frame.join(numbers, on=f"{name}_id", how="left", maintain_order="left")
     return frame
+
+
+def foreign_passage_ids(path: Path) -> list[str] | None:
+    """The passage ids of a run that ranks foreign passages (its metadata says so),
+    sorted; None for a run of the chunking's chunks or a JSONL run."""
+    import polars as pl  # not for `ragvet --help`
+
+    if path.suffix != ".parquet":
+        return None
+    try:
+        metadata = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None  # read_run_table names the unreadable file
+    if not metadata.get("foreign"):
+        return None
+    return sorted(set(pl.read_parquet(path, columns=["chunk_id"])["chunk_id"].to_list()))
 
 
 def iter_run_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
@@ -350,7 +371,7 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
 
     try:
         numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
-        if numbering != {"cases": ids_digest(cases), "chunks": ids_digest(chunk_ids)}:
+        if [numbering.get("cases"), numbering.get("chunks")] != [ids_digest(cases), ids_digest(chunk_ids)]:
             return None
         frame = pl.read_parquet(path, columns=["case", "chunk", "rank", "score"])
     except (pl.exceptions.PolarsError, OSError, ValueError):

@@ -1,0 +1,58 @@
+"""Latency and load of one retrieve stage: per-query latency, p50, p95, max and
+queries per second.
+
+Latency varies from run to run, so it never enters the committed figures
+(``metrics/<config>.json``, the report, the baseline): the retrieve stage writes
+it to ``metrics/latency/<config>.json``, an output DVC caches and git ignores,
+and the report stage renders it beside evidence recall in
+``metrics/latency.md``, likewise uncommitted. ``ragvet verify`` never reads it.
+
+Per-query latency is what a kind can time one query at a time: the search of
+each question for ``bm25`` (the index is built once, before), each query for
+``pgvector``, and the request of each case for ``http`` (measured when it was fetched; a cached response keeps
+the latency it had). The batch kinds (``dense``, ``hybrid``, ``rerank``,
+``python``, ``run_file``) answer all questions at once: they get queries per
+second, and their percentiles are None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PLACES = 3
+
+
+def nearest_rank(values: Sequence[float], share: float) -> float | None:
+    """The nearest-rank percentile: the ``ceil(share * n)``-th smallest value
+    (``share`` in (0, 1]); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(math.ceil(share * len(ordered)), 1) - 1]
+
+
+def latency_figures(per_query_s: Mapping[str, float], n_cases: int, wall_s: float) -> dict[str, Any]:
+    """The latency record of one configuration.
+
+    ``per_query_s`` holds the seconds of each case the kind timed (empty for a
+    batch kind); ``wall_s`` the seconds of the whole retrieval. ``qps`` is
+    ``n_cases / wall_s`` (None when no time passed); p50, p95 and max are over
+    the timed cases, in milliseconds (None when there are none).
+    """
+    ms = [1000.0 * seconds for seconds in per_query_s.values()]
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, PLACES)
+
+    return {
+        "cases": n_cases,
+        "per_query": "measured" if ms else "not measured (a batch kind)",
+        "p50_ms": rounded(nearest_rank(ms, 0.50)),
+        "p95_ms": rounded(nearest_rank(ms, 0.95)),
+        "max_ms": rounded(max(ms) if ms else None),
+        "qps": rounded(n_cases / wall_s if wall_s > 0 else None),
+        "seconds": rounded(wall_s),
+        "per_case_ms": {case_id: round(1000.0 * s, PLACES) for case_id, s in sorted(per_query_s.items())},
+    }

@@ -1,0 +1,322 @@
+"""``kind: pgvector``: PostgreSQL with the pgvector extension as a configuration.
+
+Two modes (``mode``):
+
+``owned`` (default)
+    ragvet writes the configuration's chunks and their vectors (the ``dense``
+    kind's embeddings, from the same cache) into ``table``, which it owns: the
+    table is dropped and rebuilt in the transaction that queries it, so a
+    concurrent run waits rather than mixes, and a failure leaves the previous
+    table. ``index: exact`` scans every row; ``index: hnsw`` builds an HNSW index
+    (``hnsw_m``, ``ef_construction``) and searches it with ``ef_search``.
+    pgvector proposes candidates and ragvet rescores them exactly, as the
+    ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
+    ``dense`` with ``index: flat`` does.
+``existing``
+    ragvet queries the team's own table, named with its columns in ``columns``
+    (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
+    ``metadata``, a jsonb column), embedding each question with ``model``. The
+    rows are foreign passages (:mod:`stages.retrieval.passages`), scored by the
+    table's own ``distance`` (``cosine``, ``ip`` or ``l2``).
+
+A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
+key and the values are bound parameters, never SQL text. Table and column names
+must be plain identifiers and are quoted as such. The DSN comes only from the
+environment variable named in ``dsn_env``; a wrong DSN, a missing table or a
+missing extension is an error naming it, and no run is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from stages.errors import InputError, Problem
+from stages.inputs.values import is_positive_int
+from stages.retrieval.dense import DENSE_DEFAULTS, SEARCH_MARGIN, TIE_SLACK, encoder_problems
+from stages.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
+from stages.retrieval.passages import PassageLocator
+from stages.retrieval.ranking import RunRow, rank_scored
+from stages.schema import Case, Chunk, Doc
+
+PGVECTOR_KEYS = {
+    "kind",
+    "mode",
+    "dsn_env",
+    "table",
+    "columns",
+    "distance",
+    "index",
+    "hnsw_m",
+    "ef_construction",
+    "ef_search",
+    "model",
+    "query_prefix",
+    "passage_prefix",
+    "batch_size",
+    "abstain_below",
+}
+MODES = ("owned", "existing")
+INDEXES = ("exact", "hnsw")
+DISTANCES = {"cosine": ("<=>", "1 - {d}"), "ip": ("<#>", "-{d}"), "l2": ("<->", "-{d}")}  # operator, score of d
+COLUMN_ROLES = ("doc_id", "text", "start", "end", "embedding", "metadata")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+INSTALL_FIX = "pip install ragvet[pgvector] (this repository: pip install -r requirements-pgvector.lock)"
+
+
+def _where(spec: dict) -> str:
+    return f"pgvector retriever (table {spec.get('table')!r}, DSN from ${spec.get('dsn_env')})"
+
+
+def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[str, list[Any]]:
+    """The WHERE clause of a metadata filter and its parameters.
+
+    Each key is ``(<column> ->> %s) = ANY(%s)``: the key and its values (as text,
+    as :func:`stages.schema.matches_filter` compares them) are bound, so neither
+    can change the statement. ``column`` is a quoted identifier. ``TRUE`` for no filter.
+    """
+    clauses, params = [], []
+    for key, wanted in sorted((filter_ or {}).items()):
+        options = wanted if isinstance(wanted, list) else [wanted]
+        clauses.append(f"({column} ->> %s) = ANY(%s)")
+        params += [str(key), [str(option) for option in options]]
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+@contextmanager
+def connect(spec: dict) -> Iterator[Any]:
+    """A connection to the DSN in ``$<dsn_env>``, with pgvector's types registered.
+
+    Connection failures become a problem naming the variable, never its value
+    (a DSN may hold a password).
+    """
+    try:
+        import psycopg  # deferred: an optional extra, not for `ragvet --help`
+        from pgvector.psycopg import register_vector  # deferred: an optional extra
+    except ImportError:
+        raise InputError([Problem(_where(spec), "psycopg or pgvector is not installed", INSTALL_FIX)]) from None
+    dsn = os.environ.get(spec["dsn_env"], "")
+    if not dsn:
+        raise InputError([Problem(_where(spec), f"${spec['dsn_env']} is not set", "export the DSN in it")])
+    try:
+        conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as err:
+        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        raise InputError(
+            [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
+        ) from None
+    try:
+        with conn:
+            if spec.get("mode", "owned") == "owned":
+                _ensure_extension(conn, spec)
+            elif conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+                raise InputError(
+                    [Problem(_where(spec), "the vector extension is not installed", "run CREATE EXTENSION vector")]
+                )
+            register_vector(conn)
+            yield conn
+    except psycopg.Error as err:
+        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        raise InputError(
+            [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
+        ) from None
+
+
+def _ensure_extension(conn, spec: dict) -> None:
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as err:
+        raise InputError(
+            [
+                Problem(
+                    _where(spec),
+                    f"the vector extension cannot be created: {str(err).splitlines()[0][:200]}",
+                    "install pgvector on the server, or have an owner run CREATE EXTENSION vector",
+                )
+            ]
+        ) from None
+
+
+def _quoted(name: str) -> str:
+    """A validated identifier, double-quoted (spec checks refuse anything else)."""
+    if not IDENTIFIER.fullmatch(name):
+        raise ValueError(f"not an identifier: {name!r}")
+    return f'"{name}"'
+
+
+# --- owned mode -------------------------------------------------------------------------
+
+
+def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
+    """Rebuild ragvet's table (in the caller's transaction) and, for hnsw, its index."""
+    name = _quoted(table)
+    conn.execute(f"DROP TABLE IF EXISTS {name}")
+    conn.execute(
+        f"CREATE TABLE {name} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
+        f"metadata jsonb NOT NULL, embedding vector({vectors.shape[1]}) NOT NULL)"
+    )
+    with conn.cursor().copy(f"COPY {name} (row_number, chunk_id, metadata, embedding) FROM STDIN") as copy:
+        for number, (chunk, vector) in enumerate(zip(chunks, vectors)):
+            metadata = json.dumps({key: str(value) for key, value in chunk.metadata.items()}, sort_keys=True)
+            copy.write_row((number, chunk.chunk_id, metadata, vector))
+    if spec.get("index", "exact") == "hnsw":
+        m, build = int(spec.get("hnsw_m", 16)), int(spec.get("ef_construction", 64))
+        conn.execute(
+            f"CREATE INDEX ON {name} USING hnsw (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {build})"
+        )
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(spec.get("ef_search", 40))),))
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")  # filtered cases keep depth
+
+
+def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.ndarray, depth: int) -> np.ndarray:
+    """Row numbers that hold the case's top ``depth`` by exact score and any tie at the cut.
+
+    pgvector's inner product is float32; as with faiss, it is asked for
+    ``depth + SEARCH_MARGIN`` rows, and for twice as many while the last one could
+    still tie with the depth-th after exact rescoring.
+    """
+    where, params = filter_sql(case.filter, "metadata")
+    k = depth + SEARCH_MARGIN
+    while True:
+        rows = conn.execute(
+            f"SELECT row_number, embedding <#> %s AS d FROM {_quoted(table)} WHERE {where} ORDER BY d LIMIT %s",
+            [query, *params, k],
+        ).fetchall()
+        ids = np.asarray([row[0] for row in rows], dtype=np.int64)
+        if len(ids) < k or depth <= 0:
+            return ids
+        cut = np.sort(exact_scores(passages[ids], query))[::-1][min(depth, len(ids)) - 1]
+        if -rows[-1][1] < cut - TIE_SLACK:
+            return ids
+        k *= 2
+
+
+def owned_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, latency: dict[str, float]
+) -> list[RunRow]:
+    """Write the chunking's vectors into ragvet's table and search it, case by case,
+    timing each case's query (with its exact rescoring) into ``latency``."""
+    settings = {**DENSE_DEFAULTS, **spec}
+    chunks = sorted(chunks, key=lambda c: c.chunk_id)
+    if not chunks or not cases:
+        return []
+    with EmbeddingCache() as cache:
+        passages, _ = embed_texts(
+            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
+        )
+        queries, _ = embed_texts(
+            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+        )
+    chunk_by_id = {chunk.chunk_id: chunk for chunk in chunks}
+    rows: list[RunRow] = []
+    with connect(spec) as conn:
+        _write_table(conn, spec["table"], chunks, passages, spec)
+        for case, query in zip(cases, queries):
+            started = time.perf_counter()
+            ids = _candidates(conn, spec["table"], query, case, passages, depth)
+            scores = exact_scores(passages[ids], query) if len(ids) else np.zeros(0)
+            scored = {chunks[i].chunk_id: float(s) for i, s in zip(ids, scores)}
+            rows.extend(rank_scored(case, scored, chunk_by_id, depth))
+            latency[case.case_id] = time.perf_counter() - started
+    return rows
+
+
+# --- existing mode ----------------------------------------------------------------------
+
+
+def existing_run(
+    cases: Sequence[Case], spec: dict, depth: int, docs: Mapping[str, Doc], latency: dict[str, float]
+) -> list[RunRow]:
+    """Query the team's table: its rows are foreign passages, scored by its own
+    distance (two rows of one span keep the better score). Each query is timed
+    into ``latency``."""
+    settings = {**DENSE_DEFAULTS, **spec}
+    columns = spec["columns"]
+    operator, score = DISTANCES[spec.get("distance", "cosine")]
+    with EmbeddingCache() as cache:
+        queries, _ = embed_texts(
+            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+        )
+    located = ["text"] if "text" in columns else ["start", "end"]
+    selected = ", ".join(_quoted(columns[role]) for role in ["doc_id", *located])
+    distance = f"{_quoted(columns['embedding'])} {operator} %s"
+    locator = PassageLocator(docs)
+    lookup: dict[str, Chunk] = {}
+    rows: list[RunRow] = []
+    problems: list[Problem] = []
+    with connect(spec) as conn:
+        for case, query in zip(cases, queries):
+            if case.filter and "metadata" not in columns:
+                problems.append(
+                    Problem(f"{_where(spec)} (case {case.case_id})", "the case has a filter", "map columns.metadata")
+                )
+                continue
+            where, params = filter_sql(case.filter, _quoted(columns["metadata"]) if case.filter else "")
+            started = time.perf_counter()
+            found = conn.execute(
+                f"SELECT {selected}, {score.format(d='(' + distance + ')')} AS score FROM {_quoted(spec['table'])} "
+                f"WHERE {where} ORDER BY {distance} LIMIT %s",
+                [query, *params, query, depth],
+            ).fetchall()
+            latency[case.case_id] = time.perf_counter() - started
+            scored: dict[str, float] = {}
+            for number, row in enumerate(found, start=1):
+                passage = dict(zip(["doc_id", *located], row[:-1]))
+                chunk = locator.locate(passage, f"{_where(spec)} (case {case.case_id}, row {number})")
+                if isinstance(chunk, list):
+                    problems += chunk
+                    continue
+                lookup[chunk.chunk_id] = chunk
+                scored[chunk.chunk_id] = max(float(row[-1]), scored.get(chunk.chunk_id, -np.inf))
+            rows.extend(rank_scored(case, scored, lookup, depth))
+    if problems:
+        raise InputError(problems)
+    return rows
+
+
+def pgvector_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks: the mode, the DSN variable's name, identifiers, index settings and the encoder."""
+    problems = []
+    mode = spec.get("mode", "owned")
+    if mode not in MODES:
+        problems.append(Problem(where, f"unknown mode {mode!r}", "use mode: owned or mode: existing"))
+    if not isinstance(spec.get("dsn_env"), str) or not spec["dsn_env"]:
+        problems.append(
+            Problem(where, "pgvector needs `dsn_env`", "name an environment variable: dsn_env: RAGVET_PG_DSN")
+        )
+    names = {"table": spec.get("table")}
+    if mode == "existing":
+        columns = spec.get("columns")
+        if not isinstance(columns, dict) or not {"doc_id", "embedding"} <= set(columns):
+            problems.append(
+                Problem(where, "existing mode needs `columns` with doc_id and embedding", "see docs/retrievers.md")
+            )
+            columns = {}
+        elif "text" not in columns and not {"start", "end"} <= set(columns):
+            problems.append(Problem(where, "columns need `text`, or `start` and `end`", "map how a row is located"))
+        unknown = sorted(set(columns) - set(COLUMN_ROLES))
+        if unknown:
+            problems.append(Problem(where, f"unknown column roles {unknown}", f"use {', '.join(COLUMN_ROLES)}"))
+        names |= {f"columns.{role}": name for role, name in columns.items()}
+        if spec.get("distance", "cosine") not in DISTANCES:
+            problems.append(Problem(where, f"unknown distance {spec['distance']!r}", "use cosine, ip or l2"))
+    for key, name in names.items():
+        if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
+            problems.append(
+                Problem(where, f"{key} {name!r} is not a plain SQL identifier", "use letters, digits and _ only")
+            )
+    if spec.get("index", "exact") not in INDEXES:
+        problems.append(Problem(where, f"unknown index {spec['index']!r}", "use index: exact or index: hnsw"))
+    for key in ("hnsw_m", "ef_construction", "ef_search"):
+        if key in spec and not is_positive_int(spec[key]):
+            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 40"))
+    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "psycopg", "pgvector"))

