@@ -12,7 +12,7 @@ import typer
 
 from stages import chunk, evaluate, freeze_labels, gate, interop, report, retrieve, split, tune_abstain, validate
 from stages.errors import InputError, Problem, raise_if, user_errors
-from stages.gating.baselines import accept_baseline, current_rows, experiment_results
+from stages.gating.baselines import accept_baseline, current_table, experiment_results
 from stages.gating.reproduction import render, verify_results
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import validate_params
@@ -91,7 +91,7 @@ def init(
 @user_errors
 def verify(
     against: str = typer.Option("HEAD", help="The git revision whose committed results to compare with."),
-    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.jsonl."),
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.parquet."),
     runs_dir: Path = typer.Option(Path("data/runs"), help="Folder with the runs, <config>.parquet."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -115,7 +115,7 @@ def compare(
     baseline: str | None = typer.Option(None, help="The configuration to compare with (default: the first gated)."),
     metric: list[str] = typer.Option([], "--metric", help="A metric to compare (repeat; default: comparable ones)."),
     exp: bool = typer.Option(False, "--exp", help="Compare the `dvc exp show` experiments of --baseline instead."),
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
     out: Path | None = typer.Option(None, help="Also write the table as JSON here."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -143,7 +143,7 @@ def compare(
         base_name, rows, fingerprints = experiment_results(chosen, Path("."))
         table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)
     else:
-        rows = {config: current_rows(cases_dir, config) for config in sorted(settings["configs"])}
+        rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
         table = side_by_side(rows, chosen, metrics, settings["gate"])
     confidence = float(settings["gate"]["bootstrap"]["confidence"])
     typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))

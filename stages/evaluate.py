@@ -12,20 +12,13 @@ from stages.errors import user_errors
 from stages.inputs.params import fill_path, stage_key, stage_params
 from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
-from stages.measures.evaluation import evaluate_run
-from stages.measures.summary import config_summary, slice_table
+from stages.measures.evaluation import evaluate_table
+from stages.measures.summary import config_summary, dev_rows, slice_table
 from stages.retrieval.passages import passage_table
-from stages.schema import DEV
 from stages.storage.atomic import outputs_together
-from stages.storage.files import read_json, round_floats, write_json
-from stages.storage.tables import (
-    foreign_passage_ids,
-    read_case_table,
-    read_chunk_table,
-    read_docs,
-    read_run_table,
-    write_rows,
-)
+from stages.storage.files import read_json, write_json
+from stages.storage.results import result_rows, results_frame, round_results, write_results
+from stages.storage.tables import foreign_passage_ids, read_case_table, read_chunk_table, read_docs, read_run_table
 
 
 @user_errors
@@ -37,7 +30,7 @@ def main(
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
     metrics: Path = typer.Option(..., help="Metrics JSON to write; {key} stands for the configuration in every path."),
-    per_case: Path = typer.Option(..., help="Per-case JSONL to write."),
+    per_case: Path = typer.Option(..., help="Per-case table to write (Parquet, metrics/cases/<config>.parquet)."),
     slices: Path = typer.Option(..., help="Per-slice JSON to write."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
@@ -62,7 +55,7 @@ def main(
     tuned = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
-    rows = evaluate_run(
+    table = evaluate_table(
         all_cases,
         all_chunks,
         ranked,
@@ -73,19 +66,20 @@ def main(
         chunk_level=passages is None,
     )
     if recorded is not None:
-        rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
-    rows = round_floats(rows)  # the summary averages what the per-case table holds, exactly as the report does
+        reviewed = add_reviews(result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
+        table = results_frame(reviewed)
+    table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
     summary = config_summary(
-        config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
+        config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
     )
     with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
-        write_rows(per_case, rows, "case_id")
-        write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
+        write_results(per_case, table)
+        write_json(slices, slice_table(table, settings["slices"], settings["ks"]))
         write_json(metrics, summary)
         if sweep_out is not None:
-            write_json(sweep_out, sweep([row for row in rows if row["split"] == DEV]))
+            write_json(sweep_out, sweep(dev_rows(table)))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
-    typer.echo(f"{config}: evaluated {len(rows)} cases{note}")
+    typer.echo(f"{config}: evaluated {table.height} cases{note}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all, render_verdict
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
@@ -17,7 +17,7 @@ from stages.storage.files import read_json, write_json
 
 @user_errors
 def main(
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),
@@ -27,7 +27,7 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
     settings = stage_params(params, ["gate", "slices"])
     configs = settings["gate"]["configs"]
-    current = {config: current_rows(cases_dir, config) for config in configs}
+    current = {config: current_table(cases_dir, config) for config in configs}
     verdict = gate_all(
         settings["gate"],
         settings["slices"],
@@ -35,7 +35,7 @@ def main(
         current,
         read_json(split)["fingerprints"],
         against,
-        rebaselined(configs, baseline, current),
+        rebaselined(configs, baseline, cases_dir),
     )
     if out is not None:
         with outputs_together(out):

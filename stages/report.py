@@ -18,12 +18,11 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import baselines_for, current_rows, rebaselined
+from stages.gating.baselines import baselines_for, cases_path, current_table, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
-from stages.measures.abstention import current_thresholds, threshold_for
-from stages.measures.summary import config_summary, slice_table
+from stages.measures.summary import slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
     budget_rows,
@@ -55,35 +54,23 @@ def csv_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, thresholds: Path) -> dict[str, dict]:
-    """Each configuration's summary, with its abstention threshold (tuned, or from params)
-    beside the rates: the same function over the same rows as evaluate, so the same figures."""
-    tuned = current_thresholds(thresholds, settings, fingerprints["dev_split"])
-    summaries = {}
-    for config, spec in sorted(settings["configs"].items()):
-        retriever = spec["retriever"]
-        abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
-        summaries[config] = config_summary(
-            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
-        )
-    return summaries
-
-
-def _slice_tables(slices_dir: Path, configs: list[str]) -> dict[str, dict]:
-    """The slice tables evaluate wrote, read rather than recomputed from the per-case rows."""
-    missing = [slices_dir / f"{config}.json" for config in configs if not (slices_dir / f"{config}.json").is_file()]
+def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
+    """What evaluate wrote for each configuration (``<folder>/<config>.json``), read
+    rather than recomputed from the per-case tables: the same figures, at no cost."""
+    paths = {config: folder / f"{config}.json" for config in configs}
+    missing = [path for path in paths.values() if not path.is_file()]
     if missing:
-        raise InputError([Problem(str(path), "slice table not found", "run dvc repro first") for path in missing])
-    return {config: read_json(slices_dir / f"{config}.json") for config in configs}
+        raise InputError([Problem(str(path), f"{what} not found", "run dvc repro first") for path in missing])
+    return {config: read_json(path) for config, path in paths.items()}
 
 
 def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
-    rows = {config: current_rows(cases_dir, config) for config in sorted(settings["configs"])}
+    rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
     missing = [config for config, found in rows.items() if found is None]
     if missing:
         raise InputError(
             [
-                Problem(str(cases_dir / f"{c}.jsonl"), "per-case results not found", "run dvc repro first")
+                Problem(str(cases_path(cases_dir, c)), "per-case results not found", "run dvc repro first")
                 for c in missing
             ]
         )
@@ -103,7 +90,7 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
     from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
-    base_slices = {name: slice_table(r, settings["slices"], [k]) for name, r in base_rows.items()}
+    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
     gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (
@@ -136,7 +123,10 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
 
 @user_errors
 def main(
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case JSONL, one per configuration."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
+    summaries_dir: Path = typer.Option(
+        Path("metrics"), help="Folder of the metrics JSON evaluate wrote, <config>.json."
+    ),
     slices_dir: Path = typer.Option(Path("metrics/slices"), help="Folder of per-slice JSON, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
@@ -149,7 +139,6 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
-    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     latency_dir: Path | None = typer.Option(None, help="Folder of the retrieve stages' <config>.json latency."),
     latency_out: Path | None = typer.Option(None, help="Latency page to write (uncommitted: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
@@ -159,13 +148,13 @@ def main(
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices"])
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
-    summaries = _summaries(settings, rows, fingerprints, thresholds)
-    slices = _slice_tables(slices_dir, sorted(settings["configs"]))
+    summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
+    slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])
     verdict = gate_all(
-        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, rows)
+        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, cases_dir)
     )
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
@@ -192,9 +181,8 @@ def main(
         if plots is not None:
             write_plots(plots, settings, summaries, slices)
         if latency_out is not None and latency_dir is not None:
-            found = {
-                c: read_json(latency_dir / f"{c}.json") for c in summaries if (latency_dir / f"{c}.json").is_file()
-            }
+            timed = {c: latency_dir / f"{c}.json" for c in summaries}
+            found = {c: read_json(path) for c, path in timed.items() if path.is_file()}
             write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
     if out is None:
         typer.echo(text, nl=False)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stages.errors import InputError
 from stages.measures.abstention import (
@@ -69,6 +71,18 @@ def test_sweep_and_both_rules():
         choose_threshold(rows((False, 1.0), (True, 1.0), (True, None)), "f1")  # ranks only: every top-1 is 1/1
     with pytest.raises(ValueError, match="unknown rule"):
         choose_threshold(DEV, "best")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.none() | st.sampled_from([0.5, 1.0, 1.25, 2.0]) | st.floats(-5, 5)), max_size=30
+    )
+)
+def test_sweep_counts_by_binary_search_exactly_as_rates_counts_case_by_case(cases):
+    dev = rows(*cases)
+    expected = [rates(dev, t) for t in candidate_thresholds([row["top1_score"] for row in dev])]
+    assert sweep(dev) == expected
 
 
 def test_choice_depends_on_dev_only():
@@ -252,7 +266,7 @@ def evaluate(project: Path) -> subprocess.CompletedProcess:
     """The evaluate command on the tiny project, as dvc.yaml runs it."""
     paths = {"run": "data/runs/cfg.parquet", "chunks": "data/chunks/ch.jsonl", "corpus": "data/validated/corpus.jsonl"}
     paths |= {"cases": "data/validated/cases.jsonl", "split": "data/split.json", "metrics": "m.json"}
-    paths |= {"per-case": "c.jsonl", "slices": "s.json", "thresholds": "abstention.yaml"}
+    paths |= {"per-case": "c.parquet", "slices": "s.json", "thresholds": "abstention.yaml"}
     options = [item for name, path in paths.items() for item in (f"--{name}", path)]
     return subprocess.run(
         [sys.executable, "-m", "stages.cli", "evaluate", "cfg", *options],

@@ -13,6 +13,7 @@ import pytest
 from stages.errors import InputError
 from stages.gating import compare as gating
 from stages.gating.baselines import accept_baseline, read_results_at
+from stages.storage import results
 from stages.gating.compare import (
     accept_deliberate,
     bootstrap_ci,
@@ -111,6 +112,9 @@ def test_bootstrap_is_seeded_brackets_the_mean_and_narrows_with_lower_confidence
 def test_bootstrap_of_constant_delta_is_that_delta_and_empty_is_none():
     assert bootstrap_ci(np.array([0.5, 0.5]), np.array([0.25, 0.25]), 200, 1, 0.95) == (-0.25, -0.25)
     assert bootstrap_ci(np.array([]), np.array([]), 200, 1, 0.95) == (None, None)
+    unchanged = np.random.default_rng(1).random(100_000)  # an untouched configuration: no draw needed
+    low, high = bootstrap_ci(unchanged, unchanged.copy(), 2000, 1, 0.95)
+    assert (low, high) == (0.0, 0.0) and str(low) == "0.0"  # not -0.0
 
 
 def test_bootstrap_in_batches_equals_one_batch(monkeypatch):
@@ -269,10 +273,14 @@ def test_verdict_sorts_configs_and_empty_gate_fails():
 # ------------------------------------------------------------------------- baselines
 
 
+def write_table(path: Path, rows: list[dict]) -> None:
+    results.write_results(path, results.results_frame(rows))
+
+
 def write_results(metrics: Path, config: str, text: str = "x") -> None:
     (metrics / "cases").mkdir(parents=True, exist_ok=True)
     (metrics / f"{config}.json").write_text(json.dumps({"config": config, "v": text}) + "\n")
-    (metrics / "cases" / f"{config}.jsonl").write_text(json.dumps({"case_id": "a", "v": text}) + "\n")
+    write_table(metrics / "cases" / f"{config}.parquet", [row("a", 1.0, note=text)])
 
 
 def test_accept_baseline_copies_and_removes_ungated(tmp_path):
@@ -283,10 +291,10 @@ def test_accept_baseline_copies_and_removes_ungated(tmp_path):
     (metrics / "baseline" / "notes.md").write_text("kept\n")
     written = accept_baseline(metrics, ["keep"])
     baseline = metrics / "baseline"
-    assert written == [baseline / "keep.json", baseline / "cases" / "keep.jsonl"]
+    assert written == [baseline / "keep.json", baseline / "cases" / "keep.parquet"]
     assert (baseline / "keep.json").read_bytes() == (metrics / "keep.json").read_bytes()
-    assert (baseline / "cases" / "keep.jsonl").read_bytes() == (metrics / "cases" / "keep.jsonl").read_bytes()
-    assert not (baseline / "old.json").exists() and not (baseline / "cases" / "old.jsonl").exists()
+    assert (baseline / "cases" / "keep.parquet").read_bytes() == (metrics / "cases" / "keep.parquet").read_bytes()
+    assert not (baseline / "old.json").exists() and not (baseline / "cases" / "old.parquet").exists()
     assert (baseline / "notes.md").exists()
 
 
@@ -315,14 +323,15 @@ def test_read_results_at_reads_a_revisions_results(tmp_path):
     rows = [row("a", 1.0), row("b", 0.5)]
     (project / "metrics" / "cases").mkdir(parents=True)
     (project / "metrics" / f"{CONFIG}.json").write_text(json.dumps(summary(rows)))
-    (project / "metrics" / "cases" / f"{CONFIG}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_table(project / "metrics" / "cases" / f"{CONFIG}.parquet", rows)
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "results")
     (project / "metrics" / f"{CONFIG}.json").write_text("changed since")
 
     found = read_results_at("HEAD", [CONFIG, "new-config"], project)
-    assert found == {CONFIG: (summary(rows), rows), "new-config": None}
+    assert found["new-config"] is None and found[CONFIG][0] == summary(rows)
+    assert results.result_rows(found[CONFIG][1]) == rows
 
     with pytest.raises(InputError) as err:
         read_results_at("no-such-rev", [CONFIG], project)
@@ -365,23 +374,23 @@ def test_missing_results_at_a_revision_fail_with_that_revision_named():
     result = compare_config(CONFIG, None, BASE, None, dict(FP), gate(), [], against="origin/main")
     assert result["passed"] is False
     assert result["reasons"] == [
-        f"no results for {CONFIG} at origin/main (metrics/{CONFIG}.json and metrics/cases/{CONFIG}.jsonl): "
+        f"no results for {CONFIG} at origin/main (metrics/{CONFIG}.json and metrics/cases/{CONFIG}.parquet): "
         "a new configuration has nothing to compare with there; gate it once it has landed on origin/main"
     ]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-def test_read_results_at_names_malformed_lines_and_a_folder_outside_git(tmp_path):
+def test_read_results_at_names_an_unreadable_table_and_a_folder_outside_git(tmp_path):
     repo = tmp_path / "repo"
     (repo / "metrics" / "cases").mkdir(parents=True)
     (repo / "metrics" / f"{CONFIG}.json").write_text(json.dumps(summary([row("a", 1.0)])))
-    (repo / "metrics" / "cases" / f"{CONFIG}.jsonl").write_text(json.dumps(row("a", 1.0)) + "\n{broken\n")
+    (repo / "metrics" / "cases" / f"{CONFIG}.parquet").write_text(json.dumps(row("a", 1.0)) + "\n{broken\n")
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "results")
     with pytest.raises(InputError) as err:
         read_results_at("HEAD", [CONFIG], repo)
-    assert f"HEAD:metrics/cases/{CONFIG}.jsonl:2: malformed JSON" in str(err.value)
+    assert f"HEAD:metrics/cases/{CONFIG}.parquet: not a readable per-case Parquet table" in str(err.value)
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -374,7 +374,7 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
             "evaluate", config, "--run", f"data/runs/{config}.parquet", "--chunks", chunks, *validated,
             "--corpus", "data/validated/corpus.jsonl", "--split", "data/split.json",
             "--metrics", f"metrics/{config}.json",
-            "--per-case", f"metrics/cases/{config}.jsonl", "--slices", f"metrics/slices/{config}.json",
+            "--per-case", f"metrics/cases/{config}.parquet", "--slices", f"metrics/slices/{config}.json",
         )  # fmt: skip
         summary = json.loads((tmp_path / f"metrics/{config}.json").read_text())
         result = ragvet("export", "run", "--config", config, "--format", "trec", "--out", "run.txt")

@@ -41,6 +41,7 @@ from stages.measures.reference import (
 )
 from stages.measures.registry import METRICS, metric_names, metric_problems
 from stages.measures.summary import slice_table, summarise
+from stages.storage.results import results_frame
 from stages.schema import ProjectedUnit
 
 LOG3 = math.log2(3)
@@ -399,7 +400,7 @@ ROWS = [
 
 
 def test_summarise_hand_computed():
-    summary = summarise(ROWS, [1], abstain_below=0.5)
+    summary = summarise(results_frame(ROWS), [1], abstain_below=0.5)
     ev = summary["eval"]
     assert ev["metrics"]["recall@1"] == 0.5
     assert ev["metrics"]["mrr"] == pytest.approx(1.75 / 3)
@@ -437,20 +438,20 @@ def test_summarise_hand_computed():
 
 
 def test_summarise_without_threshold_or_cases():
-    summary = summarise(ROWS, [1], abstain_below=None)
+    summary = summarise(results_frame(ROWS), [1], abstain_below=None)
     assert summary["abstention"]["eval"]["abstain_rate"] is None
     assert summary["abstention"]["eval"]["false_abstain_rate"] is None
-    empty = summarise([], [1, 3], abstain_below=0.5)
+    empty = summarise(results_frame([]), [1, 3], abstain_below=0.5)
     assert empty["eval"]["metrics"]["recall@3"] is None
     assert empty["eval"]["metrics"]["claim_availability_pooled@3"] is None
     assert empty["eval"]["denominators"]["cases"] == 0
     assert empty["abstention"]["dev"]["false_abstain_rate"] is None
     with pytest.raises(ValueError, match="split"):
-        summarise([dict(ROWS[0], split="test")], [1], None)
+        summarise(results_frame([dict(ROWS[0], split="test")]), [1], None)
 
 
 def test_slice_table_uses_answerable_cases_with_the_tag():
-    table = slice_table(ROWS, ["phrasing", "doc_type"], [1])
+    table = slice_table(results_frame(ROWS), ["phrasing", "doc_type"], [1])
     natural = table["eval"]["phrasing"]["natural"]
     assert natural["cases"] == 2  # a and c; the abstention case d is left out
     assert natural["metrics"]["recall@1"] == 0.5
@@ -461,8 +462,8 @@ def test_slice_table_uses_answerable_cases_with_the_tag():
     # A slice holding every answerable case equals the split summary.
     everyone = [dict(r, tags={"all": "yes"}) for r in ROWS]
     assert (
-        slice_table(everyone, ["all"], [1])["eval"]["all"]["yes"]["metrics"]
-        == summarise(ROWS, [1], None)["eval"]["metrics"]
+        slice_table(results_frame(everyone), ["all"], [1])["eval"]["all"]["yes"]["metrics"]
+        == summarise(results_frame(ROWS), [1], None)["eval"]["metrics"]
     )
 
 

@@ -17,6 +17,7 @@ from conftest import ROOT, commit_all, sh
 from test_pipeline import set_param, untune
 
 from stages.reporting.markdown import COMMENT_MARKER
+from stages.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
@@ -38,10 +39,14 @@ def branch_with(repo: Path, name: str, change) -> Path:
     return repo
 
 
+def git_show_bytes(repo: Path, rev: str, path: str) -> bytes:
+    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=repo, capture_output=True, check=True).stdout
+
+
 def rows_at(repo: Path, rev: str | None) -> dict[str, dict]:
-    path = f"metrics/cases/{GATED}.jsonl"
-    text = (repo / path).read_text() if rev is None else sh(repo, "git", "show", f"{rev}:{path}").stdout
-    return {row["case_id"]: row for row in map(json.loads, text.splitlines()) if row["split"] == "eval"}
+    path = f"metrics/cases/{GATED}.parquet"
+    data = (repo / path).read_bytes() if rev is None else git_show_bytes(repo, rev, path)
+    return {row["case_id"]: row for row in result_rows(read_results(data)) if row["split"] == "eval"}
 
 
 def listed_cases(report: str, heading: str) -> list[str]:

@@ -422,3 +422,44 @@ def test_each_table_has_one_context_figure_named_with_its_denominator():
     assert headers[0].split(" | ")[3] == "context_chars@5 (mean over all paired eval cases, abstention included)"
     for header in headers[1:]:  # eval, then dev
         assert header.split(" | ")[6] == "context_chars@5 (mean over answerable cases)"
+
+
+# ------------------------------------------------------------------ the report stage reads evaluate's outputs
+
+
+def report_stage(root, summaries):
+    """The report stage on the committed sample results, its summaries taken from ``summaries``."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "stages.report", "--cases-dir", "metrics/cases", "--summaries-dir", str(summaries),
+               "--slices-dir", "metrics/slices", "--split", "data/split.json", "--baseline", "metrics/baseline",
+               "--params", "params.yaml"]  # fmt: skip
+    return subprocess.run(command, cwd=root, capture_output=True, text=True)
+
+
+def test_the_report_stage_prints_the_summaries_evaluate_wrote_and_names_a_missing_one(tmp_path):
+    """Figures come from metrics/<config>.json as written, not recomputed from the per-case
+    tables: a summary edited by hand shows in the report, and a missing one is named."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path in root.glob("metrics/*.json"):
+        shutil.copy(path, tmp_path / path.name)
+    edited = json.loads((tmp_path / "fixed-300-bm25.json").read_text())
+    edited["eval"]["metrics"]["mrr"] = 0.123456
+    (tmp_path / "fixed-300-bm25.json").write_text(json.dumps(edited))
+    done = report_stage(root, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.123 | 1477.867 | 105 | 13 | 4 | 0 |" in done.stdout
+    assert done.stdout == (root / "metrics" / "report.md").read_text().replace(
+        "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.604 |", "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.123 |"
+    )
+
+    (tmp_path / "headings-1200-dense.json").unlink()
+    done = report_stage(root, tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{tmp_path / 'headings-1200-dense.json'}: metrics JSON not found" in done.stderr
+    assert "run dvc repro first" in done.stderr

@@ -9,60 +9,76 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem
-from stages.storage.atomic import outputs_together, remove_output
-from stages.storage.files import read_json, read_jsonl, write_text
+from stages.storage.atomic import atomic_output, outputs_together, remove_output
+from stages.storage.files import read_json
+from stages.storage.results import SUFFIX, read_results
 
-Row = dict[str, Any]
+if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
+    import polars as pl
+
 Summary = dict[str, Any]
+# What a comparison reads of each per-case table (stages.gating.compare): at 100,000 cases
+# and nine tables, the counts, missed evidence and reviews are left on disk.
+COMPARED = ("case_id", "split", "answerable", "metrics", "tags")
 
 
-def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
-    """The committed baseline of one configuration, or (None, None) if there is none."""
-    summary, cases = baseline / f"{config}.json", baseline / "cases" / f"{config}.jsonl"
+def cases_path(folder: Path, config: str) -> Path:
+    """The per-case table of ``config`` in a folder of them (``metrics/cases``)."""
+    return folder / f"{config}{SUFFIX}"
+
+
+def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, pl.DataFrame | None]:
+    """The committed baseline of one configuration (its summary and what a comparison
+    reads of its per-case table, :data:`COMPARED`), or (None, None) if there is none."""
+    summary, cases = baseline / f"{config}.json", cases_path(baseline / "cases", config)
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), read_jsonl(cases)
+    return read_json(summary), read_results(cases, columns=COMPARED)
 
 
 def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
-    """``{config: (summary, rows)}`` from a git revision's results or from the
+    """``{config: (summary, table)}`` from a git revision's results or from the
     committed baseline folder; ``(None, None)`` where there is none."""
     if against:
-        found = read_results_at(against, configs, Path.cwd())
+        found = read_results_at(against, configs, Path.cwd(), COMPARED)
         return {config: found[config] or (None, None) for config in configs}
     return {config: read_baseline_dir(baseline, config) for config in configs}
 
 
-def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
-    """One configuration's per-case results, or None if evaluate has not written them."""
-    path = cases_dir / f"{config}.jsonl"
-    return read_jsonl(path) if path.exists() else None
+def current_table(cases_dir: Path, config: str) -> pl.DataFrame | None:
+    """What a comparison reads of one configuration's per-case table (:data:`COMPARED`),
+    or None if evaluate has not written it."""
+    path = cases_path(cases_dir, config)
+    return read_results(path, columns=COMPARED) if path.exists() else None
 
 
-def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
+def rebaselined(configs: list[str], baseline: Path, cases_dir: Path) -> list[str]:
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at
     the accepted state), so a comparison with another revision may accept its moves."""
-    return [
-        config
-        for config in configs
-        if current.get(config) is not None and read_baseline_dir(baseline, config)[1] == current[config]
-    ]
+    return [config for config in configs if _same_table(cases_path(cases_dir, config), cases_path(baseline / "cases", config))]
+
+
+def _same_table(current: Path, accepted: Path) -> bool:
+    """Both tables exist and hold the same values: the same bytes (``baseline accept``
+    copies them), else equal once read."""
+    if not (current.is_file() and accepted.is_file()):
+        return False
+    return current.read_bytes() == accepted.read_bytes() or read_results(current).equals(read_results(accepted))
 
 
 def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
-    Every source is checked before anything is written, and the copies replace the
-    old files together, so neither a missing result nor a full disk leaves a
-    half-updated baseline. Baseline files of configurations that are no
+    Every source is checked before anything is written, so a missing result never
+    leaves a half-updated baseline. Baseline files of configurations that are no
     longer gated are removed, so a stale baseline cannot linger in the PR. Files
-    are copied byte for byte: they are already canonical JSON.
+    are copied byte for byte: the summary is canonical JSON, the table canonical Parquet.
     """
     metrics_dir = Path(metrics_dir)
     baseline_dir = metrics_dir / "baseline"
@@ -71,7 +87,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     for config in sorted(set(configs)):
         for src, dst in (
             (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
-            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
+            (cases_path(metrics_dir / "cases", config), cases_path(baseline_dir / "cases", config)),
         ):
             if src.is_file():
                 pairs.append((src, dst))
@@ -82,10 +98,11 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     if problems:
         raise InputError(problems)
     keep = set(configs)
-    with outputs_together(*(dst for _, dst in pairs)):  # never a new summary beside an old per-case file
+    with outputs_together(*(dst for _, dst in pairs)):  # never a new summary beside an old per-case table
         for src, dst in pairs:
-            write_text(dst, src.read_text(encoding="utf-8"))
-        for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+            with atomic_output(dst) as tmp:
+                tmp.write_bytes(src.read_bytes())
+        for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", SUFFIX)):
             if folder.is_dir():
                 for stale in sorted(folder.glob(f"*{suffix}")):
                     if stale.is_file() and stale.name[: -len(suffix)] not in keep:
@@ -93,9 +110,11 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     return [dst for _, dst in pairs]
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
+    """``git *args`` in ``repo``; its output as text, or as bytes when ``binary``."""
+    text = {} if binary else {"text": True, "encoding": "utf-8"}
     try:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False)
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False, **text)
     except FileNotFoundError:
         raise InputError(
             [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
@@ -120,48 +139,34 @@ def _check_revision(rev: str, repo: Path) -> None:
     raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
 
 
-def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
-    problems: list[Problem] = []
-    summary: Summary = {}
+def _parse_summary(rev: str, summary_path: str, summary_text: str) -> Summary:
     try:
-        summary = json.loads(summary_text)
+        return json.loads(summary_text)
     except json.JSONDecodeError as err:
-        problems.append(
-            Problem(
-                f"{rev}:{summary_path}:{err.lineno}",
-                f"malformed JSON: {err.msg}",
-                "compare with a revision with intact results",
-            )
-        )
-    rows: list[Row] = []
-    for number, line in enumerate(cases_text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            problems.append(
+        raise InputError(
+            [
                 Problem(
-                    f"{rev}:{cases_path}:{number}",
+                    f"{rev}:{summary_path}:{err.lineno}",
                     f"malformed JSON: {err.msg}",
                     "compare with a revision with intact results",
                 )
-            )
-    if problems:
-        raise InputError(problems)
-    return summary, rows
+            ]
+        ) from None
 
 
-def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
-    """Summary and per-case rows of each configuration as committed at ``rev``;
+def read_results_at(
+    rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
+) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
+    """Summary and per-case table of each configuration as committed at ``rev``;
     None for a configuration that revision has no results for (a new one).
 
     These are the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
+    ``metrics/cases/<config>.parquet``), not its baseline folder: ``--against REV``
     asks "did this change regress relative to REV?". An unknown revision, a clone
     too shallow to have it, and a revision with no ragvet results at all are
     errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
-    subfolder of the git repository.
+    subfolder of the git repository. ``columns`` limits the rows to those
+    (:func:`stages.storage.results.read_results`); all of them by default.
     """
     repo = Path(repo)
     _check_revision(rev, repo)
@@ -175,14 +180,16 @@ def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, t
                 )
             ]
         )
-    results: dict[str, tuple[Summary, list[Row]] | None] = {}
+    results: dict[str, tuple[Summary, pl.DataFrame] | None] = {}
     for config in sorted(set(configs)):
-        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
-        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
-        if any(done.returncode != 0 for done in texts):
+        summary_path, table_path = f"metrics/{config}.json", cases_path(Path("metrics/cases"), config).as_posix()
+        summary = _git(repo, "show", f"{rev}:./{summary_path}")
+        table = _git(repo, "show", f"{rev}:./{table_path}", binary=True)
+        if summary.returncode != 0 or table.returncode != 0:
             results[config] = None
             continue
-        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
+        found = read_results(table.stdout, where=f"{rev}:{table_path}", columns=columns)
+        results[config] = (_parse_summary(rev, summary_path, summary.stdout), found)
     return results
 
 
@@ -211,7 +218,7 @@ def _experiments(repo: Path) -> tuple[str, list[tuple[str, str]]]:
     return baseline["rev"], sorted(found)
 
 
-def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, list[Row] | None], dict[str, dict | None]]:
+def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, pl.DataFrame | None], dict[str, dict | None]]:
     """``(baseline name, rows, fingerprints)`` of ``config`` at the experiments'
     baseline commit and in each experiment of `dvc exp show`, keyed by name.
 
@@ -225,7 +232,7 @@ def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, list[Row
             [Problem(str(repo), "`dvc exp show` lists no experiments", "run some first, e.g. `dvc exp run -S ...`")]
         )
     baseline = f"{config}@{base_rev[:7]}"
-    rows: dict[str, list[Row] | None] = {}
+    rows: dict[str, pl.DataFrame | None] = {}
     fingerprints: dict[str, dict | None] = {}
     for name, rev in [(baseline, base_rev), *runs]:
         found = read_results_at(rev, [config], repo)[config]

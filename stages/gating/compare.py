@@ -20,7 +20,7 @@ and the report compare them with the same functions, so they cannot disagree.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stages.gating.significance import (
@@ -34,15 +34,21 @@ from stages.gating.significance import (
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import higher_is_better
 from stages.reporting.escaping import visible
-from stages.reporting.formatting import fmt, fmt_p, is_missing
+from stages.reporting.formatting import fmt, fmt_p
 from stages.schema import EVAL
 from stages.storage.files import FLOAT_PLACES
-
-if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
-    import numpy as np
+from stages.storage.results import column, results_frame
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
+
+if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `ragvet --help`
+    import numpy as np
+    import polars as pl
+
+    # One configuration's per-case results: the table the stages read
+    # (stages.storage.results), or the nested rows it stands for.
+    Results = pl.DataFrame | Sequence[Row]
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
@@ -53,12 +59,49 @@ _BOOTSTRAP_CELLS = 4_000_000
 # --------------------------------------------------------------------------- pairing
 
 
-def _eval_rows(rows: Iterable[Row]) -> dict[str, Row]:
-    return {row["case_id"]: row for row in rows if row.get("split") == EVAL}
+def _table(rows: Results) -> pl.DataFrame:
+    """Per-case results as the columnar table (:mod:`stages.storage.results`): the
+    stages pass tables, a list of nested rows is converted."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
+
+
+def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
+    """``columns`` of the eval-split cases (a per-case table holds each case once),
+    selected before the filter so that the other columns are not copied."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
+
+
+def _metric(rows: Results, metric: str, alias: str) -> pl.DataFrame:
+    """``case_id`` and the metric as floats (all null when the table does not have it)
+    of the eval-split cases."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    name = column("metrics", metric)
+    value = pl.col(name) if name in _table(rows).columns else pl.lit(None)
+    return _eval_columns(rows, "case_id", value.cast(pl.Float64).alias(alias))
+
+
+def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
+    of ``metric`` on both sides (:func:`stages.reporting.formatting.is_missing`: None,
+    NaN and infinities are no value), sorted by case_id. Two tables of the same cases
+    (the usual case) are paired by position, others by a join on case_id."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    base, cur = _metric(baseline_rows, metric, "baseline"), _metric(current_rows, metric, "current")
+    if base["case_id"].equals(cur["case_id"]):
+        paired = base.with_columns(cur["current"])
+    else:
+        paired = base.join(cur, on="case_id", how="inner")
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite()).sort("case_id")
 
 
 def paired_values(
-    baseline_rows: Iterable[Row], current_rows: Iterable[Row], metric: str
+    baseline_rows: Results, current_rows: Results, metric: str
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Values of ``metric`` for eval-split cases present, with a value, on both sides.
 
@@ -66,22 +109,8 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    import numpy as np  # not for `ragvet --help`
-
-    base_by_id = _eval_rows(baseline_rows)
-    cur_by_id = _eval_rows(current_rows)
-    ids: list[str] = []
-    base: list[float] = []
-    cur: list[float] = []
-    for case_id in sorted(base_by_id.keys() & cur_by_id.keys()):
-        b = base_by_id[case_id].get("metrics", {}).get(metric)
-        c = cur_by_id[case_id].get("metrics", {}).get(metric)
-        if is_missing(b) or is_missing(c):
-            continue
-        ids.append(case_id)
-        base.append(float(b))
-        cur.append(float(c))
-    return ids, np.asarray(base, dtype=np.float64), np.asarray(cur, dtype=np.float64)
+    paired = _paired(baseline_rows, current_rows, metric)
+    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
 def bootstrap_ci(
@@ -101,6 +130,8 @@ def bootstrap_ci(
     n = len(deltas)
     if n == 0 or resamples <= 0:
         return None, None
+    if not deltas.any():  # every resample's mean is 0.0: what sampling would give, without 2000 x n draws
+        return 0.0, 0.0
     rng = np.random.default_rng(seed)
     batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
     means = np.empty(resamples, dtype=np.float64)
@@ -173,7 +204,7 @@ def _compare(base: np.ndarray, cur: np.ndarray, gate: dict, max_drop: float, hig
 
 
 def slice_comparisons(
-    baseline_rows: Sequence[Row], current_rows: Sequence[Row], gate: dict, slice_keys: Sequence[str]
+    baseline_rows: Results, current_rows: Results, gate: dict, slice_keys: Sequence[str]
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
 
@@ -181,18 +212,20 @@ def slice_comparisons(
     fingerprint they match the baseline's anyway. Smaller slices are left out:
     their deltas are too noisy to gate on.
     """
-    import numpy as np  # not for `ragvet --help`
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     metric = gate["slice_metric"]
-    ids, base, cur = paired_values(baseline_rows, current_rows, metric)
-    tags = {cid: row.get("tags") or {} for cid, row in _eval_rows(current_rows).items()}
+    paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
+    base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
     out = []
     for key in slice_keys:
-        groups: dict[str, list[int]] = {}
-        for i, cid in enumerate(ids):
-            value = tags.get(cid, {}).get(key)
-            if value is not None:
-                groups.setdefault(str(value), []).append(i)
+        tag = column("tags", key)
+        if tag not in _table(current_rows).columns:
+            continue
+        tagged = paired.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
+        grouped = tagged.filter(pl.col(tag).is_not_null()).group_by(tag).agg(pl.col("position").sort())
+        groups = dict(zip(grouped[tag].cast(pl.String).to_list(), grouped["position"].to_list()))
         for value in sorted(groups):
             members = np.asarray(groups[value])
             if len(members) < int(gate["min_slice_cases"]):
@@ -204,7 +237,7 @@ def slice_comparisons(
     return out
 
 
-def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], metric: str, gate: dict) -> dict:
+def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, gate: dict) -> dict:
     """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
     decision: the report shows every metric this way, the gate decides only on
     guarded ones."""
@@ -214,13 +247,13 @@ def compare_metric(baseline_rows: Sequence[Row], current_rows: Sequence[Row], me
     return {"metric": metric, **entry}
 
 
-def newly_missed(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
     ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
     return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
 
 
-def newly_found(baseline_rows: Iterable[Row], current_rows: Iterable[Row], k: int) -> list[str]:
+def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
     return newly_missed(current_rows, baseline_rows, k)
 
@@ -268,8 +301,8 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
 
 def compare_config(
     config: str,
-    baseline_rows: Sequence[Row] | None,
-    current_rows: Sequence[Row] | None,
+    baseline_rows: Results | None,
+    current_rows: Results | None,
     baseline_fp: dict | None,
     current_fp: dict | None,
     gate_params: dict,
@@ -323,18 +356,18 @@ def _measure_config(
     reasons: list[str] = result["reasons"]
     if (baseline_rows is None or baseline_fp is None) and against is not None:
         reasons.append(
-            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.jsonl): "
+            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.parquet): "
             f"a new configuration has nothing to compare with there; gate it once it has landed on {against}"
         )
     elif baseline_rows is None or baseline_fp is None:
         reasons.append(
             f"no baseline for {config} (metrics/baseline/{config}.json and "
-            f"metrics/baseline/cases/{config}.jsonl): create it deliberately with `ragvet baseline accept`"
+            f"metrics/baseline/cases/{config}.parquet): create it deliberately with `ragvet baseline accept`"
         )
     if current_rows is None or current_fp is None:
         reasons.append(
             f"no current results for {config} (metrics/{config}.json and "
-            f"metrics/cases/{config}.jsonl): run `dvc repro` first"
+            f"metrics/cases/{config}.parquet): run `dvc repro` first"
         )
     if reasons:
         return result
@@ -344,7 +377,8 @@ def _measure_config(
         result["fingerprints_differ"] = True
         return result
 
-    if not (_eval_rows(baseline_rows).keys() & _eval_rows(current_rows).keys()):
+    base_ids, cur_ids = (_eval_columns(rows, "case_id")["case_id"] for rows in (baseline_rows, current_rows))
+    if not base_ids.is_in(cur_ids.implode()).any():
         reasons.append(
             "no paired cases: no eval-split case is in both the baseline and the current results; "
             "re-baseline deliberately with `ragvet baseline accept`"
@@ -421,8 +455,8 @@ def gate_verdict(per_config: list[dict]) -> dict:
 def gate_all(
     gate_params: dict,
     slice_keys: Sequence[str],
-    baselines: dict[str, tuple[Summary | None, Sequence[Row] | None]],
-    current: dict[str, Sequence[Row] | None],
+    baselines: dict[str, tuple[Summary | None, Results | None]],
+    current: dict[str, Results | None],
     fingerprints: dict,
     against: str | None = None,
     rebaselined: Collection[str] = (),

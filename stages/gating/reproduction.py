@@ -29,7 +29,7 @@ moved by at most 5.5e-7 of their size. ε sits 50 times above that noise and far
 below the gaps that decide real rankings; a per-case *metric* is never compared
 with ε, so a real swap cannot hide inside it.
 
-**Evidence.** Per-case rows come from git (``metrics/cases/<config>.jsonl`` at
+**Evidence.** Per-case rows come from git (``metrics/cases/<config>.parquet`` at
 the revision). Rankings need both runs: the recomputed one in the work tree and
 the committed one through DVC (cache, else remote). Without the committed run a
 changed case cannot be told from a near tie, so it counts as a difference and
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.gating.baselines import read_results_at
+from stages.gating.baselines import cases_path, read_results_at
 from stages.reporting.escaping import visible
-from stages.storage.files import read_jsonl
+from stages.storage.results import read_results, result_rows
 from stages.storage.tables import run_path
 
 Row = dict[str, Any]
@@ -223,14 +223,14 @@ def verify_results(
     committed = read_results_at(against, configs, repo)
     checks = []
     for config in sorted(configs):
-        table = metrics_dir / "cases" / f"{config}.jsonl"
-        recomputed_rows = read_jsonl(table) if table.is_file() else None
+        table = cases_path(metrics_dir / "cases", config)
+        recomputed_rows = result_rows(read_results(table)) if table.is_file() else None
         run = run_path(runs_dir, config)
         before, why = committed_rankings(run.as_posix(), against, repo)
         after = recomputed_rankings(repo / run)
         runs = (before, after) if before is not None and after is not None else None
         result = committed.get(config)
-        check = check_config(config, None if result is None else result[1], recomputed_rows, runs)
+        check = check_config(config, None if result is None else result_rows(result[1]), recomputed_rows, runs)
         if runs is None:
             check.note = why or f"no recomputed run at {run}"
         checks.append(check)

@@ -32,6 +32,7 @@ import numpy as np
 from stages.evidence import nonspace_before
 from stages.measures.registry import METRICS
 from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
+from stages.storage.results import column
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
 
@@ -428,33 +429,27 @@ def score(
     return Scores(metrics, counts, first, missed, ranking.top1_score), evidence
 
 
-def case_results(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> list[dict[str, Any]]:
-    """The engine's arrays as :func:`stages.measures.reference.case_metrics` results, one per case."""
+def case_columns(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> dict[str, Any]:
+    """The engine's arrays as the per-case table's columns (:mod:`stages.storage.results`),
+    rows in the order of the cases: NaN where the reference gives None, counts as
+    integers, ``first_relevant_rank`` NaN where there is none, and each case's missed
+    evidence labels as ``missed_evidence`` (each label once, in unit order) given flat:
+    ``missed_case`` the case row of each label of ``missed_label``."""
     n_cases = len(scores.top1_score)
-    missed: list[list[str]] = [[] for _ in range(n_cases)]
-    for unit in scores.missed_units.tolist():
-        labels, label = missed[evidence.table.unit_case[unit]], evidence.table.label(unit)
-        if label not in labels:
-            labels.append(label)
-    names = list(scores.metrics)
-    counts_not_shares = {name for name in names if not METRICS[name.partition("@")[0]].share}
-    columns = [scores.metrics[name].tolist() for name in names]
-    count_names = list(scores.counts)
-    count_columns = [scores.counts[name].tolist() for name in count_names]
-    first = scores.first_relevant_rank.tolist()
-    deepest = max(ks)
-    results = []
-    for row in range(n_cases):
-        results.append(
-            {
-                "metrics": {
-                    name: (None if value != value else (int(value) if name in counts_not_shares else value))
-                    for name, value in zip(names, (column[row] for column in columns))
-                },
-                "counts": {name: int(column[row]) for name, column in zip(count_names, count_columns)},
-                "missed_evidence": missed[row],
-                "missed_evidence_at": deepest,
-                "first_relevant_rank": first[row] or None,
-            }
-        )
-    return results
+    units = scores.missed_units
+    cases = evidence.table.unit_case[units]
+    labels = evidence.table.labels(units)
+    first = np.ones(len(labels), bool)  # a label twice in one case (alternatives of one doc) is listed once
+    seen: set[tuple[int, str]] = set()
+    for index, key in enumerate(zip(cases.tolist(), labels)):
+        first[index] = key not in seen
+        seen.add(key)
+    return {
+        "top1_score": scores.top1_score,
+        "first_relevant_rank": np.where(scores.first_relevant_rank > 0, scores.first_relevant_rank, NONE),
+        "missed_case": cases[first],
+        "missed_label": [label for label, keep in zip(labels, first.tolist()) if keep],
+        "missed_evidence_at": np.full(n_cases, max(ks), np.int64),
+        **{column("metrics", name): values for name, values in scores.metrics.items()},
+        **{column("counts", name): np.asarray(values, np.int64) for name, values in scores.counts.items()},
+    }

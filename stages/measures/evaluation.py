@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
 from stages.measures.reference import case_metrics, check_coverage
-from stages.measures.registry import FOREIGN, is_chunk_level, sorted_ks
+from stages.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from stages.schema import Case, Chunk
+from stages.storage.results import column, list_column, mapping_columns, result_rows
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from stages.storage.columns import CaseTable, ChunkTable, RunTable
 
 
@@ -53,7 +56,7 @@ def case_row(
     }
 
 
-def evaluate_run(
+def evaluate_table(
     cases: Sequence[Case] | CaseTable,
     chunks: Sequence[Chunk] | ChunkTable,
     run: Mapping[str, Sequence[dict]] | RunTable,
@@ -62,11 +65,12 @@ def evaluate_run(
     span_coverage: float,
     texts: Mapping[str, str],
     chunk_level: bool = True,
-) -> list[dict]:
-    """Per-case rows for every case, sorted by case_id. A case absent from the
-    run is an empty retrieval, never a dropped case. ``texts`` maps each doc id
-    the evidence points into to its text (span coverage counts its non-whitespace
-    characters).
+) -> pl.DataFrame:
+    """The per-case table (:mod:`stages.storage.results`) of every case, sorted by
+    case_id, built from the engine's arrays with no per-case Python row. A case
+    absent from the run is an empty retrieval, never a dropped case. ``texts`` maps
+    each doc id the evidence points into to its text (span coverage counts its
+    non-whitespace characters). Values are not rounded yet.
 
     ``chunk_level`` is False for a run of foreign passages (``chunks`` are then
     the run's own passages): the chunk-level metrics are None, since their
@@ -75,8 +79,10 @@ def evaluate_run(
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition.
     """
-    from stages.measures.engine import NONE, case_results, score  # numpy: not for --help
-    from stages.storage.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
+    import polars as pl  # deferred: polars is not for --help
+
+    from stages.measures.engine import NONE, case_columns, score  # deferred: numpy is not for --help
+    from stages.storage.columns import CaseTable, ChunkTable, RunTable  # deferred: numpy is not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)
@@ -91,19 +97,35 @@ def evaluate_run(
             if is_chunk_level(name):
                 values[:] = NONE
         scores.first_relevant_rank[:] = 0  # none: no chunk of a chunking is relevant here
-    top1 = scores.top1_score.tolist()
-    marker = {} if chunk_level else {"passages": FOREIGN}
-    return [
-        {
-            "case_id": case_id,
-            "split": split[case_id],
-            "answerable": answerable,
-            "tags": tags,
-            "top1_score": None if top1[row] != top1[row] else top1[row],
-            **marker,
-            **result,
-        }
-        for row, (case_id, answerable, tags, result) in enumerate(
-            zip(cases.case_ids, cases.answerable, cases.tags, case_results(scores, evidence, unique_ks))
-        )
-    ]
+    columns = case_columns(scores, evidence, unique_ks)
+    integers = {"first_relevant_rank"} | {
+        column("metrics", name) for name in scores.metrics if not METRICS[name.partition("@")[0]].share
+    }
+    missed = list_column("missed_evidence", columns.pop("missed_case"), columns.pop("missed_label"), len(cases.case_ids))
+    series = [pl.Series(name, values, nan_to_null=True) for name, values in columns.items()]
+    marker = [] if chunk_level else [pl.Series("passages", [FOREIGN] * len(cases.case_ids), dtype=pl.String)]
+    return pl.DataFrame(
+        [
+            pl.Series("case_id", cases.case_ids, dtype=pl.String),
+            pl.Series("split", [split[case_id] for case_id in cases.case_ids], dtype=pl.String),
+            pl.Series("answerable", cases.answerable, dtype=pl.Boolean),
+            *marker,
+            missed,
+            *(s.cast(pl.Int64) if s.name in integers else s for s in series),
+            *mapping_columns("tags", cases.tags),
+        ]
+    ).sort("case_id")
+
+
+def evaluate_run(
+    cases: Sequence[Case] | CaseTable,
+    chunks: Sequence[Chunk] | ChunkTable,
+    run: Mapping[str, Sequence[dict]] | RunTable,
+    split: Mapping[str, str],
+    ks: Sequence[int],
+    span_coverage: float,
+    texts: Mapping[str, str],
+    chunk_level: bool = True,
+) -> list[dict]:
+    """:func:`evaluate_table` as nested per-case rows, sorted by case_id."""
+    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level))

@@ -10,74 +10,105 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stages.measures.answers import review_summary
 from stages.measures.registry import FOREIGN, metric_names, sorted_ks
-from stages.schema import SPLITS
+from stages.schema import DEV, SPLITS
+from stages.storage.results import column, group_keys, result_rows
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _aggregate(rows: Sequence[dict], ks: Sequence[int]) -> dict[str, Any]:
-    """Macro means and their denominators over the answerable cases among ``rows``.
+def _values(frame: pl.DataFrame, group: str, key: str) -> list:
+    """The non-null values of ``row[group][key]``, in case order; none if no row has the key."""
+    name = column(group, key)
+    return frame[name].drop_nulls().to_list() if name in frame.columns else []
+
+
+def _total(frame: pl.DataFrame, count: str) -> int:
+    """``Σ counts[count]`` over the rows, a missing count being 0."""
+    values = _values(frame, "counts", count)
+    return int(sum(values))
+
+
+def _answerable() -> pl.Expr:
+    """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return pl.col("answerable").fill_null(True)
+
+
+def _aggregate(frame: pl.DataFrame, ks: Sequence[int]) -> dict[str, Any]:
+    """Macro means and their denominators over the answerable cases of ``frame``.
 
     The one aggregation behind :func:`summarise` and :func:`slice_table`. A metric's
     mean is over the cases where it is not None (``counted`` gives how many), or
-    None when there are none. Abstention cases are counted but not averaged.
+    None when there are none: ``math.fsum`` of the values over their number, the
+    exact sum of what the per-case table holds. Abstention cases are counted but
+    not averaged.
     """
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
     unique_ks = sorted_ks(ks)
-    answerable = [row for row in rows if row.get("answerable", True)]
-    names = metric_names(unique_ks)
+    answerable = frame.filter(_answerable())
     means: dict[str, float | None] = {}
     counted: dict[str, int] = {}
-    for name in names:
-        present = [row["metrics"][name] for row in answerable if row["metrics"].get(name) is not None]
+    for name in metric_names(unique_ks):
+        present = _values(answerable, "metrics", name)
         means[name] = _mean(present)
         counted[name] = len(present)
 
-    claims = sum(row["counts"].get("claims", 0) for row in answerable)
+    claims = _total(answerable, "claims")
     pooled: dict[str, float | None] = {}
     for k in unique_ks:
-        available = sum(row["counts"].get(f"claims_available@{k}", 0) for row in answerable)
+        available = _total(answerable, f"claims_available@{k}")
         pooled[f"claim_availability_pooled@{k}"] = available / claims if claims else None
 
-    with_claims = sum(1 for row in answerable if row["counts"].get("claims", 0) > 0)
+    claim_column = column("counts", "claims")
+    with_claims = answerable.filter(pl.col(claim_column) > 0).height if claim_column in frame.columns else 0
     return {
         "metrics": {**means, **pooled},
         "counted": counted,
         "denominators": {
-            "cases": len(answerable),
-            "abstention_cases": len(rows) - len(answerable),
+            "cases": answerable.height,
+            "abstention_cases": frame.height - answerable.height,
             "cases_with_claims": with_claims,
-            "cases_without_claims": len(answerable) - with_claims,
+            "cases_without_claims": answerable.height - with_claims,
             "claims": claims,
-            "duplicates_removed": sum(row["counts"].get("duplicates_removed", 0) for row in rows),
+            "duplicates_removed": _total(frame, "duplicates_removed"),
         },
     }
 
 
-def _by_split(rows: Sequence[dict]) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = {split: [] for split in SPLITS}
-    for row in rows:
-        split = row.get("split")
-        if split not in grouped:
-            raise ValueError(f"case {row.get('case_id')!r} has split {split!r}; expected one of {SPLITS}")
-        grouped[split].append(row)
-    return grouped
+def _by_split(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    stray = frame.filter(~pl.col("split").is_in(SPLITS) | pl.col("split").is_null())
+    if stray.height:
+        case_id, split = stray.row(0, named=True)["case_id"], stray.row(0, named=True)["split"]
+        raise ValueError(f"case {case_id!r} has split {split!r}; expected one of {SPLITS}")
+    return {split: frame.filter(pl.col("split") == split) for split in SPLITS}
 
 
-def _abstention(rows: Sequence[dict], abstain_below: float | None) -> dict[str, Any]:
+def _abstention(frame: pl.DataFrame, abstain_below: float | None) -> dict[str, Any]:
     """Abstention cases apart: their count, top-1 score distribution and abstain rates.
 
     A case with no retrieved chunk (``top1_score`` None) counts as abstaining.
     A rate is None when ``abstain_below`` is None or its denominator is 0.
     """
-    abstention = [row for row in rows if not row.get("answerable", True)]
-    answerable = [row for row in rows if row.get("answerable", True)]
-    scores = sorted(row["top1_score"] for row in abstention if row.get("top1_score") is not None)
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    if "top1_score" not in frame.columns:  # rows without a run: every case abstains
+        frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
+    abstention = frame.filter(~_answerable())
+    answerable = frame.filter(_answerable())
+    scores = sorted(abstention["top1_score"].drop_nulls().to_list())
     distribution = None
     if scores:
         distribution = {
@@ -87,52 +118,55 @@ def _abstention(rows: Sequence[dict], abstain_below: float | None) -> dict[str, 
             "mean": math.fsum(scores) / len(scores),
         }
 
-    def rate(group: list[dict]) -> float | None:
-        if abstain_below is None or not group:
+    def rate(group: pl.DataFrame) -> float | None:
+        if abstain_below is None or not group.height:
             return None
-        abstains = sum(1 for row in group if row.get("top1_score") is None or row["top1_score"] < abstain_below)
-        return abstains / len(group)
+        abstains = group.filter(pl.col("top1_score").is_null() | (pl.col("top1_score") < abstain_below)).height
+        return abstains / group.height
 
     return {
-        "cases": len(abstention),
+        "cases": abstention.height,
         "top1_score": distribution,
         "abstain_rate": rate(abstention),
         "false_abstain_rate": rate(answerable),
     }
 
 
-def summarise(rows: Sequence[dict], ks: Sequence[int], abstain_below: float | None) -> dict[str, Any]:
+def summarise(frame: pl.DataFrame, ks: Sequence[int], abstain_below: float | None) -> dict[str, Any]:
     """Per split: macro means with denominators, claim-pooled availability, and abstention apart.
 
+    ``frame`` is the per-case table (:mod:`stages.storage.results`).
     ``claim_availability_pooled@k`` is ``Σ claims_available@k / Σ claims`` over the
     answerable cases (None with no claims); it weighs each claim equally, where the
     macro ``claim_availability@k`` weighs each case with claims equally.
     """
-    grouped = _by_split(rows)
+    grouped = _by_split(frame)
     summary: dict[str, Any] = {split: _aggregate(grouped[split], ks) for split in SPLITS}
     summary["abstention"] = {split: _abstention(grouped[split], abstain_below) for split in SPLITS}
     return summary
 
 
-def slice_table(rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[int]) -> dict[str, Any]:
+def slice_table(frame: pl.DataFrame, slice_keys: Sequence[str], ks: Sequence[int]) -> dict[str, Any]:
     """Per split, per tag key, per tag value: ``{"cases", "metrics", "counted"}`` over answerable cases.
 
     A case without the tag is left out of that key's slices; a slice with only
     abstention cases is left out.
     """
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
     table: dict[str, Any] = {}
-    for split, split_rows in _by_split(rows).items():
+    for split, split_frame in _by_split(frame).items():
         per_key: dict[str, Any] = {}
+        answerable = split_frame.filter(_answerable())
         for key in slice_keys:
-            groups: dict[str, list[dict]] = {}
-            for row in split_rows:
-                tags = row.get("tags") or {}
-                if row.get("answerable", True) and key in tags:
-                    groups.setdefault(str(tags[key]), []).append(row)
             per_key[key] = {}
-            for value in sorted(groups):
-                aggregate = _aggregate(groups[value], ks)
-                per_key[key][value] = {
+            tag = column("tags", key)
+            if tag not in frame.columns:
+                continue
+            tagged = answerable.filter(pl.col(tag).is_not_null())
+            for value, group in sorted(tagged.partition_by(tag, as_dict=True, maintain_order=True).items()):
+                aggregate = _aggregate(group, ks)
+                per_key[key][str(value[0])] = {
                     "cases": aggregate["denominators"]["cases"],
                     "metrics": aggregate["metrics"],
                     "counted": aggregate["counted"],
@@ -141,10 +175,18 @@ def slice_table(rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[in
     return table
 
 
+def dev_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """The dev split's ``answerable`` and ``top1_score``, one mapping per case: what
+    :func:`stages.measures.abstention.sweep` reads, without the rest of each row."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return frame.filter(pl.col("split") == DEV).select("case_id", "answerable", "top1_score").to_dicts()
+
+
 def config_summary(
     config: str,
     spec: Mapping[str, str],
-    rows: Sequence[dict],
+    frame: pl.DataFrame,
     ks: Sequence[int],
     abstain_below: float | None,
     fingerprints: Mapping[str, str],
@@ -153,8 +195,9 @@ def config_summary(
     """The ``metrics/<config>.json`` content: means with denominators per split,
     abstention figures, and the fingerprints a later gate must match.
 
-    Where rows carry recorded answers, a ``human_review`` section is added; with
-    none, the section is absent rather than zero. The abstention threshold and
+    ``frame`` is the per-case table, rounded as written. Where rows carry recorded
+    answers, a ``human_review`` section is added; with none, the section is absent
+    rather than zero. The abstention threshold and
     where it comes from (``abstain_source``) sit beside the rates it produced.
     A run of foreign passages says so (``"passages": "foreign"``); a run of the
     chunking's own chunks has no such key.
@@ -163,14 +206,14 @@ def config_summary(
         "config": config,
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
-        **summarise(rows, ks, abstain_below),
+        **summarise(frame, ks, abstain_below),
         "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
     }
     if abstain_below is not None:
         summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
-    review = review_summary(rows, ks, SPLITS)
+    review = review_summary(result_rows(frame), ks, SPLITS) if group_keys(frame, "human_review") else None
     if review is not None:
         summary["human_review"] = review
-    if any(row.get("passages") == FOREIGN for row in rows):
+    if "passages" in frame.columns:  # only a run of foreign passages has the column
         summary["passages"] = FOREIGN
     return summary

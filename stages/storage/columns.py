@@ -171,15 +171,17 @@ class EvidenceTable:
             np.asarray(target_end, np.int64),
         )
 
-    def label(self, unit: int) -> str:
-        """The unit's label, as :meth:`stages.schema.EvidenceUnit.label` writes it."""
-        targets = range(*np.searchsorted(self.target_unit, [unit, unit + 1]))  # targets follow unit order
-        return " | ".join(
-            self.target_doc[t]
-            if self.target_start[t] < 0
-            else f"{self.target_doc[t]}[{self.target_start[t]}:{self.target_end[t]}]"
-            for t in targets
-        )
+    def labels(self, units: np.ndarray) -> list[str]:
+        """Each unit's label, as :meth:`stages.schema.EvidenceUnit.label` writes it: its
+        targets (they follow unit order) joined by `` | ``, a span as ``doc[start:end]``."""
+        firsts = np.searchsorted(self.target_unit, units).tolist()
+        lasts = np.searchsorted(self.target_unit, np.asarray(units) + 1).tolist()
+        docs, starts, ends = self.target_doc, self.target_start.tolist(), self.target_end.tolist()
+
+        def target(t: int) -> str:
+            return docs[t] if starts[t] < 0 else f"{docs[t]}[{starts[t]}:{ends[t]}]"
+
+        return [" | ".join(map(target, range(first, last))) for first, last in zip(firsts, lasts)]
 
 
 @dataclass(frozen=True)

@@ -431,9 +431,3 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
         frame["score"].to_numpy(),
         distinct=True,
     )
-
-
-def write_rows(path: Path, rows: Sequence[dict], key: str) -> None:
-    """JSONL sorted by one key: per-case results by case_id. The rows have been
-    through :func:`stages.storage.files.round_floats` (evaluate averages what it writes)."""
-    write_jsonl(path, sorted(rows, key=lambda row: row[key]), rounded=True)
