@@ -8,21 +8,25 @@ import typer
 
 from stages.chunking import chunk_corpus
 from stages.errors import user_errors
-from stages.storage.files import read_params
+from stages.inputs.params import fill_path, stage_key, stage_params
+from stages.storage.atomic import outputs_together
 from stages.storage.tables import read_docs, write_chunks
 
 
 @user_errors
 def main(
-    name: str = typer.Argument(..., help="A chunking name from params.chunking."),
+    name: str | None = typer.Argument(None, help="A chunking name from params.chunking (under DVC: its stage's key)."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
-    out: Path = typer.Option(..., help="Chunks JSONL to write."),
+    out: Path = typer.Option(..., help="Chunks JSONL to write; {key} stands for the chunking name."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Chunk every document; ids are ``<doc_id>#<ordinal>``."""
-    spec = read_params(params)["chunking"][name]
+    name = stage_key("chunk", name)
+    spec = stage_params(params, [f"chunking.{name}"])["chunking"][name]
+    out = fill_path(out, key=name)
     chunks = chunk_corpus(read_docs(corpus), spec)
-    write_chunks(out, chunks)
+    with outputs_together(out):
+        write_chunks(out, chunks)
     typer.echo(f"chunking {name}: {len(chunks)} chunks")
 
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from stages.errors import Problem
-from stages.inputs.values import is_int, is_positive_int
+from stages.inputs.values import SAFE_NAME_FIX, is_int, is_positive_int, is_safe_name
 from stages.schema import Chunk, Doc, chunk_id_for
 
 Span = tuple[int, int]
@@ -58,7 +58,6 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?=\s|$)")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 # Lines that start a new markdown block: list items, block quotes, table rows.
 _BLOCK_START = re.compile(r" {0,3}(?:[-*+]\s|\d{1,9}[.)]\s|>|\|)")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 # --- public API -------------------------------------------------------------------
@@ -94,14 +93,9 @@ def chunking_problems(name: str, spec: dict, where: str) -> list[Problem]:
     Once this returns nothing, :func:`chunk_document` may trust the spec.
     """
     problems = []
-    if not isinstance(name, str) or not _NAME.match(name):
-        problems.append(
-            Problem(
-                where,
-                f"chunking name {name!r} cannot be used in stage names and file paths",
-                "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
-            )
-        )
+    if not is_safe_name(name):
+        what = f"chunking name {name!r} cannot be used in stage names and file paths"
+        problems.append(Problem(where, what, SAFE_NAME_FIX))
     if not isinstance(spec, dict):
         return problems + [
             Problem(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from stages.reporting.escaping import visible
-from stages.storage.atomic import write_text
+from stages.storage.atomic import DiskFull, write_text
 
 EXIT_USER_ERROR = 2
 SHOWN = 50  # problems printed on the terminal; the rest are counted by kind
@@ -108,6 +108,8 @@ def raise_if(problems: list[Problem]) -> None:
 
 def user_errors(fn: F) -> F:
     """CLI boundary: print an :class:`InputError` without a traceback and exit 2.
+    A full disk (:class:`~stages.storage.atomic.DiskFull`) is told the same way: the
+    outputs were committed all or none, so re-running after freeing space is enough.
 
     More than :data:`SHOWN` problems would flood the terminal: they are written in
     full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
@@ -125,6 +127,9 @@ def user_errors(fn: F) -> F:
                 write_text(PROBLEMS_FILE, err.render() + "\n")
                 message = err.render_capped(PROBLEMS_FILE)
             print(f"ragvet: {message}", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
+        except DiskFull as err:
+            print(f"ragvet: {visible(str(err), None)}: free space and re-run (no output was changed)", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

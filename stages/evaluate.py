@@ -9,25 +9,27 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
+from stages.inputs.params import fill_path, stage_key, stage_params
 from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_table
 from stages.measures.summary import config_summary, dev_rows, slice_table
 from stages.retrieval.passages import passage_table
-from stages.storage.files import read_json, read_params, write_json
+from stages.storage.atomic import outputs_together
+from stages.storage.files import read_json, write_json
 from stages.storage.results import result_rows, results_frame, round_results, write_results
 from stages.storage.tables import foreign_passage_ids, read_case_table, read_chunk_table, read_docs, read_run_table
 
 
 @user_errors
 def main(
-    config: str = typer.Argument(..., help="A configuration name from params.configs."),
+    config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
     run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
-    metrics: Path = typer.Option(..., help="Metrics JSON to write."),
+    metrics: Path = typer.Option(..., help="Metrics JSON to write; {key} stands for the configuration in every path."),
     per_case: Path = typer.Option(..., help="Per-case table to write (Parquet, metrics/cases/<config>.parquet)."),
     slices: Path = typer.Option(..., help="Per-slice JSON to write."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
@@ -36,8 +38,13 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Score one configuration's run against the projected evidence."""
-    settings = read_params(params)
+    config = stage_key("evaluate", config)
+    settings = stage_params(params, [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices"])
     spec = settings["configs"][config]
+    run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
+    metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
+    slices = fill_path(slices, key=config)
+    sweep_out = fill_path(sweep_out, key=config) if sweep_out is not None else None
     passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
     all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
     all_cases = read_case_table(cases)
@@ -65,11 +72,12 @@ def main(
     summary = config_summary(
         config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
     )
-    write_results(per_case, table)
-    write_json(slices, slice_table(table, settings["slices"], settings["ks"]))
-    write_json(metrics, summary)
-    if sweep_out is not None:
-        write_json(sweep_out, sweep(dev_rows(table)))
+    with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
+        write_results(per_case, table)
+        write_json(slices, slice_table(table, settings["slices"], settings["ks"]))
+        write_json(metrics, summary)
+        if sweep_out is not None:
+            write_json(sweep_out, sweep(dev_rows(table)))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
     typer.echo(f"{config}: evaluated {table.height} cases{note}")
 

@@ -10,7 +10,9 @@ import typer
 from stages.errors import user_errors
 from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all, render_verdict
-from stages.storage.files import read_json, read_params, write_json
+from stages.inputs.params import stage_params
+from stages.storage.atomic import outputs_together
+from stages.storage.files import read_json, write_json
 
 
 @user_errors
@@ -23,7 +25,7 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Paired comparison per guarded metric and slice, with bootstrap intervals."""
-    settings = read_params(params)
+    settings = stage_params(params, ["gate", "slices"])
     configs = settings["gate"]["configs"]
     current = {config: current_table(cases_dir, config) for config in configs}
     verdict = gate_all(
@@ -36,7 +38,8 @@ def main(
         rebaselined(configs, baseline, cases_dir),
     )
     if out is not None:
-        write_json(out, verdict)
+        with outputs_together(out):
+            write_json(out, verdict)
     typer.echo(render_verdict(verdict))
     if not verdict["passed"]:
         raise typer.Exit(1)

@@ -21,6 +21,7 @@ from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, cases_path, current_table, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
+from stages.inputs.params import stage_params
 from stages.measures.summary import slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
@@ -34,7 +35,10 @@ from stages.reporting.markdown import (
     slice_rows,
     summary_k,
 )
-from stages.storage.files import read_json, read_jsonl, read_params, round_floats, write_text
+from stages.storage.atomic import outputs_together, remove_output
+from stages.storage.files import read_json, read_jsonl, round_floats, write_text
+
+PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
 
 class Format(StrEnum):
@@ -107,14 +111,12 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
 def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k = settings["ks"], summary_k(settings["ks"])
-    files = {
-        "at_k.csv": plot_rows(summaries, ks),
-        "budget.csv": budget_rows(summaries, k),
-        "slices.csv": slice_rows(slices, k),
-    }
+    files = dict(
+        zip(PLOT_FILES, (plot_rows(summaries, ks), budget_rows(summaries, k), slice_rows(slices, k)), strict=True)
+    )
     for stale in plots.glob("*.csv") if plots.exists() else []:
         if stale.name not in files:
-            stale.unlink()
+            remove_output(stale)
     for name, data in files.items():
         write_text(plots / name, csv_text(data))
 
@@ -143,7 +145,7 @@ def main(
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
-    settings = read_params(params)
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices"])
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
@@ -172,16 +174,20 @@ def main(
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
         text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
+    plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
+    with outputs_together(out, latency_out, *plot_files):  # the report and its plot data change together
+        if out is not None:
+            write_text(out, text)
+        if plots is not None:
+            write_plots(plots, settings, summaries, slices)
+        if latency_out is not None and latency_dir is not None:
+            timed = {c: latency_dir / f"{c}.json" for c in summaries}
+            found = {c: read_json(path) for c, path in timed.items() if path.is_file()}
+            write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
     if out is None:
         typer.echo(text, nl=False)
     else:
-        write_text(out, text)
         typer.echo(f"report: {len(summaries)} configurations -> {out}")
-    if plots is not None:
-        write_plots(plots, settings, summaries, slices)
-    if latency_out is not None and latency_dir is not None:
-        found = {c: read_json(latency_dir / f"{c}.json") for c in summaries if (latency_dir / f"{c}.json").is_file()}
-        write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
 
 
 if __name__ == "__main__":

@@ -8,18 +8,20 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
+from stages.inputs.params import fill_path, stage_key, stage_params
 from stages.measures.latency import latency_figures
-from stages.storage.files import read_params, write_json
+from stages.storage.atomic import outputs_together
+from stages.storage.files import write_json
 from stages.storage.tables import read_cases, read_chunk_texts, read_chunks, read_docs, write_run
 
 
 @user_errors
 def main(
-    config: str = typer.Argument(..., help="A configuration name from params.configs."),
+    config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
     chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     corpus: Path | None = typer.Option(None, help="Validated corpus.jsonl: where foreign passages are located."),
-    out: Path = typer.Option(..., help="Run (Parquet) to write."),
+    out: Path = typer.Option(..., help="Run (Parquet) to write; {key} stands for the configuration in every path."),
     latency: Path | None = typer.Option(None, help="Latency JSON to write (p50, p95, max, queries per second)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -28,7 +30,10 @@ def main(
     from stages.retrieval.kinds import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
     from stages.retrieval.passages import is_foreign  # loads with the kinds, not for `ragvet --help`
 
-    settings = read_params(params)
+    config = stage_key("retrieve", config)
+    settings = stage_params(params, [f"configs.{config}", "retrievers", "depth"])
+    chunks, out = fill_path(chunks, chunking=settings["configs"][config]["chunking"]), fill_path(out, key=config)
+    latency = fill_path(latency, key=config) if latency is not None else None
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
@@ -44,9 +49,10 @@ def main(
         chunk_ids = [row["chunk_id"] for row in rows]
     else:
         chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
-    write_run(out, rows, [case.case_id for case in all_cases], chunk_ids, foreign)
-    if latency is not None:  # varies run to run: an uncommitted output, never in the metrics
-        write_json(latency, {"config": config, **figures})
+    with outputs_together(out, latency):
+        write_run(out, rows, [case.case_id for case in all_cases], chunk_ids, foreign)
+        if latency is not None:  # varies run to run: an uncommitted output, never in the metrics
+            write_json(latency, {"config": config, **figures})
     empty = len(all_cases) - len({row["case_id"] for row in rows})
     typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")
     typer.echo(f"{config}: {figures['qps']} queries/s, p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms")

@@ -7,8 +7,10 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
+from stages.inputs.params import stage_params
 from stages.splitting import freeze_split
-from stages.storage.files import read_json, read_params, write_json
+from stages.storage.atomic import outputs_together
+from stages.storage.files import read_json, write_json
 from stages.storage.tables import read_cases, read_docs
 
 
@@ -21,11 +23,12 @@ def main(
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Assign each case to eval or dev by a salted hash of its id."""
-    settings = read_params(params)["split"]
+    settings = stage_params(params, ["split.salt", "split.eval_fraction"])["split"]
     record = freeze_split(read_cases(cases), read_docs(corpus), settings["salt"], settings["eval_fraction"])
     if anchors is not None:  # not a fingerprint: named by the "labels changed" message only
         record["fingerprints"]["anchors"] = read_json(anchors)
-    write_json(out, record)
+    with outputs_together(out):
+        write_json(out, record)
     typer.echo(f"split: {record['counts']['eval']} eval, {record['counts']['dev']} dev")
 
 

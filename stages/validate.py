@@ -18,8 +18,11 @@ from stages.inputs.loading import cases_file, collect_cases, collect_corpus, unu
 from stages.inputs.params import validate_params
 from stages.measures.abstention import threshold_problems
 from stages.measures.answers import stray_answer_cases, stray_answer_files
+from stages.storage.atomic import outputs_together
 from stages.storage.files import read_params, write_json
 from stages.storage.tables import write_case_table, write_cases, write_docs
+
+VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")  # what validate writes into --out
 
 
 @user_errors
@@ -57,11 +60,13 @@ def main(
         problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})
     if problems or roots:
         raise InputError(problems, roots)
-    write_docs(out / "corpus.jsonl", docs)
-    write_cases(out / "cases.jsonl", resolved)
-    write_case_table(out / "cases.parquet", (case.to_row() for case in resolved))
-    anchored = cases_file(cases, [])  # valid by now: collect_cases resolved the same path
-    write_json(out / "anchors.json", chunk_anchors(anchored))  # for the "labels changed" message
+    outputs = [out / name for name in VALIDATED]
+    with outputs_together(*outputs):  # never a new corpus beside old cases
+        write_docs(outputs[0], docs)
+        write_cases(outputs[1], resolved)
+        write_case_table(outputs[2], (case.to_row() for case in resolved))
+        anchored = cases_file(cases, [])  # valid by now: collect_cases resolved the same path
+        write_json(outputs[3], chunk_anchors(anchored))  # for the "labels changed" message
     abstention = sum(not case.answerable for case in resolved)
     typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
 

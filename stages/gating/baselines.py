@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem
-from stages.storage.atomic import atomic_output
+from stages.storage.atomic import atomic_output, outputs_together, remove_output
 from stages.storage.files import read_json
 from stages.storage.results import SUFFIX, read_results
 
@@ -97,18 +97,17 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
                 )
     if problems:
         raise InputError(problems)
-    written = []
-    for src, dst in pairs:
-        with atomic_output(dst) as tmp:
-            tmp.write_bytes(src.read_bytes())
-        written.append(dst)
     keep = set(configs)
-    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", SUFFIX)):
-        if folder.is_dir():
-            for stale in sorted(folder.glob(f"*{suffix}")):
-                if stale.is_file() and stale.name[: -len(suffix)] not in keep:
-                    stale.unlink()
-    return written
+    with outputs_together(*(dst for _, dst in pairs)):  # never a new summary beside an old per-case table
+        for src, dst in pairs:
+            with atomic_output(dst) as tmp:
+                tmp.write_bytes(src.read_bytes())
+        for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", SUFFIX)):
+            if folder.is_dir():
+                for stale in sorted(folder.glob(f"*{suffix}")):
+                    if stale.is_file() and stale.name[: -len(suffix)] not in keep:
+                        remove_output(stale)
+    return [dst for _, dst in pairs]
 
 
 def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:

@@ -7,15 +7,19 @@ them; this module checks the sections and the cross-references between them.
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from stages.chunking import chunking_problems
-from stages.errors import Problem
+from stages.errors import InputError, Problem, raise_if
 from stages.gating.significance import CORRECTIONS
 from stages.inputs.located_yaml import key_path_line
-from stages.inputs.values import did_you_mean, has_text, is_int, is_number, kind_of
+from stages.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from stages.measures.registry import metric_problems
+from stages.storage.files import read_params
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 SPLIT_KEYS = ("salt", "eval_fraction")
@@ -37,8 +41,6 @@ PERMUTATION_KEYS = ("resamples", "seed")
 # each resample re-averages every case, and each rank of depth is stored per case.
 MAX_RESAMPLES = 100_000
 MAX_DEPTH = 10_000
-# Names become DVC foreach keys (``retrieve@<config>``) and file names (``metrics/<config>.json``).
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 class _ParamsChecker:
@@ -69,12 +71,8 @@ class _ParamsChecker:
                 )
 
     def name(self, key: str, name: Any, kind: str) -> None:
-        if not isinstance(name, str) or not _NAME.match(name):
-            self.add(
-                key,
-                f"{kind} name {name!r} cannot be used in stage names and file paths",
-                "use letters, digits, '.', '_' and '-' only, starting with a letter or digit",
-            )
+        if not is_safe_name(name):
+            self.add(key, f"{kind} name {name!r} cannot be used in stage names and file paths", SAFE_NAME_FIX)
 
     def number(self, key: str, value: Any, low: float, high: float, low_open: bool, high_open: bool, fix: str) -> None:
         ok = (
@@ -366,7 +364,10 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     if "depth" in params:
         depth = params["depth"]
         valid = check.integer(
-            "depth", depth, 1, f"set how many chunks each run keeps per case, e.g. depth: 20 (at most {MAX_DEPTH:,})",
+            "depth",
+            depth,
+            1,
+            f"set how many chunks each run keeps per case, e.g. depth: 20 (at most {MAX_DEPTH:,})",
             MAX_DEPTH,
         )
         if valid and ks and depth < ks[-1]:
@@ -388,3 +389,80 @@ def _at_line(problem: Problem, params: dict, source: str) -> Problem:
     path = problem.where.removeprefix(f"{source}: ")
     line = key_path_line(params, path) if path != problem.where else 0
     return Problem(f"{source}:{line} ({path})", problem.what, problem.fix) if line else problem
+
+
+def _key_path(where: str, source: str) -> str:
+    """The key path of a params problem, at ``params.yaml: ks[0]`` or ``params.yaml:12 (ks[0])``."""
+    located = re.fullmatch(rf"{re.escape(source)}:\d+ \((.*)\)", where, re.DOTALL)
+    return located[1] if located else where.removeprefix(f"{source}: ")
+
+
+def _bears_on(key: str, reads: Sequence[str]) -> bool:
+    """Whether a problem at ``key`` (``chunking.a.window``, ``ks[0]``, ``configs``)
+    is about a params key a stage reads, or one that holds it."""
+    return any(key == read or key.startswith((f"{read}.", f"{read}[")) or read.startswith(f"{key}.") for read in reads)
+
+
+def stage_params(path: Path, reads: Sequence[str]) -> dict[str, Any]:
+    """The params file, re-checked at a stage's own start for the keys it reads
+    (its ``params:`` in dvc.yaml), with the same rules validate applies.
+
+    DVC runs validate only when it sees a change, and it cannot see some: keys named
+    ``size`` are out of its hashes, and ``true`` compares equal to ``1``. Nor does
+    ``dvc repro -s chunk@a`` run validate at all. A stage therefore never trusts that
+    validate saw the params it is given. A dotted key that names an entry (``chunking.a``)
+    must exist.
+    """
+    params = read_params(path)
+    source = str(path)
+    problems = [p for p in validate_params(params, source) if _bears_on(_key_path(p.where, source), reads)]
+    for read in reads:
+        section, _, name = read.partition(".")
+        entries = params.get(section)
+        if name and isinstance(entries, dict) and name not in entries:
+            problems.append(
+                Problem(
+                    f"{source}: {section}",
+                    f"no {section} entry named {name!r}",
+                    f"run a stage defined by dvc.yaml; {section} holds: {', '.join(sorted(map(str, entries)))}",
+                )
+            )
+    raise_if(problems)
+    return params
+
+
+def stage_key(stage: str, given: str | None) -> str:
+    """The foreach key a stage runs for: ``given`` on the command line, or else the
+    key of ``DVC_STAGE`` (``chunk@fixed-300``, ``sub/dvc.yaml:chunk@fixed-300``), which DVC
+    sets for every command it runs.
+
+    dvc.yaml keeps ``${key}`` out of its ``cmd`` lines: DVC pastes it into a shell
+    command unquoted, so a hostile name in params.yaml would run as shell code
+    (``dvc repro -s 'chunk@a;touch x;true'``) before any check of ours could start.
+    """
+    if given is None:
+        addressing = os.environ.get("DVC_STAGE", "")
+        prefix, _, given = addressing.partition("@")
+        if prefix != stage and not prefix.endswith(f":{stage}"):
+            raise InputError(
+                [
+                    Problem(
+                        f"{stage} (DVC_STAGE={addressing!r})",
+                        f"no {stage} name given, and DVC is not running a {stage}@<name> stage",
+                        f"name it: ragvet {stage} <name> ...",
+                    )
+                ]
+            )
+    if not is_safe_name(given):
+        what = f"{stage} name {given!r} cannot be used in stage names and file paths"
+        raise InputError([Problem(f"{stage}@{given!r}", what, SAFE_NAME_FIX)])
+    return given
+
+
+def fill_path(path: Path, **names: str) -> Path:
+    """A dvc.yaml path with its ``{key}``-style placeholders filled with checked names
+    (``'data/chunks/{key}.jsonl'``: quoted in the ``cmd``, so no shell ever reads the name)."""
+    text = str(path)
+    for placeholder, value in names.items():
+        text = text.replace(f"{{{placeholder}}}", value)
+    return Path(text)

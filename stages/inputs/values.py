@@ -13,6 +13,15 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
+# Names become DVC foreach keys (``retrieve@<config>``), file names (``metrics/<config>.json``)
+# and parts of paths a shell may see: nothing a shell or a path would read specially.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+SAFE_NAME_FIX = "use letters, digits, '.', '_' and '-' only, starting with a letter or digit"
+
+
+def is_safe_name(value: Any) -> bool:
+    return isinstance(value, str) and _SAFE_NAME.match(value) is not None
+
 
 def is_int(value: Any) -> bool:
     """YAML ``true`` is a bool, which Python counts as an int: it is not one here."""

@@ -1,0 +1,303 @@
+"""Faults and hostile params that the pipeline must survive (issue 18, defects 3, 8, 9,
+10 and 21): nothing half-written, a full disk told as a message, no stray temporary
+files in DVC's hashes, guards that `dvc repro -s` cannot skip, no shell injection
+through a name, and `ragvet gate`'s exit codes as CI's signal.
+
+Faults are real where the OS can make them (a file-size limit, RLIMIT_FSIZE, in a
+child process); where a fault must strike between two particular writes, a writer
+fails for want of space inside its temporary file, as a full disk would.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, copy_project, sh, tool_env
+from typer.testing import CliRunner
+
+from stages import evaluate, report
+from stages.cli import app
+from stages.gating import baselines
+from stages.storage.atomic import atomic_output, outputs_together, remove_output, write_text
+
+VALIDATE = ("python", "-m", "stages.validate", "--corpus", "data/corpus", "--cases", "data/cases")
+VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")
+GATED = "sentences-600-bm25"  # the sample's gated configuration
+RAGVET = ("python", "-m", "stages.cli")  # the project copy's own code, as its dvc.yaml runs it
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder``, hidden ones included, by relative path."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def temps(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob(".*.tmp"))
+
+
+def run_limited(cwd: Path, limit: int, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run a command whose files may not grow past ``limit`` bytes (``ulimit -f``):
+    a write beyond it fails with EFBIG, as on a full disk (Python ignores SIGXFSZ)."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(args, cwd=cwd, env={**tool_env(), **env}, capture_output=True, text=True, preexec_fn=cap)
+
+
+def out_of_space_at(real, failing_call: int):
+    """``real`` (a writer taking a path first), except that call number ``failing_call``
+    runs out of space halfway through its temporary file."""
+    calls: list[Path] = []
+
+    def writer(path, *args, **kwargs):
+        calls.append(Path(path))
+        if len(calls) == failing_call:
+            with atomic_output(path) as tmp:
+                tmp.write_text("half a fi", encoding="utf-8")
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, *args, **kwargs)
+
+    return writer
+
+
+# --- defect 3: all outputs or none; a full disk is a message ----------------------------
+
+
+def test_outputs_together_renames_only_after_every_write_succeeded(tmp_path):
+    a, b, gone = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "gone.txt"
+    for path in (a, b, gone):
+        path.write_text("old\n")
+    with pytest.raises(ZeroDivisionError):
+        with outputs_together(a, b):
+            write_text(a, "new\n")
+            remove_output(gone)
+            assert a.read_text() == "old\n"  # the rename waits for the block
+            raise ZeroDivisionError("a bad value halfway")
+    assert [p.read_text() for p in (a, b, gone)] == ["old\n", "old\n", "old\n"]
+    assert temps(tmp_path) == []
+    with outputs_together(a, b):
+        write_text(a, "new a\n")
+        write_text(b, "new b\n")
+        remove_output(gone)
+    assert (a.read_text(), b.read_text(), gone.exists()) == ("new a\n", "new b\n", False)
+    assert temps(tmp_path) == []
+
+
+def test_validate_under_a_file_size_limit_leaves_the_previous_outputs_and_says_disk_full(tmp_path):
+    repo = copy_project(tmp_path / "repo")
+    sh(repo, *VALIDATE, "--out", "data/validated")
+    before = snapshot(repo / "data" / "validated")
+    assert sorted(before) == sorted(VALIDATED)
+    # a new doc changes corpus.jsonl; a 150,000-character question makes cases.jsonl the larger file
+    (repo / "data" / "corpus" / "zz-new-page.md").write_text("A new page about parking.\n", encoding="utf-8")
+    long_case = f'- id: zz-long-question\n  question: "{"why " * 37_500}"\n  evidence:\n    - {{doc: zz-new-page}}\n'
+    with (repo / "data" / "cases" / "cases.yaml").open("a", encoding="utf-8") as handle:
+        handle.write("\n" + long_case)
+    limit = len(before["corpus.jsonl"]) + 10_000  # the new corpus fits; the new cases do not
+    done = run_limited(repo, limit, *VALIDATE, "--out", "data/validated")
+    assert done.returncode == 2, done.stderr
+    assert "disk full writing data/validated/cases.jsonl: free space and re-run" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert snapshot(repo / "data" / "validated") == before  # no new corpus beside the old cases, no temp file
+    sh(repo, *VALIDATE, "--out", "data/validated")  # with space again, it goes through
+    assert b"zz-long-question" in (repo / "data" / "validated" / "cases.jsonl").read_bytes()
+
+
+def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
+    """polars reports EFBIG inside its own error's message; it is still a full disk."""
+    code = (
+        "from pathlib import Path; from stages.storage.tables import write_case_table;"
+        "write_case_table(Path('t.parquet'), [{'id': __import__('os').urandom(3000).hex()} for i in range(9)])"
+    )
+    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT))
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == "stages.storage.atomic.DiskFull: disk full writing t.parquet"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_evaluate_out_of_space_halfway_changes_none_of_its_outputs(work_repo, monkeypatch):
+    monkeypatch.chdir(work_repo)
+    outputs = [f"metrics/cases/{GATED}.jsonl", f"metrics/slices/{GATED}.json", f"metrics/{GATED}.json"]
+    for path in outputs:
+        Path(path).write_text("old\n")
+    # the per-case table is written first, then the slices run out of space
+    monkeypatch.setattr(evaluate, "write_json", out_of_space_at(evaluate.write_json, 1))
+    args = ["evaluate", GATED, "--run", f"data/runs/{GATED}.parquet", "--chunks", "data/chunks/sentences-600.jsonl"]
+    args += ["--corpus", "data/validated/corpus.jsonl", "--cases", "data/validated/cases.parquet"]
+    args += ["--split", "data/split.json", "--metrics", outputs[2], "--per-case", outputs[0], "--slices", outputs[1]]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"disk full writing metrics/slices/{GATED}.json: free space and re-run" in result.output
+    assert [Path(path).read_text() for path in outputs] == ["old\n"] * 3
+    assert temps(work_repo / "metrics") == []
+
+
+def test_report_out_of_space_in_its_plot_data_keeps_the_old_report(work_repo, monkeypatch):
+    monkeypatch.chdir(work_repo)
+    before = snapshot(work_repo / "metrics")
+    Path("metrics/plots/stale.csv").write_text("k,recall\n")  # no longer produced: removed only on success
+    monkeypatch.setattr(report, "write_text", out_of_space_at(report.write_text, 2))  # report.md, then at_k.csv
+    result = CliRunner().invoke(app, ["report", "--out", "metrics/report.md", "--plots", "metrics/plots"])
+    assert result.exit_code == 2, result.output
+    assert "disk full writing metrics/plots/at_k.csv" in result.output
+    assert snapshot(work_repo / "metrics") == {**before, "plots/stale.csv": b"k,recall\n"}
+
+
+def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows(tmp_path, monkeypatch):
+    metrics = tmp_path / "metrics"
+    for path, text in (
+        (f"{GATED}.json", "new summary\n"),
+        (f"cases/{GATED}.jsonl", "new rows\n"),
+        (f"baseline/{GATED}.json", "old summary\n"),
+        (f"baseline/cases/{GATED}.jsonl", "old rows\n"),
+        ("baseline/retired.json", "a config no longer gated\n"),
+    ):
+        (metrics / path).parent.mkdir(parents=True, exist_ok=True)
+        (metrics / path).write_text(text)
+    before = snapshot(metrics / "baseline")
+    monkeypatch.setattr(baselines, "write_text", out_of_space_at(baselines.write_text, 2))  # summary first, then rows
+    accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--params", str(ROOT / "params.yaml")]
+    result = CliRunner().invoke(app, accept)
+    assert result.exit_code == 2, result.output
+    assert f"disk full writing {metrics}/baseline/cases/{GATED}.jsonl" in result.output
+    assert snapshot(metrics / "baseline") == before
+    monkeypatch.undo()
+    assert CliRunner().invoke(app, accept).exit_code == 0
+    assert snapshot(metrics / "baseline") == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.jsonl": b"new rows\n"}
+
+
+# --- defect 10: stray temporary files of a killed run --------------------------------------
+
+
+def steady(lock: dict) -> dict:
+    """dvc.lock without the retrieve stages' latency files, which vary from run to run."""
+    return {
+        name: {
+            key: [entry for entry in value if "latency" not in entry["path"]] if key in ("deps", "outs") else value
+            for key, value in stage.items()
+        }
+        for name, stage in lock["stages"].items()
+    }
+
+
+def test_stray_temporary_files_are_removed_by_their_stage_and_never_reach_dvc_lock(work_repo):
+    lock = (work_repo / "dvc.lock").read_text()
+    strays = [
+        "data/validated/.corpus.jsonl.k9xq_1.tmp",
+        "data/validated/.cases.parquet.k9xq_2.tmp",
+        "data/chunks/.sentences-600.jsonl.k9xq_3.tmp",
+        f"data/runs/.{GATED}.parquet.k9xq_4.tmp",
+        f"metrics/cases/.{GATED}.jsonl.k9xq_5.tmp",
+        f"metrics/slices/.{GATED}.json.k9xq_6.tmp",
+        "metrics/plots/.at_k.csv.k9xq_7.tmp",
+        "data/.split.json.k9xq_8.tmp",
+    ]
+    for stray in strays:
+        (work_repo / stray).write_text('{"half": ')
+    sh(work_repo, "dvc", "repro", "-f")
+    assert [stray for stray in strays if (work_repo / stray).exists()] == []
+    # the same nfiles and md5 for metrics/cases and the rest (latency figures vary from run to run)
+    assert steady(yaml.safe_load((work_repo / "dvc.lock").read_text())) == steady(yaml.safe_load(lock))
+    report_deps = {dep["path"]: dep for dep in yaml.safe_load(lock)["stages"]["report"]["deps"]}
+    assert report_deps["metrics/cases"]["nfiles"] == 3  # the sample's three BM25 configurations
+
+
+# --- defect 8: guards that DVC cannot skip -------------------------------------------------
+
+
+def edit_params(repo: Path, edit) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    edit(params)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_a_size_key_dvc_cannot_see_is_refused_by_the_chunk_stage_itself(work_repo):
+    edit_params(work_repo, lambda p: p["chunking"]["sentences-600"].update(size=3))
+    done = sh(work_repo, "dvc", "repro", "-s", "-f", "chunk@sentences-600", check=False)
+    assert done.returncode != 0
+    assert " (chunking.sentences-600.size): DVC's run cache leaves keys named size" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (work_repo / "data" / "chunks" / "sentences-600.jsonl").exists()  # DVC removed it; no new one came
+
+
+def test_a_boolean_k_that_dvc_compares_equal_to_1_is_refused_by_evaluate(work_repo):
+    edit_params(work_repo, lambda p: p.update(ks=[True, 3, 5, 10]))
+    done = sh(work_repo, "dvc", "repro", "-s", "-f", f"evaluate@{GATED}", check=False)
+    assert done.returncode != 0
+    assert " (ks[0]): k must be an integer > 0, got True" in done.stderr
+    written = [f"{GATED}.json", f"cases/{GATED}.jsonl", f"slices/{GATED}.json", f"abstention/{GATED}.json"]
+    # DVC removed them before the run, and the stage wrote none
+    assert [name for name in written if (work_repo / "metrics" / name).exists()] == []
+    assert not any(b"hit@True" in data for data in snapshot(work_repo / "metrics").values())
+
+
+def test_a_stage_run_by_hand_for_an_undefined_name_is_a_message(work_repo):
+    chunk = (*RAGVET, "chunk", "nope", "--corpus", "data/validated/corpus.jsonl", "--out", "x.jsonl")
+    done = sh(work_repo, *chunk, check=False)
+    assert done.returncode == 2
+    assert "params.yaml: chunking: no chunking entry named 'nope'" in done.stderr
+    assert "fixed-300, headings-1200, sentences-600" in done.stderr
+    assert not (work_repo / "x.jsonl").exists()
+
+
+# --- defect 9: no shell injection through a name, whatever the entry point -----------------
+
+
+@pytest.mark.parametrize(
+    ("section", "target", "flag"),
+    [("chunking", "chunk@{name}", "-s"), ("configs", "retrieve@{name}", "--downstream")],
+)
+def test_a_hostile_name_never_reaches_a_shell(work_repo, section, target, flag):
+    name = "a;touch injected;true"
+
+    def add(params: dict) -> None:
+        if section == "chunking":
+            params["chunking"][name] = params["chunking"]["sentences-600"]
+        else:
+            params["configs"][name] = params["configs"][GATED]
+
+    edit_params(work_repo, add)
+    done = sh(work_repo, "dvc", "repro", flag, target.format(name=name), check=False)
+    assert not (work_repo / "injected").exists()
+    assert done.returncode != 0
+    assert f"{name!r} cannot be used in stage names and file paths" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_no_cmd_in_dvc_yaml_interpolates_a_name():
+    for stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values():
+        cmd = (stage.get("do") or stage)["cmd"]
+        assert "${" not in cmd, cmd
+
+
+# --- defect 21: the gate is CI's exit signal -------------------------------------------------
+
+
+def test_ragvet_gate_exits_0_on_pass_1_on_failure_and_2_on_bad_input(work_repo):
+    gate = (*RAGVET, "gate", "--out", "metrics/gate.json")
+    passed = sh(work_repo, *gate, check=False)
+    assert (passed.returncode, json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"]) == (0, True)
+    (work_repo / "metrics" / "baseline" / f"{GATED}.json").unlink()  # no baseline: no valid comparison
+    failed = sh(work_repo, *gate, check=False)
+    assert failed.returncode == 1 and "gate: FAILED" in failed.stdout
+    edit_params(work_repo, lambda p: p["gate"].update(max_drop=-0.5))
+    bad = sh(work_repo, *gate, check=False)
+    assert bad.returncode == 2 and " (gate.max_drop): `gate.max_drop` must be a number" in bad.stderr
+    through_dvc = sh(work_repo, "dvc", "repro", "gate", check=False)
+    assert through_dvc.returncode == 255  # DVC's code for any failed stage: why CI reads `ragvet gate`
+
+
+def test_the_docs_tell_ci_which_exit_codes_to_read():
+    pipeline = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    assert "`dvc repro` exits 255" in pipeline and "trust-and-safety.md#exit-codes-for-ci" in pipeline
+    table = (ROOT / "docs" / "trust-and-safety.md").read_text(encoding="utf-8").split("## Exit codes for CI")[1]
+    assert "| `ragvet gate` | the gate passed | the gate failed" in table and "255" in table
