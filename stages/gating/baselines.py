@@ -1,5 +1,5 @@
 """Where a comparison's two sides come from: the committed baseline folder, the
-current per-case results, or another git revision's committed results.
+current per-case results, or another git revision's results (from git or DVC).
 
 This is all of the gate's and the report's file and git I/O; the comparison
 itself (:mod:`stages.gating.compare`) is pure, so both stages compare the same way.
@@ -14,18 +14,36 @@ from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
-from stages.storage.files import read_json, read_jsonl, write_text
+from stages.storage.files import read_json, write_text
+from stages.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from stages.storage.results import SUFFIX, cases_dir, per_case_path, read_per_case
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
 
 
 def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, list[dict] | None]:
-    """The committed baseline of one configuration, or (None, None) if there is none."""
-    summary, cases = baseline / f"{config}.json", baseline / "cases" / f"{config}.jsonl"
+    """The committed baseline of one configuration, or (None, None) if there is none.
+
+    A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
+    which are not in the work tree is an error: the comparison would otherwise
+    say "no baseline" when the fix is one ``dvc pull``.
+    """
+    summary, cases = baseline / f"{config}.json", per_case_path(cases_dir(baseline), config)
+    if summary.exists() and not cases.exists() and dvc_pointer(cases_dir(baseline)).exists():
+        raise InputError(
+            [
+                Problem(
+                    str(cases),
+                    f"the baseline's per-case table is tracked by DVC ({dvc_pointer(cases_dir(baseline))}) "
+                    "but not in the work tree",
+                    f"run `dvc pull {dvc_pointer(cases_dir(baseline))}` (or `dvc checkout` when the cache has it)",
+                )
+            ]
+        )
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), read_jsonl(cases)
+    return read_json(summary), read_per_case(cases)
 
 
 def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
@@ -37,10 +55,11 @@ def baselines_for(configs: list[str], baseline: Path, against: str | None) -> di
     return {config: read_baseline_dir(baseline, config) for config in configs}
 
 
-def current_rows(cases_dir: Path, config: str) -> list[dict] | None:
-    """One configuration's per-case results, or None if evaluate has not written them."""
-    path = cases_dir / f"{config}.jsonl"
-    return read_jsonl(path) if path.exists() else None
+def current_rows(folder: Path, config: str) -> list[dict] | None:
+    """One configuration's per-case results in ``folder`` (``metrics/cases``), or
+    None if evaluate has not written them."""
+    path = per_case_path(folder, config)
+    return read_per_case(path) if path.exists() else None
 
 
 def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict] | None]) -> list[str]:
@@ -54,13 +73,15 @@ def rebaselined(configs: list[str], baseline: Path, current: dict[str, list[dict
     ]
 
 
-def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
+def accept_baseline(metrics_dir: Path, configs: list[str], project: Path = Path(".")) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
     Every source is checked before anything is written, so a missing result never
     leaves a half-updated baseline. Baseline files of configurations that are no
     longer gated are removed, so a stale baseline cannot linger in the PR. Files
-    are copied byte for byte: they are already canonical JSON.
+    are copied byte for byte: they are already canonical JSON. Where the project
+    keeps per-case tables in DVC (:func:`tables_in_dvc`), the baseline's tables
+    go there too (``dvc add``), and git gets their small ``cases.dvc`` pointer.
     """
     metrics_dir = Path(metrics_dir)
     baseline_dir = metrics_dir / "baseline"
@@ -69,7 +90,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     for config in sorted(set(configs)):
         for src, dst in (
             (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
-            (metrics_dir / "cases" / f"{config}.jsonl", baseline_dir / "cases" / f"{config}.jsonl"),
+            (per_case_path(cases_dir(metrics_dir), config), per_case_path(cases_dir(baseline_dir), config)),
         ):
             if src.is_file():
                 pairs.append((src, dst))
@@ -84,11 +105,13 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
         write_text(dst, src.read_text(encoding="utf-8"))
         written.append(dst)
     keep = set(configs)
-    for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", ".jsonl")):
+    for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
         if folder.is_dir():
             for stale in sorted(folder.glob(f"*{suffix}")):
                 if stale.is_file() and stale.name[: -len(suffix)] not in keep:
                     stale.unlink()
+    if tables_in_dvc(project):
+        written.append(track_with_dvc(project, cases_dir(baseline_dir)))
     return written
 
 
@@ -119,67 +142,98 @@ def _check_revision(rev: str, repo: Path) -> None:
     raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
 
 
-def _parse_results(rev: str, summary_path: str, summary_text: str, cases_path: str, cases_text: str):
-    problems: list[Problem] = []
-    summary: Summary = {}
+def _summary_at(rev: str, path: str, text: str) -> Summary:
     try:
-        summary = json.loads(summary_text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
-        problems.append(
-            Problem(
-                f"{rev}:{summary_path}:{err.lineno}",
-                f"malformed JSON: {err.msg}",
-                "compare with a revision with intact results",
-            )
+        raise InputError(
+            [Problem(f"{rev}:{path}:{err.lineno}", f"malformed JSON: {err.msg}", "compare with a revision with intact results")]
+        ) from None
+
+
+def file_at(rev: str, path: str, repo: Path) -> bytes | None:
+    """The bytes of ``path`` (relative to the DVC project ``repo``) as ``rev`` has it:
+    from git when committed there, else through DVC (this cache, else the default
+    remote); None when that revision has no such file.
+
+    This is how every reader of another revision's tables gets them, wherever
+    they live (docs/storage.md). A file DVC tracks at ``rev`` whose object
+    neither the cache nor the remote holds is an error naming the object, the
+    remote, and the fix.
+    """
+    done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
+    if done.returncode == 0:
+        return done.stdout
+    from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
+    from dvc.fs import DVCFileSystem  # deferred, as above
+
+    md5 = "?"
+    try:
+        fs = DVCFileSystem(url=str(repo), rev=rev)
+        if not fs.exists(path):
+            return None
+        md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
+        with fs.open(path, mode="rb") as handle:
+            return handle.read()
+    except NotDvcRepoError:
+        return None
+    except FileNotFoundError:
+        raise InputError([_missing_object(rev, path, md5, repo)]) from None
+
+
+def _missing_object(rev: str, path: str, md5: str, repo: Path) -> Problem:
+    """Why DVC could not bring ``path`` at ``rev``: no remote, or a remote without the object."""
+    from dvc.repo import Repo  # deferred: DVC's import costs a second
+
+    with Repo(str(repo)) as dvc_repo:
+        remote = dvc_repo.config["core"].get("remote")
+    where = f"{rev}:{path}"
+    if not remote:
+        return Problem(
+            where,
+            f"DVC tracks it (object {md5}), this DVC cache lacks it, and no default DVC remote is configured",
+            "add the remote it was pushed to (`dvc remote add -d NAME URL`); "
+            f"where {rev} was produced, run `dvc push`",
         )
-    rows: list[Row] = []
-    for number, line in enumerate(cases_text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            problems.append(
-                Problem(
-                    f"{rev}:{cases_path}:{number}",
-                    f"malformed JSON: {err.msg}",
-                    "compare with a revision with intact results",
-                )
-            )
-    if problems:
-        raise InputError(problems)
-    return summary, rows
+    return Problem(
+        where,
+        f"DVC object {md5} is neither in this DVC cache nor on the remote {remote!r}",
+        f"run `dvc push` where {rev} was produced (its cache holds the object), then retry",
+    )
 
 
 def read_results_at(rev: str, configs: Iterable[str], repo: Path) -> dict[str, tuple[Summary, list[Row]] | None]:
     """Summary and per-case rows of each configuration as committed at ``rev``;
     None for a configuration that revision has no results for (a new one).
 
-    These are the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.jsonl``), not its baseline folder: ``--against REV``
-    asks "did this change regress relative to REV?". An unknown revision, a clone
-    too shallow to have it, and a revision with no ragvet results at all are
+    These are the *results* of that revision (``metrics/<config>.json`` and its
+    per-case table), not its baseline folder: ``--against REV`` asks "did this
+    change regress relative to REV?". The summary is committed; the table comes
+    through :func:`file_at` (git or DVC). An unknown revision, a clone too
+    shallow to have it, and a revision with no ragvet results at all are
     errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
     subfolder of the git repository.
     """
     repo = Path(repo)
     _check_revision(rev, repo)
-    if _git(repo, "cat-file", "-e", f"{rev}:./metrics/cases").returncode != 0:
+    table_dir = cases_dir(Path("metrics"))
+    if all(_git(repo, "cat-file", "-e", f"{rev}:./{path}").returncode != 0 for path in (table_dir, "dvc.lock")):
         raise InputError(
             [
                 Problem(
-                    f"{rev}:metrics/cases",
-                    "that revision has no ragvet results (no per-case tables committed)",
-                    "compare with a revision where `dvc repro` ran and metrics/ was committed",
+                    f"{rev}:{table_dir.as_posix()}",
+                    "that revision has no ragvet results (no per-case tables, no dvc.lock committed)",
+                    "compare with a revision where `dvc repro` ran and its results were committed",
                 )
             ]
         )
     results: dict[str, tuple[Summary, list[Row]] | None] = {}
     for config in sorted(set(configs)):
-        summary_path, cases_path = f"metrics/{config}.json", f"metrics/cases/{config}.jsonl"
-        texts = [_git(repo, "show", f"{rev}:./{path}") for path in (summary_path, cases_path)]
-        if any(done.returncode != 0 for done in texts):
+        summary_path, cases_path = f"metrics/{config}.json", per_case_path(table_dir, config).as_posix()
+        summary = _git(repo, "show", f"{rev}:./{summary_path}")
+        table = file_at(rev, cases_path, repo) if summary.returncode == 0 else None
+        if table is None:
             results[config] = None
             continue
-        results[config] = _parse_results(rev, summary_path, texts[0].stdout, cases_path, texts[1].stdout)
+        results[config] = (_summary_at(rev, summary_path, summary.stdout), read_per_case(table, f"{rev}:{cases_path}"))
     return results

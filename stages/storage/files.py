@@ -74,21 +74,27 @@ def read_json(path: str | Path) -> Any:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for each non-blank line; collect all syntax errors."""
     path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        rows = parse_jsonl_lines(handle, str(path))
+    yield from rows
+
+
+def parse_jsonl_lines(lines: Iterable[str], where: str) -> list[tuple[int, Any]]:
+    """``(line_number, value)`` for each non-blank line of JSONL text read from
+    ``where`` (a file, or ``REV:path`` for another revision's file); every
+    syntax error is collected into one :class:`InputError`."""
     problems: list[Problem] = []
     rows: list[tuple[int, Any]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((number, json.loads(line)))
-            except json.JSONDecodeError as err:
-                problems.append(
-                    Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object")
-                )
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            problems.append(Problem(f"{where}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object"))
     if problems:
         raise InputError(problems)
-    yield from rows
+    return rows
 
 
 def read_jsonl(path: str | Path) -> list[Any]:
