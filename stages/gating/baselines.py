@@ -167,9 +167,12 @@ def file_at(rev: str, path: str, repo: Path) -> bytes | None:
     from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
     from dvc.fs import DVCFileSystem  # deferred, as above
 
-    md5 = "?"
+    md5, remote = "?", None
     try:
-        fs = DVCFileSystem(url=str(repo), rev=rev)
+        remote, settings = _work_tree_remote(repo)
+        # The work tree's remote, not REV's: REV may predate it, and credentials live in config.local.
+        chosen = {"remote": remote, "remote_config": settings} if remote else {}
+        fs = DVCFileSystem(repo=str(repo), rev=rev, **chosen)
         if not fs.exists(path):
             return None
         md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
@@ -178,15 +181,20 @@ def file_at(rev: str, path: str, repo: Path) -> bytes | None:
     except NotDvcRepoError:
         return None
     except FileNotFoundError:
-        raise InputError([_missing_object(rev, path, md5, repo)]) from None
+        raise InputError([_missing_object(rev, path, md5, remote)]) from None
 
 
-def _missing_object(rev: str, path: str, md5: str, repo: Path) -> Problem:
-    """Why DVC could not bring ``path`` at ``rev``: no remote, or a remote without the object."""
+def _work_tree_remote(repo: Path) -> tuple[str | None, dict]:
+    """The default DVC remote configured here (all config levels), and its settings."""
     from dvc.repo import Repo  # deferred: DVC's import costs a second
 
     with Repo(str(repo)) as dvc_repo:
         remote = dvc_repo.config["core"].get("remote")
+        return remote, dict(dvc_repo.config["remote"].get(remote, {})) if remote else {}
+
+
+def _missing_object(rev: str, path: str, md5: str, remote: str | None) -> Problem:
+    """Why DVC could not bring ``path`` at ``rev``: no remote, or a remote without the object."""
     where = f"{rev}:{path}"
     if not remote:
         return Problem(

@@ -10,18 +10,23 @@ repository's tables from git to DVC (``ragvet migrate-storage``).
 
 from __future__ import annotations
 
+import logging
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from stages.errors import InputError, Problem
+from stages.storage.atomic import write_text
 from stages.storage.files import read_yaml
 
 DVC_YAML = "dvc.yaml"
 # The outputs that grow with the cases: evaluate's per-case tables and the split's membership.
 GROWING_OUTS = ("metrics/cases/", "data/split.json")
 BASELINE_TABLES = Path("metrics/baseline/cases")
+OUT_ENTRY = re.compile(r"^\s*- (?P<path>[^\s:#]+):\s*(#.*)?$")  # an out with flags under it
+CACHE_OFF = re.compile(r"^(\s*cache:\s*)false(\s*(#.*)?)$")
 
 
 def dvc_pointer(path: Path) -> Path:
@@ -56,6 +61,7 @@ def track_with_dvc(project: Path, path: Path) -> Path:
     from dvc.repo import Repo  # deferred: DVC's import costs a second
 
     with Repo(str(project)) as repo:
+        repo.scm_context.quiet = True  # the caller says what to commit
         repo.add(str(path))
     return dvc_pointer(path)
 
@@ -65,19 +71,43 @@ def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def _flip_cache_flags(project: Path) -> list[str]:
-    """Turn the cache on for the growing outputs in dvc.yaml (comments kept);
-    the paths whose flag changed."""
-    from dvc.utils.serialize import modify_yaml  # deferred: DVC's import costs a second
+    """Turn the cache on for the growing outputs in dvc.yaml; the paths whose flag changed.
 
-    flipped = []
-    with modify_yaml(Path(project) / DVC_YAML) as document:
-        for out in _outs(document.get("stages", {})):
-            if isinstance(out, dict):
-                path, flags = next(iter(out.items()))
-                if _is_growing(path) and flags is not None and flags.get("cache") is False:
-                    flags["cache"] = True
-                    flipped.append(path)
+    A line edit, not a YAML round trip, so that the diff a reviewer reads is the
+    flags alone and every comment stays: the flag is the ``cache: false`` line
+    nested (more indented) under ``- <growing path>:``.
+    """
+    path = Path(project) / DVC_YAML
+    lines = path.read_text(encoding="utf-8").split("\n")
+    flipped: list[str] = []
+    owner, depth = None, -1
+    for number, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        entry = OUT_ENTRY.match(line)
+        if entry:
+            owner, depth = (entry["path"], indent) if _is_growing(entry["path"]) else (None, -1)
+        elif owner and line.strip() and indent <= depth:
+            owner = None
+        elif owner and CACHE_OFF.match(line):
+            lines[number] = CACHE_OFF.sub(r"\1true\2", line)
+            flipped.append(owner)
+    if flipped:
+        write_text(path, "\n".join(lines))
     return flipped
+
+
+def _commit_all(project: Path) -> None:
+    """``dvc commit -f`` of every stage, without DVC's own progress lines."""
+    from dvc.repo import Repo  # deferred: DVC's import costs a second
+
+    dvc_log = logging.getLogger("dvc")
+    level = dvc_log.level
+    dvc_log.setLevel(logging.WARNING)
+    try:
+        with Repo(str(project)) as repo:
+            repo.commit(None, force=True)
+    finally:
+        dvc_log.setLevel(level)
 
 
 def _check_project(project: Path) -> None:
@@ -90,27 +120,46 @@ def _check_project(project: Path) -> None:
         raise InputError(problems)
 
 
+def _check_up_to_date(project: Path) -> None:
+    """Refuse to move outputs that ``dvc status`` calls stale: committing them would hide it."""
+    from dvc.repo import Repo  # deferred: DVC's import costs a second
+
+    with Repo(str(project)) as repo:
+        stale = sorted(repo.status())
+    if stale:
+        raise InputError(
+            [
+                Problem(
+                    str(project / DVC_YAML),
+                    f"stages not up to date: {', '.join(stale)}",
+                    "run `dvc repro` (or `dvc pull`) first: the tables move as they are, never recomputed",
+                )
+            ]
+        )
+
+
 def migrate_storage(project: Path) -> list[str]:
     """Move the per-case tables, the split's membership and the baseline's
     per-case tables from git to the DVC cache; what was done, one line each.
 
-    Nothing is recomputed and no file changes: dvc.yaml's cache flags are
+    Nothing is recomputed and no table changes: dvc.yaml's cache flags are
     turned on, git stops tracking the files (``git rm --cached``), ``dvc commit``
     puts them in the cache with the hashes dvc.lock already records, and the
     baseline's tables are ``dvc add``-ed. Running it twice does nothing more.
     """
-    from dvc.repo import Repo  # deferred: DVC's import costs a second
-
     project = Path(project)
     _check_project(project)
-    done = [f"dvc.yaml: cache on for {path}" for path in _flip_cache_flags(project)]
+    _check_up_to_date(project)
+    flipped = _flip_cache_flags(project)
     untrack = [path for path in (*GROWING_OUTS, BASELINE_TABLES.as_posix()) if (project / path).exists()]
-    removed = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--quiet", "--", *untrack).stdout.split()
-    done += [f"git: stopped tracking {path}" for path in removed]
-    with Repo(str(project)) as repo:
-        for stage in sorted({s.addressing for s in repo.index.stages for o in s.outs if _is_growing(o.def_path)}):
-            repo.commit(stage, force=True)
-            done.append(f"dvc commit {stage}")
-    if (project / BASELINE_TABLES).is_dir() and any((project / BASELINE_TABLES).iterdir()):
+    listed = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *untrack).stdout.splitlines()
+    removed = [line[len("rm '") : -1] for line in listed if line.startswith("rm '")]
+    done = [f"dvc.yaml: cache on for {path}" for path in flipped] + [f"git: stopped tracking {p}" for p in removed]
+    if flipped or removed:
+        _commit_all(project)  # every stage was up to date: record the moved files' new homes
+        done.append("dvc commit: every stage's hashes recorded, nothing recomputed")
+    baseline = project / BASELINE_TABLES
+    if baseline.is_dir() and any(baseline.iterdir()) and not dvc_pointer(baseline).exists():
         done.append(f"dvc add {BASELINE_TABLES.as_posix()} -> {track_with_dvc(project, BASELINE_TABLES)}")
+        _commit_all(project)  # the stages that read the baseline folder see its new .dvc file
     return done
