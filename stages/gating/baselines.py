@@ -147,7 +147,13 @@ def _summary_at(rev: str, path: str, text: str) -> Summary:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(
-            [Problem(f"{rev}:{path}:{err.lineno}", f"malformed JSON: {err.msg}", "compare with a revision with intact results")]
+            [
+                Problem(
+                    f"{rev}:{path}:{err.lineno}",
+                    f"malformed JSON: {err.msg}",
+                    "compare with a revision with intact results",
+                )
+            ]
         ) from None
 
 
@@ -200,8 +206,7 @@ def _missing_object(rev: str, path: str, md5: str, remote: str | None) -> Proble
         return Problem(
             where,
             f"DVC tracks it (object {md5}), this DVC cache lacks it, and no default DVC remote is configured",
-            "add the remote it was pushed to (`dvc remote add -d NAME URL`); "
-            f"where {rev} was produced, run `dvc push`",
+            f"add the remote it was pushed to (`dvc remote add -d NAME URL`); where {rev} was produced, run `dvc push`",
         )
     return Problem(
         where,

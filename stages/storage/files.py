@@ -91,7 +91,9 @@ def parse_jsonl_lines(lines: Iterable[str], where: str) -> list[tuple[int, Any]]
         try:
             rows.append((number, json.loads(line)))
         except json.JSONDecodeError as err:
-            problems.append(Problem(f"{where}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object"))
+            problems.append(
+                Problem(f"{where}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object")
+            )
     if problems:
         raise InputError(problems)
     return rows

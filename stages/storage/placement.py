@@ -26,6 +26,9 @@ DVC_YAML = "dvc.yaml"
 GROWING_OUTS = ("metrics/cases/", "data/split.json")
 BASELINE_TABLES = Path("metrics/baseline/cases")
 OUT_ENTRY = re.compile(r"^\s*- (?P<path>[^\s:#]+):\s*(#.*)?$")  # an out with flags under it
+# DVC lists cached outputs in .gitignore files beside them but takes the entries back when a
+# run fails (a failing gate fails `dvc repro`): the project's own patterns keep `git add -A` safe.
+IGNORED = ("/metrics/cases/*.jsonl", "/metrics/baseline/cases/")
 CACHE_OFF = re.compile(r"^(\s*cache:\s*)false(\s*(#.*)?)$")
 
 
@@ -120,6 +123,19 @@ def _check_project(project: Path) -> None:
         raise InputError(problems)
 
 
+def _ignore(project: Path) -> list[str]:
+    """Add the :data:`IGNORED` patterns the project's .gitignore lacks; those added."""
+    path = Path(project) / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    missing = [pattern for pattern in IGNORED if pattern not in text.splitlines()]
+    if missing:
+        lead = "" if not text or text.endswith("\n") else "\n"
+        write_text(
+            path, text + lead + "# per-case tables kept by DVC (ragvet migrate-storage)\n" + "\n".join(missing) + "\n"
+        )
+    return missing
+
+
 def _check_up_to_date(project: Path) -> None:
     """Refuse to move outputs that ``dvc status`` calls stale: committing them would hide it."""
     from dvc.repo import Repo  # deferred: DVC's import costs a second
@@ -155,6 +171,7 @@ def migrate_storage(project: Path) -> list[str]:
     listed = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *untrack).stdout.splitlines()
     removed = [line[len("rm '") : -1] for line in listed if line.startswith("rm '")]
     done = [f"dvc.yaml: cache on for {path}" for path in flipped] + [f"git: stopped tracking {p}" for p in removed]
+    done += [f".gitignore: {pattern}" for pattern in _ignore(project)]
     if flipped or removed:
         _commit_all(project)  # every stage was up to date: record the moved files' new homes
         done.append("dvc commit: every stage's hashes recorded, nothing recomputed")
