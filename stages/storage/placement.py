@@ -20,15 +20,16 @@ from typing import Any
 from stages.errors import InputError, Problem
 from stages.storage.atomic import write_text
 from stages.storage.files import read_yaml
+from stages.storage.results import CASES_FOLDER, SUFFIX
 
 DVC_YAML = "dvc.yaml"
 # The outputs that grow with the cases: evaluate's per-case tables and the split's membership.
-GROWING_OUTS = ("metrics/cases/", "data/split.json")
-BASELINE_TABLES = Path("metrics/baseline/cases")
+GROWING_OUTS = (f"metrics/{CASES_FOLDER}/", "data/split.json")
+BASELINE_TABLES = Path("metrics/baseline") / CASES_FOLDER
 OUT_ENTRY = re.compile(r"^\s*- (?P<path>[^\s:#]+):\s*(#.*)?$")  # an out with flags under it
 # DVC lists cached outputs in .gitignore files beside them but takes the entries back when a
 # run fails (a failing gate fails `dvc repro`): the project's own patterns keep `git add -A` safe.
-IGNORED = ("/metrics/cases/*.jsonl", "/metrics/baseline/cases/")
+IGNORED = (f"/{GROWING_OUTS[0]}*{SUFFIX}", f"/{BASELINE_TABLES.as_posix()}/")
 CACHE_OFF = re.compile(r"^(\s*cache:\s*)false(\s*(#.*)?)$")
 
 
