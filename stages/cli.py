@@ -20,6 +20,7 @@ from stages.measures.registry import metric_problems
 from stages.project import create_project
 from stages.reporting.markdown import metrics_doc, side_by_side_section, summary_k
 from stages.storage.files import read_params, write_json
+from stages.storage.placement import migrate_storage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 for module in (validate, chunk, split, retrieve, evaluate, report, gate):
@@ -44,7 +45,9 @@ def baseline_accept(
     """Make the current results of the gated configurations the new baseline.
 
     Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
-    request as the change that moved the numbers.
+    request as the change that moved the numbers. Where dvc.yaml keeps the
+    per-case tables in DVC, the baseline's go there too (`dvc add`): commit
+    metrics/baseline/cases.dvc and `dvc push`.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
@@ -149,6 +152,20 @@ def compare(
     typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))
     if out is not None:
         write_json(out, table)
+
+
+@app.command("migrate-storage")
+@user_errors
+def migrate_storage_command(
+    project: Path = typer.Option(Path("."), help="The project folder (with dvc.yaml), inside its git clone."),
+) -> None:
+    """Move the per-case tables, the split's membership and the baseline's tables from git to DVC.
+
+    Nothing is recomputed. Then commit (`git add -A && git commit`) and `dvc push`,
+    so that other clones and CI fetch the tables from the DVC remote (docs/storage.md).
+    """
+    for line in migrate_storage(project) or ["nothing to move: the tables already live in DVC"]:
+        typer.echo(line)
 
 
 @app.command("metrics-doc")

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import baselines_for, cases_path, current_table, rebaselined
+from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
@@ -37,6 +37,7 @@ from stages.reporting.markdown import (
 )
 from stages.storage.atomic import outputs_together, remove_output
 from stages.storage.files import read_json, read_jsonl, round_floats, write_text
+from stages.storage.results import per_case_path
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
@@ -70,7 +71,7 @@ def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
     if missing:
         raise InputError(
             [
-                Problem(str(cases_path(cases_dir, c)), "per-case results not found", "run dvc repro first")
+                Problem(str(per_case_path(cases_dir, c)), "per-case results not found", "run dvc repro first")
                 for c in missing
             ]
         )

@@ -8,7 +8,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.inputs.params import stage_params
-from stages.splitting import freeze_split
+from stages.splitting import freeze_split, split_summary
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
 from stages.storage.tables import read_cases, read_docs
@@ -18,7 +18,8 @@ from stages.storage.tables import read_cases, read_docs
 def main(
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
-    out: Path = typer.Option(..., help="Split JSON to write (committed)."),
+    out: Path = typer.Option(..., help="Split JSON to write: every case's split and fingerprint (DVC-tracked)."),
+    summary: Path | None = typer.Option(None, help="Split summary to write: counts and fingerprints (committed)."),
     anchors: Path | None = typer.Option(None, help="validate's anchors.json: the chunkings labels are anchored on."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -27,8 +28,11 @@ def main(
     record = freeze_split(read_cases(cases), read_docs(corpus), settings["salt"], settings["eval_fraction"])
     if anchors is not None:  # not a fingerprint: named by the "labels changed" message only
         record["fingerprints"]["anchors"] = read_json(anchors)
-    with outputs_together(out):
+    written = [out] if summary is None else [out, summary]
+    with outputs_together(*written):
         write_json(out, record)
+        if summary is not None:
+            write_json(summary, split_summary(record))
     typer.echo(f"split: {record['counts']['eval']} eval, {record['counts']['dev']} dev")
 
 

@@ -49,3 +49,10 @@ def freeze_split(cases: Sequence[Case], docs: Sequence[Doc], salt: str, eval_fra
         },
         "cases": dict(sorted(members.items())),
     }
+
+
+def split_summary(record: dict) -> dict:
+    """The split record without its per-case membership: what git keeps, so that
+    a change to the eval set shows in a pull request (its fingerprint and counts
+    move) while the membership, which grows with the cases, lives in DVC."""
+    return {key: value for key, value in record.items() if key != "cases"}

@@ -1,5 +1,5 @@
 from stages.schema import Case, Doc
-from stages.splitting import assign_split, freeze_split, unit_hash
+from stages.splitting import assign_split, freeze_split, split_summary, unit_hash
 
 
 def cases(n: int) -> list[Case]:
@@ -42,3 +42,18 @@ def test_editing_a_case_changes_the_eval_fingerprint():
         freeze_split(base, [Doc("d", "text!")], "salt", 1.0)["fingerprints"]["corpus"]
         != record["fingerprints"]["corpus"]
     )
+
+
+def test_the_committed_summary_is_the_record_without_its_membership_and_moves_with_the_eval_set():
+    base = cases(3)
+    record = freeze_split(base, DOCS, "salt", 1.0)
+    summary = split_summary(record)
+    assert summary == {
+        "salt": "salt",
+        "eval_fraction": 1.0,
+        "counts": {"eval": 3, "dev": 0},
+        "fingerprints": record["fingerprints"],
+    }
+    assert "cases" in record and len(record["cases"]) == 3  # the membership stays in the DVC-kept record
+    edited = [Case(c.case_id, c.question + "!" if c.case_id == "case-1" else c.question, False) for c in base]
+    assert split_summary(freeze_split(edited, DOCS, "salt", 1.0)) != summary  # an edited eval case shows in git

@@ -1,5 +1,5 @@
 """Where a comparison's two sides come from: the committed baseline folder, the
-current per-case results, or another git revision's committed results.
+current per-case results, or another git revision's results (from git or DVC).
 
 This is all of the gate's and the report's file and git I/O; the comparison
 itself (:mod:`stages.gating.compare`) is pure, so both stages compare the same way.
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from stages.errors import InputError, Problem
 from stages.storage.atomic import atomic_output, outputs_together, remove_output
 from stages.storage.files import read_json
-from stages.storage.results import SUFFIX, read_results
+from stages.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from stages.storage.results import SUFFIX, cases_dir, per_case_path, read_results
 
 if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
     import polars as pl
@@ -27,15 +28,26 @@ Summary = dict[str, Any]
 COMPARED = ("case_id", "split", "answerable", "metrics", "tags")
 
 
-def cases_path(folder: Path, config: str) -> Path:
-    """The per-case table of ``config`` in a folder of them (``metrics/cases``)."""
-    return folder / f"{config}{SUFFIX}"
-
-
 def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, pl.DataFrame | None]:
     """The committed baseline of one configuration (its summary and what a comparison
-    reads of its per-case table, :data:`COMPARED`), or (None, None) if there is none."""
-    summary, cases = baseline / f"{config}.json", cases_path(baseline / "cases", config)
+    reads of its per-case table, :data:`COMPARED`), or (None, None) if there is none.
+
+    A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
+    which are not in the work tree is an error: the comparison would otherwise
+    say "no baseline" when the fix is one ``dvc pull``.
+    """
+    summary, cases = baseline / f"{config}.json", per_case_path(cases_dir(baseline), config)
+    if summary.exists() and not cases.exists() and dvc_pointer(cases_dir(baseline)).exists():
+        raise InputError(
+            [
+                Problem(
+                    str(cases),
+                    f"the baseline's per-case table is tracked by DVC ({dvc_pointer(cases_dir(baseline))}) "
+                    "but not in the work tree",
+                    f"run `dvc pull {dvc_pointer(cases_dir(baseline))}` (or `dvc checkout` when the cache has it)",
+                )
+            ]
+        )
     if not (summary.exists() and cases.exists()):
         return None, None
     return read_json(summary), read_results(cases, columns=COMPARED)
@@ -50,18 +62,22 @@ def baselines_for(configs: list[str], baseline: Path, against: str | None) -> di
     return {config: read_baseline_dir(baseline, config) for config in configs}
 
 
-def current_table(cases_dir: Path, config: str) -> pl.DataFrame | None:
-    """What a comparison reads of one configuration's per-case table (:data:`COMPARED`),
-    or None if evaluate has not written it."""
-    path = cases_path(cases_dir, config)
+def current_table(folder: Path, config: str) -> pl.DataFrame | None:
+    """What a comparison reads of one configuration's per-case table in ``folder``
+    (``metrics/cases``; :data:`COMPARED`), or None if evaluate has not written it."""
+    path = per_case_path(folder, config)
     return read_results(path, columns=COMPARED) if path.exists() else None
 
 
-def rebaselined(configs: list[str], baseline: Path, cases_dir: Path) -> list[str]:
+def rebaselined(configs: list[str], baseline: Path, folder: Path) -> list[str]:
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at
     the accepted state), so a comparison with another revision may accept its moves."""
-    return [config for config in configs if _same_table(cases_path(cases_dir, config), cases_path(baseline / "cases", config))]
+    return [
+        config
+        for config in configs
+        if _same_table(per_case_path(folder, config), per_case_path(cases_dir(baseline), config))
+    ]
 
 
 def _same_table(current: Path, accepted: Path) -> bool:
@@ -72,13 +88,16 @@ def _same_table(current: Path, accepted: Path) -> bool:
     return current.read_bytes() == accepted.read_bytes() or read_results(current).equals(read_results(accepted))
 
 
-def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
+def accept_baseline(metrics_dir: Path, configs: list[str], project: Path = Path(".")) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
     Every source is checked before anything is written, so a missing result never
     leaves a half-updated baseline. Baseline files of configurations that are no
     longer gated are removed, so a stale baseline cannot linger in the PR. Files
-    are copied byte for byte: the summary is canonical JSON, the table canonical Parquet.
+    are copied byte for byte: the summary is canonical JSON, the table canonical
+    Parquet. Where the project keeps per-case tables in DVC (:func:`tables_in_dvc`),
+    the baseline's tables go there too (``dvc add``), and git gets their small
+    ``cases.dvc`` pointer.
     """
     metrics_dir = Path(metrics_dir)
     baseline_dir = metrics_dir / "baseline"
@@ -87,7 +106,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     for config in sorted(set(configs)):
         for src, dst in (
             (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
-            (cases_path(metrics_dir / "cases", config), cases_path(baseline_dir / "cases", config)),
+            (per_case_path(cases_dir(metrics_dir), config), per_case_path(cases_dir(baseline_dir), config)),
         ):
             if src.is_file():
                 pairs.append((src, dst))
@@ -98,16 +117,19 @@ def accept_baseline(metrics_dir: Path, configs: list[str]) -> list[Path]:
     if problems:
         raise InputError(problems)
     keep = set(configs)
-    with outputs_together(*(dst for _, dst in pairs)):  # never a new summary beside an old per-case table
+    written = [dst for _, dst in pairs]
+    with outputs_together(*written):  # never a new summary beside an old per-case table
         for src, dst in pairs:
             with atomic_output(dst) as tmp:
                 tmp.write_bytes(src.read_bytes())
-        for folder, suffix in ((baseline_dir, ".json"), (baseline_dir / "cases", SUFFIX)):
+        for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
             if folder.is_dir():
                 for stale in sorted(folder.glob(f"*{suffix}")):
                     if stale.is_file() and stale.name[: -len(suffix)] not in keep:
                         remove_output(stale)
-    return [dst for _, dst in pairs]
+    if tables_in_dvc(project):
+        written.append(track_with_dvc(project, cases_dir(baseline_dir)))
+    return written
 
 
 def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
@@ -139,19 +161,77 @@ def _check_revision(rev: str, repo: Path) -> None:
     raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
 
 
-def _parse_summary(rev: str, summary_path: str, summary_text: str) -> Summary:
+def _summary_at(rev: str, path: str, text: str) -> Summary:
     try:
-        return json.loads(summary_text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(
             [
                 Problem(
-                    f"{rev}:{summary_path}:{err.lineno}",
+                    f"{rev}:{path}:{err.lineno}",
                     f"malformed JSON: {err.msg}",
                     "compare with a revision with intact results",
                 )
             ]
         ) from None
+
+
+def file_at(rev: str, path: str, repo: Path) -> bytes | None:
+    """The bytes of ``path`` (relative to the DVC project ``repo``) as ``rev`` has it:
+    from git when committed there, else through DVC (this cache, else the default
+    remote); None when that revision has no such file.
+
+    This is how every reader of another revision's tables gets them, wherever
+    they live (docs/storage.md). A file DVC tracks at ``rev`` whose object
+    neither the cache nor the remote holds is an error naming the object, the
+    remote, and the fix.
+    """
+    done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
+    if done.returncode == 0:
+        return done.stdout
+    from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
+    from dvc.fs import DVCFileSystem  # deferred, as above
+
+    md5, remote = "?", None
+    try:
+        remote, settings = _work_tree_remote(repo)
+        # The work tree's remote, not REV's: REV may predate it, and credentials live in config.local.
+        chosen = {"remote": remote, "remote_config": settings} if remote else {}
+        fs = DVCFileSystem(repo=str(repo), rev=rev, **chosen)
+        if not fs.exists(path):
+            return None
+        md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
+        with fs.open(path, mode="rb") as handle:
+            return handle.read()
+    except NotDvcRepoError:
+        return None
+    except FileNotFoundError:
+        raise InputError([_missing_object(rev, path, md5, remote)]) from None
+
+
+def _work_tree_remote(repo: Path) -> tuple[str | None, dict]:
+    """The default DVC remote configured here (all config levels), and its settings."""
+    from dvc.repo import Repo  # deferred: DVC's import costs a second
+
+    with Repo(str(repo)) as dvc_repo:
+        remote = dvc_repo.config["core"].get("remote")
+        return remote, dict(dvc_repo.config["remote"].get(remote, {})) if remote else {}
+
+
+def _missing_object(rev: str, path: str, md5: str, remote: str | None) -> Problem:
+    """Why DVC could not bring ``path`` at ``rev``: no remote, or a remote without the object."""
+    where = f"{rev}:{path}"
+    if not remote:
+        return Problem(
+            where,
+            f"DVC tracks it (object {md5}), this DVC cache lacks it, and no default DVC remote is configured",
+            f"add the remote it was pushed to (`dvc remote add -d NAME URL`); where {rev} was produced, run `dvc push`",
+        )
+    return Problem(
+        where,
+        f"DVC object {md5} is neither in this DVC cache nor on the remote {remote!r}",
+        f"run `dvc push` where {rev} was produced (its cache holds the object), then retry",
+    )
 
 
 def read_results_at(
@@ -160,36 +240,38 @@ def read_results_at(
     """Summary and per-case table of each configuration as committed at ``rev``;
     None for a configuration that revision has no results for (a new one).
 
-    These are the *results* of that revision (``metrics/<config>.json`` and
-    ``metrics/cases/<config>.parquet``), not its baseline folder: ``--against REV``
-    asks "did this change regress relative to REV?". An unknown revision, a clone
-    too shallow to have it, and a revision with no ragvet results at all are
+    These are the *results* of that revision (``metrics/<config>.json`` and its
+    per-case table), not its baseline folder: ``--against REV`` asks "did this
+    change regress relative to REV?". The summary is committed; the table comes
+    through :func:`file_at` (git or DVC). An unknown revision, a clone too
+    shallow to have it, and a revision with no ragvet results at all are
     errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
     subfolder of the git repository. ``columns`` limits the rows to those
     (:func:`stages.storage.results.read_results`); all of them by default.
     """
     repo = Path(repo)
     _check_revision(rev, repo)
-    if _git(repo, "cat-file", "-e", f"{rev}:./metrics/cases").returncode != 0:
+    table_dir = cases_dir(Path("metrics"))
+    if all(_git(repo, "cat-file", "-e", f"{rev}:./{path}").returncode != 0 for path in (table_dir, "dvc.lock")):
         raise InputError(
             [
                 Problem(
-                    f"{rev}:metrics/cases",
-                    "that revision has no ragvet results (no per-case tables committed)",
-                    "compare with a revision where `dvc repro` ran and metrics/ was committed",
+                    f"{rev}:{table_dir.as_posix()}",
+                    "that revision has no ragvet results (no per-case tables, no dvc.lock committed)",
+                    "compare with a revision where `dvc repro` ran and its results were committed",
                 )
             ]
         )
     results: dict[str, tuple[Summary, pl.DataFrame] | None] = {}
     for config in sorted(set(configs)):
-        summary_path, table_path = f"metrics/{config}.json", cases_path(Path("metrics/cases"), config).as_posix()
+        summary_path, cases_path = f"metrics/{config}.json", per_case_path(table_dir, config).as_posix()
         summary = _git(repo, "show", f"{rev}:./{summary_path}")
-        table = _git(repo, "show", f"{rev}:./{table_path}", binary=True)
-        if summary.returncode != 0 or table.returncode != 0:
+        table = file_at(rev, cases_path, repo) if summary.returncode == 0 else None
+        if table is None:
             results[config] = None
             continue
-        found = read_results(table.stdout, where=f"{rev}:{table_path}", columns=columns)
-        results[config] = (_parse_summary(rev, summary_path, summary.stdout), found)
+        found = read_results(table, where=f"{rev}:{cases_path}", columns=columns)
+        results[config] = (_summary_at(rev, summary_path, summary.stdout), found)
     return results
 
 

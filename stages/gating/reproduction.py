@@ -29,8 +29,8 @@ moved by at most 5.5e-7 of their size. ε sits 50 times above that noise and far
 below the gaps that decide real rankings; a per-case *metric* is never compared
 with ε, so a real swap cannot hide inside it.
 
-**Evidence.** Per-case rows come from git (``metrics/cases/<config>.parquet`` at
-the revision). Rankings need both runs: the recomputed one in the work tree and
+**Evidence.** Per-case rows come from the revision's per-case tables (git,
+or DVC where the project keeps them there). Rankings need both runs: the recomputed one in the work tree and
 the committed one through DVC (cache, else remote). Without the committed run a
 changed case cannot be told from a near tie, so it counts as a difference and
 the message says to ``dvc pull``.
@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.gating.baselines import cases_path, read_results_at
+from stages.errors import InputError
+from stages.gating.baselines import file_at, read_results_at
 from stages.reporting.escaping import visible
-from stages.storage.results import read_results, result_rows
+from stages.storage.results import cases_dir, per_case_path, read_results, result_rows
 from stages.storage.tables import run_path
 
 Row = dict[str, Any]
@@ -206,13 +207,12 @@ def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranki
     Returns ``(None, why)`` when DVC cannot provide it: no remote configured, the
     object missing there, or a revision that never had that output.
     """
-    import dvc.api  # deferred: DVC's import costs a second
-
     try:
-        with dvc.api.open(path, repo=str(repo), rev=rev, mode="rb") as handle:
-            data = handle.read()
-    except Exception as err:  # DVC raises a different class for each way an object is missing
-        return None, f"the committed run is neither in the DVC cache nor on a remote (dvc: {type(err).__name__})"
+        data = file_at(rev, path, repo)
+    except InputError as err:
+        return None, "; ".join(problem.what for problem in err.problems)
+    if data is None:
+        return None, f"{rev} has no {path}"
     return _run_rankings(io.BytesIO(data)), ""
 
 
@@ -223,7 +223,7 @@ def verify_results(
     committed = read_results_at(against, configs, repo)
     checks = []
     for config in sorted(configs):
-        table = cases_path(metrics_dir / "cases", config)
+        table = per_case_path(cases_dir(metrics_dir), config)
         recomputed_rows = result_rows(read_results(table)) if table.is_file() else None
         run = run_path(runs_dir, config)
         before, why = committed_rankings(run.as_posix(), against, repo)

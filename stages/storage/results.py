@@ -33,7 +33,18 @@ if TYPE_CHECKING:  # numpy and polars load when a stage reads or writes a table
 GROUPS = ("metrics", "counts", "tags", "human_review")
 ALWAYS = ("tags",)  # every row has its tags, empty or not; other groups only where the table has them
 SUFFIX = ".parquet"
+CASES_FOLDER = "cases"  # under metrics/ and under metrics/baseline/
 _REQUIRED = ("case_id", "split", "answerable")
+
+
+def cases_dir(results: Path) -> Path:
+    """The folder of per-case tables in a results folder (``metrics`` or ``metrics/baseline``)."""
+    return Path(results) / CASES_FOLDER
+
+
+def per_case_path(folder: Path, config: str) -> Path:
+    """The per-case table of ``config`` in a folder of them (:func:`cases_dir`): the one path rule."""
+    return Path(folder) / f"{config}{SUFFIX}"
 
 
 def column(group: str, key: str) -> str:

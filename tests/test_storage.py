@@ -1,0 +1,187 @@
+"""Per-case tables kept by DVC rather than git (docs/storage.md): `ragvet migrate-storage`
+moves an existing repository's tables, and `gate/report --against REV` still read REV's
+tables when only the DVC remote holds them, or say which object is missing where."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import commit_all, sh
+from test_pipeline import set_param, untune
+
+GATED = "sentences-600-bm25"
+TABLE = f"metrics/cases/{GATED}.parquet"
+
+
+def ragvet(repo: Path, *args: str, check: bool = False):
+    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
+
+
+def tracked(repo: Path, rev: str) -> set[str]:
+    return set(sh(repo, "git", "ls-tree", "-r", "--name-only", rev).stdout.split())
+
+
+def locked_md5(repo: Path, rev: str, stage: str, path: str) -> str:
+    lock = yaml.safe_load(sh(repo, "git", "show", f"{rev}:dvc.lock").stdout)
+    return next(out["md5"] for out in lock["stages"][stage]["outs"] if out["path"] == path)
+
+
+def in_cache(repo: Path, md5: str) -> bool:
+    return (repo / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]).is_file()
+
+
+@pytest.fixture(scope="module")
+def history(sample_repo: Path, tmp_path_factory) -> tuple[Path, dict[str, str], dict]:
+    """Commits ``git`` (baseline accepted, tables in git), ``migrated`` (the same results
+    after `ragvet migrate-storage`, pushed to a local-folder remote) and ``harmful``
+    (a 300-character sentence packing, reproduced up to the report, pushed)."""
+    root = tmp_path_factory.mktemp("storage")
+    repo = root / "repo"
+    shutil.copytree(sample_repo, repo, symlinks=True)
+    untune(repo)
+    ragvet(repo, "baseline", "accept", check=True)
+    sh(repo, "dvc", "repro")
+    revs = {"git": commit_all(repo, "baseline accepted, tables in git")}
+    seen = {"git_table": (repo / TABLE).read_bytes(), "dvc_yaml": (repo / "dvc.yaml").read_text()}
+    seen["migrate"] = ragvet(repo, "migrate-storage", check=True).stdout
+    seen["again"] = ragvet(repo, "migrate-storage", check=True).stdout
+    seen["status"] = sh(repo, "dvc", "status").stdout
+    seen["dirty"] = sh(repo, "git", "status", "--porcelain", "--untracked-files=all").stdout
+    revs["migrated"] = commit_all(repo, "tables in DVC")
+    sh(repo, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
+    sh(repo, "dvc", "push")
+    sh(repo, "git", "commit", "-q", "-am", "the team's remote")
+    set_param(repo, ["chunking", "sentences-600", "max_chars"], 300)
+    sh(repo, "dvc", "repro", "report")
+    revs["harmful"] = commit_all(repo, "harmful chunking")
+    sh(repo, "dvc", "push")
+    return repo, revs, seen
+
+
+@pytest.fixture
+def cold(history, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A private copy of the history whose DVC cache is empty: what REV had lives only on the remote."""
+    repo, revs, _ = history
+    dest = tmp_path / "repo"
+    shutil.copytree(repo, dest, symlinks=True)
+    shutil.rmtree(dest / ".dvc" / "cache")
+    return dest, revs
+
+
+def test_migrate_storage_moves_the_growing_tables_from_git_to_dvc_without_recomputing(history):
+    repo, revs, seen = history
+    before, after = tracked(repo, revs["git"]), tracked(repo, revs["migrated"])
+    assert {TABLE, f"metrics/baseline/cases/{GATED}.parquet"} <= before
+    assert not [
+        p for p in after if p.startswith(("metrics/cases/", "metrics/baseline/cases/")) and p.endswith(".parquet")
+    ]
+    assert "data/split.json" not in before | after  # the split's membership lives in DVC from the start
+    assert {"metrics/split.json", "metrics/baseline/cases.dvc", f"metrics/{GATED}.json"} <= after
+    lines = seen["migrate"].splitlines()
+    assert lines[0] == "dvc.yaml: cache on for metrics/cases/${key}.parquet"
+    assert f"git: stopped tracking {TABLE}" in lines
+    assert "dvc commit: every stage's hashes recorded, nothing recomputed" in lines
+    assert lines[-1] == "dvc add metrics/baseline/cases -> metrics/baseline/cases.dvc"
+    untracked = {line for line in seen["dirty"].splitlines() if line.startswith("??")}
+    assert untracked == {"?? metrics/baseline/cases.dvc"}  # no .gitignore of DVC's: the project's own covers them
+    assert seen["again"].strip() == "nothing to move: the tables already live in DVC"
+    assert "Data and pipelines are up to date." in seen["status"]  # nothing to recompute
+    # The project's own .gitignore keeps them out of `git add -A`, even after a failed run.
+    assert ".gitignore: /metrics/cases/*.parquet" in lines and ".gitignore: /metrics/baseline/cases/" in lines
+    assert sh(repo, "git", "check-ignore", "-v", TABLE).stdout.startswith(".gitignore:")
+    # dvc.yaml keeps its comments; only the flag changed.
+    new_yaml = sh(repo, "git", "show", f"{revs['migrated']}:dvc.yaml").stdout
+    changed = [(a, b) for a, b in zip(seen["dvc_yaml"].splitlines(), new_yaml.splitlines()) if a != b]
+    assert len(seen["dvc_yaml"].splitlines()) == len(new_yaml.splitlines())
+    assert [b.strip() for _, b in changed] == ["cache: true"]
+    # The table DVC now holds is the one git held, byte for byte, and dvc.lock's hash did not move.
+    md5 = locked_md5(repo, revs["migrated"], f"evaluate@{GATED}", TABLE)
+    assert md5 == locked_md5(repo, revs["git"], f"evaluate@{GATED}", TABLE)
+    assert (repo / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]).read_bytes() == seen["git_table"]
+
+
+def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_remote(cold, tmp_path):
+    repo, revs = cold
+    md5 = locked_md5(repo, revs["migrated"], f"evaluate@{GATED}", TABLE)
+    assert not in_cache(repo, md5)
+    via_git = ragvet(repo, "gate", "--against", revs["git"], "--out", str(tmp_path / "git.json"))
+    assert not in_cache(repo, md5)  # the git-kept revision needed no DVC object
+    via_dvc = ragvet(repo, "gate", "--against", revs["migrated"], "--out", str(tmp_path / "dvc.json"))
+    assert via_dvc.returncode == 1 and "gate: FAILED" in via_dvc.stdout and "Traceback" not in via_dvc.stderr
+    # The same results, whether git or DVC kept them, give the same verdict.
+    assert via_git.stdout.replace(revs["git"], "REV") == via_dvc.stdout.replace(revs["migrated"], "REV")
+    verdict = json.loads((tmp_path / "dvc.json").read_text())
+    assert json.loads((tmp_path / "git.json").read_text().replace(revs["git"], "REV")) == json.loads(
+        json.dumps(verdict).replace(revs["migrated"], "REV")
+    )
+    # Newly missed cases are those hit@5 at the revision and missed now, computed by hand.
+    before = {
+        r["case_id"]: r for r in map(json.loads, sh(repo, "git", "show", f"{revs['git']}:{TABLE}").stdout.splitlines())
+    }
+    after = {r["case_id"]: r for r in map(json.loads, (repo / TABLE).read_text().splitlines())}
+    hit = {
+        cid: (before[cid]["metrics"]["hit@5"], row["metrics"]["hit@5"]) for cid, row in after.items() if cid in before
+    }
+    expected = sorted(cid for cid, pair in hit.items() if after[cid]["split"] == "eval" and pair == (1, 0))
+    (gated,) = [entry for entry in verdict["configs"] if entry["config"] == GATED]
+    assert expected and gated["newly_missed"] == expected
+
+    shutil.rmtree(repo / ".dvc" / "cache", ignore_errors=True)  # fetching streamed: the cache may be empty still
+    report = ragvet(repo, "report", "--against", revs["migrated"])
+    assert report.returncode == 0 and "Traceback" not in report.stderr
+    assert all(f"`{case_id}`" in report.stdout for case_id in expected)
+
+
+def test_a_remote_without_the_object_or_no_remote_at_all_is_a_clear_error(cold, tmp_path):
+    repo, revs = cold
+    md5 = locked_md5(repo, revs["migrated"], f"evaluate@{GATED}", TABLE)
+    (tmp_path / "empty").mkdir()
+    sh(repo, "dvc", "remote", "add", "-d", "empty", str(tmp_path / "empty"))
+    out = tmp_path / "verdict.json"
+    done = ragvet(repo, "gate", "--against", revs["migrated"], "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not out.exists()
+    message = done.stdout + done.stderr
+    assert (
+        f"{revs['migrated']}:{TABLE}: DVC object {md5} is neither in this DVC cache nor on the remote 'empty'"
+        in message
+    )
+    assert f"run `dvc push` where {revs['migrated']} was produced" in message
+
+    sh(repo, "dvc", "remote", "remove", "empty")
+    sh(repo, "dvc", "remote", "remove", "shared")
+    done = ragvet(repo, "report", "--against", revs["migrated"])
+    message = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    first = locked_md5(repo, revs["migrated"], "evaluate@fixed-300-bm25", "metrics/cases/fixed-300-bm25.parquet")
+    assert (
+        f"{revs['migrated']}:metrics/cases/fixed-300-bm25.parquet: DVC tracks it (object {first}), "
+        "this DVC cache lacks it, and no default DVC remote is configured"
+    ) in message
+    assert "`dvc remote add -d NAME URL`" in message
+
+
+def test_baseline_accept_keeps_the_baselines_tables_in_dvc_once_migrated(cold):
+    repo, _ = cold
+    shutil.rmtree(repo / "metrics/baseline/cases")  # a clone that has not pulled yet
+    done = ragvet(repo, "gate")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (
+        f"metrics/baseline/cases/{GATED}.parquet: the baseline's per-case table is tracked by DVC "
+        "(metrics/baseline/cases.dvc) but not in the work tree\n    fix: run `dvc pull metrics/baseline/cases.dvc`"
+    ) in done.stdout + done.stderr
+    sh(repo, "dvc", "pull")
+    done = ragvet(repo, "baseline", "accept", check=True)
+    assert "wrote metrics/baseline/cases.dvc" in done.stdout
+    changed = sh(repo, "git", "status", "--porcelain", "--untracked-files=all").stdout.split("\n")
+    assert sorted(line for line in changed if line) == [
+        " M metrics/baseline/cases.dvc",
+        f" M metrics/baseline/{GATED}.json",
+    ]
+    pointer = yaml.safe_load((repo / "metrics/baseline/cases.dvc").read_text())
+    assert in_cache(repo, pointer["outs"][0]["md5"].removesuffix(".dir") + ".dir")
+    assert (repo / f"metrics/baseline/cases/{GATED}.parquet").read_bytes() == (repo / TABLE).read_bytes()
+    assert ragvet(repo, "gate").returncode == 0  # the accepted change passes against its own baseline
