@@ -126,7 +126,7 @@ def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
 
 def test_evaluate_out_of_space_halfway_changes_none_of_its_outputs(work_repo, monkeypatch):
     monkeypatch.chdir(work_repo)
-    outputs = [f"metrics/cases/{GATED}.jsonl", f"metrics/slices/{GATED}.json", f"metrics/{GATED}.json"]
+    outputs = [f"metrics/cases/{GATED}.parquet", f"metrics/slices/{GATED}.json", f"metrics/{GATED}.json"]
     for path in outputs:
         Path(path).write_text("old\n")
     # the per-case table is written first, then the slices run out of space
@@ -156,23 +156,23 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
     metrics = tmp_path / "metrics"
     for path, text in (
         (f"{GATED}.json", "new summary\n"),
-        (f"cases/{GATED}.jsonl", "new rows\n"),
+        (f"cases/{GATED}.parquet", "new rows\n"),
         (f"baseline/{GATED}.json", "old summary\n"),
-        (f"baseline/cases/{GATED}.jsonl", "old rows\n"),
+        (f"baseline/cases/{GATED}.parquet", "old rows\n"),
         ("baseline/retired.json", "a config no longer gated\n"),
     ):
         (metrics / path).parent.mkdir(parents=True, exist_ok=True)
         (metrics / path).write_text(text)
     before = snapshot(metrics / "baseline")
-    monkeypatch.setattr(baselines, "write_text", out_of_space_at(baselines.write_text, 2))  # summary first, then rows
+    monkeypatch.setattr(baselines, "write_copy", out_of_space_at(baselines.write_copy, 2))  # summary first, then rows
     accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--params", str(ROOT / "params.yaml")]
     result = CliRunner().invoke(app, accept)
     assert result.exit_code == 2, result.output
-    assert f"disk full writing {metrics}/baseline/cases/{GATED}.jsonl" in result.output
+    assert f"disk full writing {metrics}/baseline/cases/{GATED}.parquet" in result.output
     assert snapshot(metrics / "baseline") == before
     monkeypatch.undo()
     assert CliRunner().invoke(app, accept).exit_code == 0
-    assert snapshot(metrics / "baseline") == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.jsonl": b"new rows\n"}
+    assert snapshot(metrics / "baseline") == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.parquet": b"new rows\n"}
 
 
 # --- defect 10: stray temporary files of a killed run --------------------------------------
@@ -196,7 +196,7 @@ def test_stray_temporary_files_are_removed_by_their_stage_and_never_reach_dvc_lo
         "data/validated/.cases.parquet.k9xq_2.tmp",
         "data/chunks/.sentences-600.jsonl.k9xq_3.tmp",
         f"data/runs/.{GATED}.parquet.k9xq_4.tmp",
-        f"metrics/cases/.{GATED}.jsonl.k9xq_5.tmp",
+        f"metrics/cases/.{GATED}.parquet.k9xq_5.tmp",
         f"metrics/slices/.{GATED}.json.k9xq_6.tmp",
         "metrics/plots/.at_k.csv.k9xq_7.tmp",
         "data/.split.json.k9xq_8.tmp",

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import commit_all, sh
 from test_pipeline import set_param, untune
+
+from stages.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 TABLE = f"metrics/cases/{GATED}.parquet"
@@ -119,10 +122,9 @@ def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_rem
         json.dumps(verdict).replace(revs["migrated"], "REV")
     )
     # Newly missed cases are those hit@5 at the revision and missed now, computed by hand.
-    before = {
-        r["case_id"]: r for r in map(json.loads, sh(repo, "git", "show", f"{revs['git']}:{TABLE}").stdout.splitlines())
-    }
-    after = {r["case_id"]: r for r in map(json.loads, (repo / TABLE).read_text().splitlines())}
+    committed = subprocess.run(["git", "show", f"{revs['git']}:{TABLE}"], cwd=repo, capture_output=True, check=True)
+    before = {r["case_id"]: r for r in result_rows(read_results(committed.stdout))}
+    after = {r["case_id"]: r for r in result_rows(read_results(repo / TABLE))}
     hit = {
         cid: (before[cid]["metrics"]["hit@5"], row["metrics"]["hit@5"]) for cid, row in after.items() if cid in before
     }

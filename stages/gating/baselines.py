@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem
-from stages.storage.atomic import atomic_output, outputs_together, remove_output
+from stages.storage.atomic import outputs_together, remove_output, write_copy
 from stages.storage.files import read_json
 from stages.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from stages.storage.results import SUFFIX, cases_dir, per_case_path, read_results
@@ -120,8 +120,7 @@ def accept_baseline(metrics_dir: Path, configs: list[str], project: Path = Path(
     written = [dst for _, dst in pairs]
     with outputs_together(*written):  # never a new summary beside an old per-case table
         for src, dst in pairs:
-            with atomic_output(dst) as tmp:
-                tmp.write_bytes(src.read_bytes())
+            write_copy(dst, src)
         for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
             if folder.is_dir():
                 for stale in sorted(folder.glob(f"*{suffix}")):

@@ -136,3 +136,9 @@ def write_text(path: str | Path, text: str) -> None:
     """Write text atomically: a temporary file beside the target, then a rename."""
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
         handle.write(text)
+
+
+def write_copy(path: str | Path, source: str | Path) -> None:
+    """Write at ``path`` a byte-for-byte copy of ``source``, atomically as :func:`write_text`."""
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(Path(source).read_bytes())
