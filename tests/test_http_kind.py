@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from stages.cli import app
 from stages.errors import InputError
+from stages.inputs.params import run_cache_blind_keys
 from stages.measures.evaluation import evaluate_run
 from stages.retrieval.kinds import retrieve, retriever_problems
 from stages.retrieval.passages import passage_table
@@ -71,7 +73,7 @@ class Search(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self):
-        mode = self.path.strip("/").split("/")[0]
+        mode = urllib.parse.urlsplit(self.path).path.strip("/").split("/")[0]
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         question = request["query"]["bool"]["must"]["match"]["text"]
         Search.calls[mode, question] += 1
@@ -103,7 +105,8 @@ class Search(BaseHTTPRequestHandler):
             for i, score in zip(ids[0], scores[0])
             if score > 0 and all(PASSAGES[i].get(k) == v for k, v in wanted.items())
         ]
-        return {"hits": {"hits": hits[: request["size"]]}}
+        size = int(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["size"][0])
+        return {"hits": {"hits": hits[:size]}}
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +129,9 @@ def es_spec(url: str, **extra) -> dict:
     """The documented Elasticsearch/OpenSearch BM25 template (docs/retrievers.md)."""
     return {
         "kind": "http",
-        "url": url,
+        "url": f"{url}?size={{k}}",  # as Elasticsearch takes it; a params key named size is refused
         "method": "POST",
         "body": {
-            "size": "{k}",
             "query": {"bool": {"must": {"match": {"text": "{question}"}}, "filter": "{filter_terms}"}},
         },
         "response": {"hits": "hits.hits", "doc_id": "_source.doc_id", "text": "_source.text", "score": "_score"},
@@ -141,6 +143,7 @@ def es_spec(url: str, **extra) -> dict:
 
 def test_the_elasticsearch_template_is_a_valid_spec(server):
     assert retriever_problems("es", es_spec(f"{server}/ok/_search"), "params.yaml") == []
+    assert run_cache_blind_keys(es_spec(f"{server}/ok/_search")) == []  # no `size` key DVC's run cache would miss
 
 
 def test_foreign_passages_from_the_endpoint_are_scored_against_span_labels(server):
@@ -204,7 +207,7 @@ def test_failures_name_the_case_and_the_status(server, mode, extra, fragment, ca
     with pytest.raises(InputError) as caught:
         retrieve(CASES[:1], [], es_spec(url, **extra), 3, docs=DOCS)
     (problem,) = caught.value.problems
-    assert problem.where == f"http retriever POST {url} (case c1)"
+    assert problem.where == f"http retriever POST {url}?size={{k}} (case c1)"  # the template, not its values
     assert fragment in problem.what
     assert Search.calls[mode, "carry unused days"] == calls
 
@@ -216,6 +219,7 @@ def test_a_failing_endpoint_writes_no_run_and_exits_2(server, tmp_path, monkeypa
     (tmp_path / "chunks.jsonl").write_text("")
     spec = es_spec(f"{server}/fail/_search")
     params = {"retrievers": {"es": spec}, "configs": {"es": {"chunking": "x", "retriever": "es"}}, "depth": 3}
+    params["chunking"] = {"x": {"strategy": "fixed", "unit": "chars", "window": 40, "overlap": 0}}  # checked at start
     (tmp_path / "params.yaml").write_text(json.dumps(params))
     args = ["retrieve", "es", "--chunks", "chunks.jsonl", "--cases", "cases.jsonl", "--corpus", "corpus.jsonl"]
     result = CliRunner().invoke(app, [*args, "--out", "run.parquet"])

@@ -61,6 +61,7 @@ def test_the_retrieve_stage_writes_latency_beside_a_byte_identical_run(tmp_path,
     (tmp_path / "chunks.jsonl").write_text(json.dumps(chunk.to_row()) + "\n")
     (tmp_path / "cases.jsonl").write_text(json.dumps(Case("q1", "vacation").to_row()) + "\n")
     params = {"retrievers": {"b": {"kind": "bm25"}}, "configs": {"c": {"chunking": "x", "retriever": "b"}}, "depth": 3}
+    params["chunking"] = {"x": {"strategy": "fixed", "unit": "chars", "window": 40, "overlap": 0}}  # checked at start
     (tmp_path / "params.yaml").write_text(json.dumps(params))
     args = ["retrieve", "c", "--chunks", "chunks.jsonl", "--cases", "cases.jsonl", "--latency", "lat.json"]
     runs = []

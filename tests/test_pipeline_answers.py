@@ -10,6 +10,8 @@ import yaml
 from conftest import sh
 from test_pipeline import set_param
 
+from stages.storage.results import read_results, result_rows
+
 CONFIG = "sentences-600-bm25"
 ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
 EVALUATE = [
@@ -22,7 +24,7 @@ EVALUATE = [
         "--metrics",
         f"metrics/{CONFIG}.json",
         "--per-case",
-        f"metrics/cases/{CONFIG}.jsonl",
+        f"metrics/cases/{CONFIG}.parquet",
     ),
     *("--slices", f"metrics/slices/{CONFIG}.json", "--sweep", f"metrics/abstention/{CONFIG}.json"),
 ]
@@ -33,7 +35,7 @@ def summary(repo: Path, config: str = CONFIG) -> dict:
 
 
 def case_rows(repo: Path, config: str = CONFIG) -> list[dict]:
-    return [json.loads(line) for line in (repo / "metrics" / "cases" / f"{config}.jsonl").read_text().splitlines()]
+    return result_rows(read_results(repo / "metrics" / "cases" / f"{config}.parquet"))
 
 
 def test_answers_present_give_human_review_figures_apart(work_repo):
@@ -95,7 +97,7 @@ def test_bad_answers_name_file_and_line_and_write_nothing(work_repo):
     bad = {"case_id": "no-such-case", "behaviour": "shrugged", "sources_shown": True, "cited": ["nope#1"]}
     path.write_text(path.read_text() + json.dumps(bad) + "\n")
     line = len(path.read_text().splitlines())
-    outputs = [f"metrics/{CONFIG}.json", f"metrics/cases/{CONFIG}.jsonl", f"metrics/abstention/{CONFIG}.json"]
+    outputs = [f"metrics/{CONFIG}.json", f"metrics/cases/{CONFIG}.parquet", f"metrics/abstention/{CONFIG}.json"]
     before = {name: (work_repo / name).read_bytes() for name in outputs}
     # The stage by hand (DVC itself deletes a stage's outputs before running it): it writes nothing.
     by_hand = sh(work_repo, *EVALUATE, check=False)
