@@ -1,0 +1,119 @@
+"""Tests of the budget metrics: hand-computed cases (crossing chunk, overlap, tokens,
+abstention, a budget the depth cannot reach), then agreement with ``evidence_recall@k``
+where the two must agree."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stages.measures.budget import (
+    SentChunk,
+    budget_to_evidence,
+    char_chunk,
+    evidence_recall_at_budget,
+    sent_prefixes,
+)
+from stages.measures.reference import evidence_recall_at_k
+from stages.schema import ProjectedUnit
+
+
+def span(label: str, lo: int, hi: int, chunks: dict[str, SentChunk]) -> ProjectedUnit:
+    """A span in doc coordinates, projected onto ``chunks`` as ``project_unit`` does."""
+    pieces = {cid: (max(lo, c.start), min(hi, c.end)) for cid, c in chunks.items() if max(lo, c.start) < min(hi, c.end)}
+    return ProjectedUnit(label=label, doc_level=False, length=hi - lo, pieces=pieces)
+
+
+# Three adjacent chunks of 100 characters.
+ADJACENT = {"a": char_chunk("d", 0, 100), "b": char_chunk("d", 100, 200), "c": char_chunk("d", 200, 300)}
+
+
+def test_the_crossing_chunk_counts_only_up_to_the_budget():
+    unit = [span("s", 150, 180, ADJACENT)]  # 30 characters inside b
+    recall = [evidence_recall_at_budget(["a", "b"], unit, ADJACENT, b) for b in (100, 150, 179, 180, 1000)]
+    assert recall == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert sent_prefixes(["a", "b"], ADJACENT, 150) == {"a": 100, "b": 150}
+    assert sent_prefixes(["a", "b"], ADJACENT, 100) == {"a": 100}  # nothing of b is sent
+    # half the span is enough at span_coverage 0.5: 150 + 15 characters
+    assert evidence_recall_at_budget(["a", "b"], unit, ADJACENT, 165, span_coverage=0.5) == 1.0
+    assert evidence_recall_at_budget(["a", "b"], unit, ADJACENT, 164, span_coverage=0.5) == 0.0
+    assert budget_to_evidence(["a", "b"], unit, ADJACENT) == 180
+    assert budget_to_evidence(["b", "a"], unit, ADJACENT) == 80  # b first: its first 80 characters
+
+
+def test_characters_already_sent_cost_nothing():
+    overlapping = {"a": char_chunk("d", 0, 100), "b": char_chunk("d", 50, 150)}
+    unit = [span("s", 120, 140, overlapping)]
+    # b's first 50 characters were sent with a: the budget pays for 100..139 only
+    assert sent_prefixes(["a", "b"], overlapping, 140) == {"a": 100, "b": 140}
+    assert evidence_recall_at_budget(["a", "b"], unit, overlapping, 139) == 0.0
+    assert evidence_recall_at_budget(["a", "b"], unit, overlapping, 140) == 1.0
+    assert budget_to_evidence(["a", "b"], unit, overlapping) == 140  # 190 if the overlap were paid twice
+    # a chunk wholly sent already costs nothing and adds nothing
+    inner = {**overlapping, "i": char_chunk("d", 10, 40)}
+    assert sent_prefixes(["a", "i", "b"], inner, 140) == {"a": 100, "i": 40, "b": 140}
+
+
+def test_duplicates_are_dropped_before_the_budget_is_spent():
+    unit = [span("s", 150, 180, ADJACENT)]
+    assert budget_to_evidence(["a", "a", "b"], unit, ADJACENT) == 180
+
+
+def test_tokens_are_paid_by_their_first_character():
+    # a: tokens start at 0, 5, 11, 16; b: at 20, 26, 31 (four and three tokens)
+    chunks = {"a": SentChunk("d", 0, 20, (0, 5, 11, 16)), "b": SentChunk("d", 20, 40, (20, 26, 31))}
+    unit = [span("s", 26, 31, chunks)]  # exactly b's second token
+    assert sent_prefixes(["a", "b"], chunks, 5) == {"a": 20, "b": 26}  # b's first token: characters 20..25
+    assert [evidence_recall_at_budget(["a", "b"], unit, chunks, b) for b in (4, 5, 6)] == [0.0, 0.0, 1.0]
+    assert budget_to_evidence(["a", "b"], unit, chunks) == 6
+    # a whole-doc unit is available as soon as any character of its chunks is sent
+    whole = [ProjectedUnit(label="d", doc_level=True, length=0, pieces={"b": (20, 40)})]
+    assert [evidence_recall_at_budget(["b"], whole, chunks, b) for b in (0, 1)] == [0.0, 1.0]
+
+
+def test_token_overlap_is_paid_once():
+    # b repeats a's last token (starting at 16) and adds two; the repeat is free
+    chunks = {"a": SentChunk("d", 0, 20, (0, 5, 11, 16)), "b": SentChunk("d", 16, 40, (16, 20, 30))}
+    assert sent_prefixes(["a", "b"], chunks, 5) == {"a": 20, "b": 30}
+
+
+def test_abstention_and_a_budget_the_depth_cannot_reach():
+    assert evidence_recall_at_budget(["a"], [], ADJACENT, 100) is None
+    assert budget_to_evidence(["a"], [], ADJACENT) is None
+    two = [span("s", 150, 180, ADJACENT), span("t", 250, 260, ADJACENT)]
+    assert evidence_recall_at_budget(["a", "b"], two, ADJACENT, 10_000) == 0.5  # c was never retrieved
+    assert budget_to_evidence(["a", "b"], two, ADJACENT) is None
+    assert budget_to_evidence([], two, ADJACENT) is None
+    assert evidence_recall_at_budget(["a", "b"], two, ADJACENT, 0) == 0.0
+
+
+def test_counted_coordinates_skip_whitespace():
+    # evaluation projects span pieces onto non-whitespace characters; the prefix end follows
+    text = "ab  cd  ef"  # non-whitespace before 0, 4, 6, 8, 10: 0, 2, 4, 4, 6
+    chunks = {"x": char_chunk("d", 0, 10)}
+    unit = [ProjectedUnit(label="s", doc_level=False, length=2, pieces={"x": (2, 4)})]  # "cd", counted
+    assert evidence_recall_at_budget(["x"], unit, chunks, 5, texts={"d": text}) == 0.0  # "ab  c"
+    assert evidence_recall_at_budget(["x"], unit, chunks, 6, texts={"d": text}) == 1.0  # "ab  cd"
+    assert budget_to_evidence(["x"], unit, chunks, texts={"d": text}) == 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=6),
+    st.permutations(range(6)),
+    st.lists(st.tuples(st.integers(0, 180), st.integers(1, 40)), min_size=1, max_size=3),
+    st.integers(0, 6),
+)
+def test_whole_chunks_in_characters_agree_with_evidence_recall_at_k(lengths, order, spans, k):
+    """Adjacent chunks, a budget of exactly the top-k's characters: the same units are
+    available as at k, so ``evidence_recall@B`` equals ``evidence_recall@k``."""
+    bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
+    chunks = {f"c{i}": char_chunk("d", bounds[i], bounds[i + 1]) for i in range(len(lengths))}
+    ranked = [f"c{i}" for i in order if i < len(lengths)]
+    units = [span(f"u{n}", lo, lo + width, chunks) for n, (lo, width) in enumerate(spans)]
+    budget = sum(chunks[c].end - chunks[c].start for c in ranked[:k])
+    assert evidence_recall_at_budget(ranked, units, chunks, budget) == evidence_recall_at_k(ranked, units, k)
+    found = budget_to_evidence(ranked, units, chunks)
+    if found is not None:  # minimal: one unit less and some unit is missing
+        assert evidence_recall_at_budget(ranked, units, chunks, found) == 1.0
+        assert found == 0 or evidence_recall_at_budget(ranked, units, chunks, found - 1) < 1.0
