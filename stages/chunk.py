@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import typer
 
 from stages.chunking import chunk_corpus
 from stages.errors import user_errors
+from stages.measures.tokens import load_tokenizer, token_starts
 from stages.storage.files import read_params
 from stages.storage.tables import read_docs, write_chunks
 
@@ -19,9 +21,14 @@ def main(
     out: Path = typer.Option(..., help="Chunks JSONL to write."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Chunk every document; ids are ``<doc_id>#<ordinal>``."""
-    spec = read_params(params)["chunking"][name]
-    chunks = chunk_corpus(read_docs(corpus), spec)
+    """Chunk every document; ids are ``<doc_id>#<ordinal>``. When the budget counts
+    tokens, each chunk carries its tokens' start offsets, so evaluation never tokenizes."""
+    settings = read_params(params)
+    chunks = chunk_corpus(read_docs(corpus), settings["chunking"][name])
+    budget = settings.get("budget") or {}
+    if budget.get("unit") == "tokens":
+        starts = token_starts(load_tokenizer(budget["tokenizer"]), [chunk.text for chunk in chunks])
+        chunks = [dataclasses.replace(chunk, token_starts=s) for chunk, s in zip(chunks, starts)]
     write_chunks(out, chunks)
     typer.echo(f"chunking {name}: {len(chunks)} chunks")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.measures.budget import (
+from stages.measures.reference import (
     SentChunk,
     budget_to_evidence,
     char_chunk,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
-from stages.measures.reference import case_metrics, check_coverage
+from stages.measures.reference import case_metrics, check_coverage, sent_chunk
 from stages.measures.registry import sorted_ks
 from stages.schema import Case, Chunk
 
@@ -25,9 +25,11 @@ def case_row(
     ks: Sequence[int],
     span_coverage: float,
     texts: Mapping[str, str],
+    budgets: Sequence[int] = (),
 ) -> dict:
     """One row of the per-case table: metrics, counts, missed evidence, top-1 score.
-    ``texts`` are the docs' texts: span coverage counts non-whitespace characters."""
+    ``texts`` are the docs' texts: span coverage counts non-whitespace characters.
+    The budget metrics spend the chunks' stored token starts, else their characters."""
 
     def project(units):
         return [
@@ -42,6 +44,9 @@ def case_row(
         chunk_lengths,
         ks,
         span_coverage,
+        budgets,
+        {c.chunk_id: sent_chunk(c) for chunks in by_doc.values() for c in chunks},
+        texts,
     )
     return {
         "case_id": case.case_id,
@@ -61,6 +66,7 @@ def evaluate_run(
     ks: Sequence[int],
     span_coverage: float,
     texts: Mapping[str, str],
+    budgets: Sequence[int] = (),
 ) -> list[dict]:
     """Per-case rows for every case, sorted by case_id. A case absent from the
     run is an empty retrieval, never a dropped case. ``texts`` maps each doc id
@@ -68,7 +74,8 @@ def evaluate_run(
     characters).
 
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
-    :func:`case_row` of the same case, which stays the readable definition.
+    :func:`case_row` of the same case, which stays the readable definition. The
+    budget metrics are computed at each of ``budgets`` (``budget.values``; none without).
     """
     from stages.measures.engine import case_results, score  # numpy: not for --help
     from stages.storage.columns import CaseTable, ChunkTable, RunTable  # numpy: not for --help
@@ -80,7 +87,8 @@ def evaluate_run(
         run = RunTable.from_mapping(run, table.index())
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
-    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts)
+    spends = sorted(set(budgets))
+    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts, spends)
     top1 = scores.top1_score.tolist()
     return [
         {
