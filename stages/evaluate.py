@@ -12,6 +12,7 @@ from stages.errors import user_errors
 from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_run
+from stages.measures.registry import budget_values
 from stages.measures.summary import config_summary, slice_table
 from stages.schema import DEV
 from stages.storage.files import read_json, read_params, round_floats, write_json
@@ -46,6 +47,7 @@ def main(
     tuned = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
+    budgets = budget_values(settings)
     rows = evaluate_run(
         all_cases,
         all_chunks,
@@ -54,15 +56,16 @@ def main(
         settings["ks"],
         settings["evidence"]["span_coverage"],
         {doc.doc_id: doc.text for doc in read_docs(corpus)},
+        budgets,
     )
     if recorded is not None:
         rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
     rows = round_floats(rows)  # the summary averages what the per-case table holds, exactly as the report does
     summary = config_summary(
-        config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
+        config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
     )
     write_rows(per_case, rows, "case_id")
-    write_json(slices, slice_table(rows, settings["slices"], settings["ks"]))
+    write_json(slices, slice_table(rows, settings["slices"], settings["ks"], budgets))
     write_json(metrics, summary)
     if sweep_out is not None:
         write_json(sweep_out, sweep([row for row in rows if row["split"] == DEV]))

@@ -22,6 +22,7 @@ from stages.gating.baselines import baselines_for, current_rows, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.measures.abstention import current_thresholds, threshold_for
+from stages.measures.registry import budget_values
 from stages.measures.summary import config_summary, slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
@@ -59,7 +60,7 @@ def _summaries(settings: dict, rows: dict[str, list[dict]], fingerprints: dict, 
         retriever = spec["retriever"]
         abstain_below, source = threshold_for(config, tuned, retriever, settings["retrievers"][retriever], thresholds)
         summaries[config] = config_summary(
-            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, abstain_source=source
+            config, spec, rows[config], settings["ks"], abstain_below, fingerprints, source, budget_values(settings)
         )
     return summaries
 

@@ -10,8 +10,9 @@ metric is one entry here plus its reference function and its engine kernel.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stages.errors import InputError, Problem
 from stages.measures.answers import REVIEW_METRICS, ReviewMetric
@@ -103,6 +104,11 @@ def _lookup(base: str) -> Metric | ReviewMetric | None:
     return METRICS.get(base) or REVIEW_METRICS.get(base)
 
 
+def _spends(metric: Metric | ReviewMetric) -> bool:
+    """Whether a metric is computed at ``budget.values`` rather than at ``ks``."""
+    return isinstance(metric, Metric) and metric.budget
+
+
 def _supported() -> str:
     return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in [*METRICS.values(), *REVIEW_METRICS.values()])
 
@@ -152,7 +158,7 @@ def metric_problems(
             problems.append(Problem(where, f"metric {name!r} takes no cutoff", f"write it as {base}"))
         elif metric.at_k and not (tail.isascii() and tail.isdigit() and int(tail) > 0):
             problems.append(Problem(where, f"metric {name!r} has a bad cutoff {tail!r}", "use a positive integer k"))
-        elif isinstance(metric, Metric) and metric.budget and not (int(tail) in budgets if metric.at_k else budgets):
+        elif _spends(metric) and not (int(tail) in budgets if metric.at_k else budgets):
             problems.append(
                 Problem(
                     where,
@@ -160,7 +166,7 @@ def metric_problems(
                     f"add {tail or 'a value'} to budget.values (now {sorted(set(budgets))})",
                 )
             )
-        elif metric.at_k and ks is not None and int(tail) not in ks:
+        elif metric.at_k and ks is not None and int(tail) not in ks and not _spends(metric):
             problems.append(
                 Problem(
                     where,
@@ -169,6 +175,11 @@ def metric_problems(
                 )
             )
     return problems
+
+
+def budget_values(settings: Mapping[str, Any]) -> list[int]:
+    """``budget.values`` of validated params, ascending; none without a budget section."""
+    return sorted(set((settings.get("budget") or {}).get("values", [])))
 
 
 def sorted_ks(ks: Iterable[int]) -> list[int]:

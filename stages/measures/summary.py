@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.measures.answers import review_summary
-from stages.measures.registry import metric_names, sorted_ks
+from stages.measures.registry import METRICS, metric_names, sorted_ks
 from stages.schema import SPLITS
 
 
@@ -21,7 +21,19 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _aggregate(rows: Sequence[dict], ks: Sequence[int]) -> dict[str, Any]:
+def nearest_rank(values: Sequence[float], share: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with at least ``share`` of the
+    values at or below it (a value that occurs, never an interpolation); None when empty."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(share * len(ordered)), 1) - 1] if ordered else None
+
+
+# Budgets needed are skewed (a few cases need the whole list): their median and 90th
+# percentile are reported beside the mean, and ``counted`` says how many cases reached one.
+SPREAD = [metric.name for metric in METRICS.values() if metric.budget and not metric.share]
+
+
+def _aggregate(rows: Sequence[dict], ks: Sequence[int], budgets: Sequence[int] = ()) -> dict[str, Any]:
     """Macro means and their denominators over the answerable cases among ``rows``.
 
     The one aggregation behind :func:`summarise` and :func:`slice_table`. A metric's
@@ -30,13 +42,15 @@ def _aggregate(rows: Sequence[dict], ks: Sequence[int]) -> dict[str, Any]:
     """
     unique_ks = sorted_ks(ks)
     answerable = [row for row in rows if row.get("answerable", True)]
-    names = metric_names(unique_ks)
+    names = metric_names(unique_ks, budgets)
     means: dict[str, float | None] = {}
     counted: dict[str, int] = {}
     for name in names:
         present = [row["metrics"][name] for row in answerable if row["metrics"].get(name) is not None]
         means[name] = _mean(present)
         counted[name] = len(present)
+        if name in SPREAD:
+            means[f"{name}_p50"], means[f"{name}_p90"] = nearest_rank(present, 0.5), nearest_rank(present, 0.9)
 
     claims = sum(row["counts"].get("claims", 0) for row in answerable)
     pooled: dict[str, float | None] = {}
@@ -101,7 +115,9 @@ def _abstention(rows: Sequence[dict], abstain_below: float | None) -> dict[str, 
     }
 
 
-def summarise(rows: Sequence[dict], ks: Sequence[int], abstain_below: float | None) -> dict[str, Any]:
+def summarise(
+    rows: Sequence[dict], ks: Sequence[int], abstain_below: float | None, budgets: Sequence[int] = ()
+) -> dict[str, Any]:
     """Per split: macro means with denominators, claim-pooled availability, and abstention apart.
 
     ``claim_availability_pooled@k`` is ``Σ claims_available@k / Σ claims`` over the
@@ -109,12 +125,14 @@ def summarise(rows: Sequence[dict], ks: Sequence[int], abstain_below: float | No
     macro ``claim_availability@k`` weighs each case with claims equally.
     """
     grouped = _by_split(rows)
-    summary: dict[str, Any] = {split: _aggregate(grouped[split], ks) for split in SPLITS}
+    summary: dict[str, Any] = {split: _aggregate(grouped[split], ks, budgets) for split in SPLITS}
     summary["abstention"] = {split: _abstention(grouped[split], abstain_below) for split in SPLITS}
     return summary
 
 
-def slice_table(rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[int]) -> dict[str, Any]:
+def slice_table(
+    rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[int], budgets: Sequence[int] = ()
+) -> dict[str, Any]:
     """Per split, per tag key, per tag value: ``{"cases", "metrics", "counted"}`` over answerable cases.
 
     A case without the tag is left out of that key's slices; a slice with only
@@ -131,7 +149,7 @@ def slice_table(rows: Sequence[dict], slice_keys: Sequence[str], ks: Sequence[in
                     groups.setdefault(str(tags[key]), []).append(row)
             per_key[key] = {}
             for value in sorted(groups):
-                aggregate = _aggregate(groups[value], ks)
+                aggregate = _aggregate(groups[value], ks, budgets)
                 per_key[key][value] = {
                     "cases": aggregate["denominators"]["cases"],
                     "metrics": aggregate["metrics"],
@@ -149,6 +167,7 @@ def config_summary(
     abstain_below: float | None,
     fingerprints: Mapping[str, str],
     abstain_source: str | None = None,
+    budgets: Sequence[int] = (),
 ) -> dict:
     """The ``metrics/<config>.json`` content: means with denominators per split,
     abstention figures, and the fingerprints a later gate must match.
@@ -161,7 +180,7 @@ def config_summary(
         "config": config,
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
-        **summarise(rows, ks, abstain_below),
+        **summarise(rows, ks, abstain_below, budgets),
         "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
     }
     if abstain_below is not None:

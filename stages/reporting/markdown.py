@@ -793,6 +793,16 @@ covered. Chunk-level figures cannot be compared across chunkings,
 because their denominator changes with the chunking. The reference definitions
 (`stages/measures/reference.py`) give each formula and its empty-case value in
 their docstrings; the engine (`stages/measures/engine.py`) is tested against them.
+
+The budget metrics (`budget:` in params.yaml) spend `B` units, characters or the
+tokens of a local tokenizer (`budget.unit`, `budget.tokenizer`), at each of
+`budget.values`. A chunk costs the units that start in characters not yet sent,
+so overlapping chunks pay for shared characters once; the chunk that crosses `B`
+sends its characters up to its first unit start the budget cannot pay for. Token
+starts are stored with the chunks by the chunk stage; no tokenizer is ever
+downloaded. `tokens_to_evidence` is summarised by its mean, median (`_p50`) and
+90th percentile (`_p90`, nearest rank); `counted` gives the cases that reached
+full availability within the depth.
 """
 
 
@@ -806,7 +816,7 @@ def metrics_doc() -> str:
     header = ["metric", "definition", "comparable across chunkings", "better", "abstention cases", "gateable"]
     rows = [
         [
-            f"`{metric.key('k')}`",
+            f"`{metric.key('B' if metric.budget else 'k')}`",
             _escape(metric.definition),
             _yes(metric.comparable_across_chunkings),
             "higher" if metric.higher_is_better else "lower",
