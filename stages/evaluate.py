@@ -61,9 +61,7 @@ def main(
     if recorded is not None:
         rows = add_reviews(rows, recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
     rows = round_floats(rows)  # the summary averages what the per-case table holds, exactly as the report does
-    summary = config_summary(
-        config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
-    )
+    summary = config_summary(config, spec, rows, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets)
     write_rows(per_case, rows, "case_id")
     write_json(slices, slice_table(rows, settings["slices"], settings["ks"], budgets))
     write_json(metrics, summary)

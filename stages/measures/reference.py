@@ -426,7 +426,9 @@ REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     "evidence_recall_budget": lambda c, b: evidence_recall_at_budget(
         c.retrieved, c.units, c.sent_chunks, _k(b), c.span_coverage, c.texts
     ),
-    "tokens_to_evidence": lambda c, b: budget_to_evidence(c.retrieved, c.units, c.sent_chunks, c.span_coverage, c.texts),
+    "tokens_to_evidence": lambda c, b: budget_to_evidence(
+        c.retrieved, c.units, c.sent_chunks, c.span_coverage, c.texts
+    ),
 }
 
 
@@ -455,9 +457,7 @@ def case_metrics(
     unique_ks = sorted_ks(ks)
     check_coverage(span_coverage)
     ranked, removed = dedupe(retrieved)
-    case = CaseInput(
-        ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts
-    )
+    case = CaseInput(ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts)
     values: dict[str, float | int | None] = {}
     for metric in METRICS.values():
         for cutoff in metric.cutoffs(unique_ks, sorted(set(budgets))):

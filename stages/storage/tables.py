@@ -194,7 +194,11 @@ def read_chunk_table(path: Path) -> ChunkTable:
         frame = pl.read_ndjson(path, schema={**schema, "token_starts": pl.List(pl.Int64)}).sort("chunk_id")
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         frame = None
-    if frame is None or frame.select(list(schema)).null_count().sum_horizontal().item() or frame["chunk_id"].n_unique() != len(frame):
+    if (
+        frame is None
+        or frame.select(list(schema)).null_count().sum_horizontal().item()
+        or frame["chunk_id"].n_unique() != len(frame)
+    ):
         return ChunkTable.from_chunks(read_chunks(path))
     return ChunkTable(
         frame["chunk_id"].to_list(),
