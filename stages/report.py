@@ -95,6 +95,12 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
     return case_details(read_jsonl(cases), texts, ids)
 
 
+def _budget_unit(settings: dict) -> str:
+    """What the budget counts: ``chars``, or the tokens of the named tokenizer."""
+    budget = settings.get("budget") or {}
+    return "chars" if budget.get("unit", "chars") == "chars" else f"tokens of {budget['tokenizer']}"
+
+
 def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
     from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
@@ -108,7 +114,10 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
         ),
         (
             "Evidence recall against the context budget",
-            charts.budget_chart(budget_rows(summaries, k), budget_rows(base_summaries, k)),
+            charts.budget_chart(
+                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                budget_rows(base_summaries, k, budget_values(settings), _budget_unit(settings)),
+            ),
         ),
         (
             f"Per-slice evidence_recall@{k} of the gated configurations",
@@ -122,7 +131,7 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
     ks, k = settings["ks"], summary_k(settings["ks"])
     files = {
         "at_k.csv": plot_rows(summaries, ks),
-        "budget.csv": budget_rows(summaries, k),
+        "budget.csv": budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
         "slices.csv": slice_rows(slices, k),
     }
     for stale in plots.glob("*.csv") if plots.exists() else []:

@@ -42,7 +42,11 @@ def _joined(items: Sequence[str]) -> str:
 def chunking_note() -> str:
     """Which figures may be compared across chunkings, from the registry's
     ``comparable_across_chunkings`` (DESIGN.md: "The report says so")."""
-    comparable = [f"`{metric.key('k')}`" for metric in METRICS.values() if metric.comparable_across_chunkings]
+    comparable = [
+        f"`{metric.key('B' if metric.budget else 'k')}`"
+        for metric in METRICS.values()
+        if metric.comparable_across_chunkings
+    ]
     return (
         "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
         f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
@@ -694,20 +698,22 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
     return rows
 
 
-def budget_rows(summaries: dict[str, Summary], k: int) -> list[dict]:
-    """Eval-split ``{config, k, context_chars, evidence_recall}``: one point per
-    configuration in the budget plot (evidence recall against the context it cost)."""
+def budget_rows(summaries: dict[str, Summary], k: int, budgets: Sequence[int] = (), unit: str = "chars") -> list[dict]:
+    """Eval-split ``{config, budget, unit, evidence_recall}``: evidence recall against
+    the context budget, one line per configuration in the budget plot.
+
+    With ``budgets`` (``budget.values``, in ``unit``): one row per value, from
+    ``evidence_recall_budget@B``. Without: one point per configuration, the
+    characters its top ``k`` cost (``context_chars@k``) against ``evidence_recall@k``.
+    """
     rows = []
     for name in sorted(summaries):
         means, _ = _split(summaries[name], EVAL)
-        rows.append(
-            {
-                "config": name,
-                "k": k,
-                "context_chars": means.get(f"context_chars@{k}"),
-                "evidence_recall": means.get(f"evidence_recall@{k}"),
-            }
-        )
+        if budgets:
+            points = [(b, unit, means.get(f"evidence_recall_budget@{b}")) for b in sorted(budgets)]
+        else:
+            points = [(means.get(f"context_chars@{k}"), f"chars in the top {k}", means.get(f"evidence_recall@{k}"))]
+        rows += [{"config": name, "budget": b, "unit": u, "evidence_recall": v} for b, u, v in points]
     return rows
 
 
