@@ -21,6 +21,8 @@ from stages.measures.reference import (
     evidence_recall_at_budget,
     evidence_recall_at_k,
     sent_prefixes,
+    span_iou_at_k,
+    span_precision_at_k,
 )
 from stages.measures.registry import metric_problems
 from stages.measures.summary import nearest_rank, summarise
@@ -211,3 +213,17 @@ def test_the_gate_guards_a_budget_metric_and_keeps_its_k_for_ranks():
     )
     assert entry["delta"] == pytest.approx(-0.3)
     assert newly_missed_k(["evidence_recall_budget@512", "recall@5"]) == 5  # a budget is not a rank
+
+
+def test_span_precision_and_iou_by_hand():
+    chunks = {"a": char_chunk("d", 0, 100), "b": char_chunk("d", 50, 150), "c": char_chunk("e", 0, 40)}
+    spans = [("d", 80, 120), ("d", 90, 100), ("e", 30, 50)]  # E: d 80..120 (40) and e 30..50 (20): 60
+    # top-2 = a, b: E ∩ R = d 80..120 = 40; Σ|Rᵢ| = 100 + 100 (the 50 shared characters count twice)
+    assert span_precision_at_k(["a", "b", "c"], spans, chunks, 2) == 40 / 200
+    assert span_iou_at_k(["a", "b", "c"], spans, chunks, 2) == 40 / (60 + 200 - 40)
+    # top-3 adds c: e 30..40 is found too
+    assert span_precision_at_k(["a", "b", "c"], spans, chunks, 3) == 50 / 240
+    assert span_iou_at_k(["a", "b", "c"], spans, chunks, 3) == 50 / (60 + 240 - 50)
+    assert span_precision_at_k(["a"], spans, chunks, 0) == 0.0 and span_iou_at_k([], spans, chunks, 3) == 0.0
+    assert span_precision_at_k(["a"], [], chunks, 1) is None and span_iou_at_k(["a"], [], chunks, 1) is None
+    assert span_iou_at_k([], [("d", 5, 5)], chunks, 1) == 0.0  # an empty span, nothing sent: 0 / 0 is 0

@@ -241,6 +241,8 @@ def test_every_registered_metric_has_a_reference_definition_and_an_engine_kernel
             "context_chars",
             "evidence_recall_budget",
             "tokens_to_evidence",
+            "span_precision",
+            "span_iou",
         ]
     )
 

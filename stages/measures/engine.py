@@ -360,6 +360,7 @@ class Ranked:
     claims_ok: dict[int, np.ndarray]
     budget_available: dict[int, np.ndarray]  # per budget value, per unit
     to_evidence: np.ndarray  # the smallest budget making every unit available, NaN if none
+    spans: dict[int, tuple[np.ndarray, np.ndarray]]  # per k: span precision and span IoU
 
     def hits(self, k: int) -> np.ndarray:
         """Relevant chunks in each case's top ``k``."""
@@ -389,7 +390,56 @@ KERNELS: dict[str, Callable[[Ranked, int | None], np.ndarray]] = {
     "context_chars": lambda r, k: _top_sums(r.context, k),
     "evidence_recall_budget": lambda r, b: _evidence_recall(r, r.budget_available[b]),
     "tokens_to_evidence": lambda r, b: r.to_evidence,
+    "span_precision": lambda r, k: r.spans[k][0],
+    "span_iou": lambda r, k: r.spans[k][1],
 }
+
+
+def _span_figures(
+    table: EvidenceTable, matrix: np.ndarray, chunks: ChunkTable, context: np.ndarray, ks: Sequence[int]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per k: each case's span precision and span IoU (see the reference's
+    ``span_precision_at_k``), NaN without a plain evidence span.
+
+    Evidence spans and top-k chunks become +1/-1 events per (case, doc), sorted by
+    position: a running sum of each kind says whether a stretch between two events
+    is evidence, sent, or both (every group's events sum to 0, so one running sum
+    serves all groups)."""
+    n_cases = matrix.shape[0]
+    targets = np.bincount(table.target_unit, minlength=len(table.unit_case))
+    plain = (targets[table.target_unit] == 1) & (table.target_start >= 0) & (table.unit_claim[table.target_unit] < 0)
+    span_case = table.unit_case[table.target_unit[plain]]
+    n_spans = np.bincount(span_case, minlength=n_cases)
+    names, codes = np.unique(
+        np.asarray([*np.asarray(table.target_doc, dtype=object)[plain], *chunks.doc_ids], dtype=str),
+        return_inverse=True,
+    )
+    span_doc, chunk_doc = codes[: len(span_case)], codes[len(span_case) :]
+    n_docs = max(len(names), 1)
+    figures = {}
+    for k in ks:
+        case, rank = np.nonzero(matrix[:, :k] >= 0)
+        chunk = matrix[case, rank]
+        group = np.concatenate([span_case * n_docs + span_doc, case * n_docs + chunk_doc[chunk]] * 2)
+        position = np.concatenate(
+            (table.target_start[plain], chunks.starts[chunk], table.target_end[plain], chunks.ends[chunk])
+        )
+        n_e, n_r = len(span_case), len(case)
+        is_e = np.concatenate((np.ones(n_e), np.zeros(n_r), np.ones(n_e), np.zeros(n_r)))
+        step = np.concatenate((np.ones(n_e + n_r), -np.ones(n_e + n_r)))
+        order = np.lexsort((position, group))
+        group, position, is_e, step = group[order], position[order], is_e[order], step[order]
+        in_e, in_r = np.cumsum(step * is_e) > 0, np.cumsum(step * (1 - is_e)) > 0
+        length = np.where(group[1:] == group[:-1], np.diff(position), 0) if len(group) else np.zeros(0)
+        owner = group[:-1] // n_docs
+        found = np.bincount(owner, weights=length * (in_e & in_r)[:-1], minlength=n_cases)
+        wanted = np.bincount(owner, weights=length * in_e[:-1], minlength=n_cases)
+        sent = _top_sums(context, k)
+        union = wanted + sent - found
+        precision = np.where(sent > 0, found / np.maximum(sent, 1), 0.0)
+        iou = np.where(union > 0, found / np.maximum(union, 1), 0.0)
+        figures[k] = (np.where(n_spans > 0, precision, NONE), np.where(n_spans > 0, iou, NONE))
+    return figures
 
 
 def _budget_figures(
@@ -504,6 +554,7 @@ def score(
         claims_ok,
         budget_available,
         to_evidence,
+        _span_figures(table, matrix, chunks, context, ks),
     )
     metrics: dict[str, np.ndarray] = {}
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -47,6 +47,7 @@ def case_row(
         budgets,
         {c.chunk_id: sent_chunk(c) for chunks in by_doc.values() for c in chunks},
         texts,
+        [(u.doc_id, u.start, u.end) for u in case.evidence if not u.alternatives and u.start is not None],
     )
     return {
         "case_id": case.case_id,

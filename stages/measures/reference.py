@@ -393,6 +393,53 @@ def budget_to_evidence(
     return low
 
 
+# ---------------------------------------------------------------------------
+# Span precision and IoU (Chroma's chunking evaluation), over characters
+# ---------------------------------------------------------------------------
+
+
+def _intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:
+    """Characters in both unions: ``|∪a ∩ ∪b| = |∪a| + |∪b| - |∪a ∪ ∪b|``."""
+    a, b = list(a), list(b)
+    return _union_length(a) + _union_length(b) - _union_length(a + b)
+
+
+def _span_overlap(spans: Sequence[tuple[str, int, int]], chunks: Sequence[SentChunk]) -> tuple[int, int, int]:
+    """``(|E|, |E ∩ R|, Σ|Rᵢ|)`` in characters: ``E`` the union of the evidence spans,
+    ``R`` the union of the chunks, each doc apart; ``Σ|Rᵢ|`` counts shared characters
+    once per chunk."""
+    docs = {doc for doc, _, _ in spans}
+    evidence = {doc: [(lo, hi) for d, lo, hi in spans if d == doc] for doc in docs}
+    found = sum(
+        _intersection_length(evidence[doc], [(c.start, c.end) for c in chunks if c.doc_id == doc]) for doc in docs
+    )
+    return sum(_union_length(e) for e in evidence.values()), found, sum(c.end - c.start for c in chunks)
+
+
+def span_precision_at_k(
+    retrieved: Sequence[str], spans: Sequence[tuple[str, int, int]], chunks: Mapping[str, SentChunk], k: int
+) -> float | None:
+    """``|E ∩ R| / Σ|Rᵢ|`` over the top-k: the share of the characters sent that are
+    evidence (shared characters count twice in the denominator). ``0.0`` when
+    nothing is sent (``k <= 0``, an empty list); ``None`` without span evidence."""
+    if not spans:
+        return None
+    _, found, sent = _span_overlap(spans, [chunks[c] for c in _top(retrieved, k)])
+    return found / sent if sent else 0.0
+
+
+def span_iou_at_k(
+    retrieved: Sequence[str], spans: Sequence[tuple[str, int, int]], chunks: Mapping[str, SentChunk], k: int
+) -> float | None:
+    """``|E ∩ R| / (|E| + Σ|Rᵢ| - |E ∩ R|)`` over the top-k, in characters. ``0.0`` when
+    the denominator is 0 (only empty spans, nothing sent); ``None`` without span evidence."""
+    if not spans:
+        return None
+    wanted, found, sent = _span_overlap(spans, [chunks[c] for c in _top(retrieved, k)])
+    union = wanted + sent - found
+    return found / union if union else 0.0
+
+
 @dataclass(frozen=True)
 class CaseInput:
     """Everything a per-case metric may read. ``retrieved`` is already deduplicated."""
@@ -405,6 +452,7 @@ class CaseInput:
     span_coverage: float
     sent_chunks: Mapping[str, SentChunk]
     texts: Mapping[str, str] | None
+    spans: Sequence[tuple[str, int, int]]  # the plain evidence spans (doc, start, end), doc coordinates
 
 
 def _k(k: int | None) -> int:
@@ -429,6 +477,8 @@ REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     "tokens_to_evidence": lambda c, b: budget_to_evidence(
         c.retrieved, c.units, c.sent_chunks, c.span_coverage, c.texts
     ),
+    "span_precision": lambda c, k: span_precision_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
+    "span_iou": lambda c, k: span_iou_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
 }
 
 
@@ -443,12 +493,14 @@ def case_metrics(
     budgets: Sequence[int] = (),
     sent_chunks: Mapping[str, SentChunk] | None = None,
     texts: Mapping[str, str] | None = None,
+    spans: Sequence[tuple[str, int, int]] = (),
 ) -> dict[str, Any]:
     """Every per-case metric and count of one case.
 
     ``retrieved`` is the run for the case, best first, already cut at the depth.
     The budget metrics are computed at each of ``budgets`` (none without), spending
-    the units of ``sent_chunks``; ``texts`` as for the units' projection.
+    the units of ``sent_chunks``; ``texts`` as for the units' projection. ``spans`` are
+    the case's own evidence spans without alternatives, for span precision and IoU.
     For an abstention case (no relevant chunk, no unit, no claim) every metric is
     ``None`` except ``context_chars@k``. ``missed_evidence`` lists the labels of the
     units not available at ``max(ks)`` (given as ``missed_evidence_at``), in the
@@ -457,7 +509,9 @@ def case_metrics(
     unique_ks = sorted_ks(ks)
     check_coverage(span_coverage)
     ranked, removed = dedupe(retrieved)
-    case = CaseInput(ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts)
+    case = CaseInput(
+        ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts, spans
+    )
     values: dict[str, float | int | None] = {}
     for metric in METRICS.values():
         for cutoff in metric.cutoffs(unique_ks, sorted(set(budgets))):

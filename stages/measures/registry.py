@@ -95,6 +95,18 @@ METRICS: dict[str, Metric] = {
             share=False,
             budget=True,
         ),
+        Metric(
+            "span_precision",
+            "|E ∩ R| / Σ|R_i| in characters: E the union of the evidence spans, R_i the top-k chunks "
+            "(shared characters count twice; 0 when nothing is sent; no value without span evidence)",
+            comparable_across_chunkings=True,
+        ),
+        Metric(
+            "span_iou",
+            "|E ∩ R| / (|E| + Σ|R_i| - |E ∩ R|) in characters, over the top-k chunks "
+            "(0 when the denominator is 0; no value without span evidence)",
+            comparable_across_chunkings=True,
+        ),
     )
 }
 
