@@ -15,6 +15,7 @@ from stages.errors import InputError, Problem
 from stages.gating.significance import CORRECTIONS
 from stages.inputs.values import did_you_mean, has_text, is_int, is_number, kind_of
 from stages.measures.registry import metric_problems
+from stages.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 OPTIONAL_SECTIONS = ("budget",)
@@ -148,8 +149,6 @@ def _check_budget(check: _ParamsChecker, params: dict) -> list[int]:
     ``unit: chars`` counts characters; ``unit: tokens`` counts the tokens of
     ``tokenizer`` (the packaged MiniLM tokenizer or a local folder), which must be
     found here, never downloaded later."""
-    from stages.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file  # deferred: numpy, not for --help
-
     budget = check.mapping(params["budget"], "budget", "{unit: tokens, values: [256, 512, 1024], tokenizer: ...}")
     if budget is None:
         return []
