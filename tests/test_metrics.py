@@ -41,8 +41,8 @@ from stages.measures.reference import (
 )
 from stages.measures.registry import METRICS, metric_names, metric_problems
 from stages.measures.summary import slice_table, summarise
-from stages.storage.results import results_frame
 from stages.schema import ProjectedUnit
+from stages.storage.results import results_frame
 
 LOG3 = math.log2(3)
 
