@@ -10,6 +10,7 @@ fails for want of space inside its temporary file, as a full disk would.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -156,23 +157,37 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
     metrics = tmp_path / "metrics"
     for path, text in (
         (f"{GATED}.json", "new summary\n"),
-        (f"cases/{GATED}.jsonl", "new rows\n"),
+        (f"cases/{GATED}.parquet", "new rows\n"),
         (f"baseline/{GATED}.json", "old summary\n"),
-        (f"baseline/cases/{GATED}.jsonl", "old rows\n"),
+        (f"baseline/cases/{GATED}.parquet", "old rows\n"),
         ("baseline/retired.json", "a config no longer gated\n"),
     ):
         (metrics / path).parent.mkdir(parents=True, exist_ok=True)
         (metrics / path).write_text(text)
     before = snapshot(metrics / "baseline")
-    monkeypatch.setattr(baselines, "write_text", out_of_space_at(baselines.write_text, 2))  # summary first, then rows
+    real, calls = baselines.atomic_output, []
+
+    @contextlib.contextmanager
+    def out_of_space_second(path, *args, **kwargs):  # summary first, then rows: the rows' copy fails halfway
+        calls.append(path)
+        with real(path, *args, **kwargs) as tmp:
+            yield tmp
+            if len(calls) == 2:
+                tmp.write_text("half a fi", encoding="utf-8")
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(baselines, "atomic_output", out_of_space_second)
     accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--params", str(ROOT / "params.yaml")]
     result = CliRunner().invoke(app, accept)
     assert result.exit_code == 2, result.output
-    assert f"disk full writing {metrics}/baseline/cases/{GATED}.jsonl" in result.output
+    assert f"disk full writing {metrics}/baseline/cases/{GATED}.parquet" in result.output
     assert snapshot(metrics / "baseline") == before
     monkeypatch.undo()
     assert CliRunner().invoke(app, accept).exit_code == 0
-    assert snapshot(metrics / "baseline") == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.jsonl": b"new rows\n"}
+    assert snapshot(metrics / "baseline") == {
+        f"{GATED}.json": b"new summary\n",
+        f"cases/{GATED}.parquet": b"new rows\n",
+    }
 
 
 # --- defect 10: stray temporary files of a killed run --------------------------------------
@@ -196,7 +211,7 @@ def test_stray_temporary_files_are_removed_by_their_stage_and_never_reach_dvc_lo
         "data/validated/.cases.parquet.k9xq_2.tmp",
         "data/chunks/.sentences-600.jsonl.k9xq_3.tmp",
         f"data/runs/.{GATED}.parquet.k9xq_4.tmp",
-        f"metrics/cases/.{GATED}.jsonl.k9xq_5.tmp",
+        f"metrics/cases/.{GATED}.parquet.k9xq_5.tmp",
         f"metrics/slices/.{GATED}.json.k9xq_6.tmp",
         "metrics/plots/.at_k.csv.k9xq_7.tmp",
         "data/.split.json.k9xq_8.tmp",
