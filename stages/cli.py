@@ -16,7 +16,7 @@ from stages.gating.baselines import accept_baseline, current_table, experiment_r
 from stages.gating.reproduction import render, verify_results
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import validate_params
-from stages.measures.registry import metric_problems
+from stages.measures.registry import budget_values, metric_problems
 from stages.project import create_project
 from stages.reporting.markdown import metrics_doc, side_by_side_section, summary_k
 from stages.storage.files import read_params, write_json
@@ -141,7 +141,7 @@ def compare(
             ]
         )
     metrics = metric or comparable_metrics(summary_k(settings["ks"]))
-    raise_if(metric_problems(metrics, settings["ks"], "--metric"))
+    raise_if(metric_problems(metrics, settings["ks"], "--metric", budgets=budget_values(settings)))
     if exp:
         base_name, rows, fingerprints = experiment_results(chosen, Path("."))
         table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)

@@ -13,6 +13,7 @@ from stages.inputs.params import fill_path, stage_key, stage_params
 from stages.measures.abstention import current_thresholds, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_table
+from stages.measures.registry import budget_values
 from stages.measures.summary import config_summary, dev_rows, slice_table
 from stages.retrieval.passages import passage_table
 from stages.storage.atomic import outputs_together
@@ -39,7 +40,8 @@ def main(
 ) -> None:
     """Score one configuration's run against the projected evidence."""
     config = stage_key("evaluate", config)
-    settings = stage_params(params, [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices"])
+    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget"]
+    settings = stage_params(params, reads)
     spec = settings["configs"][config]
     run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
     metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
@@ -55,6 +57,7 @@ def main(
     tuned = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
+    budgets = budget_values(settings)
     table = evaluate_table(
         all_cases,
         all_chunks,
@@ -64,17 +67,20 @@ def main(
         settings["evidence"]["span_coverage"],
         {doc.doc_id: doc.text for doc in read_docs(corpus)},
         chunk_level=passages is None,
+        budgets=budgets,
+        # foreign passages carry no token starts: their budget metrics stay None when the budget counts tokens
+        budget_counted=passages is None or (settings.get("budget") or {}).get("unit") != "tokens",
     )
     if recorded is not None:
         reviewed = add_reviews(result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
         table = results_frame(reviewed)
     table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
     summary = config_summary(
-        config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], abstain_source=source
+        config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
     )
     with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
         write_results(per_case, table)
-        write_json(slices, slice_table(table, settings["slices"], settings["ks"]))
+        write_json(slices, slice_table(table, settings["slices"], settings["ks"], budgets))
         write_json(metrics, summary)
         if sweep_out is not None:
             write_json(sweep_out, sweep(dev_rows(table)))

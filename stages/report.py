@@ -22,6 +22,7 @@ from stages.gating.baselines import baselines_for, current_table, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
+from stages.measures.registry import budget_values
 from stages.measures.summary import slice_table
 from stages.reporting.markdown import (
     COMMENT_LIMIT,
@@ -87,6 +88,12 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
     return case_details(read_jsonl(cases), texts, ids)
 
 
+def _budget_unit(settings: dict) -> str:
+    """What the budget counts: ``chars``, or the tokens of the named tokenizer."""
+    budget = settings.get("budget") or {}
+    return "chars" if budget.get("unit", "chars") == "chars" else f"tokens of {budget['tokenizer']}"
+
+
 def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
     from stages.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
@@ -100,7 +107,10 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
         ),
         (
             "Evidence recall against the context budget",
-            charts.budget_chart(budget_rows(summaries, k), budget_rows(base_summaries, k)),
+            charts.budget_chart(
+                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                budget_rows(base_summaries, k, budget_values(settings), _budget_unit(settings)),
+            ),
         ),
         (
             f"Per-slice evidence_recall@{k} of the gated configurations",
@@ -113,7 +123,15 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k = settings["ks"], summary_k(settings["ks"])
     files = dict(
-        zip(PLOT_FILES, (plot_rows(summaries, ks), budget_rows(summaries, k), slice_rows(slices, k)), strict=True)
+        zip(
+            PLOT_FILES,
+            (
+                plot_rows(summaries, ks),
+                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                slice_rows(slices, k),
+            ),
+            strict=True,
+        )
     )
     for stale in plots.glob("*.csv") if plots.exists() else []:
         if stale.name not in files:
@@ -146,7 +164,7 @@ def main(
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
-    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices"])
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget"])
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")

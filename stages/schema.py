@@ -50,9 +50,12 @@ class Chunk:
     end: int
     text: str
     metadata: dict[str, Scalar] = field(default_factory=dict)
+    # Offsets in ``text`` where the budget tokenizer's tokens start (stages.measures.tokens);
+    # None when the budget counts characters.
+    token_starts: tuple[int, ...] | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "chunk_id": self.chunk_id,
             "doc_id": self.doc_id,
             "ordinal": self.ordinal,
@@ -61,6 +64,7 @@ class Chunk:
             "text": self.text,
             "metadata": self.metadata,
         }
+        return row if self.token_starts is None else {**row, "token_starts": list(self.token_starts)}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Chunk:
@@ -72,6 +76,7 @@ class Chunk:
             row["end"],
             row["text"],
             dict(row.get("metadata") or {}),
+            None if row.get("token_starts") is None else tuple(row["token_starts"]),
         )
 
 

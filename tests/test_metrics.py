@@ -41,8 +41,8 @@ from stages.measures.reference import (
 )
 from stages.measures.registry import METRICS, metric_names, metric_problems
 from stages.measures.summary import slice_table, summarise
-from stages.storage.results import results_frame
 from stages.schema import ProjectedUnit
+from stages.storage.results import results_frame
 
 LOG3 = math.log2(3)
 
@@ -240,6 +240,10 @@ def test_every_registered_metric_has_a_reference_definition_and_an_engine_kernel
             "evidence_recall",
             "claim_availability",
             "context_chars",
+            "evidence_recall_budget",
+            "tokens_to_evidence",
+            "span_precision",
+            "span_iou",
         ]
     )
 
@@ -278,7 +282,10 @@ def test_metric_names_are_deterministic():
     assert names == metric_names([1, 5])
     assert names[:3] == ["recall@1", "recall@5", "hit@1"]
     assert names.count("mrr") == 1
-    assert len(names) == 7 * 2 + 1
+    assert len(names) == 9 * 2 + 1  # nine metrics cut at k, mrr; budget metrics only with budgets
+    with_budgets = metric_names([1, 5], [512, 64])
+    added = [name for name in with_budgets if name not in names]  # in registry order, budget ascending
+    assert added == ["evidence_recall_budget@64", "evidence_recall_budget@512", "tokens_to_evidence"]
     assert metric_problems(names, ks=[1, 5]) == []
     with pytest.raises(ValueError):
         metric_names([])

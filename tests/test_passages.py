@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from stages.cli import app
 from stages.errors import InputError
-from stages.measures.evaluation import evaluate_run
+from stages.measures.evaluation import evaluate_run, evaluate_table
 from stages.retrieval.kinds import retrieve
 from stages.retrieval.passages import PassageLocator, parse_passage_id, passage_id, passage_table
 from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit
@@ -212,3 +212,20 @@ def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatc
     ragvet("report", "--out", "metrics/report.md")
     report = (tmp_path / "metrics/report.md").read_text()
     assert "**Foreign passages:** `prod` ranks the passages of a system that chunks the corpus its own way" in report
+
+
+def test_foreign_passages_have_budget_figures_in_characters_and_none_in_tokens():
+    """Foreign passages carry no token starts (the chunk stage never saw them): with a
+    budget in characters they are scored like chunks; in tokens their budget metrics
+    are None rather than character counts under a token unit."""
+    passages = ["p@10-14", "p@0-9", "p@15-19"]
+    run = {"c1": [{"chunk_id": i, "score": 1.0} for i in passages]}
+    args = ([CASE], passage_table(passages), run, {"c1": "eval"}, KS, 1.0, {"p": TEXT})
+    chars = evaluate_run(*args, chunk_level=False, budgets=[4, 64])[0]["metrics"]
+    assert chars["evidence_recall_budget@64"] == chars[f"evidence_recall@{max(KS)}"]
+    assert chars["tokens_to_evidence"] is not None
+    tokens = result_rows(evaluate_table(*args, chunk_level=False, budgets=[4, 64], budget_counted=False))[0]["metrics"]
+    assert [
+        tokens[name] for name in ("evidence_recall_budget@4", "evidence_recall_budget@64", "tokens_to_evidence")
+    ] == [None] * 3
+    assert tokens["evidence_recall@1"] == chars["evidence_recall@1"]  # the rest is unchanged

@@ -169,7 +169,7 @@ def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(wor
 
 
 def test_dvc_plots_show_and_diff_main(harmful_repo):
-    ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_context", "slice_evidence_recall"}
+    ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_budget", "slice_evidence_recall"}
     shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
     assert "errors" not in shown and ids <= set(shown["data"])  # beside the stages' own plots
     diff = json.loads(sh(harmful_repo, "dvc", "plots", "diff", "main", "--json").stdout)
@@ -183,9 +183,11 @@ def test_dvc_plots_show_and_diff_main(harmful_repo):
             (rev, c) for rev in ("main", "workspace") for c in ("fixed-300-bm25", "headings-1200-bm25", GATED)
         }
     budget = [
-        v for v in diff["data"]["evidence_recall_vs_context"][0]["content"]["data"]["values"] if v["config"] == GATED
+        v for v in diff["data"]["evidence_recall_vs_budget"][0]["content"]["data"]["values"] if v["config"] == GATED
     ]
-    assert len(budget) == 2 and budget[0]["context_chars"] != budget[1]["context_chars"]  # one point per config and rev
+    values = yaml.safe_load((harmful_repo / "params.yaml").read_text())["budget"]["values"]
+    for rev in ("main", "workspace"):  # a line per config and rev: one point per budget value
+        assert sorted(int(v["budget"]) for v in budget if v["rev"] == rev) == sorted(values)
 
 
 # ------------------------------------------------------------------ the HTML report in a browser

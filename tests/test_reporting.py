@@ -355,9 +355,15 @@ def test_describe_evidence_quotes_spans_names_docs_and_alternatives():
 
 
 def test_budget_and_slice_rows():
+    top = "chars in the top 5"
     assert budget_rows(SUMMARIES, 5) == [
-        {"config": "fixed-300-bm25", "k": 5, "context_chars": 3000.0, "evidence_recall": pytest.approx(0.2)},
-        {"config": "sentences-600-bm25", "k": 5, "context_chars": 3000.0, "evidence_recall": pytest.approx(0.4)},
+        {"config": "fixed-300-bm25", "budget": 3000.0, "unit": top, "evidence_recall": pytest.approx(0.2)},
+        {"config": "sentences-600-bm25", "budget": 3000.0, "unit": top, "evidence_recall": pytest.approx(0.4)},
+    ]
+    spent = {CFG: {"eval": {"metrics": {"evidence_recall_budget@64": 0.25, "evidence_recall_budget@128": 0.5}}}}
+    assert budget_rows(spent, 5, [128, 64], "tokens") == [
+        {"config": CFG, "budget": 64, "unit": "tokens", "evidence_recall": 0.25},
+        {"config": CFG, "budget": 128, "unit": "tokens", "evidence_recall": 0.5},
     ]
     table = {"eval": {"kind": {"y": {"cases": 2, "metrics": {"recall@5": 0.5, "evidence_recall@5": 0.25}}}}}
     assert slice_rows({CFG: table}, 5) == [

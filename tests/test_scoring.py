@@ -51,6 +51,12 @@ def chunkings(draw) -> tuple[list[Chunk], dict[str, str]]:
             bounds = [(start, min(start + width, DOC_LENGTH)) for start, width in pairs]
         for ordinal, (start, end) in enumerate(bounds):
             chunks.append(Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, text[start:end]))
+    if draw(st.booleans()):  # a budget in tokens: each chunk's own token starts, ascending
+        chunks = [
+            Chunk(c.chunk_id, c.doc_id, c.ordinal, c.start, c.end, c.text, {}, tuple(sorted(set(offsets))))
+            for c in chunks
+            for offsets in [draw(st.lists(st.integers(0, max(c.end - c.start - 1, 0)), max_size=8))]
+        ]
     return chunks, texts
 
 
@@ -91,7 +97,8 @@ def evaluations(draw):
             run[case_id] = [{"chunk_id": c, "score": s} for c, s in zip(retrieved, sorted(scores, reverse=True))]
     ks = draw(st.lists(st.integers(1, 15), min_size=1, max_size=4, unique=True))
     coverage = draw(st.sampled_from([0.0, 0.3, 0.5, 1.0]))
-    return cases, chunks, texts, run, ks, coverage
+    budgets = draw(st.lists(st.integers(0, 80), max_size=3, unique=True))
+    return cases, chunks, texts, run, ks, coverage, budgets
 
 
 def assert_rows_equal(engine: dict, reference: dict) -> None:
@@ -112,15 +119,16 @@ def assert_rows_equal(engine: dict, reference: dict) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evaluations())
 def test_engine_equals_the_reference_case_by_case(data):
-    cases, chunks, texts, run, ks, coverage = data
+    cases, chunks, texts, run, ks, coverage, budgets = data
     split = {case.case_id: "eval" for case in cases}
-    rows = evaluate_run(cases, chunks, run, split, ks, coverage, texts)
+    rows = evaluate_run(cases, chunks, run, split, ks, coverage, texts, budgets=budgets)
     by_doc = chunks_by_doc(chunks)
     lengths = {c.chunk_id: c.end - c.start for c in chunks}
     assert [row["case_id"] for row in rows] == sorted(split)
     for row in rows:
         case = next(c for c in cases if c.case_id == row["case_id"])
-        reference = case_row(case, "eval", run.get(case.case_id, ()), by_doc, lengths, ks, coverage, texts)
+        ranked = run.get(case.case_id, ())
+        reference = case_row(case, "eval", ranked, by_doc, lengths, ks, coverage, texts, budgets)
         assert_rows_equal(row, reference)
 
 

@@ -32,7 +32,7 @@ from stages.gating.significance import (
     permutation_p,
 )
 from stages.measures.answers import REVIEW_METRICS
-from stages.measures.registry import higher_is_better
+from stages.measures.registry import METRICS, higher_is_better
 from stages.reporting.escaping import visible
 from stages.reporting.formatting import fmt, fmt_p
 from stages.schema import EVAL
@@ -148,9 +148,11 @@ def bootstrap_ci(
 
 
 def _k_of(metric: str) -> int | None:
-    """``recall@5`` -> 5; ``mrr`` -> None."""
-    _, at, k = metric.rpartition("@")
-    return int(k) if at and k.isdigit() else None
+    """``recall@5`` -> 5; ``mrr`` -> None; a budget metric (``evidence_recall_budget@512``,
+    cut at a budget, not at a rank) -> None."""
+    base, at, k = metric.rpartition("@")
+    spends = base in METRICS and METRICS[base].budget
+    return int(k) if at and k.isdigit() and not spends else None
 
 
 def _exceeds(delta: float | None, max_drop: float, higher: bool = True) -> bool:

@@ -19,9 +19,13 @@ from stages.gating.significance import CORRECTIONS
 from stages.inputs.located_yaml import key_path_line
 from stages.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from stages.measures.registry import metric_problems
+from stages.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
 from stages.storage.files import read_params
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
+OPTIONAL_SECTIONS = ("budget",)
+BUDGET_KEYS = ("unit", "values")
+BUDGET_OPTIONAL_KEYS = ("tokenizer",)
 SPLIT_KEYS = ("salt", "eval_fraction")
 EVIDENCE_KEYS = ("span_coverage",)
 GATE_KEYS = (
@@ -145,6 +149,38 @@ def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
     return sorted(set(ks)) if ok else None
 
 
+def _check_budget(check: _ParamsChecker, params: dict) -> list[int]:
+    """The valid budget values (``[]`` without a budget or when they are not valid).
+
+    ``unit: chars`` counts characters; ``unit: tokens`` counts the tokens of
+    ``tokenizer`` (the packaged MiniLM tokenizer or a local folder), which must be
+    found here, never downloaded later."""
+    budget = check.mapping(params["budget"], "budget", "{unit: tokens, values: [256, 512, 1024], tokenizer: ...}")
+    if budget is None:
+        return []
+    check.keys(budget, "budget", BUDGET_KEYS + BUDGET_OPTIONAL_KEYS, BUDGET_KEYS)
+    unit, tokenizer = budget.get("unit"), budget.get("tokenizer", CHARS)
+    if "unit" in budget and unit not in UNITS:
+        check.add("budget.unit", f"`budget.unit` must be one of {', '.join(UNITS)}, got {unit!r}", "set unit: tokens")
+    if unit == "tokens" and tokenizer == CHARS:
+        check.add("budget.tokenizer", "`budget.unit` is tokens but no tokenizer is named", TOKENIZER_FIX)
+    elif unit == "chars" and tokenizer != CHARS:
+        check.add("budget.tokenizer", f"`budget.unit` is chars but names tokenizer {tokenizer!r}", "drop it")
+    elif unit == "tokens":
+        try:
+            tokenizer_file(tokenizer, f"{check.source}: budget.tokenizer")
+        except InputError as error:
+            check.problems.extend(error.problems)
+    values = budget.get("values")
+    fix = "list budgets in units ≥ 0, e.g. values: [256, 512, 1024]"
+    if not isinstance(values, list) or not values or not all(is_int(v) and v >= 0 for v in values):
+        check.add("budget.values", f"`budget.values` must be a non-empty list of integers ≥ 0, got {values!r}", fix)
+        return []
+    if len(set(values)) != len(values):
+        check.add("budget.values", f"`budget.values` lists a value more than once: {values}", "list each once")
+    return sorted(set(values))
+
+
 def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
     split = (
         check.mapping(params["split"], "split", "{salt: my-eval-v1, eval_fraction: 0.7}") if "split" in params else None
@@ -193,7 +229,7 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
         check.add("slices", f"`slices` lists a tag more than once: {slices}", "list each tag once")
 
 
-def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> None:
+def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budgets: list[int]) -> None:
     gate = check.mapping(params.get("gate"), "gate", "a mapping with configs, metrics, max_drop, ...")
     if gate is None:
         return
@@ -224,7 +260,8 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
                 "list the guarded metrics, e.g. [recall@5, evidence_recall@5, mrr]",
             )
         else:
-            check.problems.extend(metric_problems(metrics, ks, f"{check.source}: gate.metrics", gated=True))
+            where = f"{check.source}: gate.metrics"
+            check.problems.extend(metric_problems(metrics, ks, where, gated=True, budgets=budgets))
     if "slice_metric" in gate:
         if not isinstance(gate["slice_metric"], str):
             check.add(
@@ -234,7 +271,9 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None) -> No
             )
         else:
             check.problems.extend(
-                metric_problems([gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric", gated=True)
+                metric_problems(
+                    [gate["slice_metric"]], ks, f"{check.source}: gate.slice_metric", gated=True, budgets=budgets
+                )
             )
     for key in ("max_drop", "slice_max_drop"):
         if key in gate:
@@ -342,12 +381,11 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
             check.add(
                 key, f"section `{key}` is missing", "add it; the bundled params.yaml shows every section, with comments"
             )
+    known = PARAMS_SECTIONS + OPTIONAL_SECTIONS
     for key in params:
-        if key not in PARAMS_SECTIONS:
+        if key not in known:
             check.add(
-                str(key),
-                f"unknown section `{key}`",
-                f"{did_you_mean(key, PARAMS_SECTIONS)}params.yaml takes: {', '.join(PARAMS_SECTIONS)}",
+                str(key), f"unknown section `{key}`", f"{did_you_mean(key, known)}params.yaml takes: {', '.join(known)}"
             )
     if "chunking" in params:
         chunkings = check.mapping(params["chunking"], "chunking", "{fixed-300: {strategy: fixed, ...}}")
@@ -378,8 +416,9 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
                 f"raise depth to at least {ks[-1]}, or drop the larger ks",
             )
     _check_split_evidence_slices(check, params)
+    budgets = _check_budget(check, params) if "budget" in params else []
     if "gate" in params:
-        _check_gate(check, params, ks)
+        _check_gate(check, params, ks, budgets)
     return [_at_line(problem, params, source) for problem in check.problems]
 
 

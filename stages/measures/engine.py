@@ -31,6 +31,7 @@ import numpy as np
 
 from stages.evidence import nonspace_before
 from stages.measures.registry import METRICS
+from stages.measures.spending import cut, spending
 from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
 from stages.storage.results import column
 
@@ -276,33 +277,70 @@ def _top_sums(values: np.ndarray, k: int) -> np.ndarray:
 def _availability(
     evidence: Evidence, piece_rank: np.ndarray, ks: Sequence[int], n_units: int, span_coverage: float
 ) -> dict[int, np.ndarray]:
-    """Per k, per unit: whether it is available in the top ``k`` (see ``metrics.unit_available``).
+    """Per k, per unit: whether it is available in the top ``k`` (see ``metrics.unit_available``)."""
+    return {k: _units_available(evidence, piece_rank < k, evidence.piece_hi, n_units, span_coverage) for k in ks}
+
+
+def _units_available(
+    evidence: Evidence, present: np.ndarray, piece_hi: np.ndarray, n_units: int, span_coverage: float
+) -> np.ndarray:
+    """Per unit: whether the ``present`` pieces (ending at ``piece_hi``) make it available.
 
     The pieces are sorted by target then start, so one running maximum of piece
     ends, offset so that targets never reach into each other, gives each piece the
     reach of the pieces before it in its target; a piece adds only what lies past
-    that reach, and the sum per target is the union's length. The offsets are
-    the same for every k and are computed once.
+    that reach, and the sum per target is the union's length.
     """
     n_targets = len(evidence.table.target_unit)
     span = 1 + (int(evidence.piece_hi.max()) if len(evidence.piece_hi) else 0)
     base = evidence.piece_target * span
-    piece_lo, piece_hi = evidence.piece_lo + base, evidence.piece_hi + base
-    available = {}
-    for k in ks:
-        present = piece_rank < k
-        hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
-        lo = np.where(present, piece_lo, base)
-        hi = np.where(present, piece_hi, base)
-        reach = np.maximum.accumulate(hi) if len(hi) else hi
-        before = np.concatenate(([0], reach[:-1])) if len(reach) else reach
-        added = np.maximum(hi - np.maximum(lo, before), 0)
-        covered = np.bincount(evidence.piece_target, weights=added, minlength=n_targets)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            enough = covered / evidence.target_length >= span_coverage
-        target_ok = hits & (evidence.target_whole | enough)
-        available[k] = np.bincount(evidence.table.target_unit[target_ok], minlength=n_units) > 0
-    return available
+    hits = np.bincount(evidence.piece_target[present], minlength=n_targets) > 0
+    lo = np.where(present, evidence.piece_lo + base, base)
+    hi = np.where(present, np.maximum(piece_hi, evidence.piece_lo) + base, base)
+    reach = np.maximum.accumulate(hi) if len(hi) else hi
+    before = np.concatenate(([0], reach[:-1])) if len(reach) else reach
+    added = np.maximum(hi - np.maximum(lo, before), 0)
+    covered = np.bincount(evidence.piece_target, weights=added, minlength=n_targets)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        enough = covered / evidence.target_length >= span_coverage
+    target_ok = hits & (evidence.target_whole | enough)
+    return np.bincount(evidence.table.target_unit[target_ok], minlength=n_units) > 0
+
+
+def _budget_availability(
+    evidence: Evidence,
+    piece_case: np.ndarray,
+    piece_rank: np.ndarray,
+    cut_at: tuple[np.ndarray, np.ndarray],
+    chunks: ChunkTable,
+    texts: Mapping[str, str],
+    span_coverage: float,
+) -> np.ndarray:
+    """Per unit: whether it is available in what each case's budget sends
+    (``cut_at``: :func:`stages.measures.spending.cut`), as the reference's ``_clip``
+    sees it: pieces of chunks ranked before the crossing one count whole; a
+    crossing chunk's span piece is cut at its prefix end (counted coordinates) and
+    dropped when it starts past it; a whole-doc piece counts if anything was sent."""
+    crossing_rank, prefix_end = cut_at
+    end = prefix_end[piece_case]
+    crossing = (piece_rank == crossing_rank[piece_case]) & (end > chunks.starts[evidence.piece_chunk])
+    span = evidence.table.target_start[evidence.piece_target] >= 0
+    counted = end.copy()
+    clip = np.flatnonzero(crossing & span)
+    docs = np.asarray(evidence.table.target_doc, dtype=object)[evidence.piece_target[clip]]
+    for doc in set(docs.tolist()):
+        mine = clip[docs == doc]
+        counted[mine] = nonspace_before(texts[doc], end[mine].tolist())
+    present = (piece_rank < crossing_rank[piece_case]) | (crossing & (~span | (evidence.piece_lo < counted)))
+    piece_hi = np.where(crossing & span, np.minimum(evidence.piece_hi, counted), evidence.piece_hi)
+    return _units_available(evidence, present, piece_hi, len(evidence.table.unit_case), span_coverage)
+
+
+def _all_available(evidence: Evidence, available: np.ndarray, n_cases: int) -> np.ndarray:
+    """Per case: whether every one of its own evidence units is available (False without units)."""
+    units = evidence.evidence_units
+    found = np.bincount(evidence.table.unit_case[units], weights=available[units], minlength=n_cases)
+    return (evidence.n_units > 0) & (found == evidence.n_units)
 
 
 @dataclass
@@ -321,17 +359,20 @@ class Ranked:
     evidence: Evidence
     available: dict[int, np.ndarray]
     claims_ok: dict[int, np.ndarray]
+    budget_available: dict[int, np.ndarray]  # per budget value, per unit
+    to_evidence: np.ndarray  # the smallest budget making every unit available, NaN if none
+    spans: dict[int, tuple[np.ndarray, np.ndarray]]  # per k: span precision and span IoU
 
     def hits(self, k: int) -> np.ndarray:
         """Relevant chunks in each case's top ``k``."""
         return self.hits_cum[:, min(k, self.width) - 1] if self.width else np.zeros(len(self.answerable), np.int64)
 
 
-def _evidence_recall(r: Ranked, k: int) -> np.ndarray:
-    """Share of each case's own evidence units available at ``k``."""
+def _evidence_recall(r: Ranked, available: np.ndarray) -> np.ndarray:
+    """Share of each case's own evidence units that ``available`` marks."""
     ev = r.evidence
     units_ok = np.bincount(
-        ev.table.unit_case[ev.evidence_units], weights=r.available[k][ev.evidence_units], minlength=len(r.answerable)
+        ev.table.unit_case[ev.evidence_units], weights=available[ev.evidence_units], minlength=len(r.answerable)
     )
     return np.where(ev.n_units > 0, units_ok / ev.n_units, NONE)
 
@@ -345,10 +386,97 @@ KERNELS: dict[str, Callable[[Ranked, int | None], np.ndarray]] = {
     "mrr": lambda r, k: np.where(r.answerable, np.where(r.first > 0, 1.0 / np.maximum(r.first, 1), 0.0), NONE),
     "precision": lambda r, k: np.where(r.answerable, r.hits(k) / k, NONE),
     "ndcg": lambda r, k: np.where(r.answerable, _top_sums(r.discounted, k) / _ideal_dcg(k, r.n_relevant), NONE),
-    "evidence_recall": _evidence_recall,
+    "evidence_recall": lambda r, k: _evidence_recall(r, r.available[k]),
     "claim_availability": lambda r, k: np.where(r.evidence.n_claims > 0, r.claims_ok[k] / r.evidence.n_claims, NONE),
     "context_chars": lambda r, k: _top_sums(r.context, k),
+    "evidence_recall_budget": lambda r, b: _evidence_recall(r, r.budget_available[b]),
+    "tokens_to_evidence": lambda r, b: r.to_evidence,
+    "span_precision": lambda r, k: r.spans[k][0],
+    "span_iou": lambda r, k: r.spans[k][1],
 }
+
+
+def _span_figures(
+    table: EvidenceTable, matrix: np.ndarray, chunks: ChunkTable, context: np.ndarray, ks: Sequence[int]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per k: each case's span precision and span IoU (see the reference's
+    ``span_precision_at_k``), NaN without a plain evidence span.
+
+    Evidence spans and top-k chunks become +1/-1 events per (case, doc), sorted by
+    position: a running sum of each kind says whether a stretch between two events
+    is evidence, sent, or both (every group's events sum to 0, so one running sum
+    serves all groups)."""
+    n_cases = matrix.shape[0]
+    targets = np.bincount(table.target_unit, minlength=len(table.unit_case))
+    plain = (targets[table.target_unit] == 1) & (table.target_start >= 0) & (table.unit_claim[table.target_unit] < 0)
+    span_case = table.unit_case[table.target_unit[plain]]
+    n_spans = np.bincount(span_case, minlength=n_cases)
+    names, codes = np.unique(
+        np.asarray([*np.asarray(table.target_doc, dtype=object)[plain], *chunks.doc_ids], dtype=str),
+        return_inverse=True,
+    )
+    span_doc, chunk_doc = codes[: len(span_case)], codes[len(span_case) :]
+    n_docs = max(len(names), 1)
+    figures = {}
+    for k in ks:
+        case, rank = np.nonzero(matrix[:, :k] >= 0)
+        chunk = matrix[case, rank]
+        group = np.concatenate([span_case * n_docs + span_doc, case * n_docs + chunk_doc[chunk]] * 2)
+        position = np.concatenate(
+            (table.target_start[plain], chunks.starts[chunk], table.target_end[plain], chunks.ends[chunk])
+        )
+        n_e, n_r = len(span_case), len(case)
+        is_e = np.concatenate((np.ones(n_e), np.zeros(n_r), np.ones(n_e), np.zeros(n_r)))
+        step = np.concatenate((np.ones(n_e + n_r), -np.ones(n_e + n_r)))
+        order = np.lexsort((position, group))
+        group, position, is_e, step = group[order], position[order], is_e[order], step[order]
+        in_e, in_r = np.cumsum(step * is_e) > 0, np.cumsum(step * (1 - is_e)) > 0
+        length = np.where(group[1:] == group[:-1], np.diff(position), 0) if len(group) else np.zeros(0)
+        owner = group[:-1] // n_docs
+        found = np.bincount(owner, weights=length * (in_e & in_r)[:-1], minlength=n_cases)
+        wanted = np.bincount(owner, weights=length * in_e[:-1], minlength=n_cases)
+        sent = _top_sums(context, k)
+        union = wanted + sent - found
+        precision = np.where(sent > 0, found / np.maximum(sent, 1), 0.0)
+        iou = np.where(union > 0, found / np.maximum(union, 1), 0.0)
+        figures[k] = (np.where(n_spans > 0, precision, NONE), np.where(n_spans > 0, iou, NONE))
+    return figures
+
+
+def _budget_figures(
+    evidence: Evidence,
+    piece_case: np.ndarray,
+    matrix: np.ndarray,
+    chunks: ChunkTable,
+    texts: Mapping[str, str],
+    span_coverage: float,
+    budgets: Sequence[int],
+) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    """Per budget value, per unit: availability; per case: the smallest budget making
+    every unit available (NaN when none does, or without units). What a budget
+    sends only grows with it, so every case's budget is bisected at once between 0
+    and the cost of its whole list."""
+    n_cases, width = matrix.shape
+    if not budgets:
+        return {}, np.full(n_cases, NONE)
+    spent = spending(matrix, chunks)
+    rows = matrix[piece_case] if len(piece_case) else np.zeros((0, width), matrix.dtype)
+    matches = rows == evidence.piece_chunk[:, None]
+    piece_rank = np.where(matches.any(axis=1), matches.argmax(axis=1), width) if width else np.full(len(rows), 0)
+
+    def available(budget: np.ndarray) -> np.ndarray:
+        return _budget_availability(
+            evidence, piece_case, piece_rank, cut(spent, budget, width), chunks, texts, span_coverage
+        )
+
+    by_budget = {b: available(np.full(n_cases, b, np.int64)) for b in budgets}
+    low, high = np.zeros(n_cases, np.int64), spent.total.astype(np.int64)
+    reachable = _all_available(evidence, available(high), n_cases)
+    while (reachable & (low < high)).any():
+        middle = (low + high) // 2
+        enough = _all_available(evidence, available(middle), n_cases)
+        low, high = np.where(enough, low, middle + 1), np.where(enough, middle, high)
+    return by_budget, np.where(reachable, high, NONE)
 
 
 @dataclass
@@ -370,13 +498,15 @@ def score(
     ks: Sequence[int],
     span_coverage: float,
     texts: Mapping[str, str],
+    budgets: Sequence[int] = (),
 ) -> tuple[Scores, Evidence]:
     """Every metric of :data:`stages.measures.registry.METRICS` for every case, as arrays.
 
     ``table`` holds the evidence of ``case_ids``, in that order. Equal to
     :func:`stages.measures.reference.case_metrics` case by case (up to float summation
     order in nDCG); ``ks`` must be sorted, unique and positive. ``texts`` holds the
-    text of every doc the evidence points into, for span coverage.
+    text of every doc the evidence points into, for span coverage. The budget
+    metrics are computed at each of ``budgets`` (sorted, unique; none without).
     """
     evidence = project(table, chunks, texts)
     ranking = rank_matrix(run, case_ids)
@@ -411,12 +541,27 @@ def score(
     for k in ks:
         claim_ok = np.bincount(claim_of_link[available[k][evidence.claim_links]], minlength=len(table.claim_case))
         claims_ok[k] = np.bincount(table.claim_case, weights=(claim_ok > 0).astype(float), minlength=n_cases)
-    ranked = Ranked(answerable, n_rel, hits_cum, width, first, discounted, context, evidence, available, claims_ok)
+    budget_available, to_evidence = _budget_figures(evidence, piece_case, matrix, chunks, texts, span_coverage, budgets)
+    ranked = Ranked(
+        answerable,
+        n_rel,
+        hits_cum,
+        width,
+        first,
+        discounted,
+        context,
+        evidence,
+        available,
+        claims_ok,
+        budget_available,
+        to_evidence,
+        _span_figures(table, matrix, chunks, context, ks),
+    )
     metrics: dict[str, np.ndarray] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
         for metric in METRICS.values():
-            for k in ks if metric.at_k else [None]:
-                metrics[metric.key(k)] = KERNELS[metric.name](ranked, k)
+            for cutoff in metric.cutoffs(ks, budgets):
+                metrics[metric.key(cutoff)] = KERNELS[metric.name](ranked, cutoff)
     missed = evidence.evidence_units[~available[top][evidence.evidence_units]]
     counts = {
         "relevant": n_rel,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stages.evidence import project_unit, relevant_chunks
-from stages.measures.reference import case_metrics, check_coverage
+from stages.measures.reference import case_metrics, check_coverage, sent_chunk
 from stages.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from stages.schema import Case, Chunk
 from stages.storage.results import column, list_column, mapping_columns, result_rows
@@ -28,9 +28,11 @@ def case_row(
     ks: Sequence[int],
     span_coverage: float,
     texts: Mapping[str, str],
+    budgets: Sequence[int] = (),
 ) -> dict:
     """One row of the per-case table: metrics, counts, missed evidence, top-1 score.
-    ``texts`` are the docs' texts: span coverage counts non-whitespace characters."""
+    ``texts`` are the docs' texts: span coverage counts non-whitespace characters.
+    The budget metrics spend the chunks' stored token starts, else their characters."""
 
     def project(units):
         return [
@@ -45,6 +47,10 @@ def case_row(
         chunk_lengths,
         ks,
         span_coverage,
+        budgets,
+        {c.chunk_id: sent_chunk(c) for chunks in by_doc.values() for c in chunks},
+        texts,
+        [(u.doc_id, u.start, u.end) for u in case.evidence if not u.alternatives and u.start is not None],
     )
     return {
         "case_id": case.case_id,
@@ -65,6 +71,8 @@ def evaluate_table(
     span_coverage: float,
     texts: Mapping[str, str],
     chunk_level: bool = True,
+    budgets: Sequence[int] = (),
+    budget_counted: bool = True,
 ) -> pl.DataFrame:
     """The per-case table (:mod:`stages.storage.results`) of every case, sorted by
     case_id, built from the engine's arrays with no per-case Python row. A case
@@ -75,9 +83,13 @@ def evaluate_table(
     ``chunk_level`` is False for a run of foreign passages (``chunks`` are then
     the run's own passages): the chunk-level metrics are None, since their
     relevant set would be only the passages the system happened to return.
+    ``budget_counted`` is False when the budget counts tokens and ``chunks`` carry no
+    token starts (foreign passages: the chunk stage never saw them): the budget
+    metrics are then None rather than figures in characters under a token unit.
 
     Computed by the vectorised engine (:mod:`stages.measures.engine`); each row equals
-    :func:`case_row` of the same case, which stays the readable definition.
+    :func:`case_row` of the same case, which stays the readable definition. The
+    budget metrics are computed at each of ``budgets`` (``budget.values``; none without).
     """
     import polars as pl  # deferred: polars is not for --help
 
@@ -91,12 +103,17 @@ def evaluate_table(
         run = RunTable.from_mapping(run, table.index())
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
-    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts)
+    spends = sorted(set(budgets))
+    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts, spends)
     if not chunk_level:
         for name, values in scores.metrics.items():
             if is_chunk_level(name):
                 values[:] = NONE
         scores.first_relevant_rank[:] = 0  # none: no chunk of a chunking is relevant here
+    if not budget_counted:
+        for name, values in scores.metrics.items():
+            if METRICS[name.partition("@")[0]].budget:
+                values[:] = NONE
     columns = case_columns(scores, evidence, unique_ks)
     integers = {"first_relevant_rank"} | {
         column("metrics", name) for name in scores.metrics if not METRICS[name.partition("@")[0]].share
@@ -126,6 +143,7 @@ def evaluate_run(
     span_coverage: float,
     texts: Mapping[str, str],
     chunk_level: bool = True,
+    budgets: Sequence[int] = (),
 ) -> list[dict]:
     """:func:`evaluate_table` as nested per-case rows, sorted by case_id."""
-    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level))
+    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level, budgets))

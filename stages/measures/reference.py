@@ -20,13 +20,15 @@ under binary relevance; the test suite checks this against pytrec_eval and ranx.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stages.evidence import nonspace_before
 from stages.measures.registry import METRICS, sorted_ks
-from stages.schema import ProjectedUnit
+from stages.schema import Chunk, ProjectedUnit
 
 # ---------------------------------------------------------------------------
 # Reference functions (one case)
@@ -227,6 +229,217 @@ def context_chars_at_k(retrieved: Sequence[str], chunk_lengths: Mapping[str, int
     return total
 
 
+# ---------------------------------------------------------------------------
+# At a context budget
+# ---------------------------------------------------------------------------
+# Evidence recall at a context budget: the reference definitions, one case at a time.
+#
+# A top-k cut hides what a RAG system pays: two configurations with equal
+# ``evidence_recall@5`` can send 1,500 or 5,000 characters to the model. These
+# functions spend a budget of ``B`` units (characters, or tokens of a real
+# tokenizer) along the ranking instead:
+#
+# * chunks are taken in rank order (deduplicated) until ``B`` units are spent;
+# * a chunk's cost is the number of its *unit starts* (each character, or each
+#   token's first character) that lie in characters not already sent: characters
+#   of a doc already sent cost nothing and add nothing;
+# * the chunk that crosses ``B`` contributes only its first ``B - spent`` unsent
+#   units: the characters before its next unsent unit start are sent, the rest not;
+# * availability is as for ``evidence_recall`` (:func:`unit_available`), over the
+#   union of what was sent.
+#
+# A unit start is a position in doc coordinates. In ``chars`` every character of
+# the chunk starts a unit; with a tokenizer, the chunk's own text is tokenized and
+# each token's first character starts one (``stages.measures.tokens``), so a
+# token is paid for once, by the chunk that sends its first character.
+
+
+@dataclass(frozen=True)
+class SentChunk:
+    """One retrieved chunk as the budget sees it: its doc, its ``[start, end)`` in doc
+    coordinates, and its unit starts, ascending, in doc coordinates."""
+
+    doc_id: str
+    start: int
+    end: int
+    unit_starts: tuple[int, ...]
+
+
+def char_chunk(doc_id: str, start: int, end: int) -> SentChunk:
+    """A chunk whose units are characters: every position starts one."""
+    return SentChunk(doc_id, start, end, tuple(range(start, end)))
+
+
+def sent_chunk(chunk: Chunk) -> SentChunk:
+    """A chunk as the budget sees it: its stored token starts, else its characters."""
+    if chunk.token_starts is None:
+        return char_chunk(chunk.doc_id, chunk.start, chunk.end)
+    return SentChunk(chunk.doc_id, chunk.start, chunk.end, tuple(chunk.start + s for s in chunk.token_starts))
+
+
+def _is_sent(position: int, intervals: Sequence[tuple[int, int]]) -> bool:
+    return any(lo <= position < hi for lo, hi in intervals)
+
+
+def sent_prefixes(retrieved: Sequence[str], chunks: Mapping[str, SentChunk], budget: int) -> dict[str, int]:
+    """Which chunks a budget of ``budget`` units sends, each with the end of its sent
+    prefix (``chunk.end`` when sent whole).
+
+    The union of ``[start, prefix end)`` over the result is exactly the set of
+    characters sent: the crossing chunk's already-sent characters lie in that union
+    anyway. A chunk of which nothing new is sent is left out. ``budget <= 0`` or an
+    empty list sends nothing (``{}``).
+    """
+    sent: dict[str, list[tuple[int, int]]] = {}
+    prefixes: dict[str, int] = {}
+    spent = 0
+    for chunk_id in dedupe(retrieved)[0]:
+        chunk = chunks[chunk_id]
+        before = sent.setdefault(chunk.doc_id, [])
+        unsent = [p for p in chunk.unit_starts if not _is_sent(p, before)]
+        if spent + len(unsent) <= budget:
+            spent += len(unsent)
+            prefixes[chunk_id] = chunk.end
+            before.append((chunk.start, chunk.end))
+            continue
+        end = unsent[budget - spent]  # the first unit start the budget cannot pay for
+        if end > chunk.start:
+            prefixes[chunk_id] = end
+        break
+    return prefixes
+
+
+def _clip(unit: ProjectedUnit, prefixes: Mapping[str, int], counted: Mapping[str, int]) -> ProjectedUnit:
+    """``unit`` seen through the sent chunks only, a partly sent chunk's piece cut at
+    its prefix end (``counted``: that end in the unit's coordinates)."""
+    if unit.alternatives:
+        return dataclasses.replace(unit, alternatives=tuple(_clip(a, prefixes, counted) for a in unit.alternatives))
+    pieces = {}
+    for chunk_id, (lo, hi) in unit.pieces.items():
+        if chunk_id not in prefixes:
+            continue
+        if chunk_id in counted and not unit.doc_level:  # a doc-level unit needs only the chunk's presence
+            if lo >= counted[chunk_id]:  # the piece starts past what was sent
+                continue
+            hi = min(hi, counted[chunk_id])
+        pieces[chunk_id] = (lo, hi)
+    return dataclasses.replace(unit, pieces=pieces)
+
+
+def _counted_ends(
+    prefixes: Mapping[str, int], chunks: Mapping[str, SentChunk], texts: Mapping[str, str] | None
+) -> dict[str, int]:
+    """The partly sent chunks' prefix ends, in counted coordinates when ``texts`` are given
+    (evaluation projects span pieces so, see ``stages.evidence.nonspace_before``)."""
+    ends = {}
+    for chunk_id, end in prefixes.items():
+        if end < chunks[chunk_id].end:
+            doc = chunks[chunk_id].doc_id
+            ends[chunk_id] = end if texts is None else nonspace_before(texts[doc], [end])[0]
+    return ends
+
+
+def evidence_recall_at_budget(
+    retrieved: Sequence[str],
+    units: Sequence[ProjectedUnit],
+    chunks: Mapping[str, SentChunk],
+    budget: int,
+    span_coverage: float = 1.0,
+    texts: Mapping[str, str] | None = None,
+) -> float | None:
+    """``evidence_recall@B``: share of evidence units available in what a budget of
+    ``budget`` units sends (see :func:`sent_prefixes`).
+
+    ``available units / units``; ``None`` when there are no units (abstention);
+    ``0.0`` when ``budget <= 0``. ``texts`` as for the units' projection: given when
+    span pieces are in counted coordinates.
+    """
+    check_coverage(span_coverage)
+    if not units:
+        return None
+    prefixes = sent_prefixes(retrieved, chunks, budget)
+    counted = _counted_ends(prefixes, chunks, texts)
+    return sum(unit_available(_clip(unit, prefixes, counted), prefixes, span_coverage) for unit in units) / len(units)
+
+
+def budget_to_evidence(
+    retrieved: Sequence[str],
+    units: Sequence[ProjectedUnit],
+    chunks: Mapping[str, SentChunk],
+    span_coverage: float = 1.0,
+    texts: Mapping[str, str] | None = None,
+) -> int | None:
+    """``tokens_to_evidence``: the smallest budget at which every evidence unit is
+    available, in the budget's unit.
+
+    ``None`` when there are no units (abstention) or when even the whole retrieved
+    list (cut at the depth) leaves a unit unavailable. What a budget sends only
+    grows with the budget, so the smallest one is found by bisection between 0 and
+    the cost of the whole list.
+    """
+    if not units:
+        return None
+
+    def enough(budget: int) -> bool:
+        return evidence_recall_at_budget(retrieved, units, chunks, budget, span_coverage, texts) == 1.0
+
+    high = sum(len(chunks[chunk_id].unit_starts) for chunk_id in dedupe(retrieved)[0])  # at least the whole cost
+    if not enough(high):
+        return None
+    low = 0
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return low
+
+
+# ---------------------------------------------------------------------------
+# Span precision and IoU (Chroma's chunking evaluation), over characters
+# ---------------------------------------------------------------------------
+
+
+def _intersection_length(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:
+    """Characters in both unions: ``|∪a ∩ ∪b| = |∪a| + |∪b| - |∪a ∪ ∪b|``."""
+    a, b = list(a), list(b)
+    return _union_length(a) + _union_length(b) - _union_length(a + b)
+
+
+def _span_overlap(spans: Sequence[tuple[str, int, int]], chunks: Sequence[SentChunk]) -> tuple[int, int, int]:
+    """``(|E|, |E ∩ R|, Σ|Rᵢ|)`` in characters: ``E`` the union of the evidence spans,
+    ``R`` the union of the chunks, each doc apart; ``Σ|Rᵢ|`` counts shared characters
+    once per chunk."""
+    docs = {doc for doc, _, _ in spans}
+    evidence = {doc: [(lo, hi) for d, lo, hi in spans if d == doc] for doc in docs}
+    found = sum(
+        _intersection_length(evidence[doc], [(c.start, c.end) for c in chunks if c.doc_id == doc]) for doc in docs
+    )
+    return sum(_union_length(e) for e in evidence.values()), found, sum(c.end - c.start for c in chunks)
+
+
+def span_precision_at_k(
+    retrieved: Sequence[str], spans: Sequence[tuple[str, int, int]], chunks: Mapping[str, SentChunk], k: int
+) -> float | None:
+    """``|E ∩ R| / Σ|Rᵢ|`` over the top-k: the share of the characters sent that are
+    evidence (shared characters count twice in the denominator). ``0.0`` when
+    nothing is sent (``k <= 0``, an empty list); ``None`` without span evidence."""
+    if not spans:
+        return None
+    _, found, sent = _span_overlap(spans, [chunks[c] for c in _top(retrieved, k)])
+    return found / sent if sent else 0.0
+
+
+def span_iou_at_k(
+    retrieved: Sequence[str], spans: Sequence[tuple[str, int, int]], chunks: Mapping[str, SentChunk], k: int
+) -> float | None:
+    """``|E ∩ R| / (|E| + Σ|Rᵢ| - |E ∩ R|)`` over the top-k, in characters. ``0.0`` when
+    the denominator is 0 (only empty spans, nothing sent); ``None`` without span evidence."""
+    if not spans:
+        return None
+    wanted, found, sent = _span_overlap(spans, [chunks[c] for c in _top(retrieved, k)])
+    union = wanted + sent - found
+    return found / union if union else 0.0
+
+
 @dataclass(frozen=True)
 class CaseInput:
     """Everything a per-case metric may read. ``retrieved`` is already deduplicated."""
@@ -237,6 +450,9 @@ class CaseInput:
     claims: Sequence[Sequence[ProjectedUnit]]
     chunk_lengths: Mapping[str, int]
     span_coverage: float
+    sent_chunks: Mapping[str, SentChunk]
+    texts: Mapping[str, str] | None
+    spans: Sequence[tuple[str, int, int]]  # the plain evidence spans (doc, start, end), doc coordinates
 
 
 def _k(k: int | None) -> int:
@@ -255,6 +471,14 @@ REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     "evidence_recall": lambda c, k: evidence_recall_at_k(c.retrieved, c.units, _k(k), c.span_coverage),
     "claim_availability": lambda c, k: claim_evidence_availability(c.retrieved, c.claims, _k(k), c.span_coverage),
     "context_chars": lambda c, k: context_chars_at_k(c.retrieved, c.chunk_lengths, _k(k)),
+    "evidence_recall_budget": lambda c, b: evidence_recall_at_budget(
+        c.retrieved, c.units, c.sent_chunks, _k(b), c.span_coverage, c.texts
+    ),
+    "tokens_to_evidence": lambda c, b: budget_to_evidence(
+        c.retrieved, c.units, c.sent_chunks, c.span_coverage, c.texts
+    ),
+    "span_precision": lambda c, k: span_precision_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
+    "span_iou": lambda c, k: span_iou_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
 }
 
 
@@ -266,10 +490,17 @@ def case_metrics(
     chunk_lengths: Mapping[str, int],
     ks: Sequence[int],
     span_coverage: float,
+    budgets: Sequence[int] = (),
+    sent_chunks: Mapping[str, SentChunk] | None = None,
+    texts: Mapping[str, str] | None = None,
+    spans: Sequence[tuple[str, int, int]] = (),
 ) -> dict[str, Any]:
     """Every per-case metric and count of one case.
 
     ``retrieved`` is the run for the case, best first, already cut at the depth.
+    The budget metrics are computed at each of ``budgets`` (none without), spending
+    the units of ``sent_chunks``; ``texts`` as for the units' projection. ``spans`` are
+    the case's own evidence spans without alternatives, for span precision and IoU.
     For an abstention case (no relevant chunk, no unit, no claim) every metric is
     ``None`` except ``context_chars@k``. ``missed_evidence`` lists the labels of the
     units not available at ``max(ks)`` (given as ``missed_evidence_at``), in the
@@ -278,11 +509,13 @@ def case_metrics(
     unique_ks = sorted_ks(ks)
     check_coverage(span_coverage)
     ranked, removed = dedupe(retrieved)
-    case = CaseInput(ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage)
+    case = CaseInput(
+        ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts, spans
+    )
     values: dict[str, float | int | None] = {}
     for metric in METRICS.values():
-        for k in unique_ks if metric.at_k else [None]:
-            values[metric.key(k)] = REFERENCE[metric.name](case, k)
+        for cutoff in metric.cutoffs(unique_ks, sorted(set(budgets))):
+            values[metric.key(cutoff)] = REFERENCE[metric.name](case, cutoff)
 
     counts: dict[str, int] = {
         "relevant": len(case.relevant),

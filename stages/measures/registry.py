@@ -10,8 +10,9 @@ metric is one entry here plus its reference function and its engine kernel.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stages.errors import InputError, Problem
 from stages.measures.answers import REVIEW_METRICS, ReviewMetric
@@ -28,6 +29,8 @@ class Metric:
     ``abstention``: whether it has a value for abstention cases.
     ``share``: a value in [0, 1], so that a gate tolerance (``max_drop``) means something;
     a metric that is not a share is a count, written as an integer.
+    ``budget``: it spends a context budget (``budget.unit``) rather than cutting at k;
+    with ``at_k`` its cutoffs are ``budget.values``. Computed only when params have a budget.
     """
 
     name: str
@@ -37,9 +40,19 @@ class Metric:
     higher_is_better: bool = True
     abstention: bool = False
     share: bool = True
+    budget: bool = False
 
     def key(self, k: int | None) -> str:
         return f"{self.name}@{k}" if self.at_k else self.name
+
+    def cutoffs(self, ks: Sequence[int], budgets: Sequence[int]) -> list[int | None]:
+        """What it is computed at: each k, each budget value, or once (``[None]``);
+        nothing for a budget metric without a budget."""
+        if self.budget and not budgets:
+            return []
+        if not self.at_k:
+            return [None]
+        return list(budgets if self.budget else ks)
 
 
 METRICS: dict[str, Metric] = {
@@ -64,6 +77,36 @@ METRICS: dict[str, Metric] = {
             abstention=True,
             share=False,
         ),
+        Metric(
+            "evidence_recall_budget",
+            "share of evidence units available in the chunks a budget of B units sends, in rank order; "
+            "the chunk that crosses B sends only its first B - spent units, and characters already "
+            "sent cost nothing",
+            comparable_across_chunkings=True,
+            budget=True,
+        ),
+        Metric(
+            "tokens_to_evidence",
+            "the smallest budget (in budget.unit) at which every evidence unit is available; "
+            "None when the whole retrieved list (depth) is not enough",
+            at_k=False,
+            comparable_across_chunkings=True,
+            higher_is_better=False,
+            share=False,
+            budget=True,
+        ),
+        Metric(
+            "span_precision",
+            "|E ∩ R| / Σ|R_i| in characters: E the union of the evidence spans, R_i the top-k chunks "
+            "(shared characters count twice; 0 when nothing is sent; no value without span evidence)",
+            comparable_across_chunkings=True,
+        ),
+        Metric(
+            "span_iou",
+            "|E ∩ R| / (|E| + Σ|R_i| - |E ∩ R|) in characters, over the top-k chunks "
+            "(0 when the denominator is 0; no value without span evidence)",
+            comparable_across_chunkings=True,
+        ),
     )
 }
 
@@ -85,6 +128,11 @@ def _lookup(base: str) -> Metric | ReviewMetric | None:
     return METRICS.get(base) or REVIEW_METRICS.get(base)
 
 
+def _spends(metric: Metric | ReviewMetric) -> bool:
+    """Whether a metric is computed at ``budget.values`` rather than at ``ks``."""
+    return isinstance(metric, Metric) and metric.budget
+
+
 def _supported() -> str:
     return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in [*METRICS.values(), *REVIEW_METRICS.values()])
 
@@ -99,7 +147,11 @@ def higher_is_better(name: str) -> bool:
 
 
 def metric_problems(
-    names: Iterable[str], ks: Collection[int] | None = None, where: str = "params.yaml", gated: bool = False
+    names: Iterable[str],
+    ks: Collection[int] | None = None,
+    where: str = "params.yaml",
+    gated: bool = False,
+    budgets: Collection[int] = (),
 ) -> list[Problem]:
     """Every problem with a list of metric names, for the validate stage to collect.
 
@@ -108,6 +160,7 @@ def metric_problems(
     metric must be a share, listed once: the gate fails on a move of ``max_drop``
     in its bad direction, which means nothing for a character count. Human review
     figures (:data:`stages.measures.answers.REVIEW_METRICS`) are names like any other.
+    A budget metric's cutoff must be one of ``budgets`` (``budget.values``).
     """
     problems: list[Problem] = []
     fix = f"use one of: {_supported()}"
@@ -129,7 +182,15 @@ def metric_problems(
             problems.append(Problem(where, f"metric {name!r} takes no cutoff", f"write it as {base}"))
         elif metric.at_k and not (tail.isascii() and tail.isdigit() and int(tail) > 0):
             problems.append(Problem(where, f"metric {name!r} has a bad cutoff {tail!r}", "use a positive integer k"))
-        elif metric.at_k and ks is not None and int(tail) not in ks:
+        elif _spends(metric) and not (int(tail) in budgets if metric.at_k else budgets):
+            problems.append(
+                Problem(
+                    where,
+                    f"metric {name!r} needs a context budget that is not computed",
+                    f"add {tail or 'a value'} to budget.values (now {sorted(set(budgets))})",
+                )
+            )
+        elif metric.at_k and ks is not None and int(tail) not in ks and not _spends(metric):
             problems.append(
                 Problem(
                     where,
@@ -140,6 +201,11 @@ def metric_problems(
     return problems
 
 
+def budget_values(settings: Mapping[str, Any]) -> list[int]:
+    """``budget.values`` of validated params, ascending; none without a budget section."""
+    return sorted(set((settings.get("budget") or {}).get("values", [])))
+
+
 def sorted_ks(ks: Iterable[int]) -> list[int]:
     """Distinct ks ascending; shared by the reference functions and the engine."""
     unique = sorted(set(ks))
@@ -148,13 +214,10 @@ def sorted_ks(ks: Iterable[int]) -> list[int]:
     return unique
 
 
-def metric_names(ks: Iterable[int]) -> list[str]:
-    """All per-case metric names for ``ks``: registry order, then k ascending.
+def metric_names(ks: Iterable[int], budgets: Iterable[int] = ()) -> list[str]:
+    """All per-case metric names for ``ks`` and ``budgets``: registry order, then cutoff ascending.
 
     ``[recall@1, recall@5, hit@1, hit@5, mrr, precision@1, ...]``.
     """
-    unique = sorted_ks(ks)
-    names: list[str] = []
-    for metric in METRICS.values():
-        names.extend([metric.key(k) for k in unique] if metric.at_k else [metric.name])
-    return names
+    unique, spends = sorted_ks(ks), sorted(set(budgets))
+    return [metric.key(cutoff) for metric in METRICS.values() for cutoff in metric.cutoffs(unique, spends)]

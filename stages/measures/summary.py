@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stages.measures.answers import review_summary
-from stages.measures.registry import FOREIGN, metric_names, sorted_ks
+from stages.measures.registry import FOREIGN, METRICS, metric_names, sorted_ks
 from stages.schema import DEV, SPLITS
 from stages.storage.results import column, group_keys, result_rows
 
@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
+
+
+def nearest_rank(values: Sequence[float], share: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with at least ``share`` of the
+    values at or below it (a value that occurs, never an interpolation); None when empty."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(share * len(ordered)), 1) - 1] if ordered else None
+
+
+# Budgets needed are skewed (a few cases need the whole list): their median and 90th
+# percentile are reported beside the mean, and ``counted`` says how many cases reached one.
+SPREAD = [metric.name for metric in METRICS.values() if metric.budget and not metric.share]
 
 
 def _values(frame: pl.DataFrame, group: str, key: str) -> list:
@@ -44,7 +56,7 @@ def _answerable() -> pl.Expr:
     return pl.col("answerable").fill_null(True)
 
 
-def _aggregate(frame: pl.DataFrame, ks: Sequence[int]) -> dict[str, Any]:
+def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = ()) -> dict[str, Any]:
     """Macro means and their denominators over the answerable cases of ``frame``.
 
     The one aggregation behind :func:`summarise` and :func:`slice_table`. A metric's
@@ -59,10 +71,12 @@ def _aggregate(frame: pl.DataFrame, ks: Sequence[int]) -> dict[str, Any]:
     answerable = frame.filter(_answerable())
     means: dict[str, float | None] = {}
     counted: dict[str, int] = {}
-    for name in metric_names(unique_ks):
+    for name in metric_names(unique_ks, budgets):
         present = _values(answerable, "metrics", name)
         means[name] = _mean(present)
         counted[name] = len(present)
+        if name in SPREAD:
+            means[f"{name}_p50"], means[f"{name}_p90"] = nearest_rank(present, 0.5), nearest_rank(present, 0.9)
 
     claims = _total(answerable, "claims")
     pooled: dict[str, float | None] = {}
@@ -132,7 +146,9 @@ def _abstention(frame: pl.DataFrame, abstain_below: float | None) -> dict[str, A
     }
 
 
-def summarise(frame: pl.DataFrame, ks: Sequence[int], abstain_below: float | None) -> dict[str, Any]:
+def summarise(
+    frame: pl.DataFrame, ks: Sequence[int], abstain_below: float | None, budgets: Sequence[int] = ()
+) -> dict[str, Any]:
     """Per split: macro means with denominators, claim-pooled availability, and abstention apart.
 
     ``frame`` is the per-case table (:mod:`stages.storage.results`).
@@ -141,12 +157,14 @@ def summarise(frame: pl.DataFrame, ks: Sequence[int], abstain_below: float | Non
     macro ``claim_availability@k`` weighs each case with claims equally.
     """
     grouped = _by_split(frame)
-    summary: dict[str, Any] = {split: _aggregate(grouped[split], ks) for split in SPLITS}
+    summary: dict[str, Any] = {split: _aggregate(grouped[split], ks, budgets) for split in SPLITS}
     summary["abstention"] = {split: _abstention(grouped[split], abstain_below) for split in SPLITS}
     return summary
 
 
-def slice_table(frame: pl.DataFrame, slice_keys: Sequence[str], ks: Sequence[int]) -> dict[str, Any]:
+def slice_table(
+    frame: pl.DataFrame, slice_keys: Sequence[str], ks: Sequence[int], budgets: Sequence[int] = ()
+) -> dict[str, Any]:
     """Per split, per tag key, per tag value: ``{"cases", "metrics", "counted"}`` over answerable cases.
 
     A case without the tag is left out of that key's slices; a slice with only
@@ -165,7 +183,7 @@ def slice_table(frame: pl.DataFrame, slice_keys: Sequence[str], ks: Sequence[int
                 continue
             tagged = answerable.filter(pl.col(tag).is_not_null())
             for value, group in sorted(tagged.partition_by(tag, as_dict=True, maintain_order=True).items()):
-                aggregate = _aggregate(group, ks)
+                aggregate = _aggregate(group, ks, budgets)
                 per_key[key][str(value[0])] = {
                     "cases": aggregate["denominators"]["cases"],
                     "metrics": aggregate["metrics"],
@@ -191,6 +209,7 @@ def config_summary(
     abstain_below: float | None,
     fingerprints: Mapping[str, str],
     abstain_source: str | None = None,
+    budgets: Sequence[int] = (),
 ) -> dict:
     """The ``metrics/<config>.json`` content: means with denominators per split,
     abstention figures, and the fingerprints a later gate must match.
@@ -206,7 +225,7 @@ def config_summary(
         "config": config,
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
-        **summarise(frame, ks, abstain_below),
+        **summarise(frame, ks, abstain_below, budgets),
         "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
     }
     if abstain_below is not None:

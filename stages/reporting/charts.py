@@ -78,38 +78,29 @@ def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
 
 
 def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
-    """evidence_recall@k against context_chars@k, one point per configuration, an
-    arrow from its baseline point (hollow) when there is one. Rows as ``budget_rows``."""
+    """Evidence recall against the context budget: a line per configuration over its
+    budgets, its baseline dashed with hollow markers. Rows as ``budget_rows``."""
     import matplotlib  # not for `ragvet --help`
     from matplotlib.figure import Figure  # not for `ragvet --help`
 
-    names = sorted(row["config"] for row in current)
+    names = sorted({row["config"] for row in current})
     colours = _colours(names)
-    before = {row["config"]: row for row in baseline}
     with matplotlib.rc_context(_RC):
         figure = Figure(figsize=(6.5, 4))
         ax = figure.subplots()
-        for row in current:
-            name, x, y = row["config"], row["context_chars"], row["evidence_recall"]
-            if x is None or y is None:
-                continue
-            old = before.get(name)
-            if old and old["context_chars"] is not None and old["evidence_recall"] is not None:
-                ax.scatter(
-                    [old["context_chars"]], [old["evidence_recall"]], facecolors="none", edgecolors=[colours[name]]
-                )
-                ax.annotate(
-                    "",
-                    (x, y),
-                    (old["context_chars"], old["evidence_recall"]),
-                    arrowprops={"arrowstyle": "->", "color": colours[name]},
-                )
-            ax.scatter([x], [y], color=[colours[name]], label=chart_label(name))
-            ax.annotate(chart_label(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        k = current[0]["k"] if current else ""
-        ax.set_xlabel(f"context_chars@{k} (characters the generator reads)")
-        ax.set_ylabel(f"evidence_recall@{k}")
-        ax.set_title("Evidence recall against its context budget (hollow: baseline)")
+        for rows, style in ((baseline, {"linestyle": "--", "markerfacecolor": "none"}), (current, {})):
+            for name in names:
+                points = [(r["budget"], r["evidence_recall"]) for r in rows if r["config"] == name]
+                points = sorted(p for p in points if None not in p)
+                if points:
+                    label = None if rows is baseline else chart_label(name)
+                    ax.plot(*zip(*points), marker="o", color=colours[name], label=label, **style)
+        unit = current[0]["unit"] if current else ""
+        ax.set_xlabel(chart_label(f"context budget ({unit})"))
+        ax.set_ylabel("evidence recall")
+        ax.set_ylim(0, 1.02)
+        ax.set_title("Evidence recall against the context budget (dashed: baseline)")
+        ax.legend(fontsize=7, loc="lower right")
         return _svg(figure)
 
 

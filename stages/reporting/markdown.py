@@ -44,7 +44,11 @@ def _joined(items: Sequence[str]) -> str:
 def chunking_note() -> str:
     """Which figures may be compared across chunkings, from the registry's
     ``comparable_across_chunkings`` (DESIGN.md: "The report says so")."""
-    comparable = [f"`{metric.key('k')}`" for metric in METRICS.values() if metric.comparable_across_chunkings]
+    comparable = [
+        f"`{metric.key('B' if metric.budget else 'k')}`"
+        for metric in METRICS.values()
+        if metric.comparable_across_chunkings
+    ]
     return (
         "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
         f"(the relevant chunks) changes with the chunking. {_joined(comparable)} can."
@@ -738,20 +742,22 @@ def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:
     return rows
 
 
-def budget_rows(summaries: dict[str, Summary], k: int) -> list[dict]:
-    """Eval-split ``{config, k, context_chars, evidence_recall}``: one point per
-    configuration in the budget plot (evidence recall against the context it cost)."""
+def budget_rows(summaries: dict[str, Summary], k: int, budgets: Sequence[int] = (), unit: str = "chars") -> list[dict]:
+    """Eval-split ``{config, budget, unit, evidence_recall}``: evidence recall against
+    the context budget, one line per configuration in the budget plot.
+
+    With ``budgets`` (``budget.values``, in ``unit``): one row per value, from
+    ``evidence_recall_budget@B``. Without: one point per configuration, the
+    characters its top ``k`` cost (``context_chars@k``) against ``evidence_recall@k``.
+    """
     rows = []
     for name in sorted(summaries):
         means, _ = _split(summaries[name], EVAL)
-        rows.append(
-            {
-                "config": name,
-                "k": k,
-                "context_chars": means.get(f"context_chars@{k}"),
-                "evidence_recall": means.get(f"evidence_recall@{k}"),
-            }
-        )
+        if budgets:
+            points = [(b, unit, means.get(f"evidence_recall_budget@{b}")) for b in sorted(budgets)]
+        else:
+            points = [(means.get(f"context_chars@{k}"), f"chars in the top {k}", means.get(f"evidence_recall@{k}"))]
+        rows += [{"config": name, "budget": b, "unit": u, "evidence_recall": v} for b, u, v in points]
     return rows
 
 
@@ -855,6 +861,16 @@ covered. Chunk-level figures cannot be compared across chunkings,
 because their denominator changes with the chunking. The reference definitions
 (`stages/measures/reference.py`) give each formula and its empty-case value in
 their docstrings; the engine (`stages/measures/engine.py`) is tested against them.
+
+The budget metrics (`budget:` in params.yaml) spend `B` units, characters or the
+tokens of a local tokenizer (`budget.unit`, `budget.tokenizer`), at each of
+`budget.values`. A chunk costs the units that start in characters not yet sent,
+so overlapping chunks pay for shared characters once; the chunk that crosses `B`
+sends its characters up to its first unit start the budget cannot pay for. Token
+starts are stored with the chunks by the chunk stage; no tokenizer is ever
+downloaded. `tokens_to_evidence` is summarised by its mean, median (`_p50`) and
+90th percentile (`_p90`, nearest rank); `counted` gives the cases that reached
+full availability within the depth.
 """
 
 
@@ -868,7 +884,7 @@ def metrics_doc() -> str:
     header = ["metric", "definition", "comparable across chunkings", "better", "abstention cases", "gateable"]
     rows = [
         [
-            f"`{metric.key('k')}`",
+            f"`{metric.key('B' if metric.budget else 'k')}`",
             md_text(metric.definition, limit=None),
             _yes(metric.comparable_across_chunkings),
             "higher" if metric.higher_is_better else "lower",

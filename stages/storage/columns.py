@@ -30,6 +30,11 @@ class ChunkTable:
     ordinals: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
+    # The budget tokenizer's token starts (Chunk.token_starts), flat, relative to each
+    # chunk's start: chunk i's are token_offsets[token_bounds[i]:token_bounds[i + 1]].
+    # None when the budget counts characters.
+    token_bounds: np.ndarray | None = None
+    token_offsets: np.ndarray | None = None
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTable:
@@ -40,6 +45,7 @@ class ChunkTable:
             np.fromiter((c.ordinal for c in chunks), np.int64, len(chunks)),
             np.fromiter((c.start for c in chunks), np.int64, len(chunks)),
             np.fromiter((c.end for c in chunks), np.int64, len(chunks)),
+            *token_columns([c.token_starts for c in chunks]),
         )
 
     def __len__(self) -> int:
@@ -47,6 +53,16 @@ class ChunkTable:
 
     def index(self) -> dict[str, int]:
         return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
+
+
+def token_columns(starts: Sequence[Sequence[int] | None]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(token_bounds, token_offsets)`` of :class:`ChunkTable` from each chunk's token
+    starts; ``(None, None)`` when no chunk has them (the budget counts characters)."""
+    if not starts or any(s is None for s in starts):
+        return None, None
+    lengths = np.fromiter((len(s) for s in starts), np.int64, len(starts))
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    return bounds, np.fromiter((o for s in starts for o in s), np.int64, int(bounds[-1]))
 
 
 @dataclass(frozen=True)

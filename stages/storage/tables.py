@@ -187,14 +187,18 @@ def read_chunk_table(path: Path) -> ChunkTable:
     """
     import polars as pl  # not for `ragvet --help`
 
-    from stages.storage.columns import ChunkTable  # numpy loads with a table, not for `ragvet --help`
+    from stages.storage.columns import ChunkTable, token_columns  # numpy loads with a table, not for `--help`
 
     schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
-        frame = pl.read_ndjson(path, schema=schema).sort("chunk_id")
+        frame = pl.read_ndjson(path, schema={**schema, "token_starts": pl.List(pl.Int64)}).sort("chunk_id")
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         frame = None
-    if frame is None or frame.null_count().sum_horizontal().item() or frame["chunk_id"].n_unique() != len(frame):
+    if (
+        frame is None
+        or frame.select(list(schema)).null_count().sum_horizontal().item()
+        or frame["chunk_id"].n_unique() != len(frame)
+    ):
         return ChunkTable.from_chunks(read_chunks(path))
     return ChunkTable(
         frame["chunk_id"].to_list(),
@@ -202,6 +206,7 @@ def read_chunk_table(path: Path) -> ChunkTable:
         frame["ordinal"].to_numpy(),
         frame["start"].to_numpy(),
         frame["end"].to_numpy(),
+        *token_columns(frame["token_starts"].to_list()),
     )
 
 
