@@ -80,6 +80,7 @@ def write_pipeline_inputs(workdir: Path, ks: list[int], n_configs: int) -> list[
     configs = [f"cfg-{n}" for n in range(n_configs)]
     params = {
         "configs": {config: {"chunking": "fixed", "retriever": "bm25"} for config in configs},
+        "chunking": {"fixed": {"strategy": "fixed", "unit": "chars", "window": 300, "overlap": 50}},  # named, checked
         "retrievers": {"bm25": {"kind": "bm25"}},
         "ks": ks,
         "evidence": {"span_coverage": 1.0},

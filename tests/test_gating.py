@@ -126,6 +126,39 @@ def test_bootstrap_in_batches_equals_one_batch(monkeypatch):
     assert low < (cur - base).mean() < high and high - low < 0.02
 
 
+
+def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
+    """The gate and report draw the bootstrap indices and permutation signs once per
+    paired case set and give every metric a matrix product: each column's interval
+    and p-value equal bootstrap_ci / permutation_p of that column alone, bit for bit,
+    whatever the other columns (zero, tiny, huge, few moved cases) and the batching."""
+    from stages.gating.significance import permutation_p, permutation_ps
+
+    rng = np.random.default_rng(7)
+    n = 3_000
+    base = rng.random((n, 5))
+    cur = base + rng.normal(0, 0.2, (n, 5)).round(6)
+    cur[:, 1] = base[:, 1]  # unchanged: interval [0, 0], p 1.0
+    cur[:, 2] = base[:, 2] + np.where(np.arange(n) < 5, 0.5, 0.0)  # 5 moved cases: exact p
+    cur[:, 3] = base[:, 3] + 1e6 * (cur[:, 0] - base[:, 0])  # another scale
+    deltas = cur - base
+    monkeypatch.setattr(gating, "_BOOTSTRAP_CELLS", 400_000)  # several batches
+    shared_ci = gating.bootstrap_cis(deltas, 500, 11, 0.95)
+    shared_p = permutation_ps(deltas, 2_000, 12)
+    for j in range(deltas.shape[1]):
+        assert shared_ci[j] == bootstrap_ci(base[:, j], cur[:, j], 500, 11, 0.95)
+        assert shared_ci[j] == gating.bootstrap_cis(deltas[:, [j, 0]], 500, 11, 0.95)[0]  # other company
+        assert shared_p[j] == permutation_p(base[:, j], cur[:, j], 2_000, 12)
+    assert shared_ci[1] == (0.0, 0.0) and shared_p[1] == 1.0
+    assert shared_p[2] == pytest.approx(2 / 32)  # exact over the 5 moved cases
+    # Through the gate's grouping: metrics over the same cases share, others group apart.
+    samples = [(["a", "b", "c", "d"], base[:4, j], cur[:4, j]) for j in range(3)] + [(["a", "c"], base[:2, 0], cur[:2, 0])]
+    params = {"bootstrap": {"resamples": 300, "seed": 3, "confidence": 0.9}, "permutation": {"resamples": 4, "seed": 5}}
+    for (_, b, c), (low, high, p) in zip(samples, gating._statistics(samples, params)):
+        assert (low, high) == bootstrap_ci(b, c, 300, 3, 0.9)
+        assert p == permutation_p(b, c, 4, 5)
+
+
 # -------------------------------------------------------------------------- verdicts
 
 

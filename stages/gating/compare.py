@@ -6,7 +6,10 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   cancels, and a case missing on one side cannot move a mean);
 * every delta carries a paired bootstrap confidence interval and a paired
   permutation p-value, seeded from params, so the same inputs always give the
-  same verdict; the p-values of every guarded metric and slice of every gated
+  same verdict. The resample indices and sign vectors are drawn once per paired
+  case set and shared by every metric compared over it (:func:`_statistics`):
+  each metric costs a matrix product, and gets the same figures as alone; the
+  p-values of every guarded metric and slice of every gated
   configuration are corrected as one family (:mod:`stages.gating.significance`),
   and with ``require_significance`` a drop fails only when its corrected p < α;
 * when no valid comparison is possible (no baseline, relabelled eval split,
@@ -19,6 +22,7 @@ and the report compare them with the same functions, so they cannot disagree.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +33,9 @@ from stages.gating.significance import (
     correction_of,
     describe_family,
     permutation_of,
-    permutation_p,
+    permutation_ps,
+    split_columns,
+    weighted_sums,
 )
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
@@ -122,26 +128,120 @@ def bootstrap_ci(
     is what makes small real regressions visible above per-case variance. The
     generator is ``numpy.random.default_rng(seed)`` and indices are drawn in
     batches whose sizes depend only on the number of cases and resamples, so the
-    interval is a pure function of its arguments.
+    interval is a pure function of its arguments. A resample's mean is
+    Σᵢ cᵢdᵢ / n, cᵢ the times case i was drawn (:func:`bootstrap_cis`, of which this
+    is the one-column case). No paired case: (None, None); every delta 0: (0.0, 0.0).
     """
     import numpy as np  # not for `ragvet --help`
 
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    n = len(deltas)
+    return bootstrap_cis(deltas[:, None], resamples, seed, confidence)[0]
+
+
+def bootstrap_cis(
+    deltas: np.ndarray, resamples: int, seed: int, confidence: float
+) -> list[tuple[float | None, float | None]]:
+    """:func:`bootstrap_ci` of every column of ``deltas`` (n paired cases x m metrics,
+    the deltas of each metric over the same cases, in the same order).
+
+    Each batch's indices (``rng.integers(0, n, size=(rows, n))``) are drawn once and
+    counted per resample (``np.bincount``); the resample means of all the columns
+    are then one matrix product, counts @ deltas / n (:func:`weighted_sums`, whose
+    entries do not depend on the other columns). So a column's interval is a pure
+    function of that column, ``resamples``, ``seed`` and ``confidence``: the same
+    as alone. With every delta 0 nothing is drawn.
+    """
+    import numpy as np  # not for `ragvet --help`
+
+    deltas = np.asarray(deltas, dtype=np.float64)
+    n, m = deltas.shape
     if n == 0 or resamples <= 0:
-        return None, None
+        return [(None, None)] * m
     if not deltas.any():  # every resample's mean is 0.0: what sampling would give, without 2000 x n draws
-        return 0.0, 0.0
+        return [(0.0, 0.0)] * m
+    split = split_columns(deltas)
     rng = np.random.default_rng(seed)
     batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
-    means = np.empty(resamples, dtype=np.float64)
+    means = np.empty((resamples, m), dtype=np.float64)
     for start in range(0, resamples, batch):
         stop = min(resamples, start + batch)
         idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = deltas[idx].mean(axis=1)
+        idx += (np.arange(stop - start, dtype=idx.dtype) * n)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
+        means[start:stop] = weighted_sums(counts.astype(np.float64), split) / n
     tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(low), float(high)
+    bounds = np.percentile(means, [tail, 100.0 - tail], axis=0)
+    return [(float(bounds[0, j]), float(bounds[1, j])) for j in range(m)]
+
+
+# Figures already computed in this process, by a digest of (case ids, deltas, params):
+# the report measures the gate's comparisons and its own over the same pairs, and every
+# figure is a pure function of those, so the second asks for nothing new.
+_MEMO: dict[bytes, tuple] = {}
+
+
+def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
+    """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
+
+    Samples over the same case ids (in the same order) are one group: its bootstrap
+    indices and permutation signs are drawn once for all of them
+    (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would get
+    alone. Samples over other cases (a None on one side drops a case) group apart.
+    A sample computed before in this process (same cases, deltas and params) is not
+    computed again.
+    """
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+
+    boot, perm = gate["bootstrap"], permutation_of(gate)
+    params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
+    params += (int(perm["resamples"]), int(perm["seed"]))
+    groups: dict[tuple, list[int]] = {}
+    for i, (ids, _, _) in enumerate(samples):
+        groups.setdefault(tuple(ids), []).append(i)
+    out: list[tuple] = [()] * len(samples)
+    for ids, members in groups.items():
+        group = hashlib.blake2b(repr((params, ids)).encode(), digest_size=32).digest()
+        deltas = np.empty((len(ids), len(members)), dtype=np.float64)
+        keys = []
+        for column, i in enumerate(members):
+            deltas[:, column] = np.asarray(samples[i][2], dtype=np.float64) - np.asarray(samples[i][1], dtype=np.float64)
+            keys.append(hashlib.blake2b(group + deltas[:, column].tobytes(), digest_size=32).digest())
+        todo = [column for column, key in enumerate(keys) if key not in _MEMO]
+        if todo:
+            if len(_MEMO) > 100_000:
+                _MEMO.clear()
+            fresh = np.ascontiguousarray(deltas[:, todo])
+            cis = bootstrap_cis(fresh, params[0], params[1], params[2])
+            ps = permutation_ps(fresh, params[3], params[4])
+            for column, ci, p_value in zip(todo, cis, ps):
+                _MEMO[keys[column]] = (*ci, p_value)
+        for column, i in enumerate(members):
+            out[i] = _MEMO[keys[column]]
+    return out
+
+
+class Statistics:
+    """Comparisons waiting for their interval and p-value, filled in together.
+
+    The gate and the report register every metric and slice of every configuration
+    (:meth:`add`), then :meth:`fill` computes them by :func:`_statistics`: samples over
+    the same cases (the configurations of one eval split, compared metric by metric)
+    share one draw, and each gets what it would get alone.
+    """
+
+    def __init__(self, gate: dict) -> None:
+        self.gate = gate
+        self.pending: list[tuple[dict, Sequence[str], np.ndarray, np.ndarray]] = []
+
+    def add(self, entry: dict, case_ids: Sequence[str], base: np.ndarray, cur: np.ndarray) -> dict:
+        self.pending.append((entry, case_ids, base, cur))
+        return entry
+
+    def fill(self) -> None:
+        samples = [(ids, base, cur) for _, ids, base, cur in self.pending]
+        for (entry, *_), (low, high, p_value) in zip(self.pending, _statistics(samples, self.gate)):
+            entry.update(ci_low=low, ci_high=high, p_value=p_value)
+        self.pending = []
 
 
 # ------------------------------------------------------------------------ comparison
@@ -161,18 +261,28 @@ def _exceeds(delta: float | None, max_drop: float, higher: bool = True) -> bool:
     return delta is not None and (-delta if higher else delta) > max_drop
 
 
-def _compare(base: np.ndarray, cur: np.ndarray, gate: dict, max_drop: float, higher: bool = True) -> dict:
+def _compare(
+    base: np.ndarray,
+    cur: np.ndarray,
+    max_drop: float,
+    higher: bool,
+    case_ids: Sequence[str],
+    stats: Statistics,
+    entry: dict,
+) -> dict:
     """Means, delta, CI, raw permutation p-value and the cases won, tied and lost
     (moved in the good direction, not at all, the bad one) of one paired sample,
     and whether it moved beyond ``max_drop`` the wrong way (``exceeds``). Whether that
-    fails is decided with the whole family, by :func:`decide_family`.
+    fails is decided with the whole family, by :func:`decide_family`. The fields go
+    into ``entry``, returned; its CI and p-value are filled in by ``stats``
+    (:meth:`Statistics.fill`), with the others'.
 
     The delta is rounded to the places the verdict file keeps, so a drop of
     exactly ``max_drop`` passes rather than failing on float noise, and the
     decision always agrees with the numbers written next to it.
     """
     if len(base) == 0:
-        return {
+        return entry | {
             "baseline": None,
             "current": None,
             "delta": None,
@@ -188,31 +298,35 @@ def _compare(base: np.ndarray, cur: np.ndarray, gate: dict, max_drop: float, hig
     b, c = float(base.mean()), float(cur.mean())
     moves = (cur - base).round(FLOAT_PLACES) * (1 if higher else -1)
     delta = round(c - b, FLOAT_PLACES)
-    boot, perm = gate["bootstrap"], permutation_of(gate)
-    low, high = bootstrap_ci(base, cur, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
-    return {
+    entry.update({
         "baseline": b,
         "current": c,
         "delta": delta,
-        "ci_low": low,
-        "ci_high": high,
-        "p_value": permutation_p(base, cur, int(perm["resamples"]), int(perm["seed"])),
+        "ci_low": None,
+        "ci_high": None,
+        "p_value": None,
         "cases": len(base),
         "wins": int((moves > 0).sum()),
         "ties": int((moves == 0).sum()),
         "losses": int((moves < 0).sum()),
         "exceeds": _exceeds(delta, max_drop, higher),
-    }
+    })
+    return stats.add(entry, case_ids, base, cur)
 
 
 def slice_comparisons(
-    baseline_rows: Results, current_rows: Results, gate: dict, slice_keys: Sequence[str]
+    baseline_rows: Results,
+    current_rows: Results,
+    gate: dict,
+    slice_keys: Sequence[str],
+    stats: Statistics | None = None,
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
 
     Slice membership comes from the current rows' tags: with an unchanged eval
     fingerprint they match the baseline's anyway. Smaller slices are left out:
-    their deltas are too noisy to gate on.
+    their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
+    left for its :meth:`Statistics.fill`, else filled before returning.
     """
     import numpy as np  # deferred: numpy is not for `ragvet --help`
     import polars as pl  # deferred: polars is not for `ragvet --help`
@@ -220,7 +334,10 @@ def slice_comparisons(
     metric = gate["slice_metric"]
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
     base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
+    case_ids = np.asarray(paired["case_id"].to_list(), dtype=object)
     out = []
+    own = stats is None
+    stats = Statistics(gate) if stats is None else stats
     for key in slice_keys:
         tag = column("tags", key)
         if tag not in _table(current_rows).columns:
@@ -232,10 +349,14 @@ def slice_comparisons(
             members = np.asarray(groups[value])
             if len(members) < int(gate["min_slice_cases"]):
                 continue
-            result = _compare(
-                base[members], cur[members], gate, float(gate["slice_max_drop"]), higher_is_better(metric)
+            entry = {"key": key, "value": value, "metric": metric}
+            higher = higher_is_better(metric)
+            ids = case_ids[members].tolist()
+            out.append(
+                _compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry)
             )
-            out.append({"key": key, "value": value, "metric": metric, **result})
+    if own:
+        stats.fill()
     return out
 
 
@@ -243,10 +364,30 @@ def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, g
     """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
     decision: the report shows every metric this way, the gate decides only on
     guarded ones."""
-    _, base, cur = paired_values(baseline_rows, current_rows, metric)
-    entry = _compare(base, cur, gate, math.inf, higher_is_better(metric))
-    del entry["exceeds"]
-    return {"metric": metric, **entry}
+    return compare_metrics(baseline_rows, current_rows, [metric], gate)[0]
+
+
+def compare_metrics(
+    baseline_rows: Results,
+    current_rows: Results,
+    metrics: Sequence[str],
+    gate: dict,
+    stats: Statistics | None = None,
+) -> list[dict]:
+    """:func:`compare_metric` of each of ``metrics``, the same figures, with the random
+    draws shared by the metrics over the same paired cases (:func:`_statistics`).
+    With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`."""
+    own = stats is None
+    stats = Statistics(gate) if stats is None else stats
+    out = []
+    for metric in metrics:
+        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+        entry = _compare(base, cur, math.inf, higher_is_better(metric), ids, stats, {"metric": metric})
+        del entry["exceeds"]
+        out.append(entry)
+    if own:
+        stats.fill()
+    return out
 
 
 def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
@@ -328,6 +469,7 @@ def _measure_config(
     gate_params: dict,
     slice_keys: Sequence[str],
     against: str | None = None,
+    stats: Statistics | None = None,
 ) -> dict:
     """Measure one gated configuration against its baseline; nothing decided yet.
 
@@ -339,7 +481,16 @@ def _measure_config(
     ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
     an invalid comparison never passes. ``against`` names the git revision the
     baseline was read from, when it is not the committed baseline folder.
+    The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`) when given,
+    so that every configuration's draws are shared; else they are filled here.
     """
+    if stats is None:
+        stats = Statistics(gate_params)
+        result = _measure_config(
+            config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against, stats
+        )
+        stats.fill()
+        return result
     metrics: list[str] = list(gate_params["metrics"])
     k_missed = newly_missed_k(metrics)
     result: dict[str, Any] = {
@@ -388,13 +539,11 @@ def _measure_config(
         return result
 
     for metric in metrics:
-        _, base, cur = paired_values(baseline_rows, current_rows, metric)
+        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
         higher = higher_is_better(metric)
-        entry = {
-            "metric": metric,
-            "higher_is_better": higher,
-            **_compare(base, cur, gate_params, result["max_drop"], higher),
-        }
+        entry = _compare(
+            base, cur, result["max_drop"], higher, ids, stats, {"metric": metric, "higher_is_better": higher}
+        )
         if entry["cases"] == 0:
             fix = (
                 f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "
@@ -408,7 +557,7 @@ def _measure_config(
             )
         result["metrics"].append(entry)
 
-    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate_params, slice_keys)
+    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate_params, slice_keys, stats)
     if k_missed is not None:
         result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
     result["reasons"] = sorted(set(reasons), key=reasons.index)
@@ -469,6 +618,7 @@ def gate_all(
     say the same thing. ``rebaselined`` names the configurations whose committed
     baseline this change re-accepted (see :func:`accept_deliberate`)."""
     measured = []
+    stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
     for config in gate_params["configs"]:
         base_summary, base_rows = baselines.get(config, (None, None))
         rows = current.get(config)
@@ -481,8 +631,10 @@ def gate_all(
             gate_params,
             slice_keys,
             against,
+            stats,
         )
         measured.append(result)
+    stats.fill()
     results = decide_family(measured, gate_params)
     return gate_verdict([accept_deliberate(r, against) if r["config"] in rebaselined else r for r in results])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stages.gating.compare import compare_metric, fingerprint_reasons
+from stages.gating.compare import Statistics, compare_metrics, fingerprint_reasons
 from stages.gating.significance import alpha_of, correct_entries, correction_of
 from stages.measures.registry import METRICS
 
@@ -49,6 +49,7 @@ def side_by_side(
     fingerprints = fingerprints or {}
     base_rows = rows[baseline]
     entries: list[dict] = []
+    stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
     for name in sorted(rows):
         entry: dict[str, Any] = {"name": name, "baseline": name == baseline, "reason": None, "metrics": []}
         if rows[name] is None:
@@ -58,8 +59,9 @@ def side_by_side(
         elif name != baseline and fingerprints:
             entry["reason"] = "; ".join(fingerprint_reasons(fingerprints.get(baseline), fingerprints.get(name))) or None
         if entry["reason"] is None:
-            entry["metrics"] = [compare_metric(base_rows, rows[name], metric, gate) for metric in metrics]
+            entry["metrics"] = compare_metrics(base_rows, rows[name], list(metrics), gate, stats)
         entries.append(entry)
+    stats.fill()
     tests = [m for e in entries if not e["baseline"] for m in e["metrics"]]
     alpha, method = alpha_of(gate), correction_of(gate)
     size = correct_entries(tests, method)

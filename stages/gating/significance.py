@@ -10,7 +10,11 @@ together before any of them decides:
   delta: under "no change" each case's two values are exchangeable, so the sign
   of each case's delta is a fair coin. It is exact (every sign vector enumerated)
   when that is no more work than the Monte Carlo resamples, else seeded Monte
-  Carlo with the add-one estimate, which never returns 0 and keeps the test valid;
+  Carlo with the add-one estimate, which never returns 0 and keeps the test valid.
+  The Monte Carlo sign vectors have one sign per *paired case* (a case whose delta
+  is zero gets a sign too, and contributes nothing to Σ sᵢdᵢ), so one sign matrix,
+  drawn once, serves every metric compared over the same cases
+  (:func:`permutation_ps`): each metric then costs one matrix product;
 * the correction is Holm's step-down (family-wise error rate ≤ α, the default),
   Benjamini-Hochberg (false discovery rate ≤ α), both by statsmodels'
   ``multipletests``, or none.
@@ -35,7 +39,8 @@ CORRECTION_NAMES = {
     "bh": "Benjamini-Hochberg (false discovery rate)",
     "none": "no correction",
 }
-# Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory.
+# Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
+# (the Monte Carlo stream does not depend on it, see _random_heads).
 _SIGN_CELLS = 4_000_000
 
 
@@ -56,46 +61,132 @@ def alpha_of(gate: dict) -> float:
     return round(1.0 - float(gate["bootstrap"]["confidence"]), 12)
 
 
-def _signs(rows: int, n: int, rng: np.random.Generator | None, start: int) -> np.ndarray:
-    """A block of sign vectors: random ones from ``rng``, else rows ``start..`` of
-    the full enumeration (row r's bits are its signs)."""
+def _signs(rows: int, n: int, start: int) -> np.ndarray:
+    """Rows ``start..`` of the full enumeration of n signs (row r's bits are its signs)."""
     import numpy as np  # deferred: not for `ragvet --help`
 
-    if rng is not None:
-        return rng.integers(0, 2, size=(rows, n), dtype=np.int8) * 2 - 1
     codes = np.arange(start, start + rows, dtype=np.int64)[:, None]
     return ((codes >> np.arange(n, dtype=np.int64)) & 1).astype(np.int8) * 2 - 1
+
+
+def _random_heads(rows: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` random vectors of n fair coins as 0.0 / 1.0 (1 is a + sign): each vector
+    is the next ⌈n/64⌉ raw 64-bit words of ``rng``'s bit generator, case i its bit i
+    (little-endian), so the stream does not depend on how the rows are batched."""
+    import numpy as np  # deferred: not for `ragvet --help`
+
+    words = -(-n // 64)
+    raw = rng.bit_generator.random_raw(rows * words).astype("<u8", copy=False).reshape(rows, words)
+    return np.unpackbits(raw.view(np.uint8), axis=1, count=n, bitorder="little").astype(np.float64)
+
+
+def split_columns(columns: np.ndarray) -> np.ndarray:
+    """``columns`` (n x m) as n x 2m: each column's part on a power-of-two grid q, then
+    the remainder, for :func:`weighted_sums`.
+
+    q is coarse enough that every partial sum of integer weights with Σ|wᵢ| ≤ n times
+    the first part is a multiple of q below 2⁵³q, so exact in any order; the
+    remainder is below q/2 (about 2⁻⁵² n max|d|), and its sum's own rounding far
+    below the result's last bit.
+    """
+    import numpy as np  # deferred: not for `ragvet --help`
+
+    n = columns.shape[0]
+    scale = np.abs(columns).max(axis=0, initial=0.0) * max(n, 1)
+    _, exponent = np.frexp(scale)
+    grid = np.ldexp(1.0, exponent - 51)  # scale <= 2**exponent = 2**51 * grid
+    high = np.rint(columns / grid) * grid
+    return np.hstack([high, columns - high])
+
+
+def weighted_sums(weights: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """``weights @ columns`` (rows x n times n x m, ``split`` = :func:`split_columns`
+    of the columns) whose every entry is the same bits whatever the other columns and
+    whatever order the matrix product sums in: ``weights`` are integers with
+    Σⱼ|wᵢⱼ| ≤ n per row (bootstrap counts). So a metric's figures do not depend on
+    which metrics share its draws, nor on BLAS's blocking or threads."""
+    sums = weights @ split
+    m = split.shape[1] // 2
+    return sums[:, :m] + sums[:, m:]
 
 
 def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) -> float | None:
     """Two-sided p-value of the mean paired delta ``cur - base`` under sign flips.
 
     p = share of sign vectors s with |Σ sᵢdᵢ| ≥ |Σ dᵢ|. Cases with a zero delta
-    flip to themselves and drop out. Exact when 2ⁿ ≤ ``resamples`` (n nonzero
-    deltas; the identity is one of the 2ⁿ); otherwise (1 + hits) / (1 + resamples)
-    over ``resamples`` seeded random vectors. No paired case: None. Every delta
-    zero: 1.0.
+    flip to themselves and drop out. Exact when 2ⁿ' ≤ ``resamples`` (n' nonzero
+    deltas; the identity is one of the 2ⁿ'); otherwise (1 + hits) / (1 + resamples)
+    over ``resamples`` seeded random vectors with one sign per paired case (zero
+    deltas included). No paired case: None. Every delta zero: 1.0. The one-column
+    case of :func:`permutation_ps`, which gives every column this same value.
     """
     import numpy as np  # deferred: not for `ragvet --help`
 
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    if len(deltas) == 0:
-        return None
-    deltas = deltas[deltas != 0]
+    return permutation_ps(deltas[:, None], resamples, seed)[0]
+
+
+def _exact_p(deltas: np.ndarray) -> float:
+    """The exact sign-flip p-value of nonzero ``deltas``: all 2ⁿ sign vectors."""
+    import numpy as np  # deferred: not for `ragvet --help`
+
     n = len(deltas)
-    if n == 0:
-        return 1.0
     observed = abs(float(deltas.sum()))
     tolerance = 1e-9 * float(np.abs(deltas).sum())  # float noise of equal sums in another order
-    exact = n < 62 and 2**n <= resamples
-    total = 2**n if exact else resamples
-    rng = None if exact else np.random.default_rng(seed)
+    total = 2**n
     batch = max(1, min(total, _SIGN_CELLS // n))
     hits = 0
     for start in range(0, total, batch):
-        signs = _signs(min(batch, total - start), n, rng, start)
+        signs = _signs(min(batch, total - start), n, start)
         hits += int((np.abs(signs @ deltas) >= observed - tolerance).sum())
-    return hits / total if exact else (1 + hits) / (1 + resamples)
+    return hits / total
+
+
+def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float | None]:
+    """:func:`permutation_p` of every column of ``deltas`` (n paired cases x m metrics,
+    the deltas ``cur - base`` of each metric over the same cases, in the same order).
+
+    The Monte Carlo sign matrix S (``resamples`` x n, the raw words of
+    ``numpy.random.default_rng(seed)``'s bit generator, one bit per case:
+    :func:`_random_heads`) is drawn once for all the columns that need it, and each
+    column's |S d| ≥ |Σ dᵢ| - 1e-9 Σ|dᵢ| is counted from one matrix product
+    (S d = 2 H d - Σ dᵢ, H the 0/1 heads); the tolerance is far above the float noise
+    of any summation order, so the count does not depend on the other columns. A column's p-value is therefore
+    a pure function of that column, ``resamples`` and ``seed``: the same as alone.
+    """
+    import numpy as np  # deferred: not for `ragvet --help`
+
+    deltas = np.asarray(deltas, dtype=np.float64)
+    n, m = deltas.shape
+    if n == 0:
+        return [None] * m
+    out: list[float | None] = [None] * m
+    drawn = []
+    for j in range(m):
+        moved = deltas[:, j][deltas[:, j] != 0]
+        if len(moved) == 0:
+            out[j] = 1.0
+        elif len(moved) < 62 and 2 ** len(moved) <= resamples:
+            out[j] = _exact_p(moved)
+        else:
+            drawn.append(j)
+    if not drawn:
+        return out
+    columns = np.ascontiguousarray(deltas[:, drawn])
+    moved_sums = [columns[:, i][columns[:, i] != 0] for i in range(len(drawn))]
+    observed = np.array([abs(float(d.sum())) for d in moved_sums])
+    tolerance = 1e-9 * np.array([float(np.abs(d).sum()) for d in moved_sums])
+    totals = columns.sum(axis=0)
+    rng = np.random.default_rng(seed)
+    batch = max(1, min(resamples, _SIGN_CELLS // n))
+    hits = np.zeros(len(drawn), dtype=np.int64)
+    for start in range(0, resamples, batch):
+        heads = _random_heads(min(batch, resamples - start), n, rng)
+        flipped = 2.0 * (heads @ columns) - totals  # Σ sᵢdᵢ with sᵢ = 2·headᵢ - 1
+        hits += (np.abs(flipped) >= observed - tolerance).sum(axis=0)
+    for i, j in enumerate(drawn):
+        out[j] = (1 + int(hits[i])) / (1 + resamples)
+    return out
 
 
 def correct(pvalues: Sequence[float], method: str) -> list[float]:

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.gating.compare import (
-    compare_metric,
+    Statistics,
+    compare_metrics,
     family_text,
     fingerprint_reasons,
     newly_found,
@@ -323,6 +324,7 @@ def compare_configs(
     """
     k = newly_missed_k(gate_params["metrics"]) or summary_k(ks)
     out = []
+    stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
     for config in sorted(current):
         rows = current[config]
         base_summary, base_rows = baselines.get(config, (None, None))
@@ -340,16 +342,16 @@ def compare_configs(
             out.append(entry)
             continue
         guarded = gate_params["metrics"] if gated else ()
-        entry["metrics"] = [
-            {**compare_metric(base_rows, rows, metric, gate_params), "guarded": metric in guarded}
-            for metric in report_metrics(k, guarded)
-        ]
-        moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys) if s["delta"] is not None]
+        entry["metrics"] = compare_metrics(base_rows, rows, report_metrics(k, guarded), gate_params, stats)
+        for compared in entry["metrics"]:  # in place: stats.fill() below fills these dicts
+            compared["guarded"] = compared["metric"] in guarded
+        moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys, stats) if s["delta"] is not None]
         moved.sort(key=lambda s: (-abs(s["delta"]), s["key"], s["value"]))
         entry["slices"] = moved[:top_slices]
         entry["newly_missed"] = newly_missed(base_rows, rows, k)
         entry["newly_found"] = newly_found(base_rows, rows, k)
         out.append(entry)
+    stats.fill()
     return out
 
 
