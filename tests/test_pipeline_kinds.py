@@ -100,6 +100,7 @@ PARAMS = {
     "ks": [1, 3],
     "split": {"salt": "kinds", "eval_fraction": 1.0},
     "evidence": {"span_coverage": 1.0},
+    "budget": {"unit": "chars", "tokenizer": "chars", "values": [100, 400]},  # dvc.yaml declares the section
     "slices": ["phrasing"],
     "gate": {
         "configs": ["sent-dense"],
