@@ -145,8 +145,25 @@ def dense_problems(spec: dict, where: str) -> list[Problem]:
     return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
 
 
-def _settings(spec: dict) -> dict[str, Any]:
+def dense_settings(spec: dict) -> dict[str, Any]:
+    """An encoder spec with the dense defaults filled in: every kind that embeds reads these."""
     return {**DENSE_DEFAULTS, **spec}
+
+
+def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict) -> tuple[Any, Any]:
+    """The chunks' and the questions' vectors (passage and query prefixes), through the
+    embedding cache, with one line saying how many were cached and how many computed."""
+    with EmbeddingCache() as cache:
+        passages, p_stats = embed_texts(
+            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
+        )
+        queries, q_stats = embed_texts(
+            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+        )
+    print(
+        f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
+    )
+    return passages, queries
 
 
 @contextmanager
@@ -216,21 +233,12 @@ def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple
 
 def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
-    settings = _settings(spec)
+    settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     chunk_ids = [chunk.chunk_id for chunk in chunks]
     if not chunks or not cases:
         return []
-    with EmbeddingCache() as cache:
-        passages, p_stats = embed_texts(
-            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
-        )
-        queries, q_stats = embed_texts(
-            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
-        )
-    print(
-        f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
-    )
+    passages, queries = embed_run_inputs(chunks, cases, settings)
     rows: list[RunRow] = []
     with _faiss_threads(1) as faiss:
         index = build_index(faiss, passages, settings)

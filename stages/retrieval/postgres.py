@@ -40,7 +40,7 @@ import numpy as np
 
 from stages.errors import InputError, Problem
 from stages.inputs.values import is_positive_int
-from stages.retrieval.dense import DENSE_DEFAULTS, SEARCH_MARGIN, TIE_SLACK, encoder_problems
+from stages.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, dense_settings, embed_run_inputs, encoder_problems
 from stages.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
 from stages.retrieval.passages import PassageLocator
 from stages.retrieval.ranking import RunRow, rank_scored
@@ -205,17 +205,11 @@ def owned_run(
 ) -> list[RunRow]:
     """Write the chunking's vectors into ragvet's table and search it, case by case,
     timing each case's query (with its exact rescoring) into ``latency``."""
-    settings = {**DENSE_DEFAULTS, **spec}
+    settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
-    with EmbeddingCache() as cache:
-        passages, _ = embed_texts(
-            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
-        )
-        queries, _ = embed_texts(
-            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
-        )
+    passages, queries = embed_run_inputs(chunks, cases, settings)
     chunk_by_id = {chunk.chunk_id: chunk for chunk in chunks}
     rows: list[RunRow] = []
     with connect(spec) as conn:
@@ -239,7 +233,7 @@ def existing_run(
     """Query the team's table: its rows are foreign passages, scored by its own
     distance (two rows of one span keep the better score). Each query is timed
     into ``latency``."""
-    settings = {**DENSE_DEFAULTS, **spec}
+    settings = dense_settings(spec)
     columns = spec["columns"]
     operator, score = DISTANCES[spec.get("distance", "cosine")]
     with EmbeddingCache() as cache:
