@@ -298,14 +298,19 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {pages / 2**30:.1f} GiB RAM, Python {platform.python_version()}; {versions}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generated data's size and seed: this benchmark's and ``stages.py``'s, which reuses it."""
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--chunks-per-doc", type=int, default=10)
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5, 10])
     parser.add_argument("--seed", type=int, default=13)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    data_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best time of each counts")
     parser.add_argument("--skip-ranx", action="store_true")
     parser.add_argument("--workdir", type=Path, default=None)

@@ -167,12 +167,7 @@ def change_baseline(folder: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=int, default=100_000)
-    parser.add_argument("--depth", type=int, default=100)
-    parser.add_argument("--docs", type=int, default=20_000)
-    parser.add_argument("--chunks-per-doc", type=int, default=10)
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5, 10])
-    parser.add_argument("--seed", type=int, default=13)
+    evaluation.data_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--configs", type=int, default=8)
     parser.add_argument("--workdir", type=Path, default=None)
