@@ -29,6 +29,7 @@ from stages.reporting.markdown import (
     budget_rows,
     case_details,
     compare_configs,
+    compared_metrics,
     plot_rows,
     render_html,
     render_latency,
@@ -66,8 +67,8 @@ def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
     return {config: read_json(path) for config, path in paths.items()}
 
 
-def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
-    rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
+def _read_current(settings: dict, cases_dir: Path, metrics: list[str] | None) -> dict[str, list[dict]]:
+    rows = {config: current_table(cases_dir, config, metrics) for config in sorted(settings["configs"])}
     missing = [config for config, found in rows.items() if found is None]
     if missing:
         raise InputError(
@@ -166,15 +167,17 @@ def main(
     and found cases, and the context budget, for every configuration."""
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget"])
     fingerprints = read_json(split)["fingerprints"]
-    rows = _read_current(settings, cases_dir)
+    side_metrics = comparable_metrics(summary_k(settings["ks"]))
+    # the html charts' slice tables take every metric
+    metrics = None if format is Format.html else [*compared_metrics(settings["ks"], settings["gate"]), *side_metrics]
+    rows = _read_current(settings, cases_dir, metrics)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
-    bases = baselines_for(configs, baseline, against)
+    bases = baselines_for(configs, baseline, against, metrics)
     gated = list(settings["gate"]["configs"])
-    verdict = gate_all(
-        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, cases_dir)
-    )
+    accepted = rebaselined(gated, baseline, cases_dir, against)
+    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, accepted)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
         bases,
@@ -187,7 +190,7 @@ def main(
     info = _case_info(cases, corpus, comparisons)
     limit = COMMENT_LIMIT if comment else None
     # every configuration against the first gated one: the configuration a change is measured by
-    table = side_by_side(rows, gated[0], comparable_metrics(summary_k(settings["ks"])), settings["gate"])
+    table = side_by_side(rows, gated[0], side_metrics, settings["gate"])
     text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table)
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}

@@ -27,6 +27,7 @@ import math
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stages.gating.bootstrap import bootstrap_cis
 from stages.gating.significance import (
     alpha_of,
     correct_entries,
@@ -34,8 +35,6 @@ from stages.gating.significance import (
     describe_family,
     permutation_of,
     permutation_ps,
-    split_columns,
-    weighted_sums,
 )
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
@@ -58,8 +57,6 @@ if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `r
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
-# Bound the (resamples x cases) index matrix so large eval sets do not exhaust memory.
-_BOOTSTRAP_CELLS = 4_000_000
 
 
 # --------------------------------------------------------------------------- pairing
@@ -119,61 +116,6 @@ def paired_values(
     return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
-def bootstrap_ci(
-    base: np.ndarray, cur: np.ndarray, resamples: int, seed: int, confidence: float
-) -> tuple[float | None, float | None]:
-    """Percentile interval of the mean paired delta ``cur - base``.
-
-    Resampling *cases* (not the two sides independently) keeps the pairing, which
-    is what makes small real regressions visible above per-case variance. The
-    generator is ``numpy.random.default_rng(seed)`` and indices are drawn in
-    batches whose sizes depend only on the number of cases and resamples, so the
-    interval is a pure function of its arguments. A resample's mean is
-    Σᵢ cᵢdᵢ / n, cᵢ the times case i was drawn (:func:`bootstrap_cis`, of which this
-    is the one-column case). No paired case: (None, None); every delta 0: (0.0, 0.0).
-    """
-    import numpy as np  # not for `ragvet --help`
-
-    deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    return bootstrap_cis(deltas[:, None], resamples, seed, confidence)[0]
-
-
-def bootstrap_cis(
-    deltas: np.ndarray, resamples: int, seed: int, confidence: float
-) -> list[tuple[float | None, float | None]]:
-    """:func:`bootstrap_ci` of every column of ``deltas`` (n paired cases x m metrics,
-    the deltas of each metric over the same cases, in the same order).
-
-    Each batch's indices (``rng.integers(0, n, size=(rows, n))``) are drawn once and
-    counted per resample (``np.bincount``); the resample means of all the columns
-    are then one matrix product, counts @ deltas / n (:func:`weighted_sums`, whose
-    entries do not depend on the other columns). So a column's interval is a pure
-    function of that column, ``resamples``, ``seed`` and ``confidence``: the same
-    as alone. With every delta 0 nothing is drawn.
-    """
-    import numpy as np  # not for `ragvet --help`
-
-    deltas = np.asarray(deltas, dtype=np.float64)
-    n, m = deltas.shape
-    if n == 0 or resamples <= 0:
-        return [(None, None)] * m
-    if not deltas.any():  # every resample's mean is 0.0: what sampling would give, without 2000 x n draws
-        return [(0.0, 0.0)] * m
-    split = split_columns(deltas)
-    rng = np.random.default_rng(seed)
-    batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
-    means = np.empty((resamples, m), dtype=np.float64)
-    for start in range(0, resamples, batch):
-        stop = min(resamples, start + batch)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        idx += (np.arange(stop - start, dtype=idx.dtype) * n)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
-        means[start:stop] = weighted_sums(counts.astype(np.float64), split) / n
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    bounds = np.percentile(means, [tail, 100.0 - tail], axis=0)
-    return [(float(bounds[0, j]), float(bounds[1, j])) for j in range(m)]
-
-
 # Figures already computed in this process, by a digest of (case ids, deltas, params):
 # the report measures the gate's comparisons and its own over the same pairs, and every
 # figure is a pure function of those, so the second asks for nothing new.
@@ -211,7 +153,7 @@ def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]],
             if len(_MEMO) > 100_000:
                 _MEMO.clear()
             fresh = np.ascontiguousarray(deltas[:, todo])
-            cis = bootstrap_cis(fresh, params[0], params[1], params[2])
+            cis = bootstrap_cis(fresh, params[0], params[1], params[2], ids)
             ps = permutation_ps(fresh, params[3], params[4])
             for column, ci, p_value in zip(todo, cis, ps):
                 _MEMO[keys[column]] = (*ci, p_value)
@@ -404,6 +346,13 @@ def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[s
 def newly_missed_k(metrics: Sequence[str]) -> int | None:
     ks = [k for k in map(_k_of, metrics) if k is not None]
     return max(ks) if ks else None
+
+
+def gate_metrics(gate_params: dict) -> list[str]:
+    """Every metric a gate compares: the guarded ones, the slice metric and ``hit@k`` of
+    the newly missed cases. What the gate reads of each per-case table."""
+    k = newly_missed_k(gate_params["metrics"])
+    return list(dict.fromkeys([*gate_params["metrics"], gate_params["slice_metric"], *([f"hit@{k}"] if k else [])]))
 
 
 def anchor_note(anchors: Sequence[str]) -> str:
