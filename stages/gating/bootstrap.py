@@ -36,6 +36,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from stages.gating.significance import MIN_PRODUCT_ROWS
+
 if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
     import numpy as np
 
@@ -43,7 +45,7 @@ MULTINOMIAL_MAX_CASES = 1_000
 # Bound the (resamples x cases) matrices of a batch so large eval sets do not exhaust memory
 # (no stream depends on it).
 _BOOTSTRAP_CELLS = 4_000_000
-_DRAW_CELLS = 500_000  # SplitMix64 outputs drawn at once: its temporaries stay in cache
+_DRAW_CELLS = 500_000  # SplitMix64 outputs drawn at once: the temporaries stay in cache
 _SPLITMIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # Steele, Lea & Flood 2014
 _MAX_WEIGHT = 64  # a Poisson(1) draw of a 53-bit uniform is at most 17; a bound for split_columns
 _UNSURE = 255
@@ -158,19 +160,30 @@ def _poisson_means(deltas: np.ndarray, case_ids: Sequence[str], resamples: int, 
     unmoved = n - counted.sum(axis=0).astype(np.int64)
     weights = _case_weights([case_ids[i] for i in rows], seed, resamples)
     split = split_columns(moved, _MAX_WEIGHT * n)
-    rest = {int(size): (_poisson_cdf(int(size)), _keys([str(int(size))], seed, b"rest")) for size in set(unmoved.tolist()) if size}
-    batch = max(1, min(resamples, _BOOTSTRAP_CELLS // max(len(rows), 1)))
+    others = _unmoved_sums(unmoved, seed, resamples)
+    batch = min(resamples, max(MIN_PRODUCT_ROWS, _BOOTSTRAP_CELLS // max(len(rows), 1)))
     means = np.empty((resamples, m), dtype=np.float64)
     for start in range(0, resamples, batch):
         stop = min(resamples, start + batch)
-        drawn = weights[:, start:stop].T.astype(np.float64)
+        drawn = weights[start:stop].astype(np.float64)
         sums = weighted_sums(drawn, split)
-        sizes = drawn @ counted  # small integers: exact in any order
-        for size, ((low, cdf), key) in rest.items():
-            others = low + np.searchsorted(cdf, _uniform(_splitmix(key, start, stop - start))[:, 0], side="right")
-            sizes[:, unmoved == size] += others.astype(np.float64)[:, None]
+        sizes = drawn @ counted + others[start:stop]  # small integers: exact in any order
         means[start:stop] = np.divide(sums, sizes, out=np.zeros_like(sums), where=sizes > 0)
     return means
+
+
+def _unmoved_sums(unmoved: np.ndarray, seed: int, resamples: int) -> np.ndarray:
+    """resamples x m: each column's summed weight of its ``unmoved`` cases, a Poisson(n - m)
+    draw per resample, output r of SplitMix64 seeded by (seed, n - m) through that
+    distribution function; 0 when every case moved."""
+    import numpy as np  # deferred: not for `ragvet --help`
+
+    out = np.zeros((resamples, len(unmoved)), dtype=np.float64)
+    for size in sorted(set(unmoved.tolist()) - {0}):
+        low, cdf = _poisson_cdf(size)
+        uniform = _uniform(_splitmix(_keys([str(size)], seed, b"rest"), 0, resamples))[:, 0]
+        out[:, unmoved == size] = (low + np.searchsorted(cdf, uniform, side="right")).astype(np.float64)[:, None]
+    return out
 
 
 # Poisson(1) weights drawn in this process, by (seed, resamples) and case id: a case has
@@ -181,7 +194,7 @@ _WEIGHT_CACHE = 400_000_000
 
 
 def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndarray:
-    """cases x resamples Poisson(1) weights (uint8): case i's weight in resample r is
+    """resamples x cases Poisson(1) weights (uint8): case i's weight in resample r is
     output r + 1 of SplitMix64 seeded by :func:`_keys` (seed, case id), through the
     Poisson(1) distribution function (:func:`_poisson_one`)."""
     import numpy as np  # deferred: not for `ragvet --help`
@@ -199,8 +212,8 @@ def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndar
             drawn[start : start + step] = _poisson_one(_splitmix(keys[start : start + step], 0, resamples)).T
         known.update(zip(fresh, drawn))
     if not case_ids:
-        return np.empty((0, resamples), dtype=np.uint8)
-    return np.stack([known[name] for name in case_ids])
+        return np.empty((resamples, 0), dtype=np.uint8)
+    return np.stack([known[name] for name in case_ids], axis=1)
 
 
 def _keys(names: Sequence[str], seed: int, what: bytes) -> np.ndarray:

@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `r
     # One configuration's per-case results: the table the stages read
     # (stages.storage.results), or the nested rows it stands for.
     Results = pl.DataFrame | Sequence[Row]
+    # The case ids of a paired sample, in its order.
+    CaseIds = pl.Series | Sequence[str]
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
@@ -78,29 +80,44 @@ def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
     return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
 
-def _metric(rows: Results, metric: str, alias: str) -> pl.DataFrame:
-    """``case_id`` and the metric as floats (all null when the table does not have it)
-    of the eval-split cases."""
+def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
+    """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
+    the table does not have it) of the eval-split cases."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 
-    name = column("metrics", metric)
-    value = pl.col(name) if name in _table(rows).columns else pl.lit(None)
-    return _eval_columns(rows, "case_id", value.cast(pl.Float64).alias(alias))
+    names = [column("metrics", metric) for metric in metrics]
+    present = set(_table(rows).columns)
+    values = [(pl.col(name) if name in present else pl.lit(None)).cast(pl.Float64) for name in names]
+    return _eval_columns(rows, "case_id", *(value.alias(f"{side}{i}") for i, value in enumerate(values)))
+
+
+def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> pl.DataFrame:
+    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
+    the eval-split cases on both sides, sorted by case_id. Two tables of the same cases
+    (the usual case) are paired by position, others by a join on case_id. One pass
+    over each table for all the metrics of a comparison."""
+    base, cur = _metrics(baseline_rows, metrics, "b"), _metrics(current_rows, metrics, "c")
+    if base["case_id"].equals(cur["case_id"]):
+        wide = base.with_columns(cur.drop("case_id"))
+    else:
+        wide = base.join(cur, on="case_id", how="inner")
+    return wide.sort("case_id")
+
+
+def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
+    a finite value on both sides (:func:`stages.reporting.formatting.is_missing`: None,
+    NaN and infinities are no value)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
 
 
 def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
-    of ``metric`` on both sides (:func:`stages.reporting.formatting.is_missing`: None,
-    NaN and infinities are no value), sorted by case_id. Two tables of the same cases
-    (the usual case) are paired by position, others by a join on case_id."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
-
-    base, cur = _metric(baseline_rows, metric, "baseline"), _metric(current_rows, metric, "current")
-    if base["case_id"].equals(cur["case_id"]):
-        paired = base.with_columns(cur["current"])
-    else:
-        paired = base.join(cur, on="case_id", how="inner")
-    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite()).sort("case_id")
+    of ``metric`` on both sides, sorted by case_id (:func:`_wide`, :func:`_pair`)."""
+    return _pair(_wide(baseline_rows, current_rows, [metric]), 0)
 
 
 def paired_values(
@@ -112,8 +129,19 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    paired = _paired(baseline_rows, current_rows, metric)
-    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
+    ids, base, cur = _samples(baseline_rows, current_rows, [metric])[0]
+    return ids.to_list(), base, cur
+
+
+def _samples(
+    baseline_rows: Results, current_rows: Results, metrics: Sequence[str]
+) -> list[tuple[pl.Series, np.ndarray, np.ndarray]]:
+    """:func:`paired_values` of each of ``metrics``, each table read once for all of them,
+    the case ids left a polars Series: at 100,000 cases, making them Python strings for
+    every metric took longer than its statistics."""
+    wide = _wide(baseline_rows, current_rows, metrics)
+    pairs = [_pair(wide, i) for i in range(len(metrics))]
+    return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
 
 
 # Figures already computed in this process, by a digest of (case ids, deltas, params):
@@ -122,13 +150,13 @@ def paired_values(
 _MEMO: dict[bytes, tuple] = {}
 
 
-def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
+def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
     """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
 
-    Samples over the same case ids (in the same order) are one group: its bootstrap
-    indices and permutation signs are drawn once for all of them
-    (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would get
-    alone. Samples over other cases (a None on one side drops a case) group apart.
+    Samples over the same case ids (in the same order) are one group
+    (:func:`_groups`): its bootstrap and permutation draws are made once for all of
+    them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
+    get alone. Samples over other cases (a None on one side drops a case) group apart.
     A sample computed before in this process (same cases, deltas and params) is not
     computed again.
     """
@@ -137,13 +165,11 @@ def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]],
     boot, perm = gate["bootstrap"], permutation_of(gate)
     params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
     params += (int(perm["resamples"]), int(perm["seed"]))
-    groups: dict[tuple, list[int]] = {}
-    for i, (ids, _, _) in enumerate(samples):
-        groups.setdefault(tuple(ids), []).append(i)
     out: list[tuple] = [()] * len(samples)
-    for ids, members in groups.items():
-        group = hashlib.blake2b(repr((params, ids)).encode(), digest_size=32).digest()
-        deltas = np.empty((len(ids), len(members)), dtype=np.float64)
+    for ids, members in _groups([sample[0] for sample in samples]):
+        names = ids.to_list()
+        group = hashlib.blake2b(repr(params).encode() + "\x00".join(names).encode(), digest_size=32).digest()
+        deltas = np.empty((len(names), len(members)), dtype=np.float64)
         keys = []
         for column, i in enumerate(members):
             deltas[:, column] = np.asarray(samples[i][2], dtype=np.float64) - np.asarray(samples[i][1], dtype=np.float64)
@@ -153,13 +179,32 @@ def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]],
             if len(_MEMO) > 100_000:
                 _MEMO.clear()
             fresh = np.ascontiguousarray(deltas[:, todo])
-            cis = bootstrap_cis(fresh, params[0], params[1], params[2], ids)
+            cis = bootstrap_cis(fresh, params[0], params[1], params[2], names)
             ps = permutation_ps(fresh, params[3], params[4])
             for column, ci, p_value in zip(todo, cis, ps):
                 _MEMO[keys[column]] = (*ci, p_value)
         for column, i in enumerate(members):
             out[i] = _MEMO[keys[column]]
     return out
+
+
+def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
+    """The distinct case id lists, each with the positions of the samples over it, in
+    order of first appearance. Equal lists are found by their length and polars' hash
+    sum, and confirmed equal value by value (a hash collision only costs a group)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    groups: list[tuple[pl.Series, list[int]]] = []
+    candidates: dict[tuple[int, int], list[int]] = {}
+    for i, ids in enumerate(case_ids):
+        series = ids if isinstance(ids, pl.Series) else pl.Series("case_id", list(ids), dtype=pl.String)
+        found = candidates.setdefault((len(series), int(series.hash().sum() or 0)), [])
+        match = next((g for g in found if groups[g][0].equals(series, check_names=False)), None)
+        if match is None:
+            found.append(match := len(groups))
+            groups.append((series, []))
+        groups[match][1].append(i)
+    return groups
 
 
 class Statistics:
@@ -173,9 +218,9 @@ class Statistics:
 
     def __init__(self, gate: dict) -> None:
         self.gate = gate
-        self.pending: list[tuple[dict, Sequence[str], np.ndarray, np.ndarray]] = []
+        self.pending: list[tuple[dict, CaseIds, np.ndarray, np.ndarray]] = []
 
-    def add(self, entry: dict, case_ids: Sequence[str], base: np.ndarray, cur: np.ndarray) -> dict:
+    def add(self, entry: dict, case_ids: CaseIds, base: np.ndarray, cur: np.ndarray) -> dict:
         self.pending.append((entry, case_ids, base, cur))
         return entry
 
@@ -208,7 +253,7 @@ def _compare(
     cur: np.ndarray,
     max_drop: float,
     higher: bool,
-    case_ids: Sequence[str],
+    case_ids: CaseIds,
     stats: Statistics,
     entry: dict,
 ) -> dict:
@@ -276,7 +321,7 @@ def slice_comparisons(
     metric = gate["slice_metric"]
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
     base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
-    case_ids = np.asarray(paired["case_id"].to_list(), dtype=object)
+    case_ids = paired["case_id"]
     out = []
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
@@ -293,7 +338,7 @@ def slice_comparisons(
                 continue
             entry = {"key": key, "value": value, "metric": metric}
             higher = higher_is_better(metric)
-            ids = case_ids[members].tolist()
+            ids = case_ids.gather(members)
             out.append(
                 _compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry)
             )
@@ -322,8 +367,7 @@ def compare_metrics(
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     out = []
-    for metric in metrics:
-        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         entry = _compare(base, cur, math.inf, higher_is_better(metric), ids, stats, {"metric": metric})
         del entry["exceeds"]
         out.append(entry)
@@ -334,8 +378,10 @@ def compare_metrics(
 
 def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
-    return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = _paired(baseline_rows, current_rows, f"hit@{k}")
+    return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()
 
 
 def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
@@ -487,8 +533,7 @@ def _measure_config(
         )
         return result
 
-    for metric in metrics:
-        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         higher = higher_is_better(metric)
         entry = _compare(
             base, cur, result["max_drop"], higher, ids, stats, {"metric": metric, "higher_is_better": higher}
