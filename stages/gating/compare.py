@@ -6,9 +6,10 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   cancels, and a case missing on one side cannot move a mean);
 * every delta carries a paired bootstrap confidence interval and a paired
   permutation p-value, seeded from params, so the same inputs always give the
-  same verdict. The resample indices and sign vectors are drawn once per paired
-  case set and shared by every metric compared over it (:func:`_statistics`):
-  each metric costs a matrix product, and gets the same figures as alone; the
+  same verdict (:mod:`stages.gating.bootstrap`). The bootstrap draws and sign
+  vectors are drawn once per paired case set and shared by every metric compared
+  over it (:func:`_statistics`): each metric costs a matrix product, and gets the
+  same figures as alone; the
   p-values of every guarded metric and slice of every gated
   configuration are corrected as one family (:mod:`stages.gating.significance`),
   and with ``require_significance`` a drop fails only when its corrected p < α;
