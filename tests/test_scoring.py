@@ -82,6 +82,8 @@ def evaluations(draw):
     docs = sorted({c.doc_id for c in chunks})
     ids = [c.chunk_id for c in chunks]
     cases, run = [], {}
+    judging = draw(st.booleans())  # imported qrels: some cases carry a judged set, of docs with or without chunks
+    judged_sets = st.none() | st.dictionaries(st.sampled_from(docs + ["unchunked-doc"]), st.integers(-1, 3), min_size=1)
     for number in range(draw(st.integers(1, 5))):
         evidence = tuple(draw(st.lists(units(docs), max_size=3)))
         cited = st.sampled_from(evidence) if evidence else units(docs)
@@ -90,7 +92,8 @@ def evaluations(draw):
             for c in range(draw(st.integers(0, 2)) if evidence else 0)
         )
         case_id = f"case{number}"
-        cases.append(Case(case_id, "?", bool(evidence), evidence, claims, {"t": "x"}))
+        judged = draw(judged_sets) if judging else None
+        cases.append(Case(case_id, "?", bool(evidence), evidence, claims, {"t": "x"}, {}, judged))
         if draw(st.integers(0, 5)):  # sometimes no run at all
             retrieved = draw(st.lists(st.sampled_from(ids), max_size=12))  # repeats allowed
             scores = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=len(retrieved), max_size=len(retrieved)))
@@ -124,11 +127,13 @@ def test_engine_equals_the_reference_case_by_case(data):
     rows = evaluate_run(cases, chunks, run, split, ks, coverage, texts, budgets=budgets)
     by_doc = chunks_by_doc(chunks)
     lengths = {c.chunk_id: c.end - c.start for c in chunks}
+    judging = any(case.judged is not None for case in cases)
     assert [row["case_id"] for row in rows] == sorted(split)
     for row in rows:
         case = next(c for c in cases if c.case_id == row["case_id"])
         ranked = run.get(case.case_id, ())
-        reference = case_row(case, "eval", ranked, by_doc, lengths, ks, coverage, texts, budgets)
+        reference = case_row(case, "eval", ranked, by_doc, lengths, ks, coverage, texts, budgets, judging)
+        assert all(f"judged@{k}" in row["metrics"] for k in ks) == judging
         assert_rows_equal(row, reference)
 
 
