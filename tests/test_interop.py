@@ -126,8 +126,8 @@ def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch)
         "documents: 10",
         "cases: 10 (1 abstention)",
         "evidence units: 10",
-        "skipped: 2",
-        "  judgements below grade 1 (not relevant): 2",
+        "judged docs: 12 (every grade, for judged@k)",
+        "skipped: 0",
         f"wrote {Path('data/corpus/corpus.jsonl')} and {Path('data/cases.jsonl')}",
     ]
     corpus, cases = tmp_path / "data/corpus/corpus.jsonl", tmp_path / "data/cases.jsonl"
@@ -143,6 +143,7 @@ def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch)
         "id": "q01",
         "question": "Why do the tides rise twice a day?",
         "evidence": [{"doc": "d01"}],
+        "judged": {"d01": 2, "d09": 0},
     }
     ragvet("import", "beir", source, "--abstain-unjudged", "--force", "--out-cases", "data/cases.jsonl")
     assert (corpus.read_bytes(), cases.read_bytes()) == first
@@ -304,7 +305,7 @@ def test_import_trec_and_squad_from_the_cli(tmp_path, monkeypatch):
     )
     assert result.stdout.splitlines()[:3] == ["documents: 2", "cases: 1 (0 abstention)", "evidence units: 1"]
     assert (tmp_path / "data/cases.jsonl").read_text() == (
-        '{"evidence":[{"doc":"d01"}],"id":"7","question":"moon tides"}\n'
+        '{"evidence":[{"doc":"d01"}],"id":"7","judged":{"d01":1},"question":"moon tides"}\n'
     )
 
     squad = tmp_path / "squad.json"

@@ -244,6 +244,7 @@ def test_every_registered_metric_has_a_reference_definition_and_an_engine_kernel
             "tokens_to_evidence",
             "span_precision",
             "span_iou",
+            "judged",
         ]
     )
 
@@ -286,6 +287,8 @@ def test_metric_names_are_deterministic():
     with_budgets = metric_names([1, 5], [512, 64])
     added = [name for name in with_budgets if name not in names]  # in registry order, budget ascending
     assert added == ["evidence_recall_budget@64", "evidence_recall_budget@512", "tokens_to_evidence"]
+    judged = [name for name in metric_names([1, 5], judged=True) if name not in names]  # only with judged sets
+    assert judged == ["judged@1", "judged@5"]
     assert metric_problems(names, ks=[1, 5]) == []
     with pytest.raises(ValueError):
         metric_names([])

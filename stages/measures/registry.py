@@ -114,7 +114,7 @@ METRICS: dict[str, Metric] = {
         ),
         Metric(
             "judged",
-            "share of the top-k results whose doc has a judgement of any grade (ir_measures Judged@k): "
+            "share of the top-k results whose doc has a judgement of any grade (as ir_measures' Judged): "
             "judged chunks in the top k / min(k, chunks retrieved), each chunk counted; 0 when nothing "
             "is retrieved; no value for a case without a judged set (native cases)",
             comparable_across_chunkings=True,
