@@ -484,6 +484,11 @@ def _k(k: int | None) -> int:
     return k
 
 
+def _retrieved_docs(c: CaseInput) -> list[str]:
+    """The doc of each retrieved chunk, best first; none needed without a judged set."""
+    return [] if c.judged is None else [c.sent_chunks[chunk_id].doc_id for chunk_id in c.retrieved]
+
+
 # Each registered metric's definition over one case, by name.
 REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     "recall": lambda c, k: recall_at_k(c.retrieved, c.relevant, _k(k)),
@@ -502,7 +507,7 @@ REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     ),
     "span_precision": lambda c, k: span_precision_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
     "span_iou": lambda c, k: span_iou_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
-    "judged": lambda c, k: judged_at_k([c.sent_chunks[i].doc_id for i in c.retrieved], c.judged, _k(k)),
+    "judged": lambda c, k: judged_at_k(_retrieved_docs(c), c.judged, _k(k)),
 }
 
 

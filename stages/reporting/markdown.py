@@ -502,14 +502,15 @@ def judged_settings(settings: dict) -> tuple[str, float]:
 def judged_references(
     summaries: Mapping[str, Summary], reference: str, bases: Mapping[str, tuple], against: str | None
 ) -> dict[str, list[tuple[str, Summary]]]:
-    """What each configuration's judged share is held against: the reference
-    configuration (the one the side-by-side table measures every other by), and its
-    own baseline (committed, or at ``against``) when it has one."""
-    own = f"its results at `{against}`" if against else "its committed baseline"
+    """What each configuration's judged share is held against, as ``(label, summary)``:
+    the reference configuration (the one the side-by-side table measures every other
+    by), and its own baseline (committed, or at ``against``) when it has one. A label
+    is markdown, the user's names in code spans."""
+    own = f"its results at {md_code(against)}" if against else "its committed baseline"
     references: dict[str, list[tuple[str, Summary]]] = {name: [] for name in summaries}
     for name in summaries:
         if name != reference and reference in summaries:
-            references[name].append((f"the reference configuration `{reference}`", summaries[reference]))
+            references[name].append((f"the reference configuration {md_code(reference)}", summaries[reference]))
         base_summary = bases.get(name, (None, None))[0]
         if base_summary is not None:
             references[name].append((own, base_summary))
@@ -524,9 +525,8 @@ def judged_warnings(
 ) -> list[str]:
     """One line per configuration whose eval-split ``metric`` (a ``judged@k``) is more
     than ``max_drop`` below a reference's: ``references`` maps a configuration to
-    ``(label, summary)`` pairs, its reference configuration and its baseline, the
-    label ragvet's own sentence with the user's names in backticks. The drop is
-    rounded to 9 places first, so a drop of exactly ``max_drop`` does not warn."""
+    ``(label, summary)`` pairs (:func:`judged_references`: markdown already). The drop
+    is rounded to 9 places first, so a drop of exactly ``max_drop`` does not warn."""
     lines = []
     for name in sorted(summaries):
         current = _split(summaries[name], EVAL)[0].get(metric)
@@ -536,7 +536,7 @@ def judged_warnings(
                 continue
             lines.append(
                 f"- **Warning:** {md_code(name)}: {md_code(metric)} {fmt(current)} is {fmt(base - current)} below "
-                f"{fmt(base)} for {md_prose(label)} (more than `judged.max_drop` {max_drop:g}): {JUDGED_WARNING}. "
+                f"{fmt(base)} for {label} (more than `judged.max_drop` {max_drop:g}): {JUDGED_WARNING}. "
                 "Unjudged results count as not relevant."
             )
     return lines
