@@ -29,6 +29,9 @@ from stages.reporting.markdown import (
     budget_rows,
     case_details,
     compare_configs,
+    judged_references,
+    judged_settings,
+    judged_warnings,
     plot_rows,
     render_html,
     render_latency,
@@ -164,7 +167,7 @@ def main(
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
-    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget"])
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
     fingerprints = read_json(split)["fingerprints"]
     rows = _read_current(settings, cases_dir)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
@@ -188,7 +191,12 @@ def main(
     limit = COMMENT_LIMIT if comment else None
     # every configuration against the first gated one: the configuration a change is measured by
     table = side_by_side(rows, gated[0], comparable_metrics(summary_k(settings["ks"])), settings["gate"])
-    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table)
+    metric, max_drop = judged_settings(settings)
+    references = judged_references(summaries, gated[0], bases, against)
+    warnings = judged_warnings(summaries, references, metric, max_drop)
+    text = render_report(
+        summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table, warnings
+    )
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
