@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import baselines_for, current_table, rebaselined
+from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
@@ -175,9 +175,9 @@ def main(
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against)
     gated = list(settings["gate"]["configs"])
-    verdict = gate_all(
-        settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebaselined(gated, baseline, cases_dir)
-    )
+    timed = latency_pairs(gated, baseline, latency_dir, against) if latency_dir is not None else None
+    rebased = rebaselined(gated, baseline, cases_dir)
+    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
         bases,

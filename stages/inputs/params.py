@@ -39,7 +39,8 @@ GATE_KEYS = (
     "require_significance",
     "bootstrap",
 )
-GATE_OPTIONAL_KEYS = ("correction", "permutation")
+GATE_OPTIONAL_KEYS = ("correction", "permutation", "latency")
+LATENCY_KEYS = ("max_p95_rise",)
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
 PERMUTATION_KEYS = ("resamples", "seed")
 # Caps on knobs whose cost grows with their value, so that a typo cannot stall CI:
@@ -331,6 +332,27 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budge
                     "set e.g. confidence: 0.95",
                 )
     _check_significance(check, gate)
+    _check_latency(check, gate)
+
+
+def _check_latency(check: _ParamsChecker, gate: dict) -> None:
+    """``gate.latency``: optional; ``max_p95_rise`` a relative rise ≥ 0, or null (off)."""
+    if "latency" not in gate:
+        return
+    latency = check.mapping(gate["latency"], "gate.latency", "{max_p95_rise: 0.5} (or null to keep it off)")
+    if latency is None:
+        return
+    check.keys(latency, "gate.latency", LATENCY_KEYS, LATENCY_KEYS)
+    if latency.get("max_p95_rise") is not None:
+        check.number(
+            "gate.latency.max_p95_rise",
+            latency["max_p95_rise"],
+            0,
+            math.inf,
+            False,
+            True,
+            "set the largest allowed relative rise of p95 latency, e.g. max_p95_rise: 0.5 (+50%), or null (off)",
+        )
 
 
 def _check_resamples_seed(check: _ParamsChecker, section: dict, key: str) -> None:

@@ -24,6 +24,7 @@ from stages.gating.compare import (
     newly_missed_k,
     slice_comparisons,
 )
+from stages.gating.latency import latency_text
 from stages.gating.significance import describe_family
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from stages.measures.registry import FOREIGN, METRICS, higher_is_better
@@ -430,6 +431,9 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                     f"{_ci(s)}, corrected p {fmt_p(s['p_corrected'])}), a {_bad_move(s['metric'])} of more than "
                     f"`slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
+        timed = cfg.get("latency") or {}
+        if timed.get("failed") or timed.get("note"):  # a p95 that passed is left out: it varies run to run
+            out.append(f"- {name}: {md_prose(latency_text(timed))}.")
         if cfg["passed"] and not cfg.get("accepted"):
             guarded = ", ".join(md_code(m["metric"]) for m in cfg["metrics"])
             out.append(
