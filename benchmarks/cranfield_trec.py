@@ -19,13 +19,18 @@ adapter here, not in the product, writes TREC files first:
   (``--min-grade 1``); each query's one grade ``-1`` ("no interest") is below 1,
   so the importer counts it as not relevant.
 
-Then, in a temporary project: one chunk per document (chunking ``document``),
-BM25 via :func:`stages.retrieval.kinds.retrieve`, the per-case metrics via
-:func:`stages.measures.evaluation.evaluate_run`, and ``ragvet export run`` / ``export
-qrels``, which pytrec_eval scores. The run has tied BM25 scores, so the export
+Then, in a temporary project: one chunk per document (chunking ``document``), and
+two configurations, BM25 with and without stemming, each retrieved via
+:func:`stages.retrieval.kinds.retrieve`, scored via
+:func:`stages.measures.evaluation.evaluate_run`, and exported by ``ragvet export run`` /
+``export qrels``, which pytrec_eval scores. The run has tied BM25 scores, so the export
 writes rank-derived scores (see :mod:`stages.formats.exporting`); the last column shows
-what trec_eval reports from the raw tied scores instead. Times are printed for
-information only.
+what trec_eval reports from the raw tied scores instead.
+
+Cranfield's qrels judge only a few docs per query (the grade -1 ones included), so
+most of a top 10 is unjudged: ``judged@k`` is printed per configuration, beside
+ir_measures' ``Judged@k`` of the exported run against the TREC qrels (every grade).
+Times are printed for information only.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import ir_measures
 import pytrec_eval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,13 +55,15 @@ from stages.inputs.loading import load_cases, load_corpus  # noqa: E402
 from stages.measures.evaluation import evaluate_run  # noqa: E402
 from stages.measures.summary import summarise  # noqa: E402
 from stages.retrieval.kinds import retrieve  # noqa: E402
-from stages.storage.files import write_jsonl  # noqa: E402
-from stages.storage.tables import write_cases, write_chunks  # noqa: E402
+from stages.storage.results import results_frame  # noqa: E402
+from stages.storage.tables import run_path as run_file  # noqa: E402
+from stages.storage.tables import write_cases, write_chunks, write_run  # noqa: E402
 
 KS = [1, 5, 10, 20]
 DEPTH = 100
 BM25 = {"kind": "bm25", "k1": 1.2, "b": 0.75, "lowercase": True, "stopwords": "en", "stemmer": "english"}
-CONFIG, CHUNKING = "cranfield-bm25", "document"
+CONFIGS = {"cranfield-bm25": BM25, "cranfield-bm25-nostem": {**BM25, "stemmer": "none"}}
+CHUNKING = "document"
 
 
 # --- the adapter: SMART records -> TREC files ----------------------------------------
@@ -138,6 +146,21 @@ def trec_eval_means(qrels_path: Path, run_path: Path) -> dict[str, float]:
     }
 
 
+def ir_measures_judged(trec_qrels: Path, run_path: Path, cases: list[str]) -> dict[int, dict[str, float]]:
+    """ir_measures' ``Judged@k`` per case, of the exported run (one chunk ``<doc>#0`` per
+    doc, so the doc id is the chunk id's prefix) against the TREC qrels of every grade."""
+    qrels = list(ir_measures.read_trec_qrels(str(trec_qrels)))
+    run = [
+        ir_measures.ScoredDoc(d.query_id, d.doc_id.rsplit("#", 1)[0], d.score)
+        for d in ir_measures.read_trec_run(str(run_path))
+    ]
+    measures = [ir_measures.Judged @ k for k in KS]
+    found: dict[int, dict[str, float]] = {k: {} for k in KS}
+    for metric in ir_measures.judged.iter_calc(measures, qrels, run):
+        found[metric.measure["cutoff"]][metric.query_id] = metric.value
+    return {k: {case: values[case] for case in cases} for k, values in found.items()}
+
+
 def ragvet(*args: str | Path) -> subprocess.CompletedProcess:
     done = subprocess.run(
         [sys.executable, "-m", "stages.cli", *map(str, args)], capture_output=True, text=True, cwd=ROOT
@@ -166,60 +189,71 @@ def main() -> None:
         print(f"$ ragvet import trec ...  ({t_import:.1f} s, adapter included)")
         print("\n".join("  " + line for line in imported.stdout.splitlines()[:-1]))
 
-        clock = time.perf_counter()
         corpus = load_corpus(corpus_dir)
         cases = load_cases(cases_path, {doc.doc_id: doc for doc in corpus})
         chunks = chunk_corpus(corpus, {"strategy": CHUNKING})
-        rows = retrieve(cases, chunks, BM25, DEPTH)
-        by_case: dict[str, list[dict]] = {}
-        for row in rows:
-            by_case.setdefault(row["case_id"], []).append(row)
-        per_case = evaluate_run(
-            cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
-        )
-        ours = summarise(per_case, KS, None)["eval"]
-        t_eval = time.perf_counter() - clock
-        print(
-            f"\nragvet: {len(chunks)} chunks ({CHUNKING}), BM25 depth {DEPTH}, {len(rows)} ranked chunks, "
-            f"{ours['denominators']['cases']} cases  ({t_eval:.1f} s)"
-        )
-
         write_cases(work / "data/validated/cases.jsonl", cases)
         write_chunks(work / f"data/chunks/{CHUNKING}.jsonl", chunks)
-        write_jsonl(work / f"data/runs/{CONFIG}.jsonl", rows)
-        run_path, raw_path, qrels_path = work / "run.txt", work / "run-raw.txt", work / "qrels.txt"
-        exported = ragvet("export", "run", "--config", CONFIG, "--runs-dir", work / "data/runs", "--out", run_path)
-        print(f"$ ragvet export run: {exported.stderr.strip()}")
-        ragvet(
-            "export",
-            "run",
-            "--config",
-            CONFIG,
-            "--runs-dir",
-            work / "data/runs",
-            "--scores",
-            "score",
-            "--out",
-            raw_path,
-        )
+        qrels_path = work / "qrels.txt"
         exported = ragvet(
             "export", "qrels", "--chunking", CHUNKING, "--cases", work / "data/validated/cases.jsonl",
             "--chunks-dir", work / "data/chunks", "--out", qrels_path,
         )  # fmt: skip
         print(f"$ ragvet export qrels: {exported.stderr.strip()}")
-
-        theirs = trec_eval_means(qrels_path, run_path)
-        raw = trec_eval_means(qrels_path, raw_path)
-        print(f"\n{'metric':<14}{'ragvet':>10}{'pytrec_eval':>13}{'|diff|':>10}{'raw tied scores':>18}")
+        judged_rows = []
+        for config, retriever in CONFIGS.items():
+            ours, run_path = evaluate_config(work, config, retriever, cases, chunks, corpus)
+            judged_rows.append((config, ours, ir_measures_judged(qrels, run_path, ours["ids"])))
+        print(f"\n{'config':<24}" + "".join(f"{f'judged@{k}':>11}" for k in KS) + f"{'cases':>7}")
         worst = 0.0
-        for name in theirs:
-            diff = abs(ours["metrics"][name] - theirs[name])
-            worst = max(worst, diff)
-            print(f"{name:<14}{ours['metrics'][name]:>10.6f}{theirs[name]:>13.6f}{diff:>10.1e}{raw[name]:>18.6f}")
-        print(f"\nmax |ragvet - pytrec_eval| = {worst:.1e} over {len(theirs)} figures")
-        worst_raw = max(abs(ours["metrics"][name] - raw[name]) for name in raw)
-        print(f"(from the raw tied scores, trec_eval's own tie order would give max |diff| = {worst_raw:.1e})")
+        for config, ours, theirs in judged_rows:
+            means = [ours["summary"]["metrics"][f"judged@{k}"] for k in KS]
+            print(f"{config:<24}" + "".join(f"{m:>11.6f}" for m in means) + f"{len(ours['ids']):>7}")
+            peer = [math.fsum(theirs[k].values()) / len(theirs[k]) for k in KS]
+            print(f"{'  ir_measures Judged@k':<24}" + "".join(f"{m:>11.6f}" for m in peer))
+            for k in KS:
+                for case, value in zip(ours["ids"], ours["judged"][k]):
+                    worst = max(worst, abs(value - theirs[k][case]))
+        print(f"max |ragvet - ir_measures| per case over {len(KS)} cutoffs and {len(CONFIGS)} configurations = {worst:.1e}")
 
+
+def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, corpus) -> tuple[dict, Path]:
+    """Retrieve, score and export one configuration; print ragvet's figures beside
+    pytrec_eval's. Returns ragvet's eval summary with each case's judged@k, and the run file."""
+    clock = time.perf_counter()
+    rows = retrieve(cases, chunks, retriever, DEPTH)
+    by_case: dict[str, list[dict]] = {}
+    for row in rows:
+        by_case.setdefault(row["case_id"], []).append(row)
+    per_case = evaluate_run(
+        cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
+    )
+    ours = summarise(results_frame(per_case), KS, None)["eval"]
+    t_eval = time.perf_counter() - clock
+    stemmer = retriever["stemmer"]
+    print(
+        f"\n{config} (stemmer {stemmer}): {len(chunks)} chunks ({CHUNKING}), BM25 depth {DEPTH}, "
+        f"{len(rows)} ranked chunks, {ours['denominators']['cases']} cases  ({t_eval:.1f} s)"
+    )
+    write_run(run_file(work / "data/runs", config), rows, [c.case_id for c in cases], [c.chunk_id for c in chunks])
+    run_path, raw_path = work / f"run-{config}.txt", work / f"run-{config}-raw.txt"
+    exported = ragvet("export", "run", "--config", config, "--runs-dir", work / "data/runs", "--out", run_path)
+    print(f"$ ragvet export run: {exported.stderr.strip()}")
+    ragvet("export", "run", "--config", config, "--runs-dir", work / "data/runs", "--scores", "score", "--out", raw_path)
+    theirs = trec_eval_means(work / "qrels.txt", run_path)
+    raw = trec_eval_means(work / "qrels.txt", raw_path)
+    print(f"{'metric':<14}{'ragvet':>10}{'pytrec_eval':>13}{'|diff|':>10}{'raw tied scores':>18}")
+    worst = 0.0
+    for name in theirs:
+        diff = abs(ours["metrics"][name] - theirs[name])
+        worst = max(worst, diff)
+        print(f"{name:<14}{ours['metrics'][name]:>10.6f}{theirs[name]:>13.6f}{diff:>10.1e}{raw[name]:>18.6f}")
+    print(f"max |ragvet - pytrec_eval| = {worst:.1e} over {len(theirs)} figures")
+    worst_raw = max(abs(ours["metrics"][name] - raw[name]) for name in raw)
+    print(f"(from the raw tied scores, trec_eval's own tie order would give max |diff| = {worst_raw:.1e})")
+    ids = [row["case_id"] for row in per_case]
+    judged = {k: [row["metrics"][f"judged@{k}"] for row in per_case] for k in KS}
+    return {"summary": ours, "ids": ids, "judged": judged}, run_path
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ import typer
 from stages import chunk, evaluate, freeze_labels, gate, interop, report, retrieve, split, tune_abstain, validate
 from stages.errors import InputError, Problem, raise_if, user_errors
 from stages.gating.baselines import accept_baseline, current_table, experiment_results
+from stages.gating.latency import max_p95_rise
 from stages.gating.reproduction import render, verify_results
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import validate_params
@@ -47,11 +48,14 @@ def baseline_accept(
     Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
     request as the change that moved the numbers. Where dvc.yaml keeps the
     per-case tables in DVC, the baseline's go there too (`dvc add`): commit
-    metrics/baseline/cases.dvc and `dvc push`.
+    metrics/baseline/cases.dvc and `dvc push`. With gate.latency.max_p95_rise
+    set, it keeps their latency too (metrics/baseline/latency/), measured on
+    this machine: the gate compares p95 only on the same machine.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    written = accept_baseline(metrics_dir, settings["gate"]["configs"])
+    latency = max_p95_rise(settings["gate"]) is not None  # the p95 check is on: keep the latency too
+    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=latency)
     for path in written:
         typer.echo(f"wrote {path}")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import user_errors
-from stages.gating.baselines import baselines_for, current_table, rebaselined
+from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all, gate_metrics, render_verdict
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
@@ -21,10 +21,12 @@ def main(
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),
+    latency_dir: Path = typer.Option(Path("metrics/latency"), help="The retrieve stages' latency, for gate.latency."),
     against: str | None = typer.Option(None, help="Compare with this git revision's results instead."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Paired comparison per guarded metric and slice, with bootstrap intervals."""
+    """Paired comparison per guarded metric and slice, with bootstrap intervals; with
+    gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
     configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
     current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -36,6 +38,7 @@ def main(
         read_json(split)["fingerprints"],
         against,
         rebaselined(configs, baseline, cases_dir, against),
+        latency_pairs(configs, baseline, latency_dir, against),
     )
     if out is not None:
         with outputs_together(out):

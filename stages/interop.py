@@ -144,6 +144,7 @@ def _report(imported: Imported, out_corpus: Path, out_cases: Path) -> None:
     typer.echo(f"documents: {counts['documents']}")
     typer.echo(f"cases: {counts['cases']} ({counts['abstention_cases']} abstention)")
     typer.echo(f"evidence units: {counts['evidence_units']}")
+    typer.echo(f"judged docs: {counts['judged_docs']} (every grade, for judged@k)")
     typer.echo(f"skipped: {counts['skipped']}")
     for reason, count in sorted(imported.skipped.items()):
         typer.echo(f"  {reason}: {count}")

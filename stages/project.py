@@ -41,7 +41,7 @@ def first_params(sample: dict) -> dict:
     has: claim and answer metrics have no value until cases carry claims and answers do."""
     config = sample["gate"]["configs"][0]
     chunking = sample["configs"][config]["chunking"]
-    params = {key: sample[key] for key in ("depth", "ks", "evidence", "budget")}  # dvc.yaml declares each
+    params = {key: sample[key] for key in ("depth", "ks", "evidence", "budget", "judged")}  # dvc.yaml declares each
     params["chunking"] = {chunking: sample["chunking"][chunking]}
     params["retrievers"] = {"bm25": sample["retrievers"]["bm25"]}
     params["configs"] = {config: {"chunking": chunking, "retriever": "bm25"}}

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import baselines_for, current_table, rebaselined
+from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
@@ -30,6 +30,9 @@ from stages.reporting.markdown import (
     case_details,
     compare_configs,
     compared_metrics,
+    judged_references,
+    judged_settings,
+    judged_warnings,
     plot_rows,
     render_html,
     render_latency,
@@ -165,7 +168,7 @@ def main(
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
-    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget"])
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
     fingerprints = read_json(split)["fingerprints"]
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
@@ -176,8 +179,9 @@ def main(
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against, metrics)
     gated = list(settings["gate"]["configs"])
-    accepted = rebaselined(gated, baseline, cases_dir, against)
-    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, accepted)
+    timed = latency_pairs(gated, baseline, latency_dir, against) if latency_dir is not None else None
+    rebased = rebaselined(gated, baseline, cases_dir, against)
+    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
         bases,
@@ -191,7 +195,12 @@ def main(
     limit = COMMENT_LIMIT if comment else None
     # every configuration against the first gated one: the configuration a change is measured by
     table = side_by_side(rows, gated[0], side_metrics, settings["gate"])
-    text = render_report(summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table)
+    metric, max_drop = judged_settings(settings)
+    references = judged_references(summaries, gated[0], bases, against)
+    warnings = judged_warnings(summaries, references, metric, max_drop)
+    text = render_report(
+        summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table, warnings
+    )
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}

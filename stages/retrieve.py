@@ -9,7 +9,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.inputs.params import fill_path, stage_key, stage_params
-from stages.measures.latency import latency_figures
+from stages.measures.latency import latency_figures, machine_fingerprint
 from stages.storage.atomic import outputs_together
 from stages.storage.files import write_json
 from stages.storage.tables import read_cases, read_chunk_texts, read_chunks, read_docs, write_run
@@ -43,7 +43,7 @@ def main(
     timed: dict[str, float] = {}
     started = time.perf_counter()
     rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers, docs, timed)
-    figures = latency_figures(timed, len(all_cases), time.perf_counter() - started)
+    figures = latency_figures(timed, len(all_cases), time.perf_counter() - started, machine_fingerprint())
     foreign = is_foreign(row["chunk_id"] for row in rows)
     if foreign:  # a run of foreign passages numbers its own passages
         chunk_ids = [row["chunk_id"] for row in rows]

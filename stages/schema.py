@@ -172,7 +172,14 @@ class Claim:
 
 @dataclass(frozen=True)
 class Case:
-    """One evaluation question. ``answerable=False`` marks an abstention case."""
+    """One evaluation question. ``answerable=False`` marks an abstention case.
+
+    ``judged`` is the judged set of an imported TREC or BEIR query: every doc its
+    qrels judged, with the grade, relevant or not (0 and negative grades included).
+    ``None`` for a native case, which has no judgements beyond its evidence: its
+    ``judged@k`` is then absent, never 0 or 1. Its row leaves the key out, so a
+    native case's row and fingerprint are what they were before judged sets existed.
+    """
 
     case_id: str
     question: str
@@ -181,9 +188,10 @@ class Case:
     claims: tuple[Claim, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
     filter: dict[str, Any] = field(default_factory=dict)
+    judged: dict[str, int] | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return {
+        row = {
             "id": self.case_id,
             "question": self.question,
             "answerable": self.answerable,
@@ -192,6 +200,7 @@ class Case:
             "tags": self.tags,
             "filter": self.filter,
         }
+        return row if self.judged is None else {**row, "judged": dict(sorted(self.judged.items()))}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Case:
@@ -203,6 +212,7 @@ class Case:
             tuple(Claim.from_row(c) for c in row.get("claims", [])),
             dict(row.get("tags") or {}),
             dict(row.get("filter") or {}),
+            None if row.get("judged") is None else dict(row["judged"]),
         )
 
 
@@ -276,7 +286,8 @@ def case_fingerprint(case: Case) -> str:
     """A hash of a case's normalised content: resolved spans rather than how they were
     written, and evidence and claims in a canonical order, so re-quoting the same span
     or reordering a list does not count as a label change, while any change to the
-    question, spans, claims, tags, filter or answerability does."""
+    question, spans, claims, tags, filter, answerability or judged set (a doc or a
+    grade) does."""
     row = case.to_row()
     row["evidence"] = [unit.to_row() for unit in sorted(case.evidence, key=_unit_key)]
     row["claims"] = sorted(

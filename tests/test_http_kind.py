@@ -1,26 +1,23 @@
 """``kind: http`` against a real HTTP server on 127.0.0.1, started by the test.
 
-The server is a small search app: BM25 (bm25s) over its own sentence chunking of
-a tiny corpus, answering in Elasticsearch's ``_search`` shape, so the spec under
-test is the documented Elasticsearch template. Other paths are slow, failing,
-rate-limited, malformed, or need a credential.
+The server is the sample's search app (:mod:`sample_systems.search_app`): BM25 over
+its own line chunking of a tiny corpus, answering in Elasticsearch's ``_search``
+shape, so the spec under test is the documented Elasticsearch template. Other
+paths are slow, failing, rate-limited, malformed, or need a credential.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import threading
 import time
 import urllib.parse
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import bm25s
 import pytest
 from typer.testing import CliRunner
 
+from sample_systems.search_app import SearchHandler, line_passages, search_handler, serve
 from stages.cli import app
 from stages.errors import InputError
 from stages.inputs.params import run_cache_blind_keys
@@ -29,8 +26,8 @@ from stages.retrieval.kinds import retrieve, retriever_problems
 from stages.retrieval.passages import passage_table
 from stages.schema import Case, Claim, Doc, EvidenceUnit
 
-LEAVE = "Employees get 25 days. Carry up to five unused days into the next year. The plan year is 2026."
-BENEFITS = "Dental is covered. Vision is covered after one year."
+LEAVE = "Employees get 25 days.\nCarry up to five unused days into the next year.\nThe plan year is 2026."
+BENEFITS = "Dental is covered.\nVision is covered after one year."
 DOCS = {
     "leave": Doc("leave", LEAVE, metadata={"doc_type": "policy"}),
     "benefits": Doc("benefits", BENEFITS, metadata={"doc_type": "benefits"}),
@@ -43,41 +40,17 @@ CASES = [
 SECRET = "s3cr3t-token-value"
 
 
-def sentences(doc: Doc) -> list[dict]:
-    """The server's own chunking: one passage per sentence."""
-    return [
-        {"doc_id": doc.doc_id, "text": m.group(), "doc_type": doc.metadata["doc_type"]}
-        for m in re.finditer(r"[^.]+\.", doc.text)
-    ]
-
-
-PASSAGES = [passage for doc in DOCS.values() for passage in sentences(doc)]
-
-
-class Search(BaseHTTPRequestHandler):
-    """POST /<mode>/_search with an Elasticsearch body; ``mode`` picks a behaviour."""
+class Faulty(SearchHandler):
+    """POST /<mode>/_search with an Elasticsearch body; ``mode`` picks a behaviour, ``ok`` the app's own."""
 
     calls: Counter = Counter()
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([p["text"] for p in PASSAGES], show_progress=False), show_progress=False)
-
-    def log_message(self, *args):  # quiet
-        pass
-
-    def reply(self, status: int, body: bytes, headers: dict | None = None) -> None:
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self):
         mode = urllib.parse.urlsplit(self.path).path.strip("/").split("/")[0]
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = self.read_request()
         question = request["query"]["bool"]["must"]["match"]["text"]
-        Search.calls[mode, question] += 1
-        calls = Search.calls[mode, question]
+        Faulty.calls[mode, question] += 1
+        calls = Faulty.calls[mode, question]
         if mode == "slow":
             time.sleep(1.0)  # longer than the client's timeout: nobody reads an answer
             return None
@@ -93,27 +66,25 @@ class Search(BaseHTTPRequestHandler):
             return self.reply(200, b'{"took": 3}')
         if mode == "auth" and self.headers.get("Authorization") != f"Bearer {SECRET}":
             return self.reply(401, f"bad credential {self.headers.get('Authorization')}".encode())
-        self.reply(200, json.dumps(self.search(question, request)).encode())
+        self.answer(request)
 
-    def search(self, question: str, request: dict) -> dict:
-        wanted = {k: v for term in request["query"]["bool"]["filter"] for k, v in term["term"].items()}
-        ids, scores = self.retriever.retrieve(
-            bm25s.tokenize([question], show_progress=False), k=len(PASSAGES), show_progress=False
-        )
-        hits = [
-            {"_score": round(float(score), 4), "_source": PASSAGES[i]}
-            for i, score in zip(ids[0], scores[0])
-            if score > 0 and all(PASSAGES[i].get(k) == v for k, v in wanted.items())
-        ]
-        size = int(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["size"][0])
-        return {"hits": {"hits": hits[:size]}}
+
+Search = search_handler(line_passages(DOCS.values()), Faulty)
+
+
+def test_the_app_chunks_by_lines_with_offsets_and_metadata():
+    passages = line_passages([Doc("d", "  # Title \n\nFirst line.\n   \nLast", metadata={"year": 2026})])
+    assert [(p["text"], p["start"], p["end"]) for p in passages] == [
+        ("# Title", 2, 9),
+        ("First line.", 12, 23),
+        ("Last", 28, 32),
+    ]
+    assert passages[0]["meta"] == {"year": "2026"} and passages[0]["doc_id"] == "d"
 
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Search)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = serve(Search)
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
 
@@ -121,7 +92,7 @@ def server():
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path / "cache"))
-    Search.calls.clear()
+    Faulty.calls.clear()
     return tmp_path / "cache" / "http"
 
 
@@ -148,9 +119,9 @@ def test_the_elasticsearch_template_is_a_valid_spec(server):
 
 def test_foreign_passages_from_the_endpoint_are_scored_against_span_labels(server):
     run = retrieve(CASES, [], es_spec(f"{server}/ok/_search"), 3, docs=DOCS)
-    # c1: the server's sentence 2 of leave ("Carry up to five unused days into the next year.",
-    # 48 characters) is located at [23, 71), its sentence 1 ("Employees get 25 days.") at [0, 22);
-    # c2's filter leaves only the benefits doc, whose two sentences both say "is covered".
+    # c1: the server's line 2 of leave ("Carry up to five unused days into the next year.",
+    # 48 characters) is located at [23, 71), its line 1 ("Employees get 25 days.") at [0, 22);
+    # c2's filter leaves only the benefits doc, whose two lines both say "covered".
     assert [(r["case_id"], r["rank"], r["chunk_id"]) for r in run] == [
         ("c1", 1, "leave@23-71"),
         ("c1", 2, "leave@0-22"),
@@ -172,22 +143,22 @@ def test_responses_are_cached_by_request_and_the_cache_clears(server, cache):
     spec = es_spec(f"{server}/ok/_search")
     timed: dict[str, float] = {}
     first = retrieve(CASES, [], spec, 3, docs=DOCS, latency=timed)
-    assert sum(Search.calls.values()) == 2 and len(list(cache.glob("*.json"))) == 2
+    assert sum(Faulty.calls.values()) == 2 and len(list(cache.glob("*.json"))) == 2
     again: dict[str, float] = {}
     assert retrieve(CASES, [], spec, 3, docs=DOCS, latency=again) == first
-    assert sum(Search.calls.values()) == 2  # the re-run asked nothing
+    assert sum(Faulty.calls.values()) == 2  # the re-run asked nothing
     assert again == timed and sorted(timed) == ["c1", "c2"]  # each response keeps the latency it was fetched in
     retrieve(CASES, [], spec, 4, docs=DOCS)  # another k is another request
-    assert sum(Search.calls.values()) == 4
+    assert sum(Faulty.calls.values()) == 4
     result = CliRunner().invoke(app, ["cache", "clear", "--http"])
     assert result.exit_code == 0 and "removed 4 cached http responses" in result.output
     assert retrieve(CASES, [], spec, 3, docs=DOCS) == first
-    assert sum(Search.calls.values()) == 6
+    assert sum(Faulty.calls.values()) == 6
 
 
 def test_rate_limits_are_retried_after_the_servers_delay(server):
     run = retrieve(CASES[:1], [], es_spec(f"{server}/busy/_search"), 3, docs=DOCS)
-    assert run[0]["chunk_id"] == "leave@23-71" and Search.calls["busy", "carry unused days"] == 3
+    assert run[0]["chunk_id"] == "leave@23-71" and Faulty.calls["busy", "carry unused days"] == 3
     started = time.monotonic()
     retrieve(CASES[:1], [], es_spec(f"{server}/wait/_search", backoff_s=0), 3, docs=DOCS)
     assert time.monotonic() - started >= 1.0  # Retry-After: 1 was respected, backoff_s 0 was not used
@@ -209,7 +180,7 @@ def test_failures_name_the_case_and_the_status(server, mode, extra, fragment, ca
     (problem,) = caught.value.problems
     assert problem.where == f"http retriever POST {url}?size={{k}} (case c1)"  # the template, not its values
     assert fragment in problem.what
-    assert Search.calls[mode, "carry unused days"] == calls
+    assert Faulty.calls[mode, "carry unused days"] == calls
 
 
 def test_a_failing_endpoint_writes_no_run_and_exits_2(server, tmp_path, monkeypatch):

@@ -57,25 +57,36 @@ def test_beir_rows_counts_and_skips_hand_counted(tmp_path):
         "metadata": {},
     }
     assert imported.docs[0]["metadata"] == {"kind": "planet"}
+    # Every judged doc stays in the judged set, grade 0 included; q6, judged nowhere, has none.
     assert imported.cases == [
-        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}, {"doc": "d3"}]},
-        {"id": "q2", "question": "How long does the moon take to orbit the earth?", "evidence": [{"doc": "d3"}]},
-        {"id": "q3", "question": "Which planet is red?", "evidence": [{"doc": "d4"}]},
-        {"id": "q4", "question": "Who painted the Mona Lisa?", "answerable": False},
+        {
+            "id": "q1",
+            "question": "What makes the tides rise?",
+            "evidence": [{"doc": "d1"}, {"doc": "d3"}],
+            "judged": {"d1": 2, "d3": 1},
+        },
+        {
+            "id": "q2",
+            "question": "How long does the moon take to orbit the earth?",
+            "evidence": [{"doc": "d3"}],
+            "judged": {"6": 0, "d3": 1},
+        },
+        {"id": "q3", "question": "Which planet is red?", "evidence": [{"doc": "d4"}], "judged": {"d4": 1}},
+        {"id": "q4", "question": "Who painted the Mona Lisa?", "answerable": False, "judged": {"d2": 0}},
         {"id": "q6", "question": "Is the sun hot?", "answerable": False},
     ]
     assert imported.counts == {
         "documents": 5,
         "cases": 5,
         "evidence_units": 4,
+        "judged_docs": 6,
         "abstention_cases": 2,
-        "skipped": 5,
+        "skipped": 3,
     }
     assert dict(imported.skipped) == {
         "documents with no text": 1,
         "metadata values that are not a single value (dropped)": 1,
         "queries judged only in another split (qrels/train.tsv)": 1,
-        "judgements below grade 1 (not relevant)": 2,
     }
     assert imported.doc_sources["d3"] == f"{folder / 'corpus.jsonl'}:3"
     assert imported.case_sources["q6"] == f"{folder / 'queries.jsonl'}:6"
@@ -91,11 +102,10 @@ def test_beir_without_the_flag_skips_queries_with_no_relevant_doc(tmp_path):
 def test_beir_min_grade_and_grades_at_or_below_zero(tmp_path):
     folder = beir(tmp_path)
     strict = import_beir(folder, min_grade=2)
+    # d3's grade 1 is below 2: not evidence, but still judged.
     assert strict.cases == [
-        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}]},
+        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}], "judged": {"d1": 2, "d3": 1}},
     ]
-    # Grades 1, 1, 1, 0 and 0 are below 2.
-    assert strict.skipped["judgements below grade 2 (not relevant)"] == 5
     # --min-grade 0 cannot make a grade-0 judgement relevant.
     lenient = import_beir(folder, min_grade=0)
     assert [case.get("evidence") for case in lenient.cases] == [
@@ -221,12 +231,19 @@ def test_trec_import_with_a_folder_of_text_files(tmp_path):
         {"doc_id": "d4", "text": "Mars is red.", "title": None, "metadata": {}},
     ]
     assert imported.cases == [
-        {"id": "401", "question": "tides and the moon", "evidence": [{"doc": "d1"}]},
-        {"id": "402", "question": "red planet", "evidence": [{"doc": "d4"}]},
+        {"id": "401", "question": "tides and the moon", "evidence": [{"doc": "d1"}], "judged": {"d1": 2, "d3": 0}},
+        {"id": "402", "question": "red planet", "evidence": [{"doc": "d4"}], "judged": {"d4": 1}},
         {"id": "403", "question": "mona lisa", "answerable": False},
     ]
-    assert dict(imported.skipped) == {"documents with no text": 1, "judgements below grade 1 (not relevant)": 1}
-    assert imported.counts == {"documents": 3, "cases": 3, "evidence_units": 2, "abstention_cases": 1, "skipped": 2}
+    assert dict(imported.skipped) == {"documents with no text": 1}
+    assert imported.counts == {
+        "documents": 3,
+        "cases": 3,
+        "evidence_units": 2,
+        "judged_docs": 3,
+        "abstention_cases": 1,
+        "skipped": 1,
+    }
 
 
 def test_trec_tsv_topics_and_jsonl_docs(tmp_path):
@@ -245,11 +262,10 @@ def test_trec_tsv_topics_and_jsonl_docs(tmp_path):
         )
     )
     imported = import_trec(topics, qrels, docs, min_grade=2)
-    assert imported.cases == [{"id": "1", "question": "cheap flights", "evidence": [{"doc": "B"}]}]
+    assert imported.cases == [{"id": "1", "question": "cheap flights", "evidence": [{"doc": "B"}], "judged": {"A": 1, "B": 3}}]
     assert imported.docs[0]["title"] == "Flights" and imported.docs[2]["metadata"] == {"kind": "planet"}
     assert imported.skipped == {
         "metadata values that are not a single value (dropped)": 1,
-        "judgements below grade 2 (not relevant)": 2,
         "queries with no relevant doc (--abstain-unjudged imports them as abstention cases)": 1,
     }
 
@@ -368,7 +384,14 @@ def test_squad_paragraphs_answers_alternatives_and_impossible_questions(tmp_path
         {"id": "q5", "question": "What is the Louvre?", "evidence": [{"doc": "Louvre/1", "start": 14, "end": 22}]},
     ]
     assert CONTEXT[20:28] == "in Paris" and CONTEXT[46:50] == "1889"
-    assert imported.counts == {"documents": 3, "cases": 4, "evidence_units": 3, "abstention_cases": 1, "skipped": 2}
+    assert imported.counts == {
+        "documents": 3,
+        "cases": 4,
+        "evidence_units": 3,
+        "judged_docs": 0,  # SQuAD has no qrels: its cases have no judged set
+        "abstention_cases": 1,
+        "skipped": 2,
+    }
     assert dict(imported.skipped) == {"paragraphs with no context": 1, "questions on a paragraph with no context": 1}
 
 

@@ -15,10 +15,15 @@ import pytest
 import pytrec_eval
 from typer.testing import CliRunner
 
+from stages.chunking import chunk_corpus
 from stages.cli import app
 from stages.errors import InputError, Problem, user_errors
 from stages.formats.importing import Imported
+from stages.inputs.loading import load_cases, load_corpus
 from stages.interop import write_imported
+from stages.measures.evaluation import evaluate_run
+from stages.measures.summary import summarise
+from stages.storage.results import results_frame
 
 runner = CliRunner()
 
@@ -126,8 +131,8 @@ def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch)
         "documents: 10",
         "cases: 10 (1 abstention)",
         "evidence units: 10",
-        "skipped: 2",
-        "  judgements below grade 1 (not relevant): 2",
+        "judged docs: 12 (every grade, for judged@k)",
+        "skipped: 0",
         f"wrote {Path('data/corpus/corpus.jsonl')} and {Path('data/cases.jsonl')}",
     ]
     corpus, cases = tmp_path / "data/corpus/corpus.jsonl", tmp_path / "data/cases.jsonl"
@@ -143,6 +148,7 @@ def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch)
         "id": "q01",
         "question": "Why do the tides rise twice a day?",
         "evidence": [{"doc": "d01"}],
+        "judged": {"d01": 2, "d09": 0},
     }
     ragvet("import", "beir", source, "--abstain-unjudged", "--force", "--out-cases", "data/cases.jsonl")
     assert (corpus.read_bytes(), cases.read_bytes()) == first
@@ -304,7 +310,7 @@ def test_import_trec_and_squad_from_the_cli(tmp_path, monkeypatch):
     )
     assert result.stdout.splitlines()[:3] == ["documents: 2", "cases: 1 (0 abstention)", "evidence units: 1"]
     assert (tmp_path / "data/cases.jsonl").read_text() == (
-        '{"evidence":[{"doc":"d01"}],"id":"7","question":"moon tides"}\n'
+        '{"evidence":[{"doc":"d01"}],"id":"7","judged":{"d01":1},"question":"moon tides"}\n'
     )
 
     squad = tmp_path / "squad.json"
@@ -422,3 +428,41 @@ def test_import_refuses_a_cases_path_that_is_a_folder_and_keeps_the_old_corpus(t
     result = ragvet("import", "beir", source, "--out-cases", "cases.yaml", "--force", ok=False)
     assert result.exit_code == 2 and "--out-cases is a folder" in result.stderr
     assert [p.name for p in (tmp_path / "data/corpus").iterdir()] == ["old.md"]
+
+
+def test_a_cranfield_like_trec_import_keeps_negative_grades_for_judged_at_k(tmp_path, monkeypatch):
+    """Cranfield's qrels grade 1 (complete answer) to 4 (minimum interest) and -1 (no
+    interest): every judgement stays in the judged set, only grades >= 1 are evidence,
+    and judged@k of a hand-made one-chunk-per-doc run counts the grade -1 doc as judged."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "topics.tsv").write_text("1\twhat similarity laws apply to flutter\n2\tboundary layer heat\n")
+    (tmp_path / "qrels.txt").write_text("1 0 184 2\n1 0 29 4\n1 0 12 -1\n2 0 51 1\n2 0 486 -1\n")
+    texts = {d: f"abstract {d} about flow" for d in ("12", "29", "51", "184", "486", "7")}
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in texts.items()))
+    result = ragvet(
+        "import", "trec", "--topics", "topics.tsv", "--qrels", "qrels.txt", "--docs", "docs.jsonl",
+        "--out-cases", "data/cases/cases.yaml",
+    )  # fmt: skip
+    assert result.stdout.splitlines()[:5] == [
+        "documents: 6",
+        "cases: 2 (0 abstention)",
+        "evidence units: 3",
+        "judged docs: 5 (every grade, for judged@k)",
+        "skipped: 0",
+    ]
+    corpus = load_corpus(tmp_path / "data/corpus")
+    cases = load_cases(tmp_path / "data/cases", {doc.doc_id: doc for doc in corpus})
+    assert [(c.case_id, [u.doc_id for u in c.evidence], c.judged) for c in cases] == [
+        ("1", ["184", "29"], {"12": -1, "184": 2, "29": 4}),
+        ("2", ["51"], {"486": -1, "51": 1}),
+    ]
+    chunks = chunk_corpus(corpus, {"strategy": "document"})
+    run = {
+        "1": [{"chunk_id": f"{d}#0", "score": 5.0 - r} for r, d in enumerate(["7", "12", "184", "51"])],
+        "2": [{"chunk_id": f"{d}#0", "score": 5.0 - r} for r, d in enumerate(["486", "7"])],
+    }
+    rows = evaluate_run(cases, chunks, run, {"1": "eval", "2": "eval"}, [1, 3, 10], 1.0, texts)
+    # Case 1: 7 unjudged, 12 (grade -1) and 184 judged, 51 judged for case 2 only. Case 2: 486 (-1) judged, 7 not;
+    # at k = 10 each divides by what it retrieved (4 and 2), as ir_measures does.
+    assert [[row["metrics"][f"judged@{k}"] for k in (1, 3, 10)] for row in rows] == [[0.0, 2 / 3, 0.5], [1.0, 0.5, 0.5]]
+    assert summarise(results_frame(rows), [1, 3, 10], None)["eval"]["metrics"]["judged@10"] == 0.5

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import yaml
+from conftest import ROOT, sh
+from test_pipeline import set_param
 from typer.testing import CliRunner
 
 from stages.cli import app
-from stages.measures.latency import latency_figures, nearest_rank
+from stages.gating.latency import compare_latency, latency_text
+from stages.inputs.params import validate_params
+from stages.measures.latency import ACCEPTED, latency_figures, machine_fingerprint, nearest_rank
 from stages.reporting.markdown import render_latency
 from stages.retrieval.kinds import retrieve
 from stages.schema import Case, Chunk
@@ -73,3 +79,105 @@ def test_the_retrieve_stage_writes_latency_beside_a_byte_identical_run(tmp_path,
     figures = json.loads((tmp_path / "lat.json").read_text())
     assert figures["config"] == "c" and figures["cases"] == 1 and list(figures["per_case_ms"]) == ["q1"]
     assert figures["p95_ms"] == figures["max_ms"] == figures["per_case_ms"]["q1"]
+
+
+# --------------------------------------------------------------------------- the gate's p95 check
+
+HERE = {"system": "Linux", "arch": "x86_64", "cpu": "A", "cpus": 2, "memory_gib": 8.0}
+
+
+def record(p95: float | None, machine: dict | None = HERE) -> dict:
+    per_query = "measured" if p95 is not None else "not measured (a batch kind)"
+    return {"p95_ms": p95, "per_query": per_query, "machine": machine}
+
+
+@pytest.mark.parametrize(
+    ("base", "current", "rise", "failed"),
+    [(10.0, 14.0, 0.4, False), (10.0, 15.0, 0.5, False), (10.0, 16.0, 0.6, True), (10.0, 5.0, -0.5, False)],
+)
+def test_a_p95_rise_fails_only_beyond_the_param(base, current, rise, failed):
+    entry = compare_latency(record(base), record(current), 0.5)
+    assert (entry["rise"], entry["failed"], entry["note"]) == (rise, failed, None)
+    assert latency_text(entry).endswith(f"({rise * 100:+.1f}%; max_p95_rise +50.0%)")
+
+
+def test_what_cannot_be_compared_is_a_note_never_a_failure():
+    other = {**HERE, "cpu": "B", "cpus": 4}
+    entry = compare_latency(record(10.0, other), record(99.0), 0.5)
+    assert not entry["failed"] and entry["rise"] is None
+    assert entry["note"] == (
+        "not comparable: measured on another machine "
+        "(cpu: 'A' here, 'B' in the baseline; cpus: 2 here, 4 in the baseline)"
+    )
+    assert compare_latency(record(10.0, None), record(99.0), 0.5)["note"].endswith("(the machine was not recorded)")
+    assert compare_latency(None, record(99.0), 0.5)["note"].startswith("no latency baseline")
+    assert compare_latency(record(10.0), None, 0.5)["note"].startswith("no latency was measured")
+    batch = compare_latency(record(None), record(None), 0.5)
+    assert batch["note"] == "p95 not measured (not measured (a batch kind))" and not batch["failed"]
+    assert compare_latency(record(0.0), record(0.0), 0.0)["failed"] is False  # empty case: 0 ms stays 0 ms
+    assert compare_latency(record(0.0), record(0.001), 10.0)["failed"] is True  # any rise from 0 ms
+
+
+@pytest.mark.parametrize(
+    ("latency", "fragment"),
+    [
+        ({"max_p95_rise": -0.1}, "`gate.latency.max_p95_rise` must be a number in [0, ∞), got -0.1"),
+        ({"max_p95_rise": "fast"}, "`gate.latency.max_p95_rise` must be a number in [0, ∞), got 'fast'"),
+        ({"p99": 1}, "unknown key"),
+        ("on", "`gate.latency` must be a non-empty mapping"),
+    ],
+)
+def test_the_latency_param_is_checked(latency, fragment):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["gate"]["latency"] = latency
+    assert any(fragment in p.what for p in validate_params(params, "params.yaml")), validate_params(params, "p")
+    params["gate"]["latency"] = {"max_p95_rise": None}
+    assert validate_params(params, "params.yaml") == []
+
+
+def cli(repo, *args):
+    return sh(repo, "python", "-m", "stages.cli", *args, check=False)
+
+
+def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_machine(work_repo):
+    repo, gated = work_repo, "sentences-600-bm25"
+    set_param(repo, ["gate", "latency"], {"max_p95_rise": 0.5})
+    assert cli(repo, "baseline", "accept").returncode == 0
+    accepted = repo / "metrics" / "baseline" / "latency" / f"{gated}.json"
+    measured = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
+    assert json.loads(accepted.read_text()) == {name: measured[name] for name in ACCEPTED}
+    assert measured["machine"] == machine_fingerprint() and measured["p95_ms"] is not None
+
+    sh(repo, "dvc", "repro", "-f", "-s", f"retrieve@{gated}")  # a second real measurement
+    current = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
+    rise = round(current["p95_ms"] / measured["p95_ms"] - 1.0, 6)
+    done = cli(repo, "gate")
+    assert done.returncode == (1 if rise > 0.5 else 0), done.stdout  # whichever way this machine went
+    assert f"({rise * 100:+.1f}%; max_p95_rise +50.0%)" in done.stdout
+
+    def gate_with_baseline(**changes) -> str:
+        accepted.write_text(json.dumps({**measured, **changes}))
+        done = cli(repo, "gate")
+        return f"{done.returncode} {done.stdout}"
+
+    p95 = current["p95_ms"]
+    assert gate_with_baseline(p95_ms=p95 / 1.6).startswith("1 ")
+    assert f"FAIL {gated} p95 latency " in gate_with_baseline(p95_ms=p95 / 1.6)
+    assert "(+60.0%; max_p95_rise +50.0%)" in gate_with_baseline(p95_ms=p95 / 1.6)
+    report = cli(repo, "report", "--latency-dir", "metrics/latency").stdout
+    assert "## ❌ Gate failed" in report and f"`{gated}`: p95 latency " in report and "ms (+60.0%; max" in report
+    assert gate_with_baseline(p95_ms=p95 / 1.5).startswith("0 ")  # exactly the limit passes
+    within = gate_with_baseline(p95_ms=p95 / 1.25)
+    assert within.startswith("0 ") and f"ok   {gated} p95 latency " in within and "(+25.0%;" in within
+
+    elsewhere = gate_with_baseline(p95_ms=p95 / 10, machine={**measured["machine"], "cpu": "Another CPU 9000"})
+    assert elsewhere.startswith("0 ") and "gate: PASSED" in elsewhere
+    cpu = machine_fingerprint()["cpu"]
+    assert f"note {gated} p95 latency not comparable: measured on another machine (cpu: {cpu!r} here, " in elsewhere
+
+    set_param(repo, ["gate", "latency"], {"max_p95_rise": -1})
+    refused = cli(repo, "gate")
+    assert refused.returncode == 2 and "gate.latency.max_p95_rise" in refused.stdout + refused.stderr
+    set_param(repo, ["gate", "latency"], {"max_p95_rise": None})
+    assert cli(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
+    assert "p95" not in cli(repo, "gate").stdout

@@ -33,6 +33,7 @@ from stages.measures.reference import (
     dedupe,
     evidence_recall_at_k,
     hit_at_k,
+    judged_at_k,
     ndcg_at_k,
     precision_at_k,
     recall_at_k,
@@ -223,6 +224,50 @@ def test_context_chars():
         context_chars_at_k(["zzz"], lengths, 1)
 
 
+# --------------------------------------------------------------------------- judged@k
+
+# A three-case toy of imported qrels (grades 0 and -1 are judgements too) and a run of one
+# chunk per document, shorter than k: q1 retrieved 3 docs, q2 nothing, and "native" has no
+# judged set. Hand-computed judged@k, with ir_measures' denominator min(k, retrieved):
+TOY_JUDGED = {"q1": {"D0": 0, "D1": 1, "D2": -1}, "q2": {"D3": 2}, "native": None}
+TOY_RUN = {"q1": ["D0", "D5", "D1"], "q2": [], "native": ["D0"]}
+TOY_EXPECTED = {
+    1: {"q1": 1.0, "q2": 0.0, "native": None},  # D0 judged
+    2: {"q1": 0.5, "q2": 0.0, "native": None},  # D0 judged, D5 not
+    5: {"q1": 2 / 3, "q2": 0.0, "native": None},  # k beyond the 3 retrieved: 2 judged of 3, not of 5
+}
+
+
+@pytest.mark.parametrize("k", sorted(TOY_EXPECTED))
+def test_judged_at_k_hand_computed_on_a_three_case_toy(k):
+    found = {case: judged_at_k(TOY_RUN[case], TOY_JUDGED[case], k) for case in TOY_RUN}
+    assert found == pytest.approx(TOY_EXPECTED[k])
+
+
+def test_judged_at_k_equals_ir_measures_judged():
+    import ir_measures
+    from ir_measures import Judged
+
+    qrels = [ir_measures.Qrel(q, d, g) for q, judged in TOY_JUDGED.items() for d, g in (judged or {}).items()]
+    run = [ir_measures.ScoredDoc(q, d, 10.0 - rank) for q, docs in TOY_RUN.items() for rank, d in enumerate(docs)]
+    for k, expected in TOY_EXPECTED.items():
+        theirs = {m.query_id: m.value for m in ir_measures.judged.iter_calc([Judged @ k], qrels, run)}
+        # ir_measures scores the qrels' queries only (none for "native"), and q2, judged but
+        # missing from the run, gets the measure's default 0.
+        assert theirs == pytest.approx({q: v for q, v in expected.items() if v is not None})
+
+
+def test_judged_at_k_counts_each_chunk_and_its_empty_cases():
+    # Two chunks of judged doc A in the top 3 count twice: the share is of results sent, not of docs.
+    assert judged_at_k(["A", "A", "B"], {"A"}, 3) == pytest.approx(2 / 3)
+    assert judged_at_k(["A", "B"], {"A"}, 0) == 0.0
+    assert judged_at_k([], {"A"}, 5) == 0.0
+    assert judged_at_k(["A"], None, 5) is None
+    # Without a judged set in the run, case_metrics leaves judged@k out; with one elsewhere in it, None.
+    assert "judged@1" not in case_metrics(["c"], {"c"}, [], [], {"c": 1}, [1], 1.0)["metrics"]
+    assert case_metrics(["c"], {"c"}, [], [], {"c": 1}, [1], 1.0, judgements=True)["metrics"]["judged@1"] is None
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -244,6 +289,7 @@ def test_every_registered_metric_has_a_reference_definition_and_an_engine_kernel
             "tokens_to_evidence",
             "span_precision",
             "span_iou",
+            "judged",
         ]
     )
 
@@ -286,6 +332,8 @@ def test_metric_names_are_deterministic():
     with_budgets = metric_names([1, 5], [512, 64])
     added = [name for name in with_budgets if name not in names]  # in registry order, budget ascending
     assert added == ["evidence_recall_budget@64", "evidence_recall_budget@512", "tokens_to_evidence"]
+    judged = [name for name in metric_names([1, 5], judged=True) if name not in names]  # only with judged sets
+    assert judged == ["judged@1", "judged@5"]
     assert metric_problems(names, ks=[1, 5]) == []
     with pytest.raises(ValueError):
         metric_names([])

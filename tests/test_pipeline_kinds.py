@@ -101,6 +101,7 @@ PARAMS = {
     "split": {"salt": "kinds", "eval_fraction": 1.0},
     "evidence": {"span_coverage": 1.0},
     "budget": {"unit": "chars", "tokenizer": "chars", "values": [100, 400]},  # dvc.yaml declares the section
+    "judged": {"metric": "judged@3", "max_drop": 0.1},  # and this one
     "slices": ["phrasing"],
     "gate": {
         "configs": ["sent-dense"],

@@ -11,6 +11,9 @@ from stages.reporting.markdown import (
     budget_rows,
     compare_configs,
     describe_evidence,
+    judged_references,
+    judged_settings,
+    judged_warnings,
     plot_rows,
     render_html,
     render_report,
@@ -469,3 +472,52 @@ def test_the_report_stage_prints_the_summaries_evaluate_wrote_and_names_a_missin
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{tmp_path / 'headings-1200-dense.json'}: metrics JSON not found" in done.stderr
     assert "run dvc repro first" in done.stderr
+
+
+# --- judged share (imported qrels) ------------------------------------------------------------
+
+
+def judged_summary(name: str, share10: float, counted: int = 40) -> dict:
+    judged = summary(name, "whole", 1.0)
+    judged["eval"]["metrics"] |= {f"judged@{k}": min(1.0, share10 + 0.05 * (10 - k)) for k in KS}
+    judged["eval"]["counted"] = {f"judged@{k}": counted for k in KS}
+    return judged
+
+
+@pytest.mark.parametrize(
+    ("share", "warned"),
+    [(0.70, False), (0.699, True), (0.75, False), (0.2, True)],  # the reference's judged@10 is 0.8; max_drop 0.1
+)
+def test_a_judged_share_far_below_the_reference_warns_and_one_at_the_threshold_does_not(share, warned):
+    summaries = {"bm25": judged_summary("bm25", 0.8), "dense": judged_summary("dense", share)}
+    references = judged_references(summaries, "bm25", {}, None)
+    assert references == {"bm25": [], "dense": [("the reference configuration `bm25`", summaries["bm25"])]}
+    lines = judged_warnings(summaries, references, "judged@10", 0.1)
+    if warned:
+        assert lines == [
+            f"- **Warning:** `dense`: `judged@10` {share:.3f} is {0.8 - share:.3f} below 0.800 for the reference "
+            "configuration `bm25` (more than `judged.max_drop` 0.1): its recall may be an artefact of missing "
+            "judgements. Unjudged results count as not relevant."
+        ]
+    else:
+        assert lines == []
+    text = render_report(summaries, [], PASSED, {}, KS, judged=lines)
+    assert "## Judged share of the top k" in text
+    assert f"| {share:.3f} | 40 |" in text  # judged@10, then the cases with a judged set
+    assert ("its recall may be an artefact of missing judgements" in text) == warned
+
+
+def test_a_judged_share_is_held_against_its_baseline_too_and_the_revision_is_escaped():
+    current, base = {"bm25": judged_summary("bm25", 0.5)}, judged_summary("bm25", 0.9)
+    references = judged_references(current, "bm25", {"bm25": (base, [])}, "main`x")
+    assert references == {"bm25": [("its results at ``main`x``", base)]}  # a code span the backtick cannot end
+    (line,) = judged_warnings(current, references, "judged@10", 0.1)
+    assert "0.500 is 0.400 below 0.900 for its results at ``main`x``" in line
+
+
+def test_native_cases_have_no_judged_section_and_the_defaults_follow_the_ks():
+    assert "Judged share" not in render_report(SUMMARIES, [], PASSED, {}, KS)
+    assert judged_warnings(SUMMARIES, judged_references(SUMMARIES, "fixed-300-bm25", {}, None), "judged@10", 0.0) == []
+    assert judged_settings({"ks": [1, 5, 10]}) == ("judged@10", 0.1)
+    assert judged_settings({"ks": [1, 5, 20]}) == ("judged@5", 0.1)
+    assert judged_settings({"ks": [20, 50], "judged": {"metric": "judged@50", "max_drop": 0.25}}) == ("judged@50", 0.25)

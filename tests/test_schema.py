@@ -390,6 +390,7 @@ def test_bad_ks(dense_extra, params, ks, where, what):
     bad["ks"] = ks
     bad["gate"]["metrics"] = ["mrr"]
     bad["gate"]["slice_metric"] = "mrr"
+    bad["judged"]["metric"] = "judged@5"  # [5, 5] computes k = 5 only
     assert where_what(params_problems(bad)) == [(where, what)]
 
 
@@ -463,3 +464,70 @@ def test_gate_refuses_context_chars_and_repeated_metrics(dense_extra, params):
     assert ("params.yaml: gate.metrics", "metric 'recall@5' is listed twice") in found
     assert ("params.yaml: gate.metrics", "'context_chars@5' cannot be gated: more context is not a drop") in found
     assert ("params.yaml: gate.slice_metric", "'context_chars@5' cannot be gated: more context is not a drop") in found
+
+
+def test_the_judged_section_and_a_gated_judged_share_are_checked(dense_extra, params):
+    bad = copy.deepcopy(params)
+    bad["gate"]["metrics"] = ["recall@5", "judged@5"]
+    bad["judged"] = {"metric": "recall@10", "max_drop": 1.5, "k": 10}
+    assert where_what(params_problems(bad)) == [
+        ("params.yaml: judged.k", "unknown key `k` in `judged`"),
+        ("params.yaml: judged.metric", "`judged.metric` must be judged@<k>, got 'recall@10'"),
+        ("params.yaml: judged.max_drop", "`judged.max_drop` must be a number in [0, 1], got 1.5"),
+        (
+            "params.yaml: gate.metrics",
+            "'judged@5' cannot be gated: it describes the judgements, not the retrieval",
+        ),
+    ]
+    bad["judged"] = {"metric": "judged@7"}
+    bad["gate"]["metrics"] = ["recall@5"]
+    assert where_what(params_problems(bad)) == [
+        ("params.yaml: judged.max_drop", "`judged.max_drop` is missing"),
+        ("params.yaml: judged.metric", "metric 'judged@7' uses k=7, which is not computed"),
+    ]
+    del bad["judged"]  # optional: the report then warns at judged@10 with max_drop 0.1
+    assert params_problems(bad) == []
+
+
+# --- judged sets (imported qrels) -----------------------------------------------------------
+
+JUDGED_DOCS = {doc_id: Doc(doc_id, f"Text of {doc_id}.") for doc_id in ("d1", "d2", "184")}
+
+
+def test_a_judged_set_keeps_every_grade_and_moves_the_fingerprint(tmp_path):
+    cases = write(
+        tmp_path / "cases.yaml",
+        "- id: q1\n  question: Tides?\n  evidence: [{doc: d1}]\n  judged: {d1: 2, d2: 0, 184: -1}\n"
+        "- id: q2\n  question: Red planet?\n  answerable: false\n  judged: {d2: 0}\n"
+        "- id: native\n  question: Mars?\n  evidence: [{doc: d1}]\n",
+    )
+    native, q1, q2 = load_cases(cases, JUDGED_DOCS)  # sorted by id
+    assert q1.judged == {"d1": 2, "d2": 0, "184": -1}  # a number-like YAML key is the doc id as text
+    assert q2.judged == {"d2": 0} and not q2.answerable
+    assert native.judged is None and "judged" not in native.to_row()  # the row of a native case is unchanged
+    assert Case.from_row(q1.to_row()) == q1
+    regraded = dataclasses.replace(q1, judged={"d1": 2, "d2": 1, "184": -1})
+    assert case_fingerprint(regraded) != case_fingerprint(q1)
+    assert case_fingerprint(dataclasses.replace(q1, judged=None)) == case_fingerprint(
+        Case("q1", "Tides?", True, (EvidenceUnit("d1"),))
+    )
+
+
+def test_a_bad_judged_set_is_refused_at_its_line(tmp_path):
+    cases = write(
+        tmp_path / "cases.yaml",
+        "- id: q1\n  question: Tides?\n  evidence: [{doc: d1}]\n  judged:\n    d1: 2\n    nope: 1\n    d2: high\n"
+        "- id: q2\n  question: Red?\n  evidence: [{doc: d1}]\n  judged: {d2: 1}\n"
+        "- id: q3\n  question: Moon?\n  evidence: [{doc: d1}]\n  judged:\n    d1: 0\n"
+        "- id: q4\n  question: Sun?\n  answerable: false\n  judged: {}\n"
+        "- id: q5\n  question: Stars?\n  answerable: false\n  judged: [d1, d2]\n",
+    )
+    found = [(p.where, p.what) for p in problems(load_cases, cases, JUDGED_DOCS)]
+    assert found == [
+        (f"{cases}:6 (case q1)", "judged doc 'nope' is not in the corpus"),
+        (f"{cases}:7 (case q1)", "judged doc 'd2' has grade 'high', not an integer"),
+        (f"{cases}:11 (case q2)", "evidence doc 'd1' is not in the case's judged set"),
+        (f"{cases}:16 (case q3)", "evidence doc 'd1' is judged not relevant (grade 0)"),
+        (f"{cases}:20 (case q4)", "judged must be a non-empty mapping of doc id: grade, got an empty mapping"),
+        (f"{cases}:24 (case q5)", "judged must be a non-empty mapping of doc id: grade, got a list"),
+    ]

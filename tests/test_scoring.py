@@ -25,7 +25,15 @@ from stages.measures.evaluation import case_row, evaluate_run
 from stages.schema import Case, Chunk, Claim, EvidenceUnit
 from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
 from stages.storage.files import write_jsonl
-from stages.storage.tables import read_case_table, read_chunk_table, read_run, read_run_table, write_cases, write_chunks
+from stages.storage.tables import (
+    read_case_table,
+    read_chunk_table,
+    read_run,
+    read_run_table,
+    write_case_table,
+    write_cases,
+    write_chunks,
+)
 
 DOC_LENGTH = 60
 # Letters and whitespace: span coverage counts the non-whitespace characters only.
@@ -82,6 +90,8 @@ def evaluations(draw):
     docs = sorted({c.doc_id for c in chunks})
     ids = [c.chunk_id for c in chunks]
     cases, run = [], {}
+    judging = draw(st.booleans())  # imported qrels: some cases carry a judged set, of docs with or without chunks
+    judged_sets = st.none() | st.dictionaries(st.sampled_from(docs + ["unchunked-doc"]), st.integers(-1, 3), min_size=1)
     for number in range(draw(st.integers(1, 5))):
         evidence = tuple(draw(st.lists(units(docs), max_size=3)))
         cited = st.sampled_from(evidence) if evidence else units(docs)
@@ -90,7 +100,8 @@ def evaluations(draw):
             for c in range(draw(st.integers(0, 2)) if evidence else 0)
         )
         case_id = f"case{number}"
-        cases.append(Case(case_id, "?", bool(evidence), evidence, claims, {"t": "x"}))
+        judged = draw(judged_sets) if judging else None
+        cases.append(Case(case_id, "?", bool(evidence), evidence, claims, {"t": "x"}, {}, judged))
         if draw(st.integers(0, 5)):  # sometimes no run at all
             retrieved = draw(st.lists(st.sampled_from(ids), max_size=12))  # repeats allowed
             scores = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=len(retrieved), max_size=len(retrieved)))
@@ -124,11 +135,13 @@ def test_engine_equals_the_reference_case_by_case(data):
     rows = evaluate_run(cases, chunks, run, split, ks, coverage, texts, budgets=budgets)
     by_doc = chunks_by_doc(chunks)
     lengths = {c.chunk_id: c.end - c.start for c in chunks}
+    judging = any(case.judged is not None for case in cases)
     assert [row["case_id"] for row in rows] == sorted(split)
     for row in rows:
         case = next(c for c in cases if c.case_id == row["case_id"])
         ranked = run.get(case.case_id, ())
-        reference = case_row(case, "eval", ranked, by_doc, lengths, ks, coverage, texts, budgets)
+        reference = case_row(case, "eval", ranked, by_doc, lengths, ks, coverage, texts, budgets, judging)
+        assert all(f"judged@{k}" in row["metrics"] for k in ks) == judging
         assert_rows_equal(row, reference)
 
 
@@ -257,3 +270,36 @@ def test_span_coverage_counts_non_whitespace_characters():
     assert evaluate_run(cases, chunks, run, split, [1], 0.63, {"d": text})[1]["metrics"]["evidence_recall@1"] == 0.0
     projected = project_unit(leading_space, chunks, {"d": text})
     assert (projected.length, projected.pieces) == (15, {"d#1": (9, 24)})  # 9 non-whitespace before offset 11
+
+
+def test_judged_share_through_the_parquet_case_table_hand_computed(tmp_path):
+    """judged@k by the engine, the cases read back from the validate stage's Parquet
+    table: a judged doc's every chunk is judged, each chunk of the top k counts, and
+    k beyond the 4 retrieved divides by 4."""
+    docs = {"D0": "aaaa bbbb", "D1": "cccc", "D3": "dddd", "D5": "eeee"}
+    chunks = [
+        Chunk(f"{doc}#{n}", doc, n, start, end, docs[doc][start:end])
+        for doc, bounds in {"D0": [(0, 4), (5, 9)], "D1": [(0, 4)], "D3": [(0, 4)], "D5": [(0, 4)]}.items()
+        for n, (start, end) in enumerate(bounds)
+    ]
+    cases = [
+        Case("native", "?", True, (EvidenceUnit("D1"),)),
+        Case("q1", "?", True, (EvidenceUnit("D1"),), judged={"D0": 0, "D1": 1, "D2": -1}),
+        Case("q2", "?", True, (EvidenceUnit("D3"),), judged={"D3": 2}),
+    ]
+    write_case_table(tmp_path / "cases.parquet", [case.to_row() for case in cases])
+    table = read_case_table(tmp_path / "cases.parquet")
+    assert table.judged is not None and table.judged.has.tolist() == [False, True, True]
+    assert table.judged.case.tolist() == [1, 1, 1, 2] and table.judged.doc == ["D0", "D1", "D2", "D3"]
+    run = {"q1": [{"chunk_id": c, "score": 1.0} for c in ("D0#0", "D5#0", "D0#1", "D1#0")], "native": []}
+    split = {case.case_id: "eval" for case in cases}
+    rows = {row["case_id"]: row["metrics"] for row in evaluate_run(table, chunks, run, split, [1, 2, 5], 1.0, docs)}
+    assert {case: [m["judged@1"], m["judged@2"], m["judged@5"]] for case, m in rows.items()} == {
+        "native": [None, None, None],
+        "q1": [1.0, 0.5, 0.75],
+        "q2": [0.0, 0.0, 0.0],  # judged, nothing retrieved
+    }
+    native_only = tmp_path / "native.parquet"
+    write_case_table(native_only, [cases[0].to_row()])
+    assert read_case_table(native_only).judged is None  # no judged column: the table of before
+    assert "judged@1" not in evaluate_run(cases[:1], chunks, {}, split, [1], 1.0, docs)[0]["metrics"]

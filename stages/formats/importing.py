@@ -50,11 +50,12 @@ class Imported:
 
     @property
     def counts(self) -> dict[str, int]:
-        """documents, cases, evidence units, abstention cases and skipped items."""
+        """documents, cases, evidence units, judged docs, abstention cases and skipped items."""
         return {
             "documents": len(self.docs),
             "cases": len(self.cases),
             "evidence_units": sum(len(case.get("evidence", ())) for case in self.cases),
+            "judged_docs": sum(len(case.get("judged") or ()) for case in self.cases),
             "abstention_cases": sum(1 for case in self.cases if case.get("answerable", True) is False),
             "skipped": sum(self.skipped.values()),
         }
@@ -220,7 +221,9 @@ def _document_cases(
     """Cases with ``{doc}`` evidence from graded judgements.
 
     ``queries`` maps a query id to ``(question, file:line)``. A doc is relevant
-    when its grade is at least ``min_grade`` and above 0. A query with no relevant
+    when its grade is at least ``min_grade`` and above 0. Every judged doc, of any
+    grade (below ``min_grade``, 0, negative), goes to the case's ``judged`` set,
+    for ``judged@k``; a query with no judgement here has none. A query with no relevant
     doc becomes an abstention case only with ``abstain_unjudged``; otherwise it is
     skipped and counted. ``elsewhere`` maps the queries judged only in another
     split to that split's file: they belong to it and are always skipped.
@@ -233,8 +236,10 @@ def _document_cases(
         question, where = queries[qid]
         grades = judgements.grades.get(qid, {})
         relevant = sorted(doc_id for doc_id, grade in grades.items() if grade >= threshold)
+        judged = {"judged": dict(sorted(grades.items()))} if grades else {}
         if relevant:
-            cases.append({"id": qid, "question": question, "evidence": [{"doc": doc_id} for doc_id in relevant]})
+            evidence = [{"doc": doc_id} for doc_id in relevant]
+            cases.append({"id": qid, "question": question, "evidence": evidence, **judged})
         elif elsewhere and qid in elsewhere and qid not in judged_here:
             skipped[f"queries judged only in another split ({elsewhere[qid]})"] += 1
             continue
@@ -242,14 +247,11 @@ def _document_cases(
             skipped["queries whose relevant docs were all skipped for having no text"] += 1
             continue
         elif abstain_unjudged:
-            cases.append({"id": qid, "question": question, "answerable": False})
+            cases.append({"id": qid, "question": question, "answerable": False, **judged})
         else:
             skipped["queries with no relevant doc (--abstain-unjudged imports them as abstention cases)"] += 1
             continue
         sources[qid] = where
-    skipped[f"judgements below grade {threshold} (not relevant)"] += sum(
-        1 for grades in judgements.grades.values() for grade in grades.values() if grade < threshold
-    )
     return cases, sources
 
 
@@ -271,7 +273,8 @@ def import_beir(
     ``queries.jsonl`` (``{_id, text}``) and ``qrels/<split>.tsv`` (a header, then
     ``query-id  corpus-id  score`` separated by tabs).
 
-    Judged docs with ``score >= min_grade`` (and above 0) become ``{doc}`` evidence.
+    Judged docs with ``score >= min_grade`` (and above 0) become ``{doc}`` evidence;
+    every judged doc, of any score, is kept in the case's ``judged`` set.
     Queries judged in no split at all, or judged in this split with no relevant
     doc, become abstention cases with ``abstain_unjudged`` and are skipped without
     it; queries judged only in another split's qrels are skipped. Metadata values
@@ -544,9 +547,10 @@ def import_trec(
     """TREC topics (:func:`read_topics`), qrels ``qid iter docno rel`` (whitespace
     separated, four columns) and docs (:func:`read_trec_docs`).
 
-    Judged docs with ``rel >= min_grade`` (and above 0) become ``{doc}`` evidence.
-    A topic with no relevant doc becomes an abstention case with
-    ``abstain_unjudged``, and is skipped without it.
+    Judged docs with ``rel >= min_grade`` (and above 0) become ``{doc}`` evidence;
+    every judged doc, of any grade, is kept in the case's ``judged`` set. A topic
+    with no relevant doc becomes an abstention case with ``abstain_unjudged``, and
+    is skipped without it.
     """
     if field_name not in TOPIC_FIELDS:
         raise_if([Problem("--field", f"unknown topic field {field_name!r}", "use --field title or --field desc")])

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.errors import InputError, Problem
+from stages.measures.latency import accepted_latency
 from stages.storage.atomic import outputs_together, remove_output, write_copy
-from stages.storage.files import read_json
+from stages.storage.files import read_json, write_json
 from stages.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from stages.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
 
@@ -75,6 +76,36 @@ def baselines_for(
     return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
 
+def latency_path(folder: Path, config: str) -> Path:
+    """A configuration's latency record in a folder of them: ``metrics/latency`` (what the
+    retrieve stage measured) or ``metrics/baseline/latency`` (what the baseline accepted)."""
+    return folder / f"{config}.json"
+
+
+def baseline_latency_dir(baseline: Path) -> Path:
+    """The accepted latency records inside a baseline folder."""
+    return baseline / "latency"
+
+
+def latency_pairs(
+    configs: list[str], baseline: Path, latency_dir: Path, against: str | None
+) -> dict[str, tuple[dict | None, dict | None]]:
+    """``{config: (baseline record, current record)}`` for the gate's latency check:
+    the current record from ``latency_dir``; the baseline's from the committed baseline
+    folder, or as ``against`` committed it. None where there is none."""
+    pairs = {}
+    for config in configs:
+        current = latency_path(latency_dir, config)
+        accepted = latency_path(baseline_latency_dir(baseline), config)
+        if against:
+            found = file_at(against, accepted.as_posix(), Path.cwd())
+            base = _summary_at(against, accepted.as_posix(), found.decode("utf-8")) if found is not None else None
+        else:
+            base = read_json(accepted) if accepted.is_file() else None
+        pairs[config] = (base, read_json(current) if current.is_file() else None)
+    return pairs
+
+
 def current_table(folder: Path, config: str, metrics: Sequence[str] | None = None) -> pl.DataFrame | None:
     """What a comparison of ``metrics`` reads of one configuration's per-case table in
     ``folder`` (``metrics/cases``; :func:`compared_columns`), or None if evaluate has
@@ -105,8 +136,14 @@ def _same_table(current: Path, accepted: Path) -> bool:
     return current.read_bytes() == accepted.read_bytes() or read_results(current).equals(read_results(accepted))
 
 
-def accept_baseline(metrics_dir: Path, configs: list[str], project: Path = Path(".")) -> list[Path]:
+def accept_baseline(
+    metrics_dir: Path, configs: list[str], project: Path = Path("."), latency: bool = False
+) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
+
+    With ``latency`` (the gate's p95 check is on), each one's latency record too,
+    without its per-case timings (:func:`stages.measures.latency.accepted_latency`),
+    into ``metrics/baseline/latency/``; with it off, none is kept there.
 
     Every source is checked before anything is written, so a missing result never
     leaves a half-updated baseline. Baseline files of configurations that are no
@@ -131,13 +168,26 @@ def accept_baseline(metrics_dir: Path, configs: list[str], project: Path = Path(
                 problems.append(
                     Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
                 )
+    timed: list[tuple[Path, Path]] = []
+    for config in sorted(set(configs)) if latency else []:
+        src = latency_path(metrics_dir / "latency", config)
+        timed.append((src, latency_path(baseline_latency_dir(baseline_dir), config)))
+        if not src.is_file():
+            problems.append(Problem(str(src), f"latency of gated configuration {config} not found", "run dvc repro"))
     if problems:
         raise InputError(problems)
+    records = [(accepted_latency(read_json(src)), dst) for src, dst in timed]
     keep = set(configs)
-    written = [dst for _, dst in pairs]
+    written = [dst for _, dst in pairs] + [dst for _, dst in timed]
     with outputs_together(*written):  # never a new summary beside an old per-case table
         for src, dst in pairs:
             write_copy(dst, src)
+        for record, dst in records:
+            write_json(dst, record)
+        kept_latency = keep if latency else set()
+        for stale in sorted(baseline_latency_dir(baseline_dir).glob("*.json")):
+            if stale.stem not in kept_latency:
+                remove_output(stale)
         for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
             if folder.is_dir():
                 for stale in sorted(folder.glob(f"*{suffix}")):
@@ -202,27 +252,41 @@ def file_at(rev: str, path: str, repo: Path) -> bytes | None:
     neither the cache nor the remote holds is an error naming the object, the
     remote, and the fix.
     """
-    done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
-    if done.returncode == 0:
-        return done.stdout
+    return files_at(rev, [path], repo)[path]
+
+
+def files_at(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes | None]:
+    """:func:`file_at` for several paths of one revision, through one DVC filesystem
+    (opening one costs a second or two)."""
+    found: dict[str, bytes | None] = {}
+    for path in paths:
+        done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
+        if done.returncode == 0:
+            found[path] = done.stdout
+    missing = [path for path in paths if path not in found]
+    if not missing:
+        return found
     from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
     from dvc.fs import DVCFileSystem  # deferred, as above
 
-    md5, remote = "?", None
+    md5, remote, path = "?", None, missing[0]
     try:
         remote, settings = _work_tree_remote(repo)
         # The work tree's remote, not REV's: REV may predate it, and credentials live in config.local.
         chosen = {"remote": remote, "remote_config": settings} if remote else {}
         fs = DVCFileSystem(repo=str(repo), rev=rev, **chosen)
-        if not fs.exists(path):
-            return None
-        md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
-        with fs.open(path, mode="rb") as handle:
-            return handle.read()
+        for path in missing:
+            if not fs.exists(path):
+                found[path] = None
+                continue
+            md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
+            with fs.open(path, mode="rb") as handle:
+                found[path] = handle.read()
     except NotDvcRepoError:
-        return None
+        return {**dict.fromkeys(missing), **found}
     except FileNotFoundError:
         raise InputError([_missing_object(rev, path, md5, remote)]) from None
+    return found
 
 
 def _work_tree_remote(repo: Path) -> tuple[str | None, dict]:

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stages.gating.bootstrap import bootstrap_cis
+from stages.gating.latency import compare_latency, latency_text, max_p95_rise
 from stages.gating.significance import (
     alpha_of,
     correct_entries,
@@ -606,12 +607,16 @@ def gate_all(
     fingerprints: dict,
     against: str | None = None,
     rebaselined: Collection[str] = (),
+    latency: Mapping[str, tuple[dict | None, dict | None]] | None = None,
 ) -> dict:
     """The verdict over every gated configuration: ``baselines`` maps a config to
     its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
     per-case rows (None when absent). Shared by the gate and the report, so both
     say the same thing. ``rebaselined`` names the configurations whose committed
-    baseline this change re-accepted (see :func:`accept_deliberate`)."""
+    baseline this change re-accepted (see :func:`accept_deliberate`). With
+    ``gate.latency.max_p95_rise`` set, ``latency`` maps a config to its
+    ``(baseline, current)`` latency records (:mod:`stages.gating.latency`), and a
+    p95 rise beyond it fails the configuration."""
     measured = []
     stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
     for config in gate_params["configs"]:
@@ -631,6 +636,11 @@ def gate_all(
         measured.append(result)
     stats.fill()
     results = decide_family(measured, gate_params)
+    limit = max_p95_rise(gate_params)
+    if limit is not None and latency is not None:
+        for result in results:
+            result["latency"] = compare_latency(*latency.get(result["config"], (None, None)), limit)
+            result["passed"] = result["passed"] and not result["latency"]["failed"]
     return gate_verdict([accept_deliberate(r, against) if r["config"] in rebaselined else r for r in results])
 
 
@@ -703,6 +713,9 @@ def render_verdict(verdict: dict) -> str:
                 f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
                 f"{fmt(cfg.get('slice_max_drop'))}"
             )
+        if cfg.get("latency"):
+            status = "FAIL" if cfg["latency"]["failed"] else ("note" if cfg["latency"]["note"] else "ok  ")
+            lines.append(f"{status} {name} {visible(latency_text(cfg['latency']), limit=None)}")
         if cfg["newly_missed"]:
             k = cfg.get("newly_missed_k")
             lines.append(

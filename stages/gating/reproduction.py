@@ -190,7 +190,8 @@ def rankings(rows: Iterable[Mapping[str, Any]]) -> dict[str, Ranking]:
     return {case: [(chunk, float(score)) for _, chunk, score in sorted(ranked)] for case, ranked in grouped.items()}
 
 
-def _run_rankings(source: Any) -> dict[str, Ranking]:
+def run_rankings(source: Any) -> dict[str, Ranking]:
+    """Each case's ranking in a run file (a path or a binary file object of its bytes)."""
     import polars as pl  # deferred: `ragvet --help` stays light
 
     return rankings(pl.read_parquet(source, columns=list(RUN_COLUMNS)).iter_rows(named=True))
@@ -198,7 +199,7 @@ def _run_rankings(source: Any) -> dict[str, Ranking]:
 
 def recomputed_rankings(path: Path) -> dict[str, Ranking] | None:
     """The run the work tree holds at ``path``; None when there is none."""
-    return _run_rankings(path) if path.is_file() else None
+    return run_rankings(path) if path.is_file() else None
 
 
 def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranking] | None, str]:
@@ -213,7 +214,7 @@ def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranki
         return None, "; ".join(problem.what for problem in err.problems)
     if data is None:
         return None, f"{rev} has no {path}"
-    return _run_rankings(io.BytesIO(data)), ""
+    return run_rankings(io.BytesIO(data)), ""
 
 
 def verify_results(

@@ -26,8 +26,13 @@ if TYPE_CHECKING:
 
 def comparable_metrics(k: int) -> list[str]:
     """The registry's metrics comparable across chunkings, at cutoff ``k``. Budget
-    metrics are cut at a budget, not at ``k``: ask for them by name (``--metric``)."""
-    return [metric.key(k) for metric in METRICS.values() if metric.comparable_across_chunkings and not metric.budget]
+    metrics are cut at a budget, not at ``k``: ask for them by name (``--metric``).
+    ``judged@k`` describes the judgements, not the retrieval: the report shows it apart."""
+    return [
+        metric.key(k)
+        for metric in METRICS.values()
+        if metric.comparable_across_chunkings and not metric.budget and not metric.judgements
+    ]
 
 
 def side_by_side(

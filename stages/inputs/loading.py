@@ -23,6 +23,7 @@ from stages.inputs.values import (
     has_text,
     id_flaw,
     id_problem,
+    is_int,
     is_number,
     is_scalar,
     kind_of,
@@ -35,7 +36,7 @@ from stages.storage.files import decode_utf8, dumps_line, link_out_of_project, t
 
 CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
 DOC_KEYS = ("doc_id", "text", "title", "metadata")
-CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filter")
+CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filter", "judged")
 CLAIM_KEYS = ("text", "evidence")
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
 _FRONT_OPEN = re.compile(r"---[ \t]*\r?\n")
@@ -440,6 +441,53 @@ def _filter(checker: _CaseChecker, raw: Any) -> dict[str, Any]:
     return flt
 
 
+JUDGED_FIX = "write it as {doc_id: grade, ...} with every doc the qrels judged, e.g. judged: {d12: 2, d40: 0, d7: -1}"
+
+
+def _judged(
+    checker: _CaseChecker, raw: Any, evidence: list[EvidenceUnit], docs: dict[str, Doc]
+) -> dict[str, int] | None:
+    """The judged set of an imported query: ``{doc_id: integer grade}``, every doc of
+    the corpus, non-empty. A case's judged set must hold its own evidence docs with a
+    grade above 0: a judged set that calls an evidence doc unjudged or not relevant
+    contradicts the case. ``None`` when absent (a native case)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not raw:
+        got = "an empty mapping" if isinstance(raw, dict) else kind_of(raw)
+        checker.add(f"judged must be a non-empty mapping of doc id: grade, got {got}", JUDGED_FIX, "judged")
+        return None
+
+    def add(key: Any, what: str, fix: str) -> None:  # at the line of the doc's own entry
+        line = line_of(raw, key) or line_of(checker.item, "judged", checker.line) or checker.line
+        checker.problems.append(Problem(f"{checker.path}:{line} ({checker.label})", what, fix))
+
+    judged: dict[str, int] = {}
+    for key, grade in raw.items():
+        doc_id = as_id(key)
+        if doc_id is None or doc_id not in docs:
+            add(key, f"judged doc {key!r} is not in the corpus", "add the doc to the corpus, or remove it from judged")
+        elif not is_int(grade):
+            add(key, f"judged doc {doc_id!r} has grade {grade!r}, not an integer", JUDGED_FIX)
+        else:
+            judged[doc_id] = grade
+    named = {as_id(key) for key in raw}
+    for doc_id in dict.fromkeys(doc_id for unit in evidence for doc_id in unit.doc_ids):
+        if doc_id not in named:
+            add(
+                None,
+                f"evidence doc {doc_id!r} is not in the case's judged set",
+                f"add `{doc_id}: <grade above 0>` to judged: the judged set holds every judged doc",
+            )
+        elif doc_id in judged and judged[doc_id] <= 0:
+            add(
+                doc_id,
+                f"evidence doc {doc_id!r} is judged not relevant (grade {judged[doc_id]})",
+                "give it its grade above 0 in judged, or remove it from the evidence",
+            )
+    return judged
+
+
 def _references(
     checker: _CaseChecker, raw: Any, key: str, role: str, resolver: Any, container: Any
 ) -> list[EvidenceUnit]:
@@ -582,9 +630,10 @@ def _check_case(
     flt = _filter(checker, item.get("filter"))
     if flt:
         _check_filter(checker, flt, evidence, claims, docs, filter_hits)
+    judged = _judged(checker, item.get("judged"), evidence, docs)
     if len(checker.problems) > before or case_id is None:
         return None
-    return Case(case_id, question, answerable, tuple(evidence), tuple(claims), tags, flt)
+    return Case(case_id, question, answerable, tuple(evidence), tuple(claims), tags, flt, judged)
 
 
 def _check_filter(

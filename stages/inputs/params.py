@@ -23,7 +23,8 @@ from stages.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
 from stages.storage.files import read_params
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
-OPTIONAL_SECTIONS = ("budget",)
+OPTIONAL_SECTIONS = ("budget", "judged")
+JUDGED_KEYS = ("metric", "max_drop")
 BUDGET_KEYS = ("unit", "values")
 BUDGET_OPTIONAL_KEYS = ("tokenizer",)
 SPLIT_KEYS = ("salt", "eval_fraction")
@@ -38,7 +39,8 @@ GATE_KEYS = (
     "require_significance",
     "bootstrap",
 )
-GATE_OPTIONAL_KEYS = ("correction", "permutation")
+GATE_OPTIONAL_KEYS = ("correction", "permutation", "latency")
+LATENCY_KEYS = ("max_p95_rise",)
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
 PERMUTATION_KEYS = ("resamples", "seed")
 # Caps on knobs whose cost grows with their value, so that a typo cannot stall CI:
@@ -229,6 +231,32 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
         check.add("slices", f"`slices` lists a tag more than once: {slices}", "list each tag once")
 
 
+def _check_judged(check: _ParamsChecker, params: dict, ks: list[int] | None) -> None:
+    """``judged``: the report warns when a configuration's ``metric`` (a ``judged@k``)
+    is more than ``max_drop`` below its reference's: its recall may then be an
+    artefact of missing judgements (imported qrels)."""
+    judged = check.mapping(params["judged"], "judged", "{metric: judged@10, max_drop: 0.1}")
+    if judged is None:
+        return
+    check.keys(judged, "judged", JUDGED_KEYS, JUDGED_KEYS)
+    if "metric" in judged:
+        metric = judged["metric"]
+        if not str(metric).startswith("judged@"):
+            check.add("judged.metric", f"`judged.metric` must be judged@<k>, got {metric!r}", "write metric: judged@10")
+        else:
+            check.problems.extend(metric_problems([metric], ks, f"{check.source}: judged.metric"))
+    if "max_drop" in judged:
+        check.number(
+            "judged.max_drop",
+            judged["max_drop"],
+            0,
+            1,
+            False,
+            False,
+            "set how far below its reference's a judged share may fall before the report warns, e.g. 0.1",
+        )
+
+
 def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budgets: list[int]) -> None:
     gate = check.mapping(params.get("gate"), "gate", "a mapping with configs, metrics, max_drop, ...")
     if gate is None:
@@ -304,6 +332,27 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budge
                     "set e.g. confidence: 0.95",
                 )
     _check_significance(check, gate)
+    _check_latency(check, gate)
+
+
+def _check_latency(check: _ParamsChecker, gate: dict) -> None:
+    """``gate.latency``: optional; ``max_p95_rise`` a relative rise ≥ 0, or null (off)."""
+    if "latency" not in gate:
+        return
+    latency = check.mapping(gate["latency"], "gate.latency", "{max_p95_rise: 0.5} (or null to keep it off)")
+    if latency is None:
+        return
+    check.keys(latency, "gate.latency", LATENCY_KEYS, LATENCY_KEYS)
+    if latency.get("max_p95_rise") is not None:
+        check.number(
+            "gate.latency.max_p95_rise",
+            latency["max_p95_rise"],
+            0,
+            math.inf,
+            False,
+            True,
+            "set the largest allowed relative rise of p95 latency, e.g. max_p95_rise: 0.5 (+50%), or null (off)",
+        )
 
 
 def _check_resamples_seed(check: _ParamsChecker, section: dict, key: str) -> None:
@@ -417,6 +466,8 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
             )
     _check_split_evidence_slices(check, params)
     budgets = _check_budget(check, params) if "budget" in params else []
+    if "judged" in params:
+        _check_judged(check, params, ks)
     if "gate" in params:
         _check_gate(check, params, ks, budgets)
     return [_at_line(problem, params, source) for problem in check.problems]

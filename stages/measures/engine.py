@@ -32,7 +32,7 @@ import numpy as np
 from stages.evidence import nonspace_before
 from stages.measures.registry import METRICS
 from stages.measures.spending import cut, spending
-from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
+from stages.storage.columns import ChunkTable, EvidenceTable, Judgements, RunTable
 from stages.storage.results import column
 
 NONE = np.nan  # a metric with no value for a case (reported apart, never averaged)
@@ -362,6 +362,7 @@ class Ranked:
     budget_available: dict[int, np.ndarray]  # per budget value, per unit
     to_evidence: np.ndarray  # the smallest budget making every unit available, NaN if none
     spans: dict[int, tuple[np.ndarray, np.ndarray]]  # per k: span precision and span IoU
+    judged: dict[int, np.ndarray]  # per k: judged@k (NaN without a judged set); empty when no case has one
 
     def hits(self, k: int) -> np.ndarray:
         """Relevant chunks in each case's top ``k``."""
@@ -393,7 +394,36 @@ KERNELS: dict[str, Callable[[Ranked, int | None], np.ndarray]] = {
     "tokens_to_evidence": lambda r, b: r.to_evidence,
     "span_precision": lambda r, k: r.spans[k][0],
     "span_iou": lambda r, k: r.spans[k][1],
+    "judged": lambda r, k: r.judged[k],
 }
+
+
+def _judged_figures(
+    judged: Judgements | None, matrix: np.ndarray, retrieved: np.ndarray, chunks: ChunkTable, ks: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """Per k: each case's judged@k (the reference's ``judged_at_k``), NaN for a case
+    without a judged set; nothing when no case has one.
+
+    Each (case, judged doc) and each (case, retrieved chunk's doc) becomes one key
+    ``case * n_docs + doc``; a sorted search marks the retrieved cells whose key is
+    judged, and a running sum along the ranks counts them."""
+    if judged is None:
+        return {}
+    n_cases, width = matrix.shape
+    names, codes = np.unique(np.asarray([*judged.doc, *chunks.doc_ids], dtype=str), return_inverse=True)
+    n_docs = max(len(names), 1)
+    keys = np.unique(judged.case * n_docs + codes[: len(judged.doc)])
+    chunk_doc = np.append(codes[len(judged.doc) :], -1)  # chunk -1 (no chunk) has no doc
+    cells = np.arange(n_cases)[:, None] * n_docs + chunk_doc[matrix]
+    hit = (matrix >= 0) & np.isin(cells, keys)
+    counted = np.cumsum(hit, axis=1) if width else np.zeros((n_cases, 0), np.int64)
+    figures = {}
+    for k in ks:
+        shown = np.minimum(retrieved, k)
+        judged_top = counted[:, min(k, width) - 1] if width else np.zeros(n_cases)
+        share = np.where(shown > 0, judged_top / np.maximum(shown, 1), 0.0)
+        figures[k] = np.where(judged.has, share, NONE)
+    return figures
 
 
 def _span_figures(
@@ -499,6 +529,7 @@ def score(
     span_coverage: float,
     texts: Mapping[str, str],
     budgets: Sequence[int] = (),
+    judged: Judgements | None = None,
 ) -> tuple[Scores, Evidence]:
     """Every metric of :data:`stages.measures.registry.METRICS` for every case, as arrays.
 
@@ -506,7 +537,8 @@ def score(
     :func:`stages.measures.reference.case_metrics` case by case (up to float summation
     order in nDCG); ``ks`` must be sorted, unique and positive. ``texts`` holds the
     text of every doc the evidence points into, for span coverage. The budget
-    metrics are computed at each of ``budgets`` (sorted, unique; none without).
+    metrics are computed at each of ``budgets`` (sorted, unique; none without), and
+    ``judged@k`` from the cases' judged sets ``judged`` (none when no case has one).
     """
     evidence = project(table, chunks, texts)
     ranking = rank_matrix(run, case_ids)
@@ -556,11 +588,12 @@ def score(
         budget_available,
         to_evidence,
         _span_figures(table, matrix, chunks, context, ks),
+        _judged_figures(judged, matrix, ranking.retrieved, chunks, ks),
     )
     metrics: dict[str, np.ndarray] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
         for metric in METRICS.values():
-            for cutoff in metric.cutoffs(ks, budgets):
+            for cutoff in metric.cutoffs(ks, budgets, judged is not None):
                 metrics[metric.key(cutoff)] = KERNELS[metric.name](ranked, cutoff)
     missed = evidence.evidence_units[~available[top][evidence.evidence_units]]
     counts = {

@@ -29,10 +29,13 @@ def case_row(
     span_coverage: float,
     texts: Mapping[str, str],
     budgets: Sequence[int] = (),
+    judgements: bool = False,
 ) -> dict:
     """One row of the per-case table: metrics, counts, missed evidence, top-1 score.
     ``texts`` are the docs' texts: span coverage counts non-whitespace characters.
-    The budget metrics spend the chunks' stored token starts, else their characters."""
+    The budget metrics spend the chunks' stored token starts, else their characters.
+    ``judgements``: some case of the run has a judged set, so ``judged@k`` is computed
+    (None for this case if it has none)."""
 
     def project(units):
         return [
@@ -51,6 +54,8 @@ def case_row(
         {c.chunk_id: sent_chunk(c) for chunks in by_doc.values() for c in chunks},
         texts,
         [(u.doc_id, u.start, u.end) for u in case.evidence if not u.alternatives and u.start is not None],
+        case.judged,
+        judgements,
     )
     return {
         "case_id": case.case_id,
@@ -104,7 +109,9 @@ def evaluate_table(
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
     spends = sorted(set(budgets))
-    scores, evidence = score(cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts, spends)
+    scores, evidence = score(
+        cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts, spends, cases.judged
+    )
     if not chunk_level:
         for name, values in scores.metrics.items():
             if is_chunk_level(name):

@@ -229,6 +229,28 @@ def context_chars_at_k(retrieved: Sequence[str], chunk_lengths: Mapping[str, int
     return total
 
 
+def judged_at_k(docs: Sequence[str], judged: Collection[str] | None, k: int) -> float | None:
+    """ir_measures' ``Judged@k``: the share of the top-k results that have a judgement.
+
+    ``docs`` holds the doc of each retrieved chunk, best first, one entry per
+    (deduplicated) chunk; ``judged`` the docs the case's qrels judged, of any grade.
+    A chunk counts as judged when its doc is, and each chunk of the top k counts, so
+    on a run of one chunk per document this is exactly ir_measures' figure:
+    ``|{judged chunks in the top k}| / min(k, |docs|)``. Like ir_measures, the
+    denominator is the number of results when fewer than ``k`` were retrieved: a
+    rank nothing filled is not an unjudged result. ``0.0`` when nothing is retrieved
+    (ir_measures' value for a judged query missing from the run) or ``k <= 0``;
+    ``None`` when the case has no judged set (a native case).
+    """
+    if judged is None:
+        return None
+    top = docs[: max(k, 0)]
+    if not top:
+        return 0.0
+    wanted = set(judged)
+    return sum(doc in wanted for doc in top) / len(top)
+
+
 # ---------------------------------------------------------------------------
 # At a context budget
 # ---------------------------------------------------------------------------
@@ -453,12 +475,18 @@ class CaseInput:
     sent_chunks: Mapping[str, SentChunk]
     texts: Mapping[str, str] | None
     spans: Sequence[tuple[str, int, int]]  # the plain evidence spans (doc, start, end), doc coordinates
+    judged: frozenset[str] | None  # the docs of the case's judged set; None for a native case
 
 
 def _k(k: int | None) -> int:
     if k is None:
         raise ValueError("this metric needs a cutoff k")
     return k
+
+
+def _retrieved_docs(c: CaseInput) -> list[str]:
+    """The doc of each retrieved chunk, best first; none needed without a judged set."""
+    return [] if c.judged is None else [c.sent_chunks[chunk_id].doc_id for chunk_id in c.retrieved]
 
 
 # Each registered metric's definition over one case, by name.
@@ -479,6 +507,7 @@ REFERENCE: dict[str, Callable[[CaseInput, int | None], float | int | None]] = {
     ),
     "span_precision": lambda c, k: span_precision_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
     "span_iou": lambda c, k: span_iou_at_k(c.retrieved, c.spans, c.sent_chunks, _k(k)),
+    "judged": lambda c, k: judged_at_k(_retrieved_docs(c), c.judged, _k(k)),
 }
 
 
@@ -494,6 +523,8 @@ def case_metrics(
     sent_chunks: Mapping[str, SentChunk] | None = None,
     texts: Mapping[str, str] | None = None,
     spans: Sequence[tuple[str, int, int]] = (),
+    judged: Collection[str] | None = None,
+    judgements: bool | None = None,
 ) -> dict[str, Any]:
     """Every per-case metric and count of one case.
 
@@ -501,6 +532,10 @@ def case_metrics(
     The budget metrics are computed at each of ``budgets`` (none without), spending
     the units of ``sent_chunks``; ``texts`` as for the units' projection. ``spans`` are
     the case's own evidence spans without alternatives, for span precision and IoU.
+    ``judged`` are the docs of its judged set (``judged@k``, which reads each retrieved
+    chunk's doc from ``sent_chunks``). ``judgements`` says whether the judgements
+    metrics are computed at all: some case of the run has a judged set (by default,
+    whether this one has); a case without one then gets None.
     For an abstention case (no relevant chunk, no unit, no claim) every metric is
     ``None`` except ``context_chars@k``. ``missed_evidence`` lists the labels of the
     units not available at ``max(ks)`` (given as ``missed_evidence_at``), in the
@@ -510,11 +545,20 @@ def case_metrics(
     check_coverage(span_coverage)
     ranked, removed = dedupe(retrieved)
     case = CaseInput(
-        ranked, frozenset(relevant), units, claims, chunk_lengths, span_coverage, sent_chunks or {}, texts, spans
+        ranked,
+        frozenset(relevant),
+        units,
+        claims,
+        chunk_lengths,
+        span_coverage,
+        sent_chunks or {},
+        texts,
+        spans,
+        None if judged is None else frozenset(judged),
     )
     values: dict[str, float | int | None] = {}
     for metric in METRICS.values():
-        for cutoff in metric.cutoffs(unique_ks, sorted(set(budgets))):
+        for cutoff in metric.cutoffs(unique_ks, sorted(set(budgets)), judged is not None or bool(judgements)):
             values[metric.key(cutoff)] = REFERENCE[metric.name](case, cutoff)
 
     counts: dict[str, int] = {

@@ -31,6 +31,9 @@ class Metric:
     a metric that is not a share is a count, written as an integer.
     ``budget``: it spends a context budget (``budget.unit``) rather than cutting at k;
     with ``at_k`` its cutoffs are ``budget.values``. Computed only when params have a budget.
+    ``judgements``: it reads the judged sets of imported qrels (``Case.judged``), not the
+    evidence. Computed only when some case has one; a diagnostic of the labels, not a
+    quality figure: the report shows it apart, and the gate cannot guard it.
     """
 
     name: str
@@ -41,14 +44,16 @@ class Metric:
     abstention: bool = False
     share: bool = True
     budget: bool = False
+    judgements: bool = False
 
     def key(self, k: int | None) -> str:
         return f"{self.name}@{k}" if self.at_k else self.name
 
-    def cutoffs(self, ks: Sequence[int], budgets: Sequence[int]) -> list[int | None]:
+    def cutoffs(self, ks: Sequence[int], budgets: Sequence[int], judged: bool = False) -> list[int | None]:
         """What it is computed at: each k, each budget value, or once (``[None]``);
-        nothing for a budget metric without a budget."""
-        if self.budget and not budgets:
+        nothing for a budget metric without a budget, nor for a judgements metric
+        when no case has a judged set (``judged``)."""
+        if (self.budget and not budgets) or (self.judgements and not judged):
             return []
         if not self.at_k:
             return [None]
@@ -106,6 +111,15 @@ METRICS: dict[str, Metric] = {
             "|E ∩ R| / (|E| + Σ|R_i| - |E ∩ R|) in characters, over the top-k chunks "
             "(0 when the denominator is 0; no value without span evidence)",
             comparable_across_chunkings=True,
+        ),
+        Metric(
+            "judged",
+            "share of the top-k results whose doc has a judgement of any grade (as ir_measures' Judged): "
+            "judged chunks in the top k / min(k, chunks retrieved), each chunk counted; 0 when nothing "
+            "is retrieved; no value for a case without a judged set (native cases)",
+            comparable_across_chunkings=True,
+            abstention=True,
+            judgements=True,
         ),
     )
 }
@@ -176,6 +190,14 @@ def metric_problems(
             problems.append(
                 Problem(where, f"{name!r} cannot be gated: more context is not a drop", "gate on a recall-like metric")
             )
+        elif gated and isinstance(metric, Metric) and metric.judgements:
+            problems.append(
+                Problem(
+                    where,
+                    f"{name!r} cannot be gated: it describes the judgements, not the retrieval",
+                    "gate on a recall-like metric; the report warns when judged@k falls (judged.max_drop)",
+                )
+            )
         elif metric.at_k and not sep:
             problems.append(Problem(where, f"metric {name!r} needs a cutoff", f"write it as {base}@<k>, e.g. {base}@5"))
         elif not metric.at_k and sep:
@@ -214,10 +236,11 @@ def sorted_ks(ks: Iterable[int]) -> list[int]:
     return unique
 
 
-def metric_names(ks: Iterable[int], budgets: Iterable[int] = ()) -> list[str]:
+def metric_names(ks: Iterable[int], budgets: Iterable[int] = (), judged: bool = False) -> list[str]:
     """All per-case metric names for ``ks`` and ``budgets``: registry order, then cutoff ascending.
+    ``judged``: some case has a judged set, so the judgements metrics are computed too.
 
     ``[recall@1, recall@5, hit@1, hit@5, mrr, precision@1, ...]``.
     """
     unique, spends = sorted_ks(ks), sorted(set(budgets))
-    return [metric.key(cutoff) for metric in METRICS.values() for cutoff in metric.cutoffs(unique, spends)]
+    return [metric.key(cutoff) for metric in METRICS.values() for cutoff in metric.cutoffs(unique, spends, judged)]

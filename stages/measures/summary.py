@@ -49,6 +49,13 @@ def _total(frame: pl.DataFrame, count: str) -> int:
     return int(sum(values))
 
 
+def has_judged(frame: pl.DataFrame, ks: Sequence[int]) -> bool:
+    """Whether the per-case table holds the judgements metrics: some case had a
+    judged set (imported qrels), so ``judged@k`` was computed."""
+    judgements = [metric for metric in METRICS.values() if metric.judgements]
+    return any(column("metrics", metric.key(k)) in frame.columns for metric in judgements for k in ks)
+
+
 def _answerable() -> pl.Expr:
     """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
@@ -71,7 +78,7 @@ def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = 
     answerable = frame.filter(_answerable())
     means: dict[str, float | None] = {}
     counted: dict[str, int] = {}
-    for name in metric_names(unique_ks, budgets):
+    for name in metric_names(unique_ks, budgets, has_judged(frame, unique_ks)):
         present = _values(answerable, "metrics", name)
         means[name] = _mean(present)
         counted[name] = len(present)

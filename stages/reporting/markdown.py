@@ -25,6 +25,7 @@ from stages.gating.compare import (
     newly_missed_k,
     slice_comparisons,
 )
+from stages.gating.latency import latency_text
 from stages.gating.significance import describe_family
 from stages.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from stages.measures.registry import FOREIGN, METRICS, higher_is_better
@@ -49,7 +50,7 @@ def chunking_note() -> str:
     comparable = [
         f"`{metric.key('B' if metric.budget else 'k')}`"
         for metric in METRICS.values()
-        if metric.comparable_across_chunkings
+        if metric.comparable_across_chunkings and not metric.judgements
     ]
     return (
         "**Note:** chunk-level `recall@k` cannot be compared across chunkings, because its denominator "
@@ -444,6 +445,9 @@ def _verdict_section(verdict: dict, against: str | None) -> list[str]:
                     f"{_ci(s)}, corrected p {fmt_p(s['p_corrected'])}), a {_bad_move(s['metric'])} of more than "
                     f"`slice_max_drop` {fmt(cfg['slice_max_drop'])}"
                 )
+        timed = cfg.get("latency") or {}
+        if timed.get("failed") or timed.get("note"):  # a p95 that passed is left out: it varies run to run
+            out.append(f"- {name}: {md_prose(latency_text(timed))}.")
         if cfg["passed"] and not cfg.get("accepted"):
             guarded = ", ".join(md_code(m["metric"]) for m in cfg["metrics"])
             out.append(
@@ -499,6 +503,83 @@ def _budget_section(comparisons: list[dict]) -> list[str]:
         "characters. Compare recall at an equal budget."
     )
     return ["## Context budget beside recall", "", intro, "", *_table(header, rows), ""]
+
+
+JUDGED_WARNING = "its recall may be an artefact of missing judgements"
+
+
+def judged_settings(settings: dict) -> tuple[str, float]:
+    """``(judged.metric, judged.max_drop)``; without the section, judged@10 (or the
+    largest k below 10, else the smallest k) and 0.10."""
+    ks = sorted(settings["ks"])
+    default = 10 if 10 in ks else max([k for k in ks if k < 10], default=ks[0])
+    judged = settings.get("judged") or {}
+    return judged.get("metric", f"judged@{default}"), float(judged.get("max_drop", 0.10))
+
+
+def judged_references(
+    summaries: Mapping[str, Summary], reference: str, bases: Mapping[str, tuple], against: str | None
+) -> dict[str, list[tuple[str, Summary]]]:
+    """What each configuration's judged share is held against, as ``(label, summary)``:
+    the reference configuration (the one the side-by-side table measures every other
+    by), and its own baseline (committed, or at ``against``) when it has one. A label
+    is markdown, the user's names in code spans."""
+    own = f"its results at {md_code(against)}" if against else "its committed baseline"
+    references: dict[str, list[tuple[str, Summary]]] = {name: [] for name in summaries}
+    for name in summaries:
+        if name != reference and reference in summaries:
+            references[name].append((f"the reference configuration {md_code(reference)}", summaries[reference]))
+        base_summary = bases.get(name, (None, None))[0]
+        if base_summary is not None:
+            references[name].append((own, base_summary))
+    return references
+
+
+def judged_warnings(
+    summaries: Mapping[str, Summary],
+    references: Mapping[str, Sequence[tuple[str, Summary]]],
+    metric: str,
+    max_drop: float,
+) -> list[str]:
+    """One line per configuration whose eval-split ``metric`` (a ``judged@k``) is more
+    than ``max_drop`` below a reference's: ``references`` maps a configuration to
+    ``(label, summary)`` pairs (:func:`judged_references`: markdown already). The drop
+    is rounded to 9 places first, so a drop of exactly ``max_drop`` does not warn."""
+    lines = []
+    for name in sorted(summaries):
+        current = _split(summaries[name], EVAL)[0].get(metric)
+        for label, reference in references.get(name, ()):
+            base = _split(reference, EVAL)[0].get(metric)
+            if is_missing(current) or is_missing(base) or round(base - current, 9) <= max_drop:
+                continue
+            lines.append(
+                f"- **Warning:** {md_code(name)}: {md_code(metric)} {fmt(current)} is {fmt(base - current)} below "
+                f"{fmt(base)} for {label} (more than `judged.max_drop` {max_drop:g}): {JUDGED_WARNING}. "
+                "Unjudged results count as not relevant."
+            )
+    return lines
+
+
+def judged_section(summaries: Mapping[str, Summary], ks: Sequence[int], warnings: Sequence[str]) -> list[str]:
+    """The eval split's ``judged@k`` per configuration (imported qrels), then the
+    :func:`judged_warnings`; nothing when no configuration has a judged share
+    (native cases have no judged set, and no ``judged@k``)."""
+    names = [name for name in sorted(summaries) if any(f"judged@{k}" in _split(summaries[name], EVAL)[0] for k in ks)]
+    if not names:
+        return []
+    rows = []
+    for name in names:
+        means = _split(summaries[name], EVAL)[0]
+        counted = (summaries[name].get(EVAL) or {}).get("counted") or {}
+        rows.append(
+            [md_text(name), *(fmt(means.get(f"judged@{k}")) for k in ks), fmt(counted.get(f"judged@{ks[-1]}"))]
+        )
+    intro = (
+        "The share of each configuration's top k that the imported qrels judged (any grade), eval split, "
+        f"{ANSWERABLE_ONLY}. An unjudged result counts as not relevant, so a low share makes recall a lower bound."
+    )
+    header = ["config", *(f"judged@{k}" for k in ks), "cases with a judged set"]
+    return ["## Judged share of the top k", "", intro, "", *_table(header, rows), "", *warnings, *([""] if warnings else [])]
 
 
 SIDE_BY_SIDE_TESTS = "every configuration and metric against the baseline configuration"
@@ -645,6 +726,7 @@ def render_report(
     marker: bool = False,
     limit: int | None = None,
     table: dict | None = None,
+    judged: Sequence[str] = (),
 ) -> str:
     """The pull-request document: the verdict first, then every configuration's
     paired comparison (gated ones open, the others collapsed), then the absolute
@@ -656,11 +738,12 @@ def render_report(
     the comparisons always reach the reviewer instead of a rejected comment; if
     even that is too long (hundreds of configurations or slices), it is cut at a
     line, with a note, by :func:`_fit`.
-    ``table`` is the many-configuration comparison (:func:`side_by_side_section`).
+    ``table`` is the many-configuration comparison (:func:`side_by_side_section`);
+    ``judged`` the :func:`judged_warnings`.
     """
     for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
         text = _render(
-            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table
+            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table, judged
         )
         if limit is None or len(text) <= limit:
             return text
@@ -697,6 +780,7 @@ def _render(
     cap: int | None,
     with_absolute: bool,
     table: dict | None = None,
+    judged: Sequence[str] = (),
 ) -> str:
     """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
@@ -705,6 +789,7 @@ def _render(
     lines += _verdict_section(verdict, against)
     lines += [DISCLAIMER, ""]
     lines += _budget_section(comparisons)
+    lines += judged_section(summaries, ks, judged)
     lines += side_by_side_section(table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
@@ -887,6 +972,17 @@ starts are stored with the chunks by the chunk stage; no tokenizer is ever
 downloaded. `tokens_to_evidence` is summarised by its mean, median (`_p50`) and
 90th percentile (`_p90`, nearest rank); `counted` gives the cases that reached
 full availability within the depth.
+
+`judged@k` reads the judged set that `ragvet import trec|beir` keeps for each query
+(every judged doc, of any grade: see [import-export.md](import-export.md)). It is
+computed only when some case has one, and a native case has no value (never 0 or 1).
+It follows ir_measures' `Judged@k`: a retrieved chunk is judged when its doc is, each
+chunk of the top k counts (one chunk per document gives ir_measures' figure exactly),
+and fewer than k results divide by what was retrieved. Its mean is over answerable
+cases, like every other; abstention cases with a judged set have a per-case value.
+The report shows it per configuration, and warns when a configuration's
+`judged.metric` is more than `judged.max_drop` below its reference's: its recall may
+be an artefact of missing judgements.
 """
 
 
@@ -905,7 +1001,7 @@ def metrics_doc() -> str:
             _yes(metric.comparable_across_chunkings),
             "higher" if metric.higher_is_better else "lower",
             "a value" if metric.abstention else "no value (reported apart)",
-            _yes(metric.share),
+            _yes(metric.share and not metric.judgements),
         ]
         for metric in METRICS.values()
     ]

@@ -201,14 +201,39 @@ class EvidenceTable:
 
 
 @dataclass(frozen=True)
+class Judgements:
+    """The cases' judged sets (:attr:`stages.schema.Case.judged`) as flat columns:
+    case number ``case[i]`` judged doc ``doc[i]`` (any grade). ``has[c]`` says whether
+    case ``c`` carries a judged set at all (a native case does not)."""
+
+    has: np.ndarray
+    case: np.ndarray
+    doc: list[str]
+
+    @classmethod
+    def from_sets(cls, sets: Sequence[Mapping[str, int] | None]) -> Judgements | None:
+        """From each case's judged set or None; None when no case has one."""
+        if all(judged is None for judged in sets):
+            return None
+        lengths = [len(judged or ()) for judged in sets]
+        return cls(
+            np.asarray([judged is not None for judged in sets], bool),
+            np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
+            [doc for judged in sets for doc in sorted(judged or ())],
+        )
+
+
+@dataclass(frozen=True)
 class CaseTable:
     """What evaluation reads of the validated cases, in case_id order: the ids,
-    the fields a per-case row carries, and the evidence as columns."""
+    the fields a per-case row carries, the evidence as columns, and the judged
+    sets (None when no case has one)."""
 
     case_ids: list[str]
     answerable: list[bool]
     tags: list[dict[str, str]]
     evidence: EvidenceTable
+    judged: Judgements | None = None
 
     @classmethod
     def from_cases(cls, cases: Sequence[Case]) -> CaseTable:
@@ -222,6 +247,7 @@ class CaseTable:
         case_ids: list[str] = []
         answerable: list[bool] = []
         tags: list[dict[str, str]] = []
+        judged: list[dict[str, int] | None] = []
 
         def noted(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             for row in rows:
@@ -230,10 +256,11 @@ class CaseTable:
                 case_ids.append(row["id"])
                 answerable.append(row.get("answerable", True))
                 tags.append(dict(row.get("tags") or {}))
+                judged.append(row.get("judged"))
                 yield row
 
         evidence = EvidenceTable.from_rows(noted(rows))
-        return cls(case_ids, answerable, tags, evidence)
+        return cls(case_ids, answerable, tags, evidence, Judgements.from_sets(judged))
 
     @classmethod
     def from_frame(cls, frame: Any) -> CaseTable:
@@ -265,7 +292,22 @@ class CaseTable:
                 flat.struct.field("start").fill_null(-1).cast(pl.Int64).to_numpy(),
                 flat.struct.field("end").fill_null(-1).cast(pl.Int64).to_numpy(),
             ),
+            _frame_judgements(frame),
         )
+
+
+def _frame_judgements(frame: Any) -> Judgements | None:
+    """The judged sets of a Parquet case table: its ``judged`` column, present only
+    when some case has one (:func:`stages.storage.tables.write_case_table`)."""
+    if "judged" not in frame.columns:
+        return None
+    judged = frame["judged"]
+    lengths = judged.list.len().fill_null(0).to_numpy().astype(np.int64)
+    return Judgements(
+        judged.is_not_null().to_numpy(),
+        np.repeat(np.arange(len(frame), dtype=np.int64), lengths),
+        judged.explode(empty_as_null=False).drop_nulls().struct.field("doc").to_list(),
+    )
 
 
 @dataclass

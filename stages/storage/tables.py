@@ -67,9 +67,19 @@ def case_table_schema() -> dict[str, pl.DataType]:
     return {"id": pl.String, "answerable": pl.Boolean, "tags": pl.String, "claims": pl.Int32, "units": pl.List(unit)}
 
 
+def judged_schema() -> pl.DataType:
+    """The case table's optional ``judged`` column: each judged doc with its grade,
+    null for a case without a judged set."""
+    import polars as pl  # not for `ragvet --help`
+
+    return pl.List(pl.Struct({"doc": pl.String, "grade": pl.Int64}))
+
+
 def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Validated case rows (:meth:`Case.to_row`) as Parquet, one row per case in
-    case_id order (see :func:`case_table_schema`; tags as canonical JSON).
+    case_id order (see :func:`case_table_schema`; tags as canonical JSON). The
+    ``judged`` column (:func:`judged_schema`) is written only when some case has a
+    judged set, so the table of cases without one is the same bytes as before.
 
     The validate stage writes it beside cases.jsonl so that the evaluate stage
     of every configuration reads the evidence as columns instead of parsing and
@@ -82,6 +92,7 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         return {"claim": claim, "targets": [{key: t.get(key) for key in ("doc", "start", "end")} for t in targets]}
 
     records = []
+    judged: list[dict[str, int] | None] = []
     for row in sorted(rows, key=lambda r: r["id"]):
         claims = row.get("claims") or ()
         units = [unit(u, -1) for u in row.get("evidence") or ()]
@@ -96,7 +107,11 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
                 "units": units,
             }
         )
+        judged.append(row.get("judged"))
     frame = pl.DataFrame(records, schema=case_table_schema())
+    if any(grades is not None for grades in judged):
+        entries = [None if grades is None else [{"doc": d, "grade": g} for d, g in sorted(grades.items())] for grades in judged]
+        frame = frame.with_columns(pl.Series("judged", entries, dtype=judged_schema()))
     with atomic_output(path) as tmp:
         frame.write_parquet(tmp, row_group_size=max(len(frame), 1))
 
