@@ -23,11 +23,14 @@ outside (wall clock, and the child's own peak RSS from ``wait4``):
   halves every 10th case's figures in it, so every interval is drawn (2,000
   resamples of each paired metric and slice).
 
-Evaluate and the script alternate their order from round to round (the first
-process to touch memory after a pause pays for fresh pages); the best of
-``--rounds`` counts. Before timing, it checks that the vectorised rounding the
-evaluate stage writes with equals ``round_floats`` on every float of the
-unrounded per-case table (the rounding contract), and prints how many it compared.
+After one untimed evaluate run (the results compared), every round runs each
+side once, the order rotated from round to round (the first process to touch
+memory after a pause pays for fresh pages, and the load of a shared machine
+moves); the best of ``--rounds`` counts, and the load averages are printed.
+Before timing, it checks that the vectorised rounding the evaluate stage writes
+with equals ``round_floats`` on every float of the unrounded per-case table (the
+rounding contract), and prints how many it compared. Peak RSS comes from a small
+launcher process (``LAUNCHER``), not from this one.
 Targets: evaluate <= 0.5x the script; report and gate each <= evaluate; every
 stage's peak RSS <= 1.5 GB.
 """
@@ -40,7 +43,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import evaluation  # the sibling benchmark: data generation and machine facts
@@ -112,16 +114,28 @@ def evaluate_command(config: str) -> list[str]:
     ]  # fmt: skip
 
 
+# Runs the command and reports its wall time, exit code and peak RSS (from wait4) on its
+# last stderr line. Through this small process, because Linux carries the peak RSS of the
+# process that forks over exec into the child's ru_maxrss: spawned from this script
+# (which holds the generated data), every side reported this script's 1.8 GB peak.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+start = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+seconds = time.perf_counter() - start
+print(json.dumps([seconds, os.waitstatus_to_exitcode(status), usage.ru_maxrss]), file=sys.stderr)
+"""
+
+
 def timed(command: list[str], cwd: Path) -> dict:
     """Wall seconds and the child's own peak RSS; raises with its output when it fails."""
-    start = time.perf_counter()
-    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    out, err = child.stdout.read().decode(), child.stderr.read().decode()
-    if os.waitstatus_to_exitcode(status) not in (0, 1):  # the gate exits 1 on a failed verdict
-        raise SystemExit(f"{' '.join(command)} failed:\n{out}\n{err}")
-    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024}
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], cwd=cwd, capture_output=True, text=True)
+    *err, last = done.stderr.splitlines() or [""]
+    seconds, code, rss_kb = json.loads(last)
+    if code not in (0, 1):  # the gate exits 1 on a failed verdict
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}\n" + "\n".join(err))
+    return {"seconds": seconds, "rss_mb": rss_kb / 1024}
 
 
 def check_rounding(workdir: Path, ks: list[int]) -> int:
@@ -187,13 +201,7 @@ def main() -> None:
     (workdir / "pytrec_script.py").write_text(PYTREC_SCRIPT)
     script = [sys.executable, "pytrec_script.py", "qrels.trec", "run.trec", ",".join(map(str, args.ks)), "peer.json"]
 
-    best: dict[str, dict] = {}
-    sides = {"evaluate": evaluate_command(configs[0]), "pytrec_eval script": script}
-    for number in range(args.rounds):
-        for side in list(sides) if number % 2 == 0 else list(sides)[::-1]:
-            result = timed(sides[side], workdir)
-            if side not in best or result["seconds"] < best[side]["seconds"]:
-                best[side] = result
+    timed(evaluate_command(configs[0]), workdir)  # untimed: the results the report and gate compare
     metrics = workdir / "metrics"
     summary = json.loads((metrics / f"{configs[0]}.json").read_text())
     for config in configs[1:]:  # the other configurations: the same results under their names
@@ -211,15 +219,24 @@ def main() -> None:
               "--plots", "metrics/plots"]  # fmt: skip
     gate = [sys.executable, "-m", "stages.gate", "--cases-dir", "metrics/cases", "--split", "split.json",
             "--baseline", "metrics/baseline", "--out", "metrics/gate.json"]  # fmt: skip
-    for side, command in (("report", report), ("gate", gate)):
-        for _ in range(args.rounds):
-            result = timed(command, workdir)
+    # Every side once per round, the order rotated from round to round, so that each meets
+    # the same load and the same fresh-page cost (evaluate rewrites the same bytes).
+    sides = {"evaluate": evaluate_command(configs[0]), "pytrec_eval script": script, "report": report, "gate": gate}
+    best: dict[str, dict] = {}
+    loads = [os.getloadavg()[0]]
+    for number in range(args.rounds):
+        names = list(sides)
+        for side in names[number % len(names) :] + names[: number % len(names)]:
+            result = timed(sides[side], workdir)
             if side not in best or result["seconds"] < best[side]["seconds"]:
                 best[side] = result
+            loads.append(os.getloadavg()[0])
 
     print(f"\n{evaluation.machine()}")
     print(f"{args.cases:,} cases x depth {args.depth}, k in {args.ks}; report and gate over {args.configs} "
-          f"configurations plus the baseline; best of {args.rounds}, each a fresh process\n")  # fmt: skip
+          f"configurations plus the {'changed' if args.changed_baseline else 'equal'} baseline; best of "
+          f"{args.rounds}, each a fresh process, interleaved; 1-minute load average {min(loads):.1f} to "
+          f"{max(loads):.1f}\n")  # fmt: skip
     print(f"{'side':<22}{'seconds':>10}{'peak RSS MB':>14}")
     for side, result in best.items():
         print(f"{side:<22}{result['seconds']:>10.2f}{result['rss_mb']:>14.0f}")

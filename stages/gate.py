@@ -9,7 +9,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
-from stages.gating.compare import gate_all, render_verdict
+from stages.gating.compare import gate_all, gate_metrics, render_verdict
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
@@ -28,16 +28,16 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals; with
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
-    configs = settings["gate"]["configs"]
-    current = {config: current_table(cases_dir, config) for config in configs}
+    configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
+    current = {config: current_table(cases_dir, config, metrics) for config in configs}
     verdict = gate_all(
         settings["gate"],
         settings["slices"],
-        baselines_for(configs, baseline, against),
+        baselines_for(configs, baseline, against, metrics),
         current,
         read_json(split)["fingerprints"],
         against,
-        rebaselined(configs, baseline, cases_dir),
+        rebaselined(configs, baseline, cases_dir, against),
         latency_pairs(configs, baseline, latency_dir, against),
     )
     if out is not None:

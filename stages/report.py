@@ -29,6 +29,7 @@ from stages.reporting.markdown import (
     budget_rows,
     case_details,
     compare_configs,
+    compared_metrics,
     judged_references,
     judged_settings,
     judged_warnings,
@@ -69,8 +70,8 @@ def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
     return {config: read_json(path) for config, path in paths.items()}
 
 
-def _read_current(settings: dict, cases_dir: Path) -> dict[str, list[dict]]:
-    rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
+def _read_current(settings: dict, cases_dir: Path, metrics: list[str] | None) -> dict[str, list[dict]]:
+    rows = {config: current_table(cases_dir, config, metrics) for config in sorted(settings["configs"])}
     missing = [config for config, found in rows.items() if found is None]
     if missing:
         raise InputError(
@@ -169,14 +170,17 @@ def main(
     and found cases, and the context budget, for every configuration."""
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
     fingerprints = read_json(split)["fingerprints"]
-    rows = _read_current(settings, cases_dir)
+    side_metrics = comparable_metrics(summary_k(settings["ks"]))
+    # the html charts' slice tables take every metric
+    metrics = None if format is Format.html else [*compared_metrics(settings["ks"], settings["gate"]), *side_metrics]
+    rows = _read_current(settings, cases_dir, metrics)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
-    bases = baselines_for(configs, baseline, against)
+    bases = baselines_for(configs, baseline, against, metrics)
     gated = list(settings["gate"]["configs"])
     timed = latency_pairs(gated, baseline, latency_dir, against) if latency_dir is not None else None
-    rebased = rebaselined(gated, baseline, cases_dir)
+    rebased = rebaselined(gated, baseline, cases_dir, against)
     verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
@@ -190,7 +194,7 @@ def main(
     info = _case_info(cases, corpus, comparisons)
     limit = COMMENT_LIMIT if comment else None
     # every configuration against the first gated one: the configuration a change is measured by
-    table = side_by_side(rows, gated[0], comparable_metrics(summary_k(settings["ks"])), settings["gate"])
+    table = side_by_side(rows, gated[0], side_metrics, settings["gate"])
     metric, max_drop = judged_settings(settings)
     references = judged_references(summaries, gated[0], bases, against)
     warnings = judged_warnings(summaries, references, metric, max_drop)

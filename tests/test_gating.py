@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from stages.errors import InputError
+from stages.gating import bootstrap as resampling
 from stages.gating import compare as gating
 from stages.gating.baselines import accept_baseline, read_results_at
+from stages.gating.bootstrap import bootstrap_ci, bootstrap_cis
 from stages.storage import results
 from stages.gating.compare import (
     accept_deliberate,
-    bootstrap_ci,
     compare_config,
     gate_verdict,
     newly_found,
@@ -117,14 +118,23 @@ def test_bootstrap_of_constant_delta_is_that_delta_and_empty_is_none():
     assert (low, high) == (0.0, 0.0) and str(low) == "0.0"  # not -0.0
 
 
-def test_bootstrap_in_batches_equals_one_batch(monkeypatch):
+@pytest.mark.parametrize("n", [1_000, 50_000])
+def test_bootstrap_in_batches_equals_one_batch(monkeypatch, n):
+    """Multinomial (n = 1,000: 200 x 1,000 indices in batches of 30 resamples) and
+    Poisson (n = 50,000: weights drawn 7 cases at a time, products of 10 resamples),
+    each against one batch."""
     rng = np.random.default_rng(0)
-    base, cur = rng.random(50_000), rng.random(50_000)  # 200 x 50k indices: drawn in three batches
+    base, cur = rng.random(n), rng.random(n)
+    monkeypatch.setattr(resampling, "MIN_PRODUCT_ROWS", 1)
+    monkeypatch.setattr(resampling, "_BOOTSTRAP_CELLS", (30 if n == 1_000 else 10) * n)
+    monkeypatch.setattr(resampling, "_DRAW_CELLS", 7 * 200)
+    resampling._WEIGHTS.clear()
     low, high = bootstrap_ci(base, cur, 200, 3, 0.95)
-    monkeypatch.setattr(gating, "_BOOTSTRAP_CELLS", 10**9)  # everything in one batch
+    for constant in ("_BOOTSTRAP_CELLS", "_DRAW_CELLS"):
+        monkeypatch.setattr(resampling, constant, 10**10)  # everything in one batch
+    resampling._WEIGHTS.clear()
     assert (low, high) == bootstrap_ci(base, cur, 200, 3, 0.95)
-    assert low < (cur - base).mean() < high and high - low < 0.02
-
+    assert low < (cur - base).mean() < high and high - low < (0.1 if n == 1_000 else 0.02)
 
 
 def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
@@ -142,12 +152,13 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
     cur[:, 2] = base[:, 2] + np.where(np.arange(n) < 5, 0.5, 0.0)  # 5 moved cases: exact p
     cur[:, 3] = base[:, 3] + 1e6 * (cur[:, 0] - base[:, 0])  # another scale
     deltas = cur - base
-    monkeypatch.setattr(gating, "_BOOTSTRAP_CELLS", 400_000)  # several batches
-    shared_ci = gating.bootstrap_cis(deltas, 500, 11, 0.95)
+    monkeypatch.setattr(resampling, "MIN_PRODUCT_ROWS", 1)  # several batches (3,000 cases: Poisson)
+    monkeypatch.setattr(resampling, "_BOOTSTRAP_CELLS", 400_000)
+    shared_ci = bootstrap_cis(deltas, 500, 11, 0.95)
     shared_p = permutation_ps(deltas, 2_000, 12)
     for j in range(deltas.shape[1]):
         assert shared_ci[j] == bootstrap_ci(base[:, j], cur[:, j], 500, 11, 0.95)
-        assert shared_ci[j] == gating.bootstrap_cis(deltas[:, [j, 0]], 500, 11, 0.95)[0]  # other company
+        assert shared_ci[j] == bootstrap_cis(deltas[:, [j, 0]], 500, 11, 0.95)[0]  # other company
         assert shared_p[j] == permutation_p(base[:, j], cur[:, j], 2_000, 12)
     assert shared_ci[1] == (0.0, 0.0) and shared_p[1] == 1.0
     assert shared_p[2] == pytest.approx(2 / 32)  # exact over the 5 moved cases

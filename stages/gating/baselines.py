@@ -18,20 +18,30 @@ from stages.measures.latency import accepted_latency
 from stages.storage.atomic import outputs_together, remove_output, write_copy
 from stages.storage.files import read_json, write_json
 from stages.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from stages.storage.results import SUFFIX, cases_dir, per_case_path, read_results
+from stages.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
 
 if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
     import polars as pl
 
 Summary = dict[str, Any]
-# What a comparison reads of each per-case table (stages.gating.compare): at 100,000 cases
-# and nine tables, the counts, missed evidence and reviews are left on disk.
-COMPARED = ("case_id", "split", "answerable", "metrics", "tags")
+# What a comparison reads of each per-case table (stages.gating.compare) besides the metrics
+# it compares: at 100,000 cases and nine tables, the other metrics, the counts, missed
+# evidence and reviews are left on disk (reading every metric took 5 times as long).
+COMPARED = ("case_id", "split", "answerable", "tags")
 
 
-def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, pl.DataFrame | None]:
+def compared_columns(metrics: Sequence[str] | None) -> tuple[str, ...]:
+    """:data:`COMPARED` and the columns of ``metrics`` (every metric when None), as
+    :func:`stages.storage.results.read_results` takes them."""
+    return (*COMPARED, *(["metrics"] if metrics is None else [column("metrics", metric) for metric in metrics]))
+
+
+def read_baseline_dir(
+    baseline: Path, config: str, metrics: Sequence[str] | None = None
+) -> tuple[dict | None, pl.DataFrame | None]:
     """The committed baseline of one configuration (its summary and what a comparison
-    reads of its per-case table, :data:`COMPARED`), or (None, None) if there is none.
+    of ``metrics`` reads of its per-case table, :func:`compared_columns`), or
+    (None, None) if there is none.
 
     A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
     which are not in the work tree is an error: the comparison would otherwise
@@ -51,16 +61,19 @@ def read_baseline_dir(baseline: Path, config: str) -> tuple[dict | None, pl.Data
         )
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), read_results(cases, columns=COMPARED)
+    return read_json(summary), read_results(cases, columns=compared_columns(metrics))
 
 
-def baselines_for(configs: list[str], baseline: Path, against: str | None) -> dict[str, tuple]:
+def baselines_for(
+    configs: list[str], baseline: Path, against: str | None, metrics: Sequence[str] | None = None
+) -> dict[str, tuple]:
     """``{config: (summary, table)}`` from a git revision's results or from the
-    committed baseline folder; ``(None, None)`` where there is none."""
+    committed baseline folder; ``(None, None)`` where there is none. Of each table,
+    what a comparison of ``metrics`` reads (:func:`compared_columns`)."""
     if against:
-        found = read_results_at(against, configs, Path.cwd(), COMPARED)
+        found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics))
         return {config: found[config] or (None, None) for config in configs}
-    return {config: read_baseline_dir(baseline, config) for config in configs}
+    return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
 
 def latency_path(folder: Path, config: str) -> Path:
@@ -93,17 +106,21 @@ def latency_pairs(
     return pairs
 
 
-def current_table(folder: Path, config: str) -> pl.DataFrame | None:
-    """What a comparison reads of one configuration's per-case table in ``folder``
-    (``metrics/cases``; :data:`COMPARED`), or None if evaluate has not written it."""
+def current_table(folder: Path, config: str, metrics: Sequence[str] | None = None) -> pl.DataFrame | None:
+    """What a comparison of ``metrics`` reads of one configuration's per-case table in
+    ``folder`` (``metrics/cases``; :func:`compared_columns`), or None if evaluate has
+    not written it."""
     path = per_case_path(folder, config)
-    return read_results(path, columns=COMPARED) if path.exists() else None
+    return read_results(path, columns=compared_columns(metrics)) if path.exists() else None
 
 
-def rebaselined(configs: list[str], baseline: Path, folder: Path) -> list[str]:
+def rebaselined(configs: list[str], baseline: Path, folder: Path, against: str | None) -> list[str]:
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at
-    the accepted state), so a comparison with another revision may accept its moves."""
+    the accepted state), so a comparison with another revision (``against``) may
+    accept its moves. Without a revision nothing can be accepted, and nothing is read."""
+    if against is None:
+        return []
     return [
         config
         for config in configs

@@ -6,9 +6,10 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   cancels, and a case missing on one side cannot move a mean);
 * every delta carries a paired bootstrap confidence interval and a paired
   permutation p-value, seeded from params, so the same inputs always give the
-  same verdict. The resample indices and sign vectors are drawn once per paired
-  case set and shared by every metric compared over it (:func:`_statistics`):
-  each metric costs a matrix product, and gets the same figures as alone; the
+  same verdict (:mod:`stages.gating.bootstrap`). The bootstrap draws and sign
+  vectors are drawn once per paired case set and shared by every metric compared
+  over it (:func:`_statistics`): each metric costs a matrix product, and gets the
+  same figures as alone; the
   p-values of every guarded metric and slice of every gated
   configuration are corrected as one family (:mod:`stages.gating.significance`),
   and with ``require_significance`` a drop fails only when its corrected p < α;
@@ -27,6 +28,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stages.gating.bootstrap import bootstrap_cis
 from stages.gating.latency import compare_latency, latency_text, max_p95_rise
 from stages.gating.significance import (
     alpha_of,
@@ -35,8 +37,6 @@ from stages.gating.significance import (
     describe_family,
     permutation_of,
     permutation_ps,
-    split_columns,
-    weighted_sums,
 )
 from stages.measures.answers import REVIEW_METRICS
 from stages.measures.registry import METRICS, higher_is_better
@@ -56,11 +56,11 @@ if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `r
     # One configuration's per-case results: the table the stages read
     # (stages.storage.results), or the nested rows it stands for.
     Results = pl.DataFrame | Sequence[Row]
+    # The case ids of a paired sample, in its order.
+    CaseIds = pl.Series | Sequence[str]
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
-# Bound the (resamples x cases) index matrix so large eval sets do not exhaust memory.
-_BOOTSTRAP_CELLS = 4_000_000
 
 
 # --------------------------------------------------------------------------- pairing
@@ -82,29 +82,44 @@ def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
     return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
 
-def _metric(rows: Results, metric: str, alias: str) -> pl.DataFrame:
-    """``case_id`` and the metric as floats (all null when the table does not have it)
-    of the eval-split cases."""
+def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
+    """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
+    the table does not have it) of the eval-split cases."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 
-    name = column("metrics", metric)
-    value = pl.col(name) if name in _table(rows).columns else pl.lit(None)
-    return _eval_columns(rows, "case_id", value.cast(pl.Float64).alias(alias))
+    names = [column("metrics", metric) for metric in metrics]
+    present = set(_table(rows).columns)
+    values = [(pl.col(name) if name in present else pl.lit(None)).cast(pl.Float64) for name in names]
+    return _eval_columns(rows, "case_id", *(value.alias(f"{side}{i}") for i, value in enumerate(values)))
+
+
+def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> pl.DataFrame:
+    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
+    the eval-split cases on both sides, sorted by case_id. Two tables of the same cases
+    (the usual case) are paired by position, others by a join on case_id. One pass
+    over each table for all the metrics of a comparison."""
+    base, cur = _metrics(baseline_rows, metrics, "b"), _metrics(current_rows, metrics, "c")
+    if base["case_id"].equals(cur["case_id"]):
+        wide = base.with_columns(cur.drop("case_id"))
+    else:
+        wide = base.join(cur, on="case_id", how="inner")
+    return wide.sort("case_id")
+
+
+def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
+    a finite value on both sides (:func:`stages.reporting.formatting.is_missing`: None,
+    NaN and infinities are no value)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
 
 
 def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
-    of ``metric`` on both sides (:func:`stages.reporting.formatting.is_missing`: None,
-    NaN and infinities are no value), sorted by case_id. Two tables of the same cases
-    (the usual case) are paired by position, others by a join on case_id."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
-
-    base, cur = _metric(baseline_rows, metric, "baseline"), _metric(current_rows, metric, "current")
-    if base["case_id"].equals(cur["case_id"]):
-        paired = base.with_columns(cur["current"])
-    else:
-        paired = base.join(cur, on="case_id", how="inner")
-    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite()).sort("case_id")
+    of ``metric`` on both sides, sorted by case_id (:func:`_wide`, :func:`_pair`)."""
+    return _pair(_wide(baseline_rows, current_rows, [metric]), 0)
 
 
 def paired_values(
@@ -116,63 +131,19 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    paired = _paired(baseline_rows, current_rows, metric)
-    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
+    ids, base, cur = _samples(baseline_rows, current_rows, [metric])[0]
+    return ids.to_list(), base, cur
 
 
-def bootstrap_ci(
-    base: np.ndarray, cur: np.ndarray, resamples: int, seed: int, confidence: float
-) -> tuple[float | None, float | None]:
-    """Percentile interval of the mean paired delta ``cur - base``.
-
-    Resampling *cases* (not the two sides independently) keeps the pairing, which
-    is what makes small real regressions visible above per-case variance. The
-    generator is ``numpy.random.default_rng(seed)`` and indices are drawn in
-    batches whose sizes depend only on the number of cases and resamples, so the
-    interval is a pure function of its arguments. A resample's mean is
-    Σᵢ cᵢdᵢ / n, cᵢ the times case i was drawn (:func:`bootstrap_cis`, of which this
-    is the one-column case). No paired case: (None, None); every delta 0: (0.0, 0.0).
-    """
-    import numpy as np  # not for `ragvet --help`
-
-    deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    return bootstrap_cis(deltas[:, None], resamples, seed, confidence)[0]
-
-
-def bootstrap_cis(
-    deltas: np.ndarray, resamples: int, seed: int, confidence: float
-) -> list[tuple[float | None, float | None]]:
-    """:func:`bootstrap_ci` of every column of ``deltas`` (n paired cases x m metrics,
-    the deltas of each metric over the same cases, in the same order).
-
-    Each batch's indices (``rng.integers(0, n, size=(rows, n))``) are drawn once and
-    counted per resample (``np.bincount``); the resample means of all the columns
-    are then one matrix product, counts @ deltas / n (:func:`weighted_sums`, whose
-    entries do not depend on the other columns). So a column's interval is a pure
-    function of that column, ``resamples``, ``seed`` and ``confidence``: the same
-    as alone. With every delta 0 nothing is drawn.
-    """
-    import numpy as np  # not for `ragvet --help`
-
-    deltas = np.asarray(deltas, dtype=np.float64)
-    n, m = deltas.shape
-    if n == 0 or resamples <= 0:
-        return [(None, None)] * m
-    if not deltas.any():  # every resample's mean is 0.0: what sampling would give, without 2000 x n draws
-        return [(0.0, 0.0)] * m
-    split = split_columns(deltas)
-    rng = np.random.default_rng(seed)
-    batch = max(1, min(resamples, _BOOTSTRAP_CELLS // n))
-    means = np.empty((resamples, m), dtype=np.float64)
-    for start in range(0, resamples, batch):
-        stop = min(resamples, start + batch)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        idx += (np.arange(stop - start, dtype=idx.dtype) * n)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
-        means[start:stop] = weighted_sums(counts.astype(np.float64), split) / n
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    bounds = np.percentile(means, [tail, 100.0 - tail], axis=0)
-    return [(float(bounds[0, j]), float(bounds[1, j])) for j in range(m)]
+def _samples(
+    baseline_rows: Results, current_rows: Results, metrics: Sequence[str]
+) -> list[tuple[pl.Series, np.ndarray, np.ndarray]]:
+    """:func:`paired_values` of each of ``metrics``, each table read once for all of them,
+    the case ids left a polars Series: at 100,000 cases, making them Python strings for
+    every metric took longer than its statistics."""
+    wide = _wide(baseline_rows, current_rows, metrics)
+    pairs = [_pair(wide, i) for i in range(len(metrics))]
+    return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
 
 
 # Figures already computed in this process, by a digest of (case ids, deltas, params):
@@ -181,13 +152,13 @@ def bootstrap_cis(
 _MEMO: dict[bytes, tuple] = {}
 
 
-def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
+def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
     """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
 
-    Samples over the same case ids (in the same order) are one group: its bootstrap
-    indices and permutation signs are drawn once for all of them
-    (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would get
-    alone. Samples over other cases (a None on one side drops a case) group apart.
+    Samples over the same case ids (in the same order) are one group
+    (:func:`_groups`): its bootstrap and permutation draws are made once for all of
+    them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
+    get alone. Samples over other cases (a None on one side drops a case) group apart.
     A sample computed before in this process (same cases, deltas and params) is not
     computed again.
     """
@@ -196,13 +167,11 @@ def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]],
     boot, perm = gate["bootstrap"], permutation_of(gate)
     params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
     params += (int(perm["resamples"]), int(perm["seed"]))
-    groups: dict[tuple, list[int]] = {}
-    for i, (ids, _, _) in enumerate(samples):
-        groups.setdefault(tuple(ids), []).append(i)
     out: list[tuple] = [()] * len(samples)
-    for ids, members in groups.items():
-        group = hashlib.blake2b(repr((params, ids)).encode(), digest_size=32).digest()
-        deltas = np.empty((len(ids), len(members)), dtype=np.float64)
+    for ids, members in _groups([sample[0] for sample in samples]):
+        names = ids.to_list()
+        group = hashlib.blake2b(repr(params).encode() + "\x00".join(names).encode(), digest_size=32).digest()
+        deltas = np.empty((len(names), len(members)), dtype=np.float64)
         keys = []
         for column, i in enumerate(members):
             deltas[:, column] = np.asarray(samples[i][2], dtype=np.float64) - np.asarray(samples[i][1], dtype=np.float64)
@@ -212,13 +181,32 @@ def _statistics(samples: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray]],
             if len(_MEMO) > 100_000:
                 _MEMO.clear()
             fresh = np.ascontiguousarray(deltas[:, todo])
-            cis = bootstrap_cis(fresh, params[0], params[1], params[2])
+            cis = bootstrap_cis(fresh, params[0], params[1], params[2], names)
             ps = permutation_ps(fresh, params[3], params[4])
             for column, ci, p_value in zip(todo, cis, ps):
                 _MEMO[keys[column]] = (*ci, p_value)
         for column, i in enumerate(members):
             out[i] = _MEMO[keys[column]]
     return out
+
+
+def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
+    """The distinct case id lists, each with the positions of the samples over it, in
+    order of first appearance. Equal lists are found by their length and polars' hash
+    sum, and confirmed equal value by value (a hash collision only costs a group)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    groups: list[tuple[pl.Series, list[int]]] = []
+    candidates: dict[tuple[int, int], list[int]] = {}
+    for i, ids in enumerate(case_ids):
+        series = ids if isinstance(ids, pl.Series) else pl.Series("case_id", list(ids), dtype=pl.String)
+        found = candidates.setdefault((len(series), int(series.hash().sum() or 0)), [])
+        match = next((g for g in found if groups[g][0].equals(series, check_names=False)), None)
+        if match is None:
+            found.append(match := len(groups))
+            groups.append((series, []))
+        groups[match][1].append(i)
+    return groups
 
 
 class Statistics:
@@ -232,9 +220,9 @@ class Statistics:
 
     def __init__(self, gate: dict) -> None:
         self.gate = gate
-        self.pending: list[tuple[dict, Sequence[str], np.ndarray, np.ndarray]] = []
+        self.pending: list[tuple[dict, CaseIds, np.ndarray, np.ndarray]] = []
 
-    def add(self, entry: dict, case_ids: Sequence[str], base: np.ndarray, cur: np.ndarray) -> dict:
+    def add(self, entry: dict, case_ids: CaseIds, base: np.ndarray, cur: np.ndarray) -> dict:
         self.pending.append((entry, case_ids, base, cur))
         return entry
 
@@ -267,7 +255,7 @@ def _compare(
     cur: np.ndarray,
     max_drop: float,
     higher: bool,
-    case_ids: Sequence[str],
+    case_ids: CaseIds,
     stats: Statistics,
     entry: dict,
 ) -> dict:
@@ -335,7 +323,7 @@ def slice_comparisons(
     metric = gate["slice_metric"]
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
     base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
-    case_ids = np.asarray(paired["case_id"].to_list(), dtype=object)
+    case_ids = paired["case_id"]
     out = []
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
@@ -352,7 +340,7 @@ def slice_comparisons(
                 continue
             entry = {"key": key, "value": value, "metric": metric}
             higher = higher_is_better(metric)
-            ids = case_ids[members].tolist()
+            ids = case_ids.gather(members)
             out.append(
                 _compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry)
             )
@@ -381,8 +369,7 @@ def compare_metrics(
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     out = []
-    for metric in metrics:
-        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         entry = _compare(base, cur, math.inf, higher_is_better(metric), ids, stats, {"metric": metric})
         del entry["exceeds"]
         out.append(entry)
@@ -393,8 +380,10 @@ def compare_metrics(
 
 def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    ids, base, cur = paired_values(baseline_rows, current_rows, f"hit@{k}")
-    return [cid for cid, b, c in zip(ids, base, cur) if b >= 1 and c <= 0]
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = _paired(baseline_rows, current_rows, f"hit@{k}")
+    return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()
 
 
 def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
@@ -405,6 +394,13 @@ def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[s
 def newly_missed_k(metrics: Sequence[str]) -> int | None:
     ks = [k for k in map(_k_of, metrics) if k is not None]
     return max(ks) if ks else None
+
+
+def gate_metrics(gate_params: dict) -> list[str]:
+    """Every metric a gate compares: the guarded ones, the slice metric and ``hit@k`` of
+    the newly missed cases. What the gate reads of each per-case table."""
+    k = newly_missed_k(gate_params["metrics"])
+    return list(dict.fromkeys([*gate_params["metrics"], gate_params["slice_metric"], *([f"hit@{k}"] if k else [])]))
 
 
 def anchor_note(anchors: Sequence[str]) -> str:
@@ -539,8 +535,7 @@ def _measure_config(
         )
         return result
 
-    for metric in metrics:
-        ids, base, cur = paired_values(baseline_rows, current_rows, metric)
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         higher = higher_is_better(metric)
         entry = _compare(
             base, cur, result["max_drop"], higher, ids, stats, {"metric": metric, "higher_is_better": higher}

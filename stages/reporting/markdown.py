@@ -21,6 +21,7 @@ from stages.gating.compare import (
     fingerprint_reasons,
     newly_found,
     newly_missed,
+    gate_metrics,
     newly_missed_k,
     slice_comparisons,
 )
@@ -305,6 +306,19 @@ def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
     return shown + [m for m in guarded if m not in shown]
 
 
+def report_k(ks: Sequence[int], gate_params: dict) -> int:
+    """The k of the report's comparisons and its newly missed and found cases: the
+    gate's (:func:`newly_missed_k`), else the summary's."""
+    return newly_missed_k(gate_params["metrics"]) or summary_k(ks)
+
+
+def compared_metrics(ks: Sequence[int], gate_params: dict) -> list[str]:
+    """Every metric :func:`compare_configs` and the gate compare: what the report reads
+    of each per-case table, with the side-by-side table's."""
+    k = report_k(ks, gate_params)
+    return list(dict.fromkeys([*gate_metrics(gate_params), *report_metrics(k, gate_params["metrics"]), f"hit@{k}"]))
+
+
 def compare_configs(
     current: dict[str, Sequence[dict]],
     baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
@@ -323,7 +337,7 @@ def compare_configs(
     the newly missed and newly found cases at ``hit@k``. ``reason`` is set, and
     nothing is compared, when there is no baseline or the fingerprints differ.
     """
-    k = newly_missed_k(gate_params["metrics"]) or summary_k(ks)
+    k = report_k(ks, gate_params)
     out = []
     stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
     for config in sorted(current):
