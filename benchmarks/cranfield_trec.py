@@ -214,7 +214,8 @@ def main() -> None:
             for k in KS:
                 for case, value in zip(ours["ids"], ours["judged"][k]):
                     worst = max(worst, abs(value - theirs[k][case]))
-        print(f"max |ragvet - ir_measures| per case over {len(KS)} cutoffs and {len(CONFIGS)} configurations = {worst:.1e}")
+        over = f"{len(KS)} cutoffs and {len(CONFIGS)} configurations"
+        print(f"max |ragvet - ir_measures| per case over {over} = {worst:.1e}")
 
 
 def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, corpus) -> tuple[dict, Path]:
@@ -239,7 +240,9 @@ def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, cor
     run_path, raw_path = work / f"run-{config}.txt", work / f"run-{config}-raw.txt"
     exported = ragvet("export", "run", "--config", config, "--runs-dir", work / "data/runs", "--out", run_path)
     print(f"$ ragvet export run: {exported.stderr.strip()}")
-    ragvet("export", "run", "--config", config, "--runs-dir", work / "data/runs", "--scores", "score", "--out", raw_path)
+    ragvet(
+        "export", "run", "--config", config, "--runs-dir", work / "data/runs", "--scores", "score", "--out", raw_path
+    )
     theirs = trec_eval_means(work / "qrels.txt", run_path)
     raw = trec_eval_means(work / "qrels.txt", raw_path)
     print(f"{'metric':<14}{'ragvet':>10}{'pytrec_eval':>13}{'|diff|':>10}{'raw tied scores':>18}")
@@ -254,6 +257,7 @@ def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, cor
     ids = [row["case_id"] for row in per_case]
     judged = {k: [row["metrics"][f"judged@{k}"] for row in per_case] for k in KS}
     return {"summary": ours, "ids": ids, "judged": judged}, run_path
+
 
 if __name__ == "__main__":
     main()

@@ -205,6 +205,7 @@ def main() -> None:
     parser.add_argument("--corpus-copies", type=int, default=10)
     parser.add_argument("--no-dense", action="store_true", help="BM25 only")
     parser.add_argument("--distinct-questions", action="store_true", help="embed every question (slow)")
+    parser.add_argument("--keep", action="store_true", help="keep the project folder (printed) to profile it")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ragvet-scale-"))
     try:
@@ -233,7 +234,8 @@ def main() -> None:
         steps.step("dvc: baseline accepted", [("ragvet", "baseline", "accept"), repro])
         steps.print_stages()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

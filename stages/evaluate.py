@@ -72,7 +72,9 @@ def main(
         budget_counted=passages is None or (settings.get("budget") or {}).get("unit") != "tokens",
     )
     if recorded is not None:
-        reviewed = add_reviews(result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"])
+        reviewed = add_reviews(
+            result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"]
+        )
         table = results_frame(reviewed)
     table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
     summary = config_summary(

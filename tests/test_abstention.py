@@ -151,8 +151,8 @@ def test_a_threshold_tuned_on_what_changed_is_refused(tmp_path):
     assert stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, None) == []
     chunked = {**SETTINGS, "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 0}}}
     retrieved = {**SETTINGS, "retrievers": {"r": {"kind": "bm25", "k1": 1.2}}}
-    for settings in (chunked, retrieved):
-        [problem] = stale_thresholds(path, {"cfg": ENTRY}, settings, "dev0")
+    for changed in (chunked, retrieved):
+        [problem] = stale_thresholds(path, {"cfg": ENTRY}, changed, "dev0")
         assert problem.render() == (
             "abstention.yaml: cfg: threshold refused: the configuration spec (chunking 'ch' or retriever 'r') "
             f"changed since it was tuned\n    {RETUNE}"

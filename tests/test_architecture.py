@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -169,3 +170,14 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_the_code_passes_the_linter_and_the_formatter_as_configured():
+    """pyproject's ruff settings hold for every Python file the project ships or runs,
+    so a merge cannot bring back long lines, shadowed imports or unsorted imports."""
+    folders = ["stages", "tests", "benchmarks", "sample_systems", "plugins"]
+    for command in (["check", "--output-format", "concise"], ["format", "--check"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, *folders], cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr

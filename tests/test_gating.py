@@ -15,7 +15,6 @@ from stages.gating import bootstrap as resampling
 from stages.gating import compare as gating
 from stages.gating.baselines import accept_baseline, read_results_at
 from stages.gating.bootstrap import bootstrap_ci, bootstrap_cis
-from stages.storage import results
 from stages.gating.compare import (
     accept_deliberate,
     compare_config,
@@ -25,6 +24,7 @@ from stages.gating.compare import (
     paired_values,
     render_verdict,
 )
+from stages.storage import results
 
 CONFIG = "sentences-600-bm25"
 FP = {"eval_split": "e1", "corpus": "c1"}
@@ -163,7 +163,9 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
     assert shared_ci[1] == (0.0, 0.0) and shared_p[1] == 1.0
     assert shared_p[2] == pytest.approx(2 / 32)  # exact over the 5 moved cases
     # Through the gate's grouping: metrics over the same cases share, others group apart.
-    samples = [(["a", "b", "c", "d"], base[:4, j], cur[:4, j]) for j in range(3)] + [(["a", "c"], base[:2, 0], cur[:2, 0])]
+    samples = [(["a", "b", "c", "d"], base[:4, j], cur[:4, j]) for j in range(3)] + [
+        (["a", "c"], base[:2, 0], cur[:2, 0])
+    ]
     params = {"bootstrap": {"resamples": 300, "seed": 3, "confidence": 0.9}, "permutation": {"resamples": 4, "seed": 5}}
     for (_, b, c), (low, high, p) in zip(samples, gating._statistics(samples, params)):
         assert (low, high) == bootstrap_ci(b, c, 300, 3, 0.9)

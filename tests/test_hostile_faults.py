@@ -172,7 +172,10 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
     assert snapshot(metrics / "baseline") == before
     monkeypatch.undo()
     assert CliRunner().invoke(app, accept).exit_code == 0
-    assert snapshot(metrics / "baseline") == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.parquet": b"new rows\n"}
+    assert snapshot(metrics / "baseline") == {
+        f"{GATED}.json": b"new summary\n",
+        f"cases/{GATED}.parquet": b"new rows\n",
+    }
 
 
 # --- defect 10: stray temporary files of a killed run --------------------------------------

@@ -438,12 +438,12 @@ def test_nfc_and_nfd_spellings_of_one_doc_or_case_id_are_reported_as_duplicates(
     folder = project(tmp_path, cases, corpus)
     message = refused(validate(folder), folder)
     assert (
-        f"data/corpus/docs.jsonl:2: duplicate doc id {decomposed!r}: also defined at data/corpus/docs.jsonl:1 as {composed!r}, the same text in another Unicode spelling (NFC vs NFD)"
-        in message
+        f"data/corpus/docs.jsonl:2: duplicate doc id {decomposed!r}: also defined at data/corpus/docs.jsonl:1 "
+        f"as {composed!r}, the same text in another Unicode spelling (NFC vs NFD)" in message
     )
     assert (
-        f"data/cases/cases.jsonl:2 (case {decomposed}): duplicate case id {decomposed!r}: also used at data/cases/cases.jsonl:1 as {composed!r}"
-        in message
+        f"data/cases/cases.jsonl:2 (case {decomposed}): duplicate case id {decomposed!r}: "
+        f"also used at data/cases/cases.jsonl:1 as {composed!r}" in message
     )
 
 

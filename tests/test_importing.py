@@ -104,7 +104,12 @@ def test_beir_min_grade_and_grades_at_or_below_zero(tmp_path):
     strict = import_beir(folder, min_grade=2)
     # d3's grade 1 is below 2: not evidence, but still judged.
     assert strict.cases == [
-        {"id": "q1", "question": "What makes the tides rise?", "evidence": [{"doc": "d1"}], "judged": {"d1": 2, "d3": 1}},
+        {
+            "id": "q1",
+            "question": "What makes the tides rise?",
+            "evidence": [{"doc": "d1"}],
+            "judged": {"d1": 2, "d3": 1},
+        },
     ]
     # --min-grade 0 cannot make a grade-0 judgement relevant.
     lenient = import_beir(folder, min_grade=0)
@@ -262,7 +267,9 @@ def test_trec_tsv_topics_and_jsonl_docs(tmp_path):
         )
     )
     imported = import_trec(topics, qrels, docs, min_grade=2)
-    assert imported.cases == [{"id": "1", "question": "cheap flights", "evidence": [{"doc": "B"}], "judged": {"A": 1, "B": 3}}]
+    assert imported.cases == [
+        {"id": "1", "question": "cheap flights", "evidence": [{"doc": "B"}], "judged": {"A": 1, "B": 3}}
+    ]
     assert imported.docs[0]["title"] == "Flights" and imported.docs[2]["metadata"] == {"kind": "planet"}
     assert imported.skipped == {
         "metadata values that are not a single value (dropped)": 1,

@@ -104,8 +104,19 @@ def test_table_columns_and_round_trip_through_path_bytes_and_file(tmp_path):
     data = path.read_bytes()
     for source in (path, str(path), data, io.BytesIO(data)):
         assert result_rows(read_results(source)) == expected
-    assert read_results(path, columns=["metrics.mrr", "nope"]).columns == ["answerable", "case_id", "metrics.mrr", "split"]
-    assert read_results(path, columns=["tags"]).columns == ["answerable", "case_id", "split", "tags.doc_type", "tags.phrasing"]
+    assert read_results(path, columns=["metrics.mrr", "nope"]).columns == [
+        "answerable",
+        "case_id",
+        "metrics.mrr",
+        "split",
+    ]
+    assert read_results(path, columns=["tags"]).columns == [
+        "answerable",
+        "case_id",
+        "split",
+        "tags.doc_type",
+        "tags.phrasing",
+    ]
     write_results(tmp_path / "again.parquet", results_frame(list(reversed(ROWS))))
     assert (tmp_path / "again.parquet").read_bytes() == data  # same rows, same bytes
 

@@ -173,10 +173,11 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
         group = hashlib.blake2b(repr(params).encode() + "\x00".join(names).encode(), digest_size=32).digest()
         deltas = np.empty((len(names), len(members)), dtype=np.float64)
         keys = []
-        for column, i in enumerate(members):
-            deltas[:, column] = np.asarray(samples[i][2], dtype=np.float64) - np.asarray(samples[i][1], dtype=np.float64)
-            keys.append(hashlib.blake2b(group + deltas[:, column].tobytes(), digest_size=32).digest())
-        todo = [column for column, key in enumerate(keys) if key not in _MEMO]
+        for j, i in enumerate(members):
+            _, base, cur = samples[i]
+            deltas[:, j] = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
+            keys.append(hashlib.blake2b(group + deltas[:, j].tobytes(), digest_size=32).digest())
+        todo = [j for j, key in enumerate(keys) if key not in _MEMO]
         if todo:
             if len(_MEMO) > 100_000:
                 _MEMO.clear()
@@ -287,19 +288,21 @@ def _compare(
     b, c = float(base.mean()), float(cur.mean())
     moves = (cur - base).round(FLOAT_PLACES) * (1 if higher else -1)
     delta = round(c - b, FLOAT_PLACES)
-    entry.update({
-        "baseline": b,
-        "current": c,
-        "delta": delta,
-        "ci_low": None,
-        "ci_high": None,
-        "p_value": None,
-        "cases": len(base),
-        "wins": int((moves > 0).sum()),
-        "ties": int((moves == 0).sum()),
-        "losses": int((moves < 0).sum()),
-        "exceeds": _exceeds(delta, max_drop, higher),
-    })
+    entry.update(
+        {
+            "baseline": b,
+            "current": c,
+            "delta": delta,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+            "cases": len(base),
+            "wins": int((moves > 0).sum()),
+            "ties": int((moves == 0).sum()),
+            "losses": int((moves < 0).sum()),
+            "exceeds": _exceeds(delta, max_drop, higher),
+        }
+    )
     return stats.add(entry, case_ids, base, cur)
 
 
@@ -341,9 +344,7 @@ def slice_comparisons(
             entry = {"key": key, "value": value, "metric": metric}
             higher = higher_is_better(metric)
             ids = case_ids.gather(members)
-            out.append(
-                _compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry)
-            )
+            out.append(_compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry))
     if own:
         stats.fill()
     return out

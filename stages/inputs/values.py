@@ -68,7 +68,8 @@ def id_flaw(identifier: str) -> str | None:
     found = _ID_FLAW.search(identifier)
     if found is None:
         return None
-    return f"contains {unicodedata.name(found[0], 'a control character')} (U+{ord(found[0]):04X}) at position {found.start() + 1}"
+    name = unicodedata.name(found[0], "a control character")
+    return f"contains {name} (U+{ord(found[0]):04X}) at position {found.start() + 1}"
 
 
 def nfc(text: str) -> str:

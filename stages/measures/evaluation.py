@@ -125,7 +125,9 @@ def evaluate_table(
     integers = {"first_relevant_rank"} | {
         column("metrics", name) for name in scores.metrics if not METRICS[name.partition("@")[0]].share
     }
-    missed = list_column("missed_evidence", columns.pop("missed_case"), columns.pop("missed_label"), len(cases.case_ids))
+    missed = list_column(
+        "missed_evidence", columns.pop("missed_case"), columns.pop("missed_label"), len(cases.case_ids)
+    )
     series = [pl.Series(name, values, nan_to_null=True) for name, values in columns.items()]
     marker = [] if chunk_level else [pl.Series("passages", [FOREIGN] * len(cases.case_ids), dtype=pl.String)]
     return pl.DataFrame(

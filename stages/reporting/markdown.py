@@ -19,9 +19,9 @@ from stages.gating.compare import (
     compare_metrics,
     family_text,
     fingerprint_reasons,
+    gate_metrics,
     newly_found,
     newly_missed,
-    gate_metrics,
     newly_missed_k,
     slice_comparisons,
 )
@@ -61,9 +61,7 @@ def chunking_note() -> str:
 def foreign_note(summaries: Mapping[str, Summary]) -> list[str]:
     """The configurations that rank foreign passages, whose chunk-level figures are
     not reported (their relevant set would be only what the system returned)."""
-    foreign = [
-        md_code(name) for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN
-    ]
+    foreign = [md_code(name) for name, summary in sorted(summaries.items()) if summary.get("passages") == FOREIGN]
     if not foreign:
         return []
     return [
@@ -360,7 +358,9 @@ def compare_configs(
         entry["metrics"] = compare_metrics(base_rows, rows, report_metrics(k, guarded), gate_params, stats)
         for compared in entry["metrics"]:  # in place: stats.fill() below fills these dicts
             compared["guarded"] = compared["metric"] in guarded
-        moved = [s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys, stats) if s["delta"] is not None]
+        moved = [
+            s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys, stats) if s["delta"] is not None
+        ]
         moved.sort(key=lambda s: (-abs(s["delta"]), s["key"], s["value"]))
         entry["slices"] = moved[:top_slices]
         entry["newly_missed"] = newly_missed(base_rows, rows, k)
@@ -571,15 +571,22 @@ def judged_section(summaries: Mapping[str, Summary], ks: Sequence[int], warnings
     for name in names:
         means = _split(summaries[name], EVAL)[0]
         counted = (summaries[name].get(EVAL) or {}).get("counted") or {}
-        rows.append(
-            [md_text(name), *(fmt(means.get(f"judged@{k}")) for k in ks), fmt(counted.get(f"judged@{ks[-1]}"))]
-        )
+        rows.append([md_text(name), *(fmt(means.get(f"judged@{k}")) for k in ks), fmt(counted.get(f"judged@{ks[-1]}"))])
     intro = (
         "The share of each configuration's top k that the imported qrels judged (any grade), eval split, "
         f"{ANSWERABLE_ONLY}. An unjudged result counts as not relevant, so a low share makes recall a lower bound."
     )
     header = ["config", *(f"judged@{k}" for k in ks), "cases with a judged set"]
-    return ["## Judged share of the top k", "", intro, "", *_table(header, rows), "", *warnings, *([""] if warnings else [])]
+    return [
+        "## Judged share of the top k",
+        "",
+        intro,
+        "",
+        *_table(header, rows),
+        "",
+        *warnings,
+        *([""] if warnings else []),
+    ]
 
 
 SIDE_BY_SIDE_TESTS = "every configuration and metric against the baseline configuration"

@@ -101,7 +101,9 @@ def results_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
         for name, dtype in _base_schema().items()
         if name in _REQUIRED or any(name in row for row in rows)
     ]
-    return pl.DataFrame(base + [s for group in GROUPS for s in mapping_columns(group, [row.get(group) for row in rows])])
+    return pl.DataFrame(
+        base + [s for group in GROUPS for s in mapping_columns(group, [row.get(group) for row in rows])]
+    )
 
 
 def list_column(name: str, rows: np.ndarray, values: Sequence[str], n_rows: int) -> pl.Series:
@@ -171,8 +173,7 @@ def round_results(frame: pl.DataFrame) -> pl.DataFrame:
 
     floats = [name for name, dtype in frame.schema.items() if dtype == pl.Float64]
     return frame.with_columns(
-        pl.Series(name, round_array(frame[name].fill_null(math.nan).to_numpy()), nan_to_null=True)
-        for name in floats
+        pl.Series(name, round_array(frame[name].fill_null(math.nan).to_numpy()), nan_to_null=True) for name in floats
     )
 
 
@@ -180,7 +181,9 @@ def write_results(path: Path, frame: pl.DataFrame) -> None:
     """Write the table sorted by case_id, columns by name (as the JSONL rows sorted
     their keys), atomically; the same frame gives the same bytes."""
     with atomic_output(path) as tmp:
-        frame.select(sorted(frame.columns)).sort("case_id").write_parquet(tmp, compression="zstd", statistics=False, row_group_size=1 << 30)
+        frame.select(sorted(frame.columns)).sort("case_id").write_parquet(
+            tmp, compression="zstd", statistics=False, row_group_size=1 << 30
+        )
 
 
 def read_results(
@@ -200,7 +203,11 @@ def read_results(
         if hasattr(readable, "seek"):
             readable.seek(0)
         asked = set(columns or ())
-        wanted = None if columns is None else [n for n in names if n in asked or n.partition(".")[0] in asked or n in _REQUIRED]
+        wanted = (
+            None
+            if columns is None
+            else [n for n in names if n in asked or n.partition(".")[0] in asked or n in _REQUIRED]
+        )
         frame = pl.read_parquet(readable, columns=wanted)
     except (OSError, pl.exceptions.PolarsError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -110,7 +110,9 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         judged.append(row.get("judged"))
     frame = pl.DataFrame(records, schema=case_table_schema())
     if any(grades is not None for grades in judged):
-        entries = [None if grades is None else [{"doc": d, "grade": g} for d, g in sorted(grades.items())] for grades in judged]
+        entries = [
+            None if grades is None else [{"doc": d, "grade": g} for d, g in sorted(grades.items())] for grades in judged
+        ]
         frame = frame.with_columns(pl.Series("judged", entries, dtype=judged_schema()))
     with atomic_output(path) as tmp:
         frame.write_parquet(tmp, row_group_size=max(len(frame), 1))
