@@ -82,35 +82,37 @@ def normalise_whitespace_index(text: str) -> tuple[str, list[int]]:
     return "".join(parts), index
 
 
-def quote_pattern(quote: str) -> re.Pattern[str] | None:
-    """A regex matching ``quote`` with each whitespace run standing for any whitespace run.
-
-    Searching the original text with it is the same as searching the normalised
-    text for the normalised quote (the quote's ends are non-space, and ``\\s+``
-    before a non-space character takes a whole run), but it needs no offset map,
-    so a big corpus costs no memory. ``None`` for an empty or whitespace-only quote.
-    """
-    words = normalise_whitespace(quote).split(" ")
-    if words == [""]:
-        return None
-    return re.compile(r"\s+".join(map(re.escape, words)))
-
-
 def find_quote(text: str, quote: str) -> list[tuple[int, int]]:
     """Every occurrence of ``quote`` in ``text``, whitespace-normalised, as ``(start, end)``
     spans in original coordinates: the first to the last matched character.
 
     Overlapping occurrences count: a quote that matches twice is ambiguous either way.
+    Each place the quote's first word occurs is tried in turn, every later whitespace
+    run standing for any whitespace run: no offset map (a big corpus costs no memory)
+    and no regex compiled per quote (~120 us each, most of validate at 100,000 cases).
     """
-    pattern = quote_pattern(quote)
-    if pattern is None:
+    words = normalise_whitespace(quote).split(" ")
+    if words == [""]:
         return []
     spans = []
-    match = pattern.search(text)
-    while match:
-        spans.append(match.span())
-        match = pattern.search(text, match.start() + 1)
+    start = text.find(words[0])
+    while start != -1:
+        end = _rest_matches(text, start + len(words[0]), words[1:])
+        if end is not None:
+            spans.append((start, end))
+        start = text.find(words[0], start + 1)
     return spans
+
+
+def _rest_matches(text: str, pos: int, words: list[str]) -> int | None:
+    """Where ``words`` end when each follows a whitespace run from ``pos`` on, else ``None``.
+    A word starts with a non-space, so the run is taken whole: the one way ``\\s+`` can match."""
+    for word in words:
+        gap = _WS.match(text, pos)
+        if gap is None or not text.startswith(word, gap.end()):
+            return None
+        pos = gap.end() + len(word)
+    return pos
 
 
 def _excerpt(text: str, start: int, end: int) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import resolve_reference
 from hypothesis import given, settings
@@ -231,3 +233,30 @@ def test_relevant_chunks_is_the_union_over_units():
     assert relevant_chunks([EvidenceUnit("a", 14, 16)], by_doc) == {"a#1", "a#2"}
     assert relevant_chunks([EvidenceUnit("missing", 0, 3)], by_doc) == set()
     assert relevant_chunks([], by_doc) == set()
+
+
+_SPACES = " \t\n\x0b\x0c\r\x1c\x85\xa0\u2028\u3000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("abA.\\*" + _SPACES), max_size=40),
+    quote=st.text(alphabet=st.sampled_from("abA.\\*" + _SPACES), max_size=8),
+)
+def test_property_find_quote_agrees_with_the_whitespace_regex(text, quote):
+    """The literal scan finds exactly what searching with ``w1\\s+w2...`` (the former
+    implementation) finds, overlaps included, over every kind of Unicode whitespace."""
+    words = normalise_whitespace(quote).split(" ")
+    expected = []
+    if words != [""]:
+        pattern = re.compile(r"\s+".join(map(re.escape, words)))
+        match = pattern.search(text)
+        while match:
+            expected.append(match.span())
+            match = pattern.search(text, match.start() + 1)
+    assert find_quote(text, quote) == expected
+
+
+def test_find_quote_overlapping_and_mixed_whitespace():
+    """Hand-checked: "a a" occurs at 0-4 (over a tab run) and at 3-6, overlapping."""
+    assert find_quote("a\t\ta a", "a  a") == [(0, 4), (3, 6)]

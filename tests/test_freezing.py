@@ -15,7 +15,7 @@ from test_pipeline import set_param
 
 from stages.evidence import EvidenceResolver
 from stages.gating.compare import RELABEL_FIX, fingerprint_reasons
-from stages.inputs.freezing import freeze_jsonl, freeze_yaml, span_freezer
+from stages.inputs.freezing import chunk_anchors, freeze_jsonl, freeze_yaml, span_freezer
 from stages.inputs.loading import load_cases, load_corpus
 from stages.schema import Doc
 from stages.splitting import freeze_split
@@ -166,3 +166,16 @@ def test_a_changed_anchoring_chunking_fails_the_gate_naming_it(work_repo):
     assert done.returncode != 0
     assert "Labels are anchored on chunking 'fixed-300' ({chunk, chunking} evidence)" in done.stdout + done.stderr
     assert json.loads((work_repo / "data" / "split.json").read_text())["fingerprints"]["anchors"] == ["fixed-300"]
+
+
+def test_chunk_anchors_reads_a_chunk_key_spelt_with_an_escape(tmp_path):
+    """Lines that cannot name `chunk` are skipped unparsed; one spelling it as `\\u0063hunk`
+    still counts, and a line without either counts nothing."""
+    cases = tmp_path / "cases.jsonl"
+    lines = [
+        {"id": "a", "evidence": [{"chunk": "d#1", "chunking": "small"}]},
+        {"id": "b", "evidence": [{"doc": "d"}]},
+    ]
+    escaped = '{"id": "c", "evidence": [{"\\u0063hunk": "d#2", "chunking": "big"}]}'
+    cases.write_text("".join(json.dumps(line) + "\n" for line in lines) + escaped + "\n", encoding="utf-8")
+    assert chunk_anchors(cases) == ["big", "small"]

@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stages.errors import SHOWN, InputError
 from stages.formats.runfiles import read_external_run
 from stages.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
+from stages.inputs.values import _surrogate_walk, lone_surrogate
 from stages.measures.answers import read_answers
 from stages.reporting.escaping import visible
 from stages.retrieval.kinds import retrieve, retriever_problems
@@ -561,3 +564,22 @@ def test_what_the_located_loader_reads_safe_dump_writes_back(tmp_path):
     path.write_text("b: {x: [1, 2]}\na: 010\n")
     value = read_params(path)
     assert yaml.safe_dump(value, sort_keys=False) == "b:\n  x:\n  - 1\n  - 2\na: '010'\n"
+
+
+_TEXTS = st.text(alphabet=st.sampled_from(["a", "é", "\U0001f600", "\ud800", "\udfff", "\ud83d"]), max_size=3)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _TEXTS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(_TEXTS | st.integers() | st.booleans(), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_property_the_surrogate_fast_path_agrees_with_the_walk(value):
+    """One json.dumps proving strict UTF-8 gives the walk's answer: the same first text, or none."""
+    assert lone_surrogate(value) == _surrogate_walk(value)

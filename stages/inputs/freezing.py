@@ -120,11 +120,18 @@ def chunk_anchors(path: Path) -> list[str]:
 
     text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     rows = (
-        [json.loads(line) for line in text.splitlines() if line.strip()]
+        [json.loads(line) for line in text.splitlines() if _may_anchor(line)]
         if path.suffix == ".jsonl"
         else yaml.safe_load(text)
     )
     return sorted(_anchors(rows))
+
+
+def _may_anchor(line: str) -> bool:
+    """Whether a JSONL line can hold a ``chunk`` key: spelt in JSON it is the text
+    ``chunk`` or holds a ``\\u`` escape. Skipping the other lines spares parsing and
+    walking every case of a large file that anchors nothing."""
+    return "chunk" in line or "\\u" in line
 
 
 def _anchors(value: Any) -> set[str]:

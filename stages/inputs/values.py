@@ -7,6 +7,7 @@ retrievers and the importers can check a value without importing each other.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 import unicodedata
@@ -79,7 +80,20 @@ def nfc(text: str) -> str:
 
 def lone_surrogate(value: Any) -> str | None:
     """The first text in a JSON/YAML value (keys included) that holds half of a
-    UTF-16 pair (``"\\ud800"``): no output file could be written with it."""
+    UTF-16 pair (``"\\ud800"``): no output file could be written with it.
+
+    A value that serialises to strict UTF-8 holds no such text (``json.dumps`` writes
+    every key and text :func:`_surrogate_walk` would visit), and proving that at C
+    speed spares the walk over every value of 100,000 cases; anything else walks."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return _surrogate_walk(value)
+    return None
+
+
+def _surrogate_walk(value: Any) -> str | None:
+    """:func:`lone_surrogate` the slow way, which finds which text is first."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")  # strict: fails exactly on a lone surrogate, at C speed
@@ -87,7 +101,7 @@ def lone_surrogate(value: Any) -> str | None:
             return value
         return None
     items = [*value.keys(), *value.values()] if isinstance(value, dict) else value if isinstance(value, list) else []
-    return next((found for item in items if (found := lone_surrogate(item)) is not None), None)
+    return next((found for item in items if (found := _surrogate_walk(item)) is not None), None)
 
 
 def surrogate_what(found: str) -> str:
