@@ -179,3 +179,20 @@ def test_chunk_anchors_reads_a_chunk_key_spelt_with_an_escape(tmp_path):
     escaped = '{"id": "c", "evidence": [{"\\u0063hunk": "d#2", "chunking": "big"}]}'
     cases.write_text("".join(json.dumps(line) + "\n" for line in lines) + escaped + "\n", encoding="utf-8")
     assert chunk_anchors(cases) == ["big", "small"]
+
+
+def test_jsonl_lines_break_at_newlines_only_as_validate_does(tmp_path):
+    """A raw U+2028 or U+0085 inside a JSON string is valid JSON (only controls below
+    U+0020 must be escaped) and validate accepts it; `str.splitlines` would cut the
+    line there, so the anchors crashed on the broken half and freeze-labels left that
+    line's reference unfrozen."""
+    anchored = {"id": "c1", "question": "a\u2028b\x85c?", "evidence": [{"chunk": "d#0", "chunking": "w10"}]}
+    text = json.dumps(anchored, ensure_ascii=False) + "\n"
+    assert "\u2028" in text and len(text.splitlines()) == 3
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(text, encoding="utf-8")
+    assert chunk_anchors(cases) == ["w10"]
+    frozen, count, problems = freeze_jsonl(text, Path("c.jsonl"), freezer())
+    assert (count, problems) == (1, [])
+    assert json.loads(frozen)["evidence"] == [{"doc": "d", "start": 0, "end": 10}]
+    assert json.loads(frozen)["question"] == anchored["question"]

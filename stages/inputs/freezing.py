@@ -102,7 +102,7 @@ def freeze_jsonl(text: str, path: Path, freeze: Freezer) -> tuple[str, int, list
     problems: list[Problem] = []
     count = 0
     lines = []
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         try:
             row = json.loads(line) if line.strip() else None
         except json.JSONDecodeError:
@@ -113,6 +113,14 @@ def freeze_jsonl(text: str, path: Path, freeze: Freezer) -> tuple[str, int, list
     return "".join(lines), count, problems
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, each with its ``\\n``, split where validate splits
+    them: at ``\\n`` only. ``str.splitlines`` would also break inside a JSON string
+    at a raw U+2028 or U+0085, which JSON allows unescaped."""
+    pieces = text.split("\n")
+    return [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
 def chunk_anchors(path: Path) -> list[str]:
     """The chunkings a valid cases file's ``{chunk, chunking}`` references name, sorted:
     the chunkings whose params the labels depend on, named by the "labels changed" message."""
@@ -120,7 +128,7 @@ def chunk_anchors(path: Path) -> list[str]:
 
     text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     rows = (
-        [json.loads(line) for line in text.splitlines() if _may_anchor(line)]
+        [json.loads(line) for line in jsonl_lines(text) if _may_anchor(line)]
         if path.suffix == ".jsonl"
         else yaml.safe_load(text)
     )
