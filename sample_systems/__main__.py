@@ -184,18 +184,19 @@ def identical(rev: str, pairs: Mapping[str, str]) -> tuple[bool, list[str]]:
 
 def figures(rev: str, configs: list[str]) -> str:
     """The latency page (:func:`render_latency`) of ``configs`` as the experiment has them."""
-    summaries = {}
-    for config in configs:
-        shown = subprocess.run(["git", "show", f"{rev}:metrics/{config}.json"], capture_output=True, text=True)
-        if shown.returncode == 0:
-            summaries[config] = json.loads(shown.stdout)
-    paths = {config: f"metrics/latency/{config}.json" for config in configs}
+    summaries = _json_at(rev, {config: f"metrics/{config}.json" for config in configs})
+    latencies = _json_at(rev, {config: f"metrics/latency/{config}.json" for config in configs})
+    return render_latency(summaries, latencies, K)
+
+
+def _json_at(rev: str, paths: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON files of ``paths`` at ``rev`` that exist (git, else DVC), by key; none when
+    this clone can fetch none of them (a timing it never measured nor cached: dashes)."""
     try:
         stored = files_at(rev, list(paths.values()), Path("."))
-    except InputError:  # a timing this clone never measured nor cached: the page shows dashes
-        stored = {}
-    latencies = {config: json.loads(stored[path]) for config, path in paths.items() if stored.get(path)}
-    return render_latency(summaries, latencies, K)
+    except InputError:
+        return {}
+    return {key: json.loads(stored[path]) for key, path in paths.items() if stored.get(path)}
 
 
 @user_errors
