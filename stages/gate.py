@@ -10,6 +10,7 @@ import typer
 from stages.errors import user_errors
 from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all, gate_metrics, render_verdict
+from stages.gating.latency import max_p95_rise
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
@@ -38,7 +39,7 @@ def main(
         read_json(split)["fingerprints"],
         against,
         rebaselined(configs, baseline, cases_dir, against),
-        latency_pairs(configs, baseline, latency_dir, against),
+        latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against),
     )
     if out is not None:
         with outputs_together(out):

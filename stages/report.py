@@ -20,6 +20,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all
+from stages.gating.latency import max_p95_rise
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
 from stages.measures.registry import budget_values
@@ -179,7 +180,8 @@ def main(
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against, metrics)
     gated = list(settings["gate"]["configs"])
-    timed = latency_pairs(gated, baseline, latency_dir, against) if latency_dir is not None else None
+    p95_limit = max_p95_rise(settings["gate"]) if latency_dir is not None else None
+    timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
     rebased = rebaselined(gated, baseline, cases_dir, against)
     verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
     comparisons = compare_configs(

@@ -88,20 +88,25 @@ def baseline_latency_dir(baseline: Path) -> Path:
 
 
 def latency_pairs(
-    configs: list[str], baseline: Path, latency_dir: Path, against: str | None
-) -> dict[str, tuple[dict | None, dict | None]]:
+    limit: float | None, configs: list[str], baseline: Path, latency_dir: Path, against: str | None
+) -> dict[str, tuple[dict | None, dict | None]] | None:
     """``{config: (baseline record, current record)}`` for the gate's latency check:
     the current record from ``latency_dir``; the baseline's from the committed baseline
-    folder, or as ``against`` committed it. None where there is none."""
+    folder, or as ``against`` committed it (one read for all). None where there is
+    none, and nothing read when the check is off (``limit`` None): a baseline without
+    latency records would send every gate ``--against`` to the DVC remote for them."""
+    if limit is None:
+        return None
+    accepted = {config: latency_path(baseline_latency_dir(baseline), config).as_posix() for config in configs}
+    found = files_at(against, list(accepted.values()), Path.cwd()) if against else {}
     pairs = {}
-    for config in configs:
-        current = latency_path(latency_dir, config)
-        accepted = latency_path(baseline_latency_dir(baseline), config)
+    for config, path in accepted.items():
         if against:
-            found = file_at(against, accepted.as_posix(), Path.cwd())
-            base = _summary_at(against, accepted.as_posix(), found.decode("utf-8")) if found is not None else None
+            text = found[path]
+            base = None if text is None else _summary_at(against, path, text.decode("utf-8"))
         else:
-            base = read_json(accepted) if accepted.is_file() else None
+            base = read_json(Path(path)) if Path(path).is_file() else None
+        current = latency_path(latency_dir, config)
         pairs[config] = (base, read_json(current) if current.is_file() else None)
     return pairs
 
