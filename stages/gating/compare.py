@@ -184,10 +184,10 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
             fresh = np.ascontiguousarray(deltas[:, todo])
             cis = bootstrap_cis(fresh, params[0], params[1], params[2], names)
             ps = permutation_ps(fresh, params[3], params[4])
-            for column, ci, p_value in zip(todo, cis, ps):
-                _MEMO[keys[column]] = (*ci, p_value)
-        for column, i in enumerate(members):
-            out[i] = _MEMO[keys[column]]
+            for j, ci, p_value in zip(todo, cis, ps):
+                _MEMO[keys[j]] = (*ci, p_value)
+        for j, i in enumerate(members):
+            out[i] = _MEMO[keys[j]]
     return out
 
 
