@@ -342,7 +342,7 @@ def _import_sentence_transformers():
 def _in_precision(model, precision: str):
     """The model in float64 for ``portable``, as loaded (float32) for ``fast``."""
     if precision == PORTABLE:
-        import torch  # loaded by now, with the pinned kernels
+        import torch  # deferred: the dense extra is optional and heavy
 
         model.to(torch.float64)
     return model
