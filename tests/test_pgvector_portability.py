@@ -34,7 +34,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from test_dense import CASES, CHUNKS  # noqa: E402
 
-from stages.errors import InputError  # noqa: E402
+from stages.errors import InputError, user_errors  # noqa: E402
 from stages.retrieval.dense import dense_run  # noqa: E402
 from stages.retrieval.kinds import retrieve  # noqa: E402
 
@@ -221,23 +221,26 @@ def test_ragvets_exact_search_on_a_haswell_cpu_ranks_exactly_as_the_dense_kind(h
 # --- a dead backend is named as a crash -------------------------------------------------------
 
 
-def assert_named_crash(caught: pytest.ExceptionInfo, dsn: str, cause: str) -> None:
-    rendered = caught.value.render()
+def assert_named_crash(rendered: str, dsn: str, cause: str) -> None:
     assert f"{CRASH}: {cause}" in rendered
     assert "check the table and columns" not in rendered
     assert SECRET not in rendered and dsn not in rendered
     assert "Traceback" not in rendered
 
 
-def test_a_real_illegal_instruction_is_named_with_its_cpu_cause(monkeypatch):
+def test_a_real_illegal_instruction_is_named_with_its_cpu_cause(monkeypatch, capsys):
     """The control: on a CPU without AVX (qemu64) the bundled library dies of a real
-    illegal instruction as soon as ragvet creates the extension."""
+    illegal instruction as soon as ragvet creates the extension. Through the stage
+    commands' boundary (``user_errors``): exit 2, the message on stderr, no traceback."""
+    stage = user_errors(lambda: retrieve(CASES, CHUNKS, owned(), 3))
     with emulated_server("qemu64") as dsn:
         monkeypatch.setenv(DSN_ENV, dsn)
-        with pytest.raises(InputError) as caught:
-            retrieve(CASES, CHUNKS, owned(), 3)
-    assert_named_crash(caught, dsn, SIGILL_WHAT)
-    assert "requirements-pgvector.lock" in caught.value.render()
+        with pytest.raises(SystemExit) as exited:
+            stage()
+    assert exited.value.code == 2
+    stderr = capsys.readouterr().err
+    assert_named_crash(stderr, dsn, SIGILL_WHAT)
+    assert "fix: run a pgvector built for this CPU: pip install -r requirements-pgvector.lock" in stderr
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +300,7 @@ def test_a_backend_killed_by_signal_4_during_the_query_is_a_crash_with_its_cause
         retrieve(CASES[:1], [], spec, 3, docs={})
     thread.join(10)
     assert time.monotonic() - started < 50  # the crash ended the query, not its 60 s
-    assert_named_crash(caught, native, SIGILL_WHAT)
+    assert_named_crash(caught.value.render(), native, SIGILL_WHAT)
 
 
 def test_a_backend_ended_by_an_administrator_is_named_so(native, monkeypatch):
