@@ -14,6 +14,7 @@ objdump fails instead of skipping: .ci/run installs both.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import resource
 import shutil
@@ -65,6 +66,8 @@ def avx512_functions(library: Path) -> dict[str, int]:
     """Each function of ``library`` that uses AVX-512 registers, with how many instructions do.
 
     Symbol names (``<zmm_regs_available>``) are cut off first: only operands count."""
+    if platform.machine() != "x86_64":
+        pytest.skip(f"AVX-512 is x86-64's; this build is for {platform.machine()}")
     listing = subprocess.run(
         [tool("objdump", "binutils"), "-d", "--no-show-raw-insn", str(library)],
         capture_output=True, text=True, check=True,
@@ -140,6 +143,8 @@ def emulated_server(cpu: str) -> Iterator[str]:
     """The bundled server's own binaries run by qemu as ``cpu``, on a unix socket only (``-h ''``:
     no TCP), in a fresh folder directly under the temp dir. Its log is ``log`` in the data
     directory, where pgserver writes it, so ragvet reads a crash's signal the same way."""
+    if platform.machine() != "x86_64":
+        pytest.skip(f"the bundled build is for {platform.machine()}: qemu-x86_64 checks x86-64 CPUs")
     qemu = tool("qemu-x86_64", "qemu-user")
     folder = Path(tempfile.mkdtemp(prefix="ragvet-qemu-pg-"))
     user, data = server_user(folder), folder / "data"
