@@ -19,6 +19,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -96,14 +97,19 @@ def test_avx512_is_used_only_in_the_runtime_dispatched_functions(library):
 
 def server_user(folder: Path) -> str | None:
     """Run as root, the server runs as pgserver's own user (PostgreSQL refuses root), who
-    then owns ``folder``; otherwise as whoever runs the tests."""
+    then owns ``folder`` and may read the binaries, as pgserver arranges it for itself;
+    otherwise as whoever runs the tests."""
     if os.geteuid() != 0:
         return None
     import pwd
 
-    from pgserver.utils import ensure_user_exists
+    from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
     ensure_user_exists("pgserver")
+    ensure_prefix_permissions(PGINSTALL / "bin")
+    readable = stat.S_IRGRP | stat.S_IROTH
+    ensure_folder_permissions(PGINSTALL / "bin", readable | stat.S_IXGRP | stat.S_IXOTH)
+    ensure_folder_permissions(PGINSTALL / "lib", readable)
     folder.chmod(0o755)
     os.chown(folder, pwd.getpwnam("pgserver").pw_uid, -1)
     return "pgserver"
