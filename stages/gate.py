@@ -7,13 +7,51 @@ from pathlib import Path
 
 import typer
 
-from stages.errors import user_errors
-from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
+from stages.errors import Problem, raise_if, user_errors
+from stages.gating.baselines import (
+    baseline_latency_dir,
+    baselines_for,
+    current_table,
+    latency_pairs,
+    latency_path,
+    rebaselined,
+)
 from stages.gating.compare import gate_all, gate_metrics, render_verdict
 from stages.gating.latency import max_p95_rise
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
+
+
+def missing_latency(
+    pairs: dict[str, tuple[dict | None, dict | None]], latency_dir: Path, baseline: Path, against: str | None
+) -> list[Problem]:
+    """A problem for each latency record the p95 check lacks: with the check on, a
+    missing record must stop the gate (exit 2), since passing would claim a latency
+    comparison that never happened. A record is missing here when DVC restored the run
+    (run cache, ``dvc pull``) instead of measuring it, or it was retrieved on another clone."""
+    problems = []
+    for config, (base, current) in sorted(pairs.items()):
+        if current is None:
+            problems.append(
+                Problem(
+                    str(latency_path(latency_dir, config)),
+                    f"gate.latency.max_p95_rise is on but no latency was measured here for {config} "
+                    "(DVC restored its run rather than running it, or it never ran in this clone)",
+                    f"measure it: `dvc repro -f -s retrieve@{config}`, then run the gate again",
+                )
+            )
+        if base is None:
+            where = latency_path(baseline_latency_dir(baseline), config).as_posix()
+            problems.append(
+                Problem(
+                    f"{against}:{where}" if against else where,
+                    f"gate.latency.max_p95_rise is on but the baseline has no latency record for {config}",
+                    "record it on this machine with `ragvet baseline accept` (and commit it), or set "
+                    "gate.latency.max_p95_rise: null",
+                )
+            )
+    return problems
 
 
 @user_errors
@@ -22,7 +60,9 @@ def main(
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),
-    latency_dir: Path = typer.Option(Path("metrics/latency"), help="The retrieve stages' latency, for gate.latency."),
+    latency_dir: Path = typer.Option(
+        Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
+    ),
     against: str | None = typer.Option(None, help="Compare with this git revision's results instead."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -30,6 +70,8 @@ def main(
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
     configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
+    timed = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
+    raise_if(missing_latency(timed or {}, latency_dir, baseline, against))
     current = {config: current_table(cases_dir, config, metrics) for config in configs}
     verdict = gate_all(
         settings["gate"],
@@ -39,7 +81,7 @@ def main(
         read_json(split)["fingerprints"],
         against,
         rebaselined(configs, baseline, cases_dir, against),
-        latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against),
+        timed,
     )
     if out is not None:
         with outputs_together(out):

@@ -163,8 +163,10 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
-    latency_dir: Path | None = typer.Option(None, help="Folder of the retrieve stages' <config>.json latency."),
-    latency_out: Path | None = typer.Option(None, help="Latency page to write (uncommitted: it varies)."),
+    latency_dir: Path | None = typer.Option(
+        None, help="Folder of the retrieve stages' latency records, <config>.json (.ragvet/latency under DVC)."
+    ),
+    latency_out: Path | None = typer.Option(None, help="Latency page to write (outside DVC and git: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed

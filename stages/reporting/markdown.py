@@ -1032,8 +1032,10 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
     """Latency and load beside evidence recall, one row per configuration (eval split).
 
     A page of its own, never part of the committed report: latency varies run to
-    run (see :mod:`stages.measures.latency`). A configuration whose retrieve stage
-    wrote no latency file shows dashes.
+    run (see :mod:`stages.measures.latency`). A configuration without a latency
+    record shows dashes, and the page says plainly that nothing was measured for it
+    and how to measure it: DVC restores a run (run cache, ``dvc pull``) without
+    running the stage, so a reader would otherwise take the dashes for a failure.
     """
     lines = [
         "# Latency and load",
@@ -1050,4 +1052,12 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
         figures = [metrics.get(f"evidence_recall@{k}"), metrics.get(f"claim_availability@{k}")]
         figures += [timed.get(name) for name in ("p50_ms", "p95_ms", "max_ms", "qps")]
         lines.append(f"| {md_code(config, table=True)} | " + " | ".join(fmt(value) for value in figures) + " |")
+    unmeasured = [config for config in sorted(summaries) if config not in latencies]
+    if unmeasured:
+        lines += [
+            "",
+            f"No latency was measured here for {', '.join(md_code(config) for config in unmeasured)}: DVC restored "
+            "their runs (from its run cache or a remote) without running them, or they never ran in this clone. "
+            "To measure one: `dvc repro -f -s retrieve@<config>`.",
+        ]
     return "\n".join(lines) + "\n"
