@@ -17,6 +17,7 @@ from stages.gating.baselines import (
     rebaselined,
 )
 from stages.gating.compare import gate_all, gate_metrics, render_verdict
+from stages.gating.freshness import refuse_stale
 from stages.gating.latency import max_p95_rise
 from stages.inputs.params import stage_params
 from stages.storage.atomic import outputs_together
@@ -69,6 +70,7 @@ def main(
     """Paired comparison per guarded metric and slice, with bootstrap intervals; with
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
+    refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce
     configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
     timed = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
     raise_if(missing_latency(timed or {}, latency_dir, baseline, against))
