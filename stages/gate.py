@@ -20,6 +20,7 @@ from stages.gating.compare import gate_all, gate_metrics, render_verdict
 from stages.gating.freshness import refuse_stale
 from stages.gating.latency import max_p95_rise
 from stages.inputs.params import stage_params
+from stages.measures.registry import reads_threshold
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
 
@@ -55,12 +56,37 @@ def missing_latency(
     return problems
 
 
+def stale_guards(gate_params: dict, summaries_dir: Path) -> list[Problem]:
+    """A problem for each gated configuration whose abstention threshold is stale (its
+    metrics JSON marks it) while the gate guards a figure that threshold moves
+    (:func:`stages.measures.registry.reads_threshold`): only then does a stale threshold
+    stop the gate. Nothing is read when no guarded figure reads a threshold."""
+    guarded = [metric for metric in gate_params["metrics"] if reads_threshold(metric)]
+    problems = []
+    for config in gate_params["configs"] if guarded else []:
+        path = summaries_dir / f"{config}.json"
+        stale = (read_json(path).get("abstention") or {}).get("stale") if path.is_file() else None
+        if stale:
+            problems.append(
+                Problem(
+                    str(path),
+                    f"the gate guards {', '.join(guarded)} of {config}, which its stale threshold moves: "
+                    f"{stale['reason']}",
+                    f"run `{stale['fix']}`, then `dvc repro`",
+                )
+            )
+    return problems
+
+
 @user_errors
 def main(
     cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
     split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
     baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
     out: Path | None = typer.Option(None, help="Verdict JSON to write."),
+    summaries_dir: Path = typer.Option(
+        Path("metrics"), help="Folder of the metrics JSON evaluate wrote: a stale threshold is marked there."
+    ),
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
     ),
@@ -71,6 +97,7 @@ def main(
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
     refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce
+    raise_if(stale_guards(settings["gate"], summaries_dir))
     configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
     timed = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
     raise_if(missing_latency(timed or {}, latency_dir, baseline, against))

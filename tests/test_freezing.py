@@ -160,7 +160,7 @@ def test_a_changed_anchoring_chunking_fails_the_gate_naming_it(work_repo):
     split changed), and without it the gate fails naming fixed-300."""
     set_param(work_repo, ["chunking", "fixed-300", "window"], 280)
     done = sh(work_repo, "dvc", "repro", check=False)
-    assert "sentences-600-bm25: threshold refused: the dev split (its cases or labels) changed" in done.stderr
+    assert "sentences-600-bm25: threshold stale: the dev split (its cases or labels) changed" in done.stderr
     (work_repo / "abstention.yaml").write_text("{}\n")
     done = sh(work_repo, "dvc", "repro", check=False)
     assert done.returncode != 0

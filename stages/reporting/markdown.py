@@ -182,9 +182,24 @@ def _distribution(dist: dict | None) -> str:
     return ", ".join(f"{key} {fmt(dist[key])}" for key in keys)
 
 
+def stale_threshold_lines(summaries: Mapping[str, dict]) -> list[str]:
+    """One line per configuration whose abstention figures come from a stale threshold
+    (``abstention.stale`` in its metrics JSON): why, and the command that fixes it."""
+    lines = []
+    for name, summary in sorted(summaries.items()):
+        stale = (summary.get("abstention") or {}).get("stale")
+        if stale:
+            lines.append(
+                f"- **Stale threshold, {md_code(name)}:** {md_text(stale['reason'])}; its abstention rates describe "
+                f"a threshold chosen for other scores. Fix: `{md_text(stale['fix'])}`, then `dvc repro`."
+            )
+    return lines + [""] if lines else []
+
+
 def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
     """Report lines: each configuration's threshold, where it comes from, and its
-    effect on dev (where it was chosen) beside eval (where it is judged)."""
+    effect on dev (where it was chosen) beside eval (where it is judged); a stale
+    threshold is marked in its row and named, with its fix, under the table."""
     rows = []
     for name, summary in sorted(summaries.items()):
         abst = summary.get("abstention") or {}
@@ -192,9 +207,9 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
         if threshold is None:
             continue
         dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
-
+        mark = " (stale)" if abst.get("stale") else ""
         rows.append(
-            f"| {md_text(name)} | {threshold} | {md_text(str(abst.get('abstain_below_source')))} | "
+            f"| {md_text(name)} | {threshold}{mark} | {md_text(str(abst.get('abstain_below_source')))} | "
             f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
             f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
         )
@@ -794,6 +809,7 @@ def _render(
     lines = [COMMENT_MARKER, ""] if marker else []
     lines += ["# ragvet retrieval report", ""]
     lines += _verdict_section(verdict, against)
+    lines += stale_threshold_lines(summaries)  # beside the verdict: a comment may leave the threshold table out
     lines += [DISCLAIMER, ""]
     lines += _budget_section(comparisons)
     lines += judged_section(summaries, ks, judged)
