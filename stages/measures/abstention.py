@@ -291,8 +291,9 @@ def threshold_warnings(path: Path, settings: Mapping[str, Any], dev_split: str |
         data = _read_entries(path)
     except InputError:
         return []  # threshold_problems reports it
-    sound = {name: entry for name, entry in data.items() if not _entry_problems(path, data, name, settings["configs"])}
-    return stale_thresholds(path, sound, settings, dev_split)
+    sound = [name for name in sorted(data) if not _entry_problems(path, data, name, settings["configs"])]
+    found = (_stale(path, data, settings, dev_split, name) for name in sound)  # data keeps the lines
+    return [problem for problem in found if problem is not None]
 
 
 def current_thresholds(
