@@ -6,13 +6,14 @@ tables on disk still hold the old results; a gate comparing them would pass with
 every delta 0.000. DVC records, in ``dvc.lock``, the params values and the hashes of
 every dependency and output each stage ran with, so the stages that produced what a
 command reads, and every stage upstream of them, are checked against the work tree
-exactly as ``dvc status`` checks them (:func:`stage_changes`).
+as ``dvc status`` checks them (:func:`stage_changes`).
 
 ``dvc status`` itself takes the repository lock, and its per-stage check
 (``Stage.status``) asserts that lock is held. A stage command that ``dvc repro``
 runs must not contend with its parent's locks, so the check asks each dependency and
-output for its status directly (``Output.status``, which ``Stage.status`` calls)
-and reads nothing else: it takes no lock and writes nothing but DVC's hash cache.
+output for its work-tree status directly (``Output.workspace_status``, which
+``Stage.status`` calls) and reads nothing else: it takes no lock and writes nothing
+but DVC's hash cache.
 """
 
 from __future__ import annotations
@@ -65,9 +66,14 @@ def _described(kind: str, status: dict) -> list[str]:
 
 def stage_changes(stage: Stage) -> list[str]:
     """What ``dvc status`` lists for ``stage`` (``Stage.status``: its dependencies,
-    its outputs, its definition), computed without the repository lock."""
-    changes = [change for dep in stage.deps for change in _described("", dep.status())]
-    changes += [change for out in stage.outs for change in _described("output ", out.status())]
+    its outputs, its definition), computed without the repository lock.
+
+    Each entry is compared with the work tree only (``workspace_status``): ``dvc status``
+    also calls an output whose object this DVC cache lacks "not in cache", which says
+    nothing about whether the file on disk is what the stage produced (a clone with an
+    empty cache, or after ``dvc gc``), and checking the cache costs a read per object."""
+    changes = [change for dep in stage.deps for change in _described("", dep.workspace_status())]
+    changes += [change for out in stage.outs for change in _described("output ", out.workspace_status())]
     if stage.changed_stage():
         changes.append("its command or definition in dvc.yaml changed (or it never ran)")
     return changes
@@ -97,6 +103,13 @@ def stale_stages(reads: Sequence[str | Path], project: Path = Path(".")) -> dict
     return {name: changes for name, changes in sorted(found.items()) if changes}
 
 
+def _fix(changes: Sequence[str]) -> str:
+    """``dvc repro``; where an output is only missing (a clone that has not pulled), ``dvc pull`` too."""
+    if any(change.startswith("output ") and change.endswith(" deleted") for change in changes):
+        return "run `dvc repro` (or `dvc pull`, where its outputs are only missing here; `dvc status` lists all)"
+    return "run `dvc repro` (`dvc status` lists every change)"
+
+
 def refuse_stale(reads: Sequence[str | Path], command: str, project: Path = Path(".")) -> None:
     """Raise :class:`InputError` (exit 2) naming every out-of-date stage upstream of
     ``reads``, what changed in each, and the fix, before ``command`` compares anything."""
@@ -113,7 +126,7 @@ def refuse_stale(reads: Sequence[str | Path], command: str, project: Path = Path
         Problem(
             f"dvc.lock: {name}",
             "out of date: " + "; ".join(changes[:SHOWN_CHANGES]) + (" …" if len(changes) > SHOWN_CHANGES else ""),
-            "run `dvc repro` (`dvc status` lists every change)",
+            _fix(changes),
         )
         for name, changes in stale.items()
     ]
