@@ -84,8 +84,8 @@ def stale_stages(reads: Sequence[str | Path], project: Path = Path(".")) -> dict
     ``reads`` and every stage upstream of them; empty when all are current, or when
     ``project`` is no DVC project (nothing records how its files were made)."""
     import networkx as nx  # deferred with DVC, which brings it
-    from dvc.exceptions import DvcException, NotDvcRepoError
-    from dvc.repo import Repo
+    from dvc.exceptions import DvcException, NotDvcRepoError  # deferred: DVC's import costs a second
+    from dvc.repo import Repo  # deferred, as above
 
     try:
         repo = Repo(str(project), uninitialized=False)
