@@ -61,6 +61,19 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
         )
         assert "fix: run `dvc repro`, then the " in stale.stderr
 
+    # As when `dvc repro` stops at validate (here on a malformed threshold): its outputs are
+    # gone, the old per-case tables are still there, and the gate must not pass over them.
+    thresholds = (repo / "abstention.yaml").read_text()
+    (repo / "abstention.yaml").write_text(thresholds.replace("abstain_below: 2.748327", "abstain_below: high"))
+    stopped = sh(repo, "dvc", "repro", check=False)
+    assert stopped.returncode == 255 and "failed to reproduce 'validate'" in stopped.stderr
+    gate = ragvet(repo, "gate", "--against", "main", "--out", "verdict.json")
+    assert gate.returncode == 2 and "Traceback" not in gate.stderr and not (repo / "verdict.json").exists()
+    assert "dvc.lock: 11 stages are out of date (chunk@fixed-300, " in gate.stderr  # all that read validate's
+    validate = "params.yaml: chunking modified; abstention.yaml: sentences-600-bm25 modified; output data/validated/"
+    assert f"dvc.lock: validate: out of date: {validate}" in gate.stderr
+    (repo / "abstention.yaml").write_text(thresholds)
+
     # The stale threshold no longer stops the pipeline: every stage runs, and the gate stage
     # (its own stale check inside `dvc repro`, without DVC's lock) fails on the drop alone.
     repro = sh(repo, "dvc", "repro", check=False)
