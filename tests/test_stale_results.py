@@ -60,6 +60,11 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
             stale.stderr
         )
         assert "fix: run `dvc repro`, then the " in stale.stderr
+    # The gate stage refuses too, from inside `dvc repro` (which holds its own locks meanwhile).
+    staged = sh(repo, "dvc", "repro", "-s", "-f", "gate", check=False)
+    assert staged.returncode == 255 and "dvc.lock: 2 stages are out of date (chunk@sentences-600, validate)" in (
+        staged.stderr
+    )
 
     # As when `dvc repro` stops at validate (here on a malformed threshold): its outputs are
     # gone, the old per-case tables are still there, and the gate must not pass over them.
