@@ -51,6 +51,7 @@ SYSTEMS = Path(__file__).with_name("systems.yaml")
 EXPERIMENT = "sample-systems"
 CORPUS = Path("data/validated/corpus.jsonl")
 RUNS = Path("data/runs")
+LATENCY = Path(".ragvet/latency")  # the retrieve stages' latency records (dvc.yaml), outside git and DVC
 K = 5  # the k of the figures printed (the report's summary k)
 
 
@@ -183,9 +184,14 @@ def identical(rev: str, pairs: Mapping[str, str]) -> tuple[bool, list[str]]:
 
 
 def figures(rev: str, configs: list[str]) -> str:
-    """The latency page (:func:`render_latency`) of ``configs`` as the experiment has them."""
+    """The latency page (:func:`render_latency`) of ``configs``: the experiment's figures, and
+    latency records only where this work tree has them (``.ragvet/latency``; a temporary
+    experiment writes its records in its own copy, and its retrieve stages print them above)."""
     summaries = _json_at(rev, {config: f"metrics/{config}.json" for config in configs})
-    latencies = _json_at(rev, {config: f"metrics/latency/{config}.json" for config in configs})
+    records = {config: LATENCY / f"{config}.json" for config in configs}
+    latencies = {
+        config: json.loads(path.read_text(encoding="utf-8")) for config, path in records.items() if path.is_file()
+    }
     return render_latency(summaries, latencies, K)
 
 

@@ -41,6 +41,9 @@ app.command("freeze-labels")(freeze_labels.main)
 @user_errors
 def baseline_accept(
     metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with <config>.json and cases/."),
+    latency_dir: Path = typer.Option(
+        Path(".ragvet/latency"), help="The retrieve stages' latency records, kept while gate.latency is on."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Make the current results of the gated configurations the new baseline.
@@ -54,8 +57,8 @@ def baseline_accept(
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    latency = max_p95_rise(settings["gate"]) is not None  # the p95 check is on: keep the latency too
-    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=latency)
+    timed = latency_dir if max_p95_rise(settings["gate"]) is not None else None  # the p95 check is on: keep it too
+    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=timed)
     for path in written:
         typer.echo(f"wrote {path}")
 

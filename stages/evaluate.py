@@ -10,7 +10,7 @@ import typer
 
 from stages.errors import user_errors
 from stages.inputs.params import fill_path, stage_key, stage_params
-from stages.measures.abstention import current_thresholds, sweep, threshold_for
+from stages.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
 from stages.measures.answers import add_reviews, config_answers
 from stages.measures.evaluation import evaluate_table
 from stages.measures.registry import budget_values
@@ -54,7 +54,7 @@ def main(
     ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
     recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
     retriever = settings["retrievers"][spec["retriever"]]
-    tuned = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
+    tuned, stale = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     budgets = budget_values(settings)
@@ -80,6 +80,8 @@ def main(
     summary = config_summary(
         config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
     )
+    if config in stale:  # applied, but its figures describe a threshold chosen for other scores
+        summary["abstention"]["stale"] = stale_mark(stale[config], config)
     with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
         write_results(per_case, table)
         write_json(slices, slice_table(table, settings["slices"], settings["ks"], budgets))
@@ -88,6 +90,8 @@ def main(
             write_json(sweep_out, sweep(dev_rows(table)))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
     typer.echo(f"{config}: evaluated {table.height} cases{note}")
+    if config in stale:
+        typer.echo(f"ragvet: warning: {stale[config].render()}", err=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import typer
 from stages.errors import InputError, Problem, user_errors
 from stages.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
 from stages.gating.compare import gate_all
+from stages.gating.freshness import refuse_stale
 from stages.gating.latency import max_p95_rise
 from stages.gating.side_by_side import comparable_metrics, side_by_side
 from stages.inputs.params import stage_params
@@ -163,13 +164,17 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
-    latency_dir: Path | None = typer.Option(None, help="Folder of the retrieve stages' <config>.json latency."),
-    latency_out: Path | None = typer.Option(None, help="Latency page to write (uncommitted: it varies)."),
+    latency_dir: Path | None = typer.Option(
+        None, help="Folder of the retrieve stages' latency records, <config>.json (.ragvet/latency under DVC)."
+    ),
+    latency_out: Path | None = typer.Option(None, help="Latency page to write (outside DVC and git: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Verdict, paired deltas with confidence intervals, moved slices, newly missed
     and found cases, and the context budget, for every configuration."""
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
+    summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
+    refuse_stale([cases_dir, slices_dir, split, cases, corpus, *summary_paths], "the report")
     fingerprints = read_json(split)["fingerprints"]
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric

@@ -51,7 +51,7 @@ def main(
         chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
     with outputs_together(out, latency):
         write_run(out, rows, [case.case_id for case in all_cases], chunk_ids, foreign)
-        if latency is not None:  # varies run to run: an uncommitted output, never in the metrics
+        if latency is not None:  # varies run to run: a file outside DVC and git, never in the metrics
             write_json(latency, {"config": config, **figures})
     empty = len(all_cases) - len({row["case_id"] for row in rows})
     typer.echo(f"{config}: {len(rows)} ranked chunks for {len(all_cases)} cases; {empty} cases retrieved nothing")

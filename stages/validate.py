@@ -16,7 +16,7 @@ from stages.errors import InputError, Problem, user_errors
 from stages.inputs.freezing import chunk_anchors
 from stages.inputs.loading import cases_file, collect_cases, collect_corpus, unused_slices
 from stages.inputs.params import validate_params
-from stages.measures.abstention import threshold_problems
+from stages.measures.abstention import threshold_problems, threshold_warnings
 from stages.measures.answers import stray_answer_cases, stray_answer_files
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_params, write_json
@@ -53,8 +53,8 @@ def main(
     problems = list(case_problems)
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
-    if settings and not problems and not roots:  # the configurations are sound; the dev split is not frozen yet
-        problems += threshold_problems(thresholds, settings, None)
+    if settings and not problems and not roots:  # the configurations are sound
+        problems += threshold_problems(thresholds, settings)
     if docs and not case_problems:  # a case that failed to resolve would look absent
         problems += unused_slices(settings.get("slices"), resolved, f"{params}: slices")
         problems += stray_answer_cases(answers, configs, {case.case_id for case in resolved})
@@ -69,6 +69,9 @@ def main(
         write_json(outputs[3], chunk_anchors(anchored))  # for the "labels changed" message
     abstention = sum(not case.answerable for case in resolved)
     typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
+    # a stale threshold costs only its configuration's abstention figures, which evaluate marks: no reason to stop
+    for warning in threshold_warnings(thresholds, settings, None):  # the dev split is not frozen yet
+        typer.echo(f"ragvet: warning: {warning.render()}", err=True)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,8 @@ ENTRY = {
     "tuned_on": "dev",
 }
 RETUNE = "fix: run `ragvet tune-abstain --config cfg` again, or delete the entry"
+STALE_FIX = "fix: run `ragvet tune-abstain --config cfg` again, then `dvc repro` (or delete the entry)"
+MARKED = "so its abstention figures are marked stale"
 
 
 def test_params_file_round_trip_and_errors(tmp_path):
@@ -143,7 +145,7 @@ def test_an_old_format_entry_is_a_problem_with_its_fix(tmp_path, text, what):
     assert read_thresholds(path, {"cfg": {}}, retuning="cfg") == yaml.safe_load(text)  # tune-abstain replaces it
 
 
-def test_a_threshold_tuned_on_what_changed_is_refused(tmp_path):
+def test_a_threshold_tuned_on_what_changed_is_stale(tmp_path):
     """The spec fingerprint covers the chunking's params and the retriever's spec; the
     dev split is checked only where it is known (evaluate, report; not validate)."""
     path = Path("abstention.yaml")
@@ -154,15 +156,15 @@ def test_a_threshold_tuned_on_what_changed_is_refused(tmp_path):
     for changed in (chunked, retrieved):
         [problem] = stale_thresholds(path, {"cfg": ENTRY}, changed, "dev0")
         assert problem.render() == (
-            "abstention.yaml: cfg: threshold refused: the configuration spec (chunking 'ch' or retriever 'r') "
-            f"changed since it was tuned\n    {RETUNE}"
+            "abstention.yaml: cfg: threshold stale: the configuration spec (chunking 'ch' or retriever 'r') "
+            f"changed since it was tuned, {MARKED}\n    {STALE_FIX}"
         )
     [problem] = stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, "dev1")
-    assert problem.what == "threshold refused: the dev split (its cases or labels) changed since it was tuned"
+    assert problem.what == f"threshold stale: the dev split (its cases or labels) changed since it was tuned, {MARKED}"
     [problem] = stale_thresholds(path, {"cfg": ENTRY}, chunked, "dev1")
     assert problem.what == (
-        "threshold refused: the configuration spec (chunking 'ch' or retriever 'r') and the dev split "
-        "(its cases or labels) changed since it was tuned"
+        "threshold stale: the configuration spec (chunking 'ch' or retriever 'r') and the dev split "
+        f"(its cases or labels) changed since it was tuned, {MARKED}"
     )
 
 
@@ -277,11 +279,12 @@ def evaluate(project: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_evaluate_applies_a_current_threshold_and_refuses_a_stale_one(tmp_path):
+def test_evaluate_applies_a_current_threshold_and_marks_a_stale_one(tmp_path):
     """Tuned on dev (abstention cases 1, 3; answerable 2, 5) the threshold is 4. Eval
     scores 0..3 with e1, e3 answerable: all four abstain, so abstain_rate 2/2 = 1 and
     false_abstain_rate 2/2 = 1. After the chunking's size or the dev split changes,
-    evaluate refuses the threshold, exits 2 and writes nothing."""
+    evaluate still writes every figure, warns, and marks the abstention figures stale
+    with the fix; the metrics JSON of a current threshold has no such mark."""
     root = project(tmp_path, True, 0.0)
     assert tune(root).returncode == 0
     done = evaluate(root)
@@ -293,21 +296,69 @@ def test_evaluate_applies_a_current_threshold_and_refuses_a_stale_one(tmp_path):
     )
     assert (abstention["eval"]["abstain_rate"], abstention["eval"]["false_abstain_rate"]) == (1.0, 1.0)
     assert (abstention["dev"]["abstain_rate"], abstention["dev"]["false_abstain_rate"]) == (1.0, 0.5)
+    assert "stale" not in abstention
+    current = json.loads((root / "m.json").read_text())
     (root / "m.json").unlink()
     changed = {**SETTINGS, "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 0}}}
     params = yaml.safe_load((root / "params.yaml").read_text())
     (root / "params.yaml").write_text(yaml.safe_dump({**params, **changed}))
     done = evaluate(root)
-    assert done.returncode == 2 and not (root / "m.json").exists()
-    assert (
-        "abstention.yaml: cfg: threshold refused: the configuration spec (chunking 'ch' or retriever 'r')"
-        in done.stderr
-    )
-    assert RETUNE in done.stderr
+    assert done.returncode == 0, done.stderr
+    spec_changed = "the configuration spec (chunking 'ch' or retriever 'r') changed since it was tuned"
+    assert f"ragvet: warning: abstention.yaml:4 (cfg): threshold stale: {spec_changed}, {MARKED}" in done.stderr
+    assert STALE_FIX in done.stderr
+    marked = json.loads((root / "m.json").read_text())
+    assert marked["abstention"]["stale"] == {
+        "reason": f"threshold stale: {spec_changed}, {MARKED}",
+        "fix": "ragvet tune-abstain --config cfg",
+    }
+    assert marked["abstention"]["abstain_below"] == 4.0  # applied, not dropped: the mark says what it is worth
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     split = json.loads((root / "data" / "split.json").read_text())
     split["fingerprints"]["dev_split"] = "dev1"
     (root / "data" / "split.json").write_text(json.dumps(split))
     done = evaluate(root)
-    assert done.returncode == 2 and not (root / "m.json").exists()
-    assert "threshold refused: the dev split (its cases or labels) changed since it was tuned" in done.stderr
+    assert done.returncode == 0, done.stderr
+    dev_changed = "the dev split (its cases or labels) changed since it was tuned"
+    assert json.loads((root / "m.json").read_text())["abstention"]["stale"]["reason"] == (
+        f"threshold stale: {dev_changed}, {MARKED}"
+    )
+    assert current["eval"] == marked["eval"]  # the retrieval figures do not depend on the threshold
+
+
+def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_threshold_moves(tmp_path):
+    """No metric the gate can guard today reads a threshold, so the sample's gate never
+    stops on one; a guarded abstain rate of a configuration marked stale would."""
+    from stages.gate import stale_guards
+    from stages.measures.answers import REVIEW_METRICS
+    from stages.measures.registry import METRICS, reads_threshold
+
+    mark = {"reason": "threshold stale: the dev split changed", "fix": "ragvet tune-abstain --config c"}
+    (tmp_path / "c.json").write_text(json.dumps({"abstention": {"stale": mark}}))
+    (tmp_path / "d.json").write_text(json.dumps({"abstention": {}}))
+    assert [name for name in [*METRICS, *REVIEW_METRICS] if reads_threshold(name)] == []
+    assert stale_guards({"configs": ["c", "d"], "metrics": ["recall@5", "unsupported_answer"]}, tmp_path) == []
+    [problem] = stale_guards({"configs": ["c", "d"], "metrics": ["recall@5", "abstain_rate"]}, tmp_path)
+    assert (problem.where, problem.fix) == (
+        str(tmp_path / "c.json"),
+        "run `ragvet tune-abstain --config c`, then `dvc repro`",
+    )
+    assert problem.what == "the gate guards abstain_rate of c, which its stale threshold moves: " + mark["reason"]
+
+
+def test_the_report_names_a_stale_threshold_and_its_fix():
+    from stages.reporting.markdown import stale_threshold_lines, threshold_section
+
+    mark = {"reason": "threshold stale: the dev split changed", "fix": "ragvet tune-abstain --config c"}
+    summaries = {
+        "c": {"abstention": {"abstain_below": 2.5, "stale": mark}},
+        "d": {"abstention": {"abstain_below": 1.0}},
+    }
+    assert stale_threshold_lines(summaries) == [
+        "- **Stale threshold, `c`:** threshold stale: the dev split changed; its abstention rates describe a "
+        "threshold chosen for other scores. Fix: `ragvet tune-abstain --config c`, then `dvc repro`.",
+        "",
+    ]
+    rows = [line for line in threshold_section(summaries) if line.startswith("| c |") or line.startswith("| d |")]
+    assert [row.split(" | ")[1] for row in rows] == ["2.5 (stale)", "1.0"]
+    assert stale_threshold_lines({"d": summaries["d"]}) == []

@@ -370,7 +370,7 @@ def test_a_thresholds_problem_names_its_line(tmp_path):
 
     path = tmp_path / "abstention.yaml"
     path.write_text("# tuned\nghost:\n  abstain_below: 1.0\n")
-    [problem] = threshold_problems(path, {"configs": {"real": {}}}, None)
+    [problem] = threshold_problems(path, {"configs": {"real": {}}})
     assert problem.where == f"{path}:2 (ghost)"
 
 

@@ -58,6 +58,8 @@ def test_the_latency_page_escapes_names_and_dashes_what_is_missing():
     page = render_latency(summaries, {"a|b": {"p50_ms": 1.5, "p95_ms": 3.25, "max_ms": 4.0, "qps": 120.0}}, 5)
     assert "| `a\\|b` | 0.500 | – | 1.500 | 3.250 | 4.000 | 120.000 |" in page
     assert "| `c` | – | – | – | – | – | – |" in page
+    assert "No latency was measured here for `c`: DVC restored their runs" in page
+    assert "No latency was measured" not in render_latency(summaries, {"a|b": {}, "c": {}}, 5)
 
 
 def test_the_retrieve_stage_writes_latency_beside_a_byte_identical_run(tmp_path, monkeypatch):
@@ -142,14 +144,15 @@ def cli(repo, *args):
 def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_machine(work_repo):
     repo, gated = work_repo, "sentences-600-bm25"
     set_param(repo, ["gate", "latency"], {"max_p95_rise": 0.5})
+    sh(repo, "dvc", "repro", "validate")  # it checks every params section: until it ran, the gate refuses
     assert cli(repo, "baseline", "accept").returncode == 0
     accepted = repo / "metrics" / "baseline" / "latency" / f"{gated}.json"
-    measured = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
+    measured = json.loads((repo / ".ragvet" / "latency" / f"{gated}.json").read_text())
     assert json.loads(accepted.read_text()) == {name: measured[name] for name in ACCEPTED}
     assert measured["machine"] == machine_fingerprint() and measured["p95_ms"] is not None
 
     sh(repo, "dvc", "repro", "-f", "-s", f"retrieve@{gated}")  # a second real measurement
-    current = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
+    current = json.loads((repo / ".ragvet" / "latency" / f"{gated}.json").read_text())
     rise = round(current["p95_ms"] / measured["p95_ms"] - 1.0, 6)
     done = cli(repo, "gate")
     assert done.returncode == (1 if rise > 0.5 else 0), done.stdout  # whichever way this machine went
@@ -164,7 +167,7 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     assert gate_with_baseline(p95_ms=p95 / 1.6).startswith("1 ")
     assert f"FAIL {gated} p95 latency " in gate_with_baseline(p95_ms=p95 / 1.6)
     assert "(+60.0%; max_p95_rise +50.0%)" in gate_with_baseline(p95_ms=p95 / 1.6)
-    report = cli(repo, "report", "--latency-dir", "metrics/latency").stdout
+    report = cli(repo, "report", "--latency-dir", ".ragvet/latency").stdout
     assert "## ❌ Gate failed" in report and f"`{gated}`: p95 latency " in report and "ms (+60.0%; max" in report
     assert gate_with_baseline(p95_ms=p95 / 1.5).startswith("0 ")  # exactly the limit passes
     within = gate_with_baseline(p95_ms=p95 / 1.25)
@@ -175,9 +178,28 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     cpu = machine_fingerprint()["cpu"]
     assert f"note {gated} p95 latency not comparable: measured on another machine (cpu: {cpu!r} here, " in elsewhere
 
+    record_path = repo / ".ragvet" / "latency" / f"{gated}.json"
+    record_path.unlink()  # as after DVC restored the run instead of running the stage
+    unmeasured = cli(repo, "gate")
+    assert (
+        unmeasured.returncode == 2 and "gate: PASSED" not in unmeasured.stdout and "Traceback" not in unmeasured.stderr
+    )
+    assert f".ragvet/latency/{gated}.json: gate.latency.max_p95_rise is on but no latency was measured here" in (
+        unmeasured.stderr
+    )
+    assert f"fix: measure it: `dvc repro -f -s retrieve@{gated}`" in unmeasured.stderr
+    page = cli(repo, "report", "--latency-dir", ".ragvet/latency", "--latency-out", "page.md")
+    assert page.returncode == 0 and f"No latency was measured here for `{gated}`" in (repo / "page.md").read_text()
+    accepted.unlink()
+    record_path.write_text(json.dumps(current))
+    unaccepted = cli(repo, "gate")
+    assert unaccepted.returncode == 2 and f"the baseline has no latency record for {gated}" in unaccepted.stderr
+
     set_param(repo, ["gate", "latency"], {"max_p95_rise": -1})
     refused = cli(repo, "gate")
     assert refused.returncode == 2 and "gate.latency.max_p95_rise" in refused.stdout + refused.stderr
     set_param(repo, ["gate", "latency"], {"max_p95_rise": None})
+    sh(repo, "dvc", "repro", "validate")
     assert cli(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
-    assert "p95" not in cli(repo, "gate").stdout
+    unchecked = cli(repo, "gate")
+    assert unchecked.returncode == 0 and "p95" not in unchecked.stdout

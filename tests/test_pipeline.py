@@ -21,8 +21,9 @@ def set_param(repo: Path, keys: list[str], value) -> None:
 
 
 def untune(repo: Path) -> None:
-    """Drop the sample's tuned threshold (sentences-600-bm25), which evaluate refuses once
-    a test changes sentences-600 or bm25: these tests are about the change, not re-tuning."""
+    """Drop the sample's tuned threshold (sentences-600-bm25), which goes stale (marked, with
+    a warning) once a test changes sentences-600 or bm25: these tests are about the change,
+    not re-tuning."""
     (repo / "abstention.yaml").write_text("{}\n")
 
 

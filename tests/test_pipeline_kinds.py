@@ -150,10 +150,9 @@ def kinds_repo(tmp_path_factory) -> Path:
 
 
 def outputs(repo: Path) -> dict[str, bytes]:
-    """Every run and result file; not the latency records, which vary from run to run by design."""
+    """Every run and result file (the latency records, which vary run to run, live in .ragvet/)."""
     paths = sorted((repo / "data" / "runs").glob("*.parquet")) + sorted((repo / "metrics").glob("**/*.json*"))
-    latency = repo / "metrics" / "latency"
-    return {str(path.relative_to(repo)): path.read_bytes() for path in paths if latency not in path.parents}
+    return {str(path.relative_to(repo)): path.read_bytes() for path in paths}
 
 
 def run_rows(path: Path) -> list[dict]:

@@ -77,7 +77,7 @@ def baselines_for(
 
 
 def latency_path(folder: Path, config: str) -> Path:
-    """A configuration's latency record in a folder of them: ``metrics/latency`` (what the
+    """A configuration's latency record in a folder of them: ``.ragvet/latency`` (what the
     retrieve stage measured) or ``metrics/baseline/latency`` (what the baseline accepted)."""
     return folder / f"{config}.json"
 
@@ -142,11 +142,12 @@ def _same_table(current: Path, accepted: Path) -> bool:
 
 
 def accept_baseline(
-    metrics_dir: Path, configs: list[str], project: Path = Path("."), latency: bool = False
+    metrics_dir: Path, configs: list[str], project: Path = Path("."), latency: Path | None = None
 ) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
-    With ``latency`` (the gate's p95 check is on), each one's latency record too,
+    With ``latency`` (the folder of the retrieve stages' records, given while the
+    gate's p95 check is on), each one's latency record too,
     without its per-case timings (:func:`stages.measures.latency.accepted_latency`),
     into ``metrics/baseline/latency/``; with it off, none is kept there.
 
@@ -174,8 +175,8 @@ def accept_baseline(
                     Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
                 )
     timed: list[tuple[Path, Path]] = []
-    for config in sorted(set(configs)) if latency else []:
-        src = latency_path(metrics_dir / "latency", config)
+    for config in sorted(set(configs)) if latency is not None else []:
+        src = latency_path(latency, config)
         timed.append((src, latency_path(baseline_latency_dir(baseline_dir), config)))
         if not src.is_file():
             problems.append(Problem(str(src), f"latency of gated configuration {config} not found", "run dvc repro"))
@@ -189,7 +190,7 @@ def accept_baseline(
             write_copy(dst, src)
         for record, dst in records:
             write_json(dst, record)
-        kept_latency = keep if latency else set()
+        kept_latency = keep if latency is not None else set()
         for stale in sorted(baseline_latency_dir(baseline_dir).glob("*.json")):
             if stale.stem not in kept_latency:
                 remove_output(stale)

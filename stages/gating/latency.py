@@ -4,10 +4,12 @@ rose beyond ``gate.latency.max_p95_rise`` over the accepted baseline's.
 Latency depends on the machine, so it is compared only with a baseline measured on
 the same hardware (the ``machine`` fingerprint each record carries,
 :func:`stages.measures.latency.machine_fingerprint`). Anything that makes the two
-figures incomparable (another machine, no baseline latency, a batch kind that times
-no query alone, no current measurement) is a note, never a failure: the check can
-only fail on a rise it actually measured. ``ragvet baseline accept`` records the
-baseline (``metrics/baseline/latency/<config>.json``) while the check is on.
+figures incomparable (another machine, a batch kind that times no query alone) is a
+note, never a failure: the check can only fail on a rise it actually measured. A
+missing record on either side is a note here too (the report shows it), and the
+gate command refuses it before comparing (:func:`stages.gate.missing_latency`), so
+a check that is on never passes without a measurement. ``ragvet baseline accept``
+records the baseline (``metrics/baseline/latency/<config>.json``) while the check is on.
 
 Pure: :mod:`stages.gating.baselines` reads both sides.
 """

@@ -13,8 +13,13 @@ The choice lives in its own DVC params file (``abstention.yaml``), written by
 configuration (a threshold depends on the chunking as well as the retriever).
 Each entry records what it was tuned on: the configuration's spec and the dev
 split, by fingerprint. A threshold whose fingerprints differ from the current
-ones is refused, never applied: a sample's threshold kept under a configuration
-name the user reused would otherwise score their data silently.
+ones is stale: evaluate still applies it, but marks that configuration's abstention
+figures stale in its metrics JSON (:func:`stale_mark`), and the report shows the
+mark with the fix, since a sample's threshold kept under a configuration name the
+user reused would otherwise score their data silently. Only those figures depend
+on it, so nothing else stops: the retrieval metrics, and every other configuration,
+are computed as usual, and the gate guards no figure the threshold moves
+(:func:`stages.measures.registry.reads_threshold`).
 """
 
 from __future__ import annotations
@@ -244,46 +249,68 @@ def stale_thresholds(
     """A problem for each threshold tuned on another configuration spec, or on another
     dev split than ``dev_split`` (None: not known yet, as in validate, so not checked).
 
-    Refused rather than applied: its figures would describe a threshold chosen for
-    other scores, with nothing in the report to say so.
+    A warning, not an error: its figures describe a threshold chosen for other scores,
+    so they carry the mark (:func:`stale_mark`) until it is tuned again.
     """
-    problems = []
-    for name, entry in sorted(thresholds.items()):
-        spec = settings["configs"][name]
-        changed = []
-        if entry["config_fingerprint"] != spec_fingerprint(settings, name):
-            changed.append(f"the configuration spec (chunking {spec['chunking']!r} or retriever {spec['retriever']!r})")
-        if dev_split is not None and entry["dev_split_fingerprint"] != dev_split:
-            changed.append("the dev split (its cases or labels)")
-        if changed:
-            problems.append(
-                Problem(
-                    _where(path, thresholds, name),
-                    f"threshold refused: {' and '.join(changed)} changed since it was tuned",
-                    f"run `ragvet tune-abstain --config {name}` again, or delete the entry",
-                )
-            )
-    return problems
+    found = (_stale(path, thresholds, settings, dev_split, name) for name in sorted(thresholds))
+    return [problem for problem in found if problem is not None]
 
 
-def threshold_problems(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> list[Problem]:
-    """Every problem of the thresholds file: each malformed entry's, and each well-formed
-    entry's tuned on what has changed since (``dev_split`` None: not checked)."""
+def _stale(
+    path: Path, thresholds: Mapping[str, dict], settings: Mapping[str, Any], dev_split: str | None, name: str
+) -> Problem | None:
+    """The problem of one entry tuned on what has changed since, else None."""
+    entry, spec = thresholds[name], settings["configs"][name]
+    changed = []
+    if entry["config_fingerprint"] != spec_fingerprint(settings, name):
+        changed.append(f"the configuration spec (chunking {spec['chunking']!r} or retriever {spec['retriever']!r})")
+    if dev_split is not None and entry["dev_split_fingerprint"] != dev_split:
+        changed.append("the dev split (its cases or labels)")
+    if not changed:
+        return None
+    return Problem(
+        _where(path, thresholds, name),
+        f"threshold stale: {' and '.join(changed)} changed since it was tuned, "
+        "so its abstention figures are marked stale",
+        f"run `ragvet tune-abstain --config {name}` again, then `dvc repro` (or delete the entry)",
+    )
+
+
+def threshold_problems(path: Path, settings: Mapping[str, Any]) -> list[Problem]:
+    """Every malformed entry's problem (an error: it cannot be applied at all)."""
     try:
         data = _read_entries(path)
     except InputError as err:
         return err.problems
-    malformed = {name: _entry_problems(path, data, name, settings["configs"]) for name in data}
-    sound = {name: entry for name, entry in data.items() if not malformed[name]}
-    return [problem for found in malformed.values() for problem in found] + stale_thresholds(
-        path, sound, settings, dev_split
-    )
+    return [problem for name in data for problem in _entry_problems(path, data, name, settings["configs"])]
 
 
-def current_thresholds(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> dict[str, dict]:
-    """The tuned entries, refusing every one tuned on something that has changed since."""
-    raise_if(threshold_problems(path, settings, dev_split))
-    return _read_entries(path)
+def threshold_warnings(path: Path, settings: Mapping[str, Any], dev_split: str | None) -> list[Problem]:
+    """The stale thresholds among the well-formed entries (``dev_split`` None: not checked)."""
+    try:
+        data = _read_entries(path)
+    except InputError:
+        return []  # threshold_problems reports it
+    sound = [name for name in sorted(data) if not _entry_problems(path, data, name, settings["configs"])]
+    found = (_stale(path, data, settings, dev_split, name) for name in sound)  # data keeps the lines
+    return [problem for problem in found if problem is not None]
+
+
+def current_thresholds(
+    path: Path, settings: Mapping[str, Any], dev_split: str | None
+) -> tuple[dict[str, dict], dict[str, Problem]]:
+    """The tuned entries (InputError on a malformed one), and the stale ones' problems by
+    configuration: applied, but with their figures marked (:func:`stale_mark`)."""
+    raise_if(threshold_problems(path, settings))
+    entries = _read_entries(path)
+    found = {name: _stale(path, entries, settings, dev_split, name) for name in entries}
+    return entries, {name: problem for name, problem in found.items() if problem is not None}
+
+
+def stale_mark(problem: Problem, config: str) -> dict[str, str]:
+    """What a configuration's metrics JSON records beside abstention figures of a stale
+    threshold (``abstention.stale``): why, and the command that fixes it."""
+    return {"reason": problem.what, "fix": f"ragvet tune-abstain --config {config}"}
 
 
 def threshold_for(

@@ -2,10 +2,13 @@
 queries per second.
 
 Latency varies from run to run, so it never enters the committed figures
-(``metrics/<config>.json``, the report, the baseline): the retrieve stage writes
-it to ``metrics/latency/<config>.json``, an output DVC caches and git ignores,
-and the report stage renders it beside evidence recall in
-``metrics/latency.md``, likewise uncommitted. ``ragvet verify`` never reads it.
+(``metrics/<config>.json``, the report, the baseline) nor ``dvc.lock``: the
+retrieve stage writes it to ``.ragvet/latency/<config>.json``, a file neither git
+nor DVC tracks (an output or dependency would put its hash in ``dvc.lock``), and
+the report stage renders it beside evidence recall in ``.ragvet/latency.md``.
+When DVC restores a run instead of running the stage, no record is written: the
+page says so, and the gate's p95 check refuses to pass. ``ragvet verify`` never
+reads it.
 
 Per-query latency is what a kind can time one query at a time: the search of
 each question for ``bm25`` (the index is built once, before), each query for

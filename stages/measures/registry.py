@@ -126,6 +126,10 @@ METRICS: dict[str, Metric] = {
 
 
 FOREIGN = "foreign"  # the ``passages`` value of per-case rows and summaries of a run of foreign passages
+# The figures an abstention threshold (``abstain_below``, or abstention.yaml) moves: a configuration
+# summary's abstain and false-abstain rates. No per-case metric above nor any human review figure
+# reads the threshold, so a stale one leaves every figure the gate can guard as it is.
+THRESHOLD_FIGURES = frozenset({"abstain_rate", "false_abstain_rate"})
 
 
 def is_chunk_level(key: str) -> bool:
@@ -135,6 +139,13 @@ def is_chunk_level(key: str) -> bool:
     not comparable across chunkings."""
     metric = METRICS.get(key.partition("@")[0])
     return metric is not None and not metric.comparable_across_chunkings
+
+
+def reads_threshold(name: str) -> bool:
+    """Whether the figure ``name`` (``base`` or ``base@k``) depends on the abstention
+    threshold: what a stale threshold (:func:`stages.measures.abstention.stale_mark`)
+    makes untrustworthy, and the gate refuses to guard."""
+    return name.partition("@")[0] in THRESHOLD_FIGURES
 
 
 def _lookup(base: str) -> Metric | ReviewMetric | None:

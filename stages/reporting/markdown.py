@@ -182,9 +182,24 @@ def _distribution(dist: dict | None) -> str:
     return ", ".join(f"{key} {fmt(dist[key])}" for key in keys)
 
 
+def stale_threshold_lines(summaries: Mapping[str, dict]) -> list[str]:
+    """One line per configuration whose abstention figures come from a stale threshold
+    (``abstention.stale`` in its metrics JSON): why, and the command that fixes it."""
+    lines = []
+    for name, summary in sorted(summaries.items()):
+        stale = (summary.get("abstention") or {}).get("stale")
+        if stale:
+            lines.append(
+                f"- **Stale threshold, {md_code(name)}:** {md_text(stale['reason'])}; its abstention rates describe "
+                f"a threshold chosen for other scores. Fix: `{md_text(stale['fix'])}`, then `dvc repro`."
+            )
+    return lines + [""] if lines else []
+
+
 def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
     """Report lines: each configuration's threshold, where it comes from, and its
-    effect on dev (where it was chosen) beside eval (where it is judged)."""
+    effect on dev (where it was chosen) beside eval (where it is judged); a stale
+    threshold is marked in its row and named, with its fix, under the table."""
     rows = []
     for name, summary in sorted(summaries.items()):
         abst = summary.get("abstention") or {}
@@ -192,9 +207,9 @@ def threshold_section(summaries: Mapping[str, dict]) -> list[str]:
         if threshold is None:
             continue
         dev, ev = abst.get(DEV) or {}, abst.get(EVAL) or {}
-
+        mark = " (stale)" if abst.get("stale") else ""
         rows.append(
-            f"| {md_text(name)} | {threshold} | {md_text(str(abst.get('abstain_below_source')))} | "
+            f"| {md_text(name)} | {threshold}{mark} | {md_text(str(abst.get('abstain_below_source')))} | "
             f"{fmt(dev.get('abstain_rate'))} / {fmt(dev.get('false_abstain_rate'))} | "
             f"{fmt(ev.get('abstain_rate'))} / {fmt(ev.get('false_abstain_rate'))} |"
         )
@@ -794,6 +809,7 @@ def _render(
     lines = [COMMENT_MARKER, ""] if marker else []
     lines += ["# ragvet retrieval report", ""]
     lines += _verdict_section(verdict, against)
+    lines += stale_threshold_lines(summaries)  # beside the verdict: a comment may leave the threshold table out
     lines += [DISCLAIMER, ""]
     lines += _budget_section(comparisons)
     lines += judged_section(summaries, ks, judged)
@@ -1032,8 +1048,10 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
     """Latency and load beside evidence recall, one row per configuration (eval split).
 
     A page of its own, never part of the committed report: latency varies run to
-    run (see :mod:`stages.measures.latency`). A configuration whose retrieve stage
-    wrote no latency file shows dashes.
+    run (see :mod:`stages.measures.latency`). A configuration without a latency
+    record shows dashes, and the page says plainly that nothing was measured for it
+    and how to measure it: DVC restores a run (run cache, ``dvc pull``) without
+    running the stage, so a reader would otherwise take the dashes for a failure.
     """
     lines = [
         "# Latency and load",
@@ -1050,4 +1068,12 @@ def render_latency(summaries: dict[str, Summary], latencies: dict[str, dict], k:
         figures = [metrics.get(f"evidence_recall@{k}"), metrics.get(f"claim_availability@{k}")]
         figures += [timed.get(name) for name in ("p50_ms", "p95_ms", "max_ms", "qps")]
         lines.append(f"| {md_code(config, table=True)} | " + " | ".join(fmt(value) for value in figures) + " |")
+    unmeasured = [config for config in sorted(summaries) if config not in latencies]
+    if unmeasured:
+        lines += [
+            "",
+            f"No latency was measured here for {', '.join(md_code(config) for config in unmeasured)}: DVC restored "
+            "their runs (from its run cache or a remote) without running them, or they never ran in this clone. "
+            "To measure one: `dvc repro -f -s retrieve@<config>`.",
+        ]
     return "\n".join(lines) + "\n"
