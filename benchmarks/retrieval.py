@@ -40,6 +40,7 @@ from stages.measures.evaluation import evaluate_run
 from stages.measures.summary import summarise
 from stages.retrieval.kinds import retrieve
 from stages.retrieval.ranking import by_case
+from stages.storage.results import results_frame
 from stages.storage.tables import write_cases, write_chunks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,8 +105,10 @@ def dense_stage(work: Path, cache: Path, config: str) -> float:
     env = {**os.environ, "RAGVET_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     args = ["--chunks", "chunks.jsonl", "--cases", "cases.jsonl", "--out", f"{config}.parquet"]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "stages.retrieve", config, *args], cwd=work, env=env, check=True,
-                   capture_output=True)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "stages.retrieve", config, *args], cwd=work, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"the retrieve stage failed:\n{done.stderr}")
     return time.perf_counter() - start
 
 
@@ -123,6 +126,7 @@ def dense_ratios(work: Path, chunks, cases, rounds: int) -> None:
     write_chunks(work / "chunks.jsonl", chunks)
     write_cases(work / "cases.jsonl", cases)
     params = {
+        "chunking": {"doc": {"strategy": "document"}},
         "retrievers": {"minilm": DENSE, "minilm-fast": {**DENSE, "precision": "fast"}},
         "configs": {
             "cran-dense": {"chunking": "doc", "retriever": "minilm"},
@@ -155,7 +159,7 @@ def pytrec_check(cases, chunks, rows) -> float:
     theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     texts = {chunk.doc_id: chunk.text for chunk in chunks}  # one chunk per doc: the doc's text
     per_case = evaluate_run(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0, texts)
-    ours = summarise(per_case, KS, None)["eval"]["metrics"]
+    ours = summarise(results_frame(per_case), KS, None)["eval"]["metrics"]
     names = {f"recall@{k}": f"recall_{k}" for k in KS} | {"mrr": "recip_rank"}
     worst = 0.0
     for mine, trec in names.items():

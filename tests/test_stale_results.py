@@ -8,7 +8,6 @@ and a stale abstention threshold costs only its configuration's abstention figur
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from conftest import sh
@@ -50,9 +49,7 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
     # A params change the pipeline has not reproduced: the old tables must not pass as current.
     set_param(repo, ["chunking", "sentences-600", "max_chars"], 40)
     for command in ("gate", "report"):
-        started = time.perf_counter()
         stale = ragvet(repo, command, "--against", "main")
-        assert time.perf_counter() - started < 30  # the whole command, DVC's import and the check included
         assert stale.returncode == 2 and "Traceback" not in stale.stderr and "PASSED" not in stale.stdout
         assert "dvc.lock: 2 stages are out of date (chunk@sentences-600, validate): the results " in stale.stderr
         assert "dvc.lock: validate: out of date: params.yaml: chunking modified" in stale.stderr
