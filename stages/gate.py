@@ -7,75 +7,14 @@ from pathlib import Path
 
 import typer
 
-from stages.errors import Problem, raise_if, user_errors
-from stages.gating.baselines import (
-    baseline_latency_dir,
-    baselines_for,
-    current_table,
-    latency_pairs,
-    latency_path,
-    rebaselined,
-)
+from stages.errors import raise_if, user_errors
+from stages.gating.baselines import baselines_for, current_table, latency_pairs, missing_latency, rebaselined
 from stages.gating.compare import gate_all, gate_metrics, render_verdict
-from stages.gating.freshness import refuse_stale
+from stages.gating.freshness import refuse_stale, stale_guards
 from stages.gating.latency import max_p95_rise
 from stages.inputs.params import stage_params
-from stages.measures.registry import reads_threshold
 from stages.storage.atomic import outputs_together
 from stages.storage.files import read_json, write_json
-
-
-def missing_latency(
-    pairs: dict[str, tuple[dict | None, dict | None]], latency_dir: Path, baseline: Path, against: str | None
-) -> list[Problem]:
-    """A problem for each latency record the p95 check lacks: with the check on, a
-    missing record must stop the gate (exit 2), since passing would claim a latency
-    comparison that never happened. A record is missing here when DVC restored the run
-    (run cache, ``dvc pull``) instead of measuring it, or it was retrieved on another clone."""
-    problems = []
-    for config, (base, current) in sorted(pairs.items()):
-        if current is None:
-            problems.append(
-                Problem(
-                    str(latency_path(latency_dir, config)),
-                    f"gate.latency.max_p95_rise is on but no latency was measured here for {config} "
-                    "(DVC restored its run rather than running it, or it never ran in this clone)",
-                    f"measure it: `dvc repro -f -s retrieve@{config}`, then run the gate again",
-                )
-            )
-        if base is None:
-            where = latency_path(baseline_latency_dir(baseline), config).as_posix()
-            problems.append(
-                Problem(
-                    f"{against}:{where}" if against else where,
-                    f"gate.latency.max_p95_rise is on but the baseline has no latency record for {config}",
-                    "record it on this machine with `ragvet baseline accept` (and commit it), or set "
-                    "gate.latency.max_p95_rise: null",
-                )
-            )
-    return problems
-
-
-def stale_guards(gate_params: dict, summaries_dir: Path) -> list[Problem]:
-    """A problem for each gated configuration whose abstention threshold is stale (its
-    metrics JSON marks it) while the gate guards a figure that threshold moves
-    (:func:`stages.measures.registry.reads_threshold`): only then does a stale threshold
-    stop the gate. Nothing is read when no guarded figure reads a threshold."""
-    guarded = [metric for metric in gate_params["metrics"] if reads_threshold(metric)]
-    problems = []
-    for config in gate_params["configs"] if guarded else []:
-        path = summaries_dir / f"{config}.json"
-        stale = (read_json(path).get("abstention") or {}).get("stale") if path.is_file() else None
-        if stale:
-            problems.append(
-                Problem(
-                    str(path),
-                    f"the gate guards {', '.join(guarded)} of {config}, which its stale threshold moves: "
-                    f"{stale['reason']}",
-                    f"run `{stale['fix']}`, then `dvc repro`",
-                )
-            )
-    return problems
 
 
 @user_errors

@@ -329,7 +329,7 @@ def test_evaluate_applies_a_current_threshold_and_marks_a_stale_one(tmp_path):
 def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_threshold_moves(tmp_path):
     """No metric the gate can guard today reads a threshold, so the sample's gate never
     stops on one; a guarded abstain rate of a configuration marked stale would."""
-    from stages.gate import stale_guards
+    from stages.gating.freshness import stale_guards
     from stages.measures.answers import REVIEW_METRICS
     from stages.measures.registry import METRICS, reads_threshold
 

@@ -407,3 +407,34 @@ def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, pl.DataF
         rows[name] = found[1] if found else None
         fingerprints[name] = found[0].get("fingerprints") if found else None
     return baseline, rows, fingerprints
+
+
+def missing_latency(
+    pairs: dict[str, tuple[dict | None, dict | None]], latency_dir: Path, baseline: Path, against: str | None
+) -> list[Problem]:
+    """A problem for each latency record the p95 check lacks: with the check on, a
+    missing record must stop the gate (exit 2), since passing would claim a latency
+    comparison that never happened. A record is missing here when DVC restored the run
+    (run cache, ``dvc pull``) instead of measuring it, or it was retrieved on another clone."""
+    problems = []
+    for config, (base, current) in sorted(pairs.items()):
+        if current is None:
+            problems.append(
+                Problem(
+                    str(latency_path(latency_dir, config)),
+                    f"gate.latency.max_p95_rise is on but no latency was measured here for {config} "
+                    "(DVC restored its run rather than running it, or it never ran in this clone)",
+                    f"measure it: `dvc repro -f -s retrieve@{config}`, then run the gate again",
+                )
+            )
+        if base is None:
+            where = latency_path(baseline_latency_dir(baseline), config).as_posix()
+            problems.append(
+                Problem(
+                    f"{against}:{where}" if against else where,
+                    f"gate.latency.max_p95_rise is on but the baseline has no latency record for {config}",
+                    "record it on this machine with `ragvet baseline accept` (and commit it), or set "
+                    "gate.latency.max_p95_rise: null",
+                )
+            )
+    return problems

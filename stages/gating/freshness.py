@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stages.errors import InputError, Problem
+from stages.measures.registry import reads_threshold
+from stages.storage.files import read_json
 
 if TYPE_CHECKING:  # DVC loads only when a command checks, not for `ragvet --help`
     from dvc.repo import Repo
@@ -131,3 +133,25 @@ def refuse_stale(reads: Sequence[str | Path], command: str, project: Path = Path
         for name, changes in stale.items()
     ]
     raise InputError(details, [summary])
+
+
+def stale_guards(gate_params: dict, summaries_dir: Path) -> list[Problem]:
+    """A problem for each gated configuration whose abstention threshold is stale (its
+    metrics JSON marks it) while the gate guards a figure that threshold moves
+    (:func:`stages.measures.registry.reads_threshold`): only then does a stale threshold
+    stop the gate. Nothing is read when no guarded figure reads a threshold."""
+    guarded = [metric for metric in gate_params["metrics"] if reads_threshold(metric)]
+    problems = []
+    for config in gate_params["configs"] if guarded else []:
+        path = summaries_dir / f"{config}.json"
+        stale = (read_json(path).get("abstention") or {}).get("stale") if path.is_file() else None
+        if stale:
+            problems.append(
+                Problem(
+                    str(path),
+                    f"the gate guards {', '.join(guarded)} of {config}, which its stale threshold moves: "
+                    f"{stale['reason']}",
+                    f"run `{stale['fix']}`, then `dvc repro`",
+                )
+            )
+    return problems

@@ -7,7 +7,7 @@ the same hardware (the ``machine`` fingerprint each record carries,
 figures incomparable (another machine, a batch kind that times no query alone) is a
 note, never a failure: the check can only fail on a rise it actually measured. A
 missing record on either side is a note here too (the report shows it), and the
-gate command refuses it before comparing (:func:`stages.gate.missing_latency`), so
+gate command refuses it before comparing (:func:`stages.gating.baselines.missing_latency`), so
 a check that is on never passes without a measurement. ``ragvet baseline accept``
 records the baseline (``metrics/baseline/latency/<config>.json``) while the check is on.
 
