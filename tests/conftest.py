@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from filelock import FileLock
 
 from stages.errors import InputError
 from stages.evidence import EvidenceResolver
@@ -113,23 +114,53 @@ def keep_configs(repo: Path, kind: str) -> None:
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-@pytest.fixture(scope="session")
-def sample_repo(tmp_path_factory) -> Path:
-    """The sample project with its BM25 configurations, reproduced once and
-    committed; tests copy it."""
-    repo = copy_project(tmp_path_factory.mktemp("sample"))
+def copy_repo(source: Path, dest: Path) -> Path:
+    """A private copy of a reproduced project: work tree, git history and DVC cache."""
+    shutil.copytree(source, dest, symlinks=True)
+    return dest
+
+
+def steady(lock: dict) -> dict:
+    """dvc.lock without the retrieve stages' latency files, which vary from run to run."""
+    return {
+        name: {
+            key: [entry for entry in value if "latency" not in entry["path"]] if key in ("deps", "outs") else value
+            for key, value in stage.items()
+        }
+        for name, stage in lock["stages"].items()
+    }
+
+
+def build_sample(repo: Path) -> Path:
+    """The sample project with its BM25 configurations, reproduced and committed."""
+    copy_project(repo)
     keep_configs(repo, "bm25")
     sh(repo, "dvc", "repro")
     commit_all(repo, "sample reproduced")
     return repo
 
 
+@pytest.fixture(scope="session")
+def sample_repo(tmp_path_factory) -> Path:
+    """The reproduced sample, built once per test session and read-only: tests copy it
+    (``work_repo``, ``copy_repo``). Under xdist the workers share one build: the first
+    to take the lock reproduces it in this session's own base folder, the others wait."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # no xdist: the session's own temp folder
+        return build_sample(tmp_path_factory.mktemp("sample"))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's folder, common to its workers only
+    repo, built = shared / "sample", shared / "sample.built"
+    with FileLock(str(shared / "sample.lock")):
+        if not built.is_file():
+            shutil.rmtree(repo, ignore_errors=True)  # a worker that failed halfway
+            build_sample(repo)
+            built.touch()
+    return repo
+
+
 @pytest.fixture
 def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
     """A private copy of the reproduced sample (with its DVC cache)."""
-    dest = tmp_path / "repo"
-    shutil.copytree(sample_repo, dest, symlinks=True)
-    return dest
+    return copy_repo(sample_repo, tmp_path / "repo")
 
 
 def resolve_reference(ref: dict, docs, chunkings=None, where: str = "evidence reference") -> EvidenceUnit:
