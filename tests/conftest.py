@@ -163,6 +163,38 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
     return copy_repo(sample_repo, tmp_path / "repo")
 
 
+GRID = (600, 2000)  # the experiments' headings-1200 max_chars (the sample's is 1200)
+
+
+def exp_refs(repo: Path) -> dict[str, tuple[str, str]]:
+    """Each experiment's (commit, ref) by name, from git's own refs (DVC keeps them under refs/exps)."""
+    lines = sh(repo, "git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps").stdout.splitlines()
+    return {ref.rsplit("/", 1)[1]: (rev, ref) for rev, ref in (line.split() for line in lines)}
+
+
+@pytest.fixture(scope="session")
+def experiments(sample_repo: Path, tmp_path_factory) -> Path:
+    """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
+    experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
+    queue run by two workers. Read-only: test_pipeline checks the queue against the
+    sequential runs, test_side_by_side reads them with `ragvet compare --exp`. Tests using it
+    share the xdist group ``experiments``, so one worker builds it."""
+    import time
+
+    repo = copy_repo(sample_repo, tmp_path_factory.mktemp("experiments") / "repo")
+    for size in GRID:
+        setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
+        sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
+        sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
+    sh(repo, "dvc", "queue", "start", "-j", "2")
+    deadline = time.monotonic() + 600
+    while "Queued" in (status := sh(repo, "dvc", "queue", "status").stdout) or "Running" in status:
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
+    assert "Failed" not in status, status
+    return repo
+
+
 def resolve_reference(ref: dict, docs, chunkings=None, where: str = "evidence reference") -> EvidenceUnit:
     """One reference resolved as validate resolves every case's, or InputError with all its problems."""
     unit, problems = EvidenceResolver(docs, chunkings).resolve(ref, where, "evidence")

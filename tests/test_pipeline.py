@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
-from conftest import commit_all, sh, steady
+from conftest import GRID, commit_all, exp_refs, sh, steady
 
 
 def set_param(repo: Path, keys: list[str], value) -> None:
@@ -90,33 +91,19 @@ def test_unchanged_tree_passes_the_gate(work_repo):
     assert "gate: PASSED" in against.stdout
 
 
-def test_experiment_queue_with_two_workers_equals_sequential_runs(work_repo):
+@pytest.mark.xdist_group("experiments")
+def test_experiment_queue_with_two_workers_equals_sequential_runs(experiments):
     """The README's grid recipe: queued experiments run by two workers give the
     same committed metrics as the same experiments run one after another."""
-    import time
-
-    sizes = (600, 2000)
-    for size in sizes:
-        setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
-        sh(work_repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
-        sh(work_repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
-    sh(work_repo, "dvc", "queue", "start", "-j", "2")
-    deadline = time.monotonic() + 600
-    while "Queued" in (status := sh(work_repo, "dvc", "queue", "status").stdout) or "Running" in status:
-        assert time.monotonic() < deadline, status
-        time.sleep(1)
-    assert "Failed" not in status, status
-
-    refs = sh(work_repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
-    by_name = {ref.rsplit("/", 1)[1]: ref for ref in refs}
-    assert {f"{kind}-{size}" for kind in ("seq", "q") for size in sizes} <= set(by_name)
+    by_name = exp_refs(experiments)
+    assert {f"{kind}-{size}" for kind in ("seq", "q") for size in GRID} <= set(by_name)
     path = "metrics/headings-1200-bm25.json"
-    shown = {name: sh(work_repo, "git", "show", f"{ref}:{path}").stdout for name, ref in by_name.items()}
-    for size in sizes:
+    shown = {name: sh(experiments, "git", "show", f"{ref}:{path}").stdout for name, (_, ref) in by_name.items()}
+    for size in GRID:
         assert json.loads(shown[f"q-{size}"]) == json.loads(shown[f"seq-{size}"])
         assert shown[f"q-{size}"] == shown[f"seq-{size}"]  # byte for byte
     assert shown["seq-600"] != shown["seq-2000"]  # the grid did change the chunking
-    table = sh(work_repo, "dvc", "exp", "show", "--csv").stdout
+    table = sh(experiments, "dvc", "exp", "show", "--csv").stdout
     assert "q-600" in table and "seq-2000" in table
 
 
