@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, commit_all, sh
+from conftest import ROOT, commit_all, copy_repo, sh
 from test_pipeline import set_param, untune
 
 from stages.reporting.markdown import COMMENT_MARKER
@@ -59,11 +59,11 @@ def listed_cases(report: str, heading: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def harmful_repo(sample_repo: Path, tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("pr") / "repo"
-    shutil.copytree(sample_repo, repo, symlinks=True)
+    repo = copy_repo(sample_repo, tmp_path_factory.mktemp("pr") / "repo")
     return branch_with(repo, "harmful", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 300))
 
 
+@pytest.mark.xdist_group("pr-harmful")
 def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_cases(harmful_repo):
     gate = ragvet(harmful_repo, "gate", "--against", "main")
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
@@ -98,11 +98,11 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
     assert report == SNAPSHOT.read_text(), "snapshot changed: re-run with RAGVET_UPDATE_SNAPSHOTS=1 if intended"
 
 
+@pytest.mark.xdist_group("pr-harmful")
 def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmful_repo, tmp_path):
     """`ragvet baseline accept` in the pull request is the deliberate way through:
     against main the drop is still listed, but the verdict is an accepted pass."""
-    repo = tmp_path / "repo"
-    shutil.copytree(harmful_repo, repo, symlinks=True)
+    repo = copy_repo(harmful_repo, tmp_path / "repo")
     ragvet(repo, "baseline", "accept", check=True)
     sh(repo, "dvc", "repro")
     commit_all(repo, "accept the drop")
@@ -168,6 +168,7 @@ def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(wor
         assert done.returncode == 2 and "that revision has no ragvet results" in done.stderr
 
 
+@pytest.mark.xdist_group("pr-harmful")
 def test_dvc_plots_show_and_diff_main(harmful_repo):
     ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_budget", "slice_evidence_recall"}
     shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
@@ -232,6 +233,7 @@ def open_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:
 @pytest.mark.skipif(
     CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
 )
+@pytest.mark.xdist_group("pr-harmful")
 def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmful_repo, tmp_path):
     assert CHROMIUM is not None, "CI must have chromium: .ci/run installs it with apt-get"
     page = tmp_path / "report.html"
