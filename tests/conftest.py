@@ -111,6 +111,36 @@ def sh(cwd: Path, *args: str, check: bool = True, **env: str) -> subprocess.Comp
     return done
 
 
+def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    """`python -m stages.cli ...` in ``repo``: the project copy's own code, as its dvc.yaml runs it."""
+    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
+
+
+def edit_params(repo: Path, edit) -> None:
+    """Apply ``edit`` to the params of ``repo``'s params.yaml."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    edit(params)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def set_param(repo: Path, keys: list[str], value) -> None:
+    """Set one params.yaml value, by its path of keys."""
+
+    def edit(params: dict) -> None:
+        node = params
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+
+    edit_params(repo, edit)
+
+
+def untune(repo: Path) -> None:
+    """Drop the sample's tuned threshold (sentences-600-bm25), which evaluate refuses once
+    a test changes sentences-600 or bm25: these tests are about the change, not re-tuning."""
+    (repo / "abstention.yaml").write_text("{}\n")
+
+
 def init_repo(path: Path) -> Path:
     sh(path, "git", "init", "-q", "-b", "main")
     sh(path, "git", "config", "user.email", "test@example.com")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_project, sh, tool_env
+from conftest import ROOT, copy_project, edit_params, sh, tool_env
 from typer.testing import CliRunner
 
 from stages import evaluate, report
@@ -185,12 +185,6 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
 
 
 # --- defect 8: guards that DVC cannot skip -------------------------------------------------
-
-
-def edit_params(repo: Path, edit) -> None:
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    edit(params)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def test_a_size_key_dvc_cannot_see_is_refused_by_the_chunk_stage_itself(work_repo):

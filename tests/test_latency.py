@@ -6,8 +6,7 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT, sh
-from test_pipeline import set_param
+from conftest import ROOT, ragvet, set_param, sh
 from typer.testing import CliRunner
 
 from stages.cli import app
@@ -135,14 +134,10 @@ def test_the_latency_param_is_checked(latency, fragment):
     assert validate_params(params, "params.yaml") == []
 
 
-def cli(repo, *args):
-    return sh(repo, "python", "-m", "stages.cli", *args, check=False)
-
-
 def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_machine(work_repo):
     repo, gated = work_repo, "sentences-600-bm25"
     set_param(repo, ["gate", "latency"], {"max_p95_rise": 0.5})
-    assert cli(repo, "baseline", "accept").returncode == 0
+    assert ragvet(repo, "baseline", "accept").returncode == 0
     accepted = repo / "metrics" / "baseline" / "latency" / f"{gated}.json"
     measured = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
     assert json.loads(accepted.read_text()) == {name: measured[name] for name in ACCEPTED}
@@ -151,20 +146,20 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     sh(repo, "dvc", "repro", "-f", "-s", f"retrieve@{gated}")  # a second real measurement
     current = json.loads((repo / "metrics" / "latency" / f"{gated}.json").read_text())
     rise = round(current["p95_ms"] / measured["p95_ms"] - 1.0, 6)
-    done = cli(repo, "gate")
+    done = ragvet(repo, "gate")
     assert done.returncode == (1 if rise > 0.5 else 0), done.stdout  # whichever way this machine went
     assert f"({rise * 100:+.1f}%; max_p95_rise +50.0%)" in done.stdout
 
     def gate_with_baseline(**changes) -> str:
         accepted.write_text(json.dumps({**measured, **changes}))
-        done = cli(repo, "gate")
+        done = ragvet(repo, "gate")
         return f"{done.returncode} {done.stdout}"
 
     p95 = current["p95_ms"]
     assert gate_with_baseline(p95_ms=p95 / 1.6).startswith("1 ")
     assert f"FAIL {gated} p95 latency " in gate_with_baseline(p95_ms=p95 / 1.6)
     assert "(+60.0%; max_p95_rise +50.0%)" in gate_with_baseline(p95_ms=p95 / 1.6)
-    report = cli(repo, "report", "--latency-dir", "metrics/latency").stdout
+    report = ragvet(repo, "report", "--latency-dir", "metrics/latency").stdout
     assert "## ❌ Gate failed" in report and f"`{gated}`: p95 latency " in report and "ms (+60.0%; max" in report
     assert gate_with_baseline(p95_ms=p95 / 1.5).startswith("0 ")  # exactly the limit passes
     within = gate_with_baseline(p95_ms=p95 / 1.25)
@@ -176,8 +171,8 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     assert f"note {gated} p95 latency not comparable: measured on another machine (cpu: {cpu!r} here, " in elsewhere
 
     set_param(repo, ["gate", "latency"], {"max_p95_rise": -1})
-    refused = cli(repo, "gate")
+    refused = ragvet(repo, "gate")
     assert refused.returncode == 2 and "gate.latency.max_p95_rise" in refused.stdout + refused.stderr
     set_param(repo, ["gate", "latency"], {"max_p95_rise": None})
-    assert cli(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
-    assert "p95" not in cli(repo, "gate").stdout
+    assert ragvet(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
+    assert "p95" not in ragvet(repo, "gate").stdout

@@ -8,23 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import GRID, commit_all, exp_refs, sh, steady
-
-
-def set_param(repo: Path, keys: list[str], value) -> None:
-    params_path = repo / "params.yaml"
-    params = yaml.safe_load(params_path.read_text())
-    node = params
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = value
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-
-
-def untune(repo: Path) -> None:
-    """Drop the sample's tuned threshold (sentences-600-bm25), which evaluate refuses once
-    a test changes sentences-600 or bm25: these tests are about the change, not re-tuning."""
-    (repo / "abstention.yaml").write_text("{}\n")
+from conftest import GRID, commit_all, exp_refs, set_param, sh, steady, untune
 
 
 def metrics_bytes(repo: Path) -> dict[str, bytes]:

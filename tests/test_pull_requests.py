@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, commit_all, copy_repo, sh
-from test_pipeline import set_param, untune
+from conftest import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from stages.reporting.markdown import COMMENT_MARKER
 from stages.storage.results import read_results, result_rows
@@ -22,10 +21,6 @@ from stages.storage.results import read_results, result_rows
 GATED = "sentences-600-bm25"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
 UPDATE = os.environ.get("RAGVET_UPDATE_SNAPSHOTS") == "1"
-
-
-def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
 
 
 def branch_with(repo: Path, name: str, change) -> Path:

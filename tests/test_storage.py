@@ -11,18 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import commit_all, copy_repo, sh
-from test_pipeline import set_param, untune
+from conftest import commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from stages.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 TABLE = f"metrics/cases/{GATED}.parquet"
 pytestmark = pytest.mark.xdist_group("storage")  # one worker builds the module's history
-
-
-def ragvet(repo: Path, *args: str, check: bool = False):
-    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
 
 
 def tracked(repo: Path, rev: str) -> set[str]:
