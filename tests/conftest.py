@@ -51,46 +51,81 @@ PROJECT_FILES = [
 ]
 
 
-# The costliest work first, so that two workers end together: a shared fixture's xdist
-# group, or a test (by node id). Measured with `pytest --durations=80` on 2 cores; the rest
-# keeps its collection order. Order changes no result: every test works in a copy of its own.
+# Work units for xdist: the tests of one module-scoped fixture run on one worker (a split
+# unit builds the fixture on each), in collection order; every other test is a unit of its
+# own. pytest-xdist's loadgroup would read this from xdist_group marks, but under pytest 9
+# the group it appends to `item._nodeid` no longer reaches the node id, so the scheduler
+# below groups by these node id prefixes instead.
+UNITS = {
+    "tests/test_reproduction.py::test_an_old_commit": "clones",  # the clones fixture, in this order
+    "tests/test_reproduction.py::test_recomputed": "clones",
+    "tests/test_reproduction.py::test_a_changed_ranking": "clones",
+    "tests/test_storage.py": "storage",  # history
+    "tests/test_pipeline_kinds.py": "kinds",  # kinds_repo
+    "tests/test_pull_requests.py::test_harmful_chunking": "pr-harmful",  # harmful_repo
+    "tests/test_pull_requests.py::test_a_drop_accepted": "pr-harmful",
+    "tests/test_pull_requests.py::test_dvc_plots_show": "pr-harmful",
+    "tests/test_pull_requests.py::test_html_report": "pr-harmful",
+    "tests/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
+    "tests/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
+    "tests/test_http_kind.py": "http",  # one search app per module
+}
+# The costliest units first, so that two workers end together (measured with --durations
+# on 2 cores); the rest keep their collection order. No result depends on the order: every
+# test works in a copy of its own, and the shared builds below are read-only.
 SLOWEST_FIRST = [
-    "group:clones",  # test_reproduction: the dense sample run, and again on other kernels
-    "group:storage",  # test_storage's history: accept, migrate, push, a harmful run
-    "group:experiments",  # the grid: four experiments, two of them queued
-    "group:kinds",  # test_pipeline_kinds: every retriever kind, cold
+    "unit:clones",  # test_reproduction: the dense sample run, and again on other kernels
+    "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run
+    "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold
+    "tests/test_pipeline.py::test_experiment_queue",  # builds the session's grid of experiments
     "tests/test_pipeline.py::test_a_harmful_change",
     "tests/test_pipeline.py::test_a_chunking_change",
+    "unit:pr-harmful",
     "tests/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
-    "group:pr-harmful",
-    "tests/test_freezing.py::test_a_changed_anchoring",
-    "tests/test_pull_requests.py::test_label_edit",
     "tests/test_own_data.py::test_own_data_from_init",
-    "tests/test_latency.py::test_the_gate_fails",
-    "group:hostile-project",
-    "tests/test_embedding.py::test_pinned_kernels",
-    "tests/test_freezing.py::test_freezing_the_sample",
-    "tests/test_pipeline_answers.py::test_answers_absent",
+    "tests/test_pull_requests.py::test_label_edit",
     "tests/test_pull_requests.py::test_improvement",
+    "tests/test_latency.py::test_the_gate_fails",
     "tests/test_pipeline_answers.py::test_tuned_threshold",
+    "tests/test_embedding.py::test_pinned_kernels",
+    "tests/test_freezing.py::test_a_changed_anchoring",
+    "unit:hostile-project",
     "tests/test_pipeline_answers.py",
+    "tests/test_freezing.py::test_freezing_the_sample",
+    "tests/test_scoring.py::test_engine_equals_the_reference",
     "tests/test_pipeline.py",
-    "tests/test_metrics.py::test_chunk_metrics_agree",
     "tests/test_hostile_faults.py",
     "tests/test_reproduction.py",
-    "tests/test_scoring.py::test_engine_equals_the_reference",
 ]
 
 
+def work_unit(nodeid: str) -> str:
+    return next((f"unit:{unit}" for prefix, unit in UNITS.items() if nodeid.startswith(prefix)), nodeid)
+
+
 def _cost_rank(item: pytest.Item) -> int:
-    group = item.get_closest_marker("xdist_group")
-    keys = [item.nodeid.split("@")[0]] + ([f"group:{group.args[0]}"] if group else [])
-    return next((i for i, prefix in enumerate(SLOWEST_FIRST) if any(k.startswith(prefix) for k in keys)), 1_000)
+    unit = work_unit(item.nodeid)
+    return next((i for i, prefix in enumerate(SLOWEST_FIRST) if unit.startswith(prefix)), len(SLOWEST_FIRST))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=_cost_rank)  # stable: a group's tests keep their order
+    items.sort(key=_cost_rank)  # stable: a unit's tests keep their order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist=loadscope`` (pyproject's addopts) with the scopes of ``work_unit``, in the
+    order collected: pytest-xdist would otherwise put the scopes of most tests first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return WorkUnits(config, log)
 
 
 def tool_env() -> dict[str, str]:
@@ -212,21 +247,27 @@ def build_sample(repo: Path) -> Path:
     return repo
 
 
+def shared_build(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` once per test session, read-only thereafter. Under xdist the workers
+    share it: the first to take the lock builds in this session's own base folder (common to
+    its workers only), the others wait for it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # no xdist: the session's own temp folder
+        return build(tmp_path_factory.mktemp(name) / name)
+    shared = tmp_path_factory.getbasetemp().parent
+    folder, built = shared / name, shared / f"{name}.built"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not built.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that failed halfway
+            build(folder)
+            built.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def sample_repo(tmp_path_factory) -> Path:
-    """The reproduced sample, built once per test session and read-only: tests copy it
-    (``work_repo``, ``copy_repo``). Under xdist the workers share one build: the first
-    to take the lock reproduces it in this session's own base folder, the others wait."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # no xdist: the session's own temp folder
-        return build_sample(tmp_path_factory.mktemp("sample"))
-    shared = tmp_path_factory.getbasetemp().parent  # this session's folder, common to its workers only
-    repo, built = shared / "sample", shared / "sample.built"
-    with FileLock(str(shared / "sample.lock")):
-        if not built.is_file():
-            shutil.rmtree(repo, ignore_errors=True)  # a worker that failed halfway
-            build_sample(repo)
-            built.touch()
-    return repo
+    """The reproduced sample, built once per session and read-only: tests copy it
+    (``work_repo``, ``copy_repo``)."""
+    return shared_build(tmp_path_factory, "sample", build_sample)
 
 
 @pytest.fixture
@@ -245,26 +286,36 @@ def exp_refs(repo: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def experiments(sample_repo: Path, tmp_path_factory) -> Path:
+def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
     """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
     experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
-    queue run by two workers. Read-only: test_pipeline checks the queue against the
-    sequential runs, test_side_by_side reads them with `ragvet compare --exp`. Tests using it
-    share the xdist group ``experiments``, so one worker builds it."""
-    import time
+    queue run by two workers. Built once per session and read-only: test_pipeline checks
+    the queue against the sequential runs, test_side_by_side reads them with `ragvet compare --exp`."""
 
-    repo = copy_repo(sample_repo, tmp_path_factory.mktemp("experiments") / "repo")
-    for size in GRID:
-        setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
-        sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
-        sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
-    sh(repo, "dvc", "queue", "start", "-j", "2")
-    deadline = time.monotonic() + 600
-    while "Queued" in (status := sh(repo, "dvc", "queue", "status").stdout) or "Running" in status:
-        assert time.monotonic() < deadline, status
-        time.sleep(1)
-    assert "Failed" not in status, status
-    return repo
+    def build(repo: Path) -> Path:
+        import time
+
+        copy_repo(sample_repo, repo)
+        for size in GRID:
+            setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
+            sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
+            sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
+        sh(repo, "dvc", "queue", "start", "-j", "2")
+        deadline = time.monotonic() + 600
+        while "Queued" in (status := sh(repo, "dvc", "queue", "status").stdout) or "Running" in status:
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert "Failed" not in status, status
+        return repo
+
+    return shared_build(tmp_path_factory, "experiments", build)
+
+
+@pytest.fixture
+def experiments(experiments_build: Path, tmp_path: Path) -> Path:
+    """A private copy of the session's grid, its experiment refs included: DVC locks the
+    repository even to show experiments, and two workers may read them at once."""
+    return copy_repo(experiments_build, tmp_path / "repo")
 
 
 def resolve_reference(ref: dict, docs, chunkings=None, where: str = "evidence reference") -> EvidenceUnit:

@@ -367,7 +367,6 @@ def hostile_project(tmp_path_factory) -> Path:
     return project
 
 
-@pytest.mark.xdist_group("hostile-project")
 def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
     gate = sh(hostile_project, "python", "-m", "stages.cli", "gate", check=False)
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
@@ -376,7 +375,6 @@ def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
     assert not [line for line in gate.stdout.splitlines() if line.lstrip().startswith(("::", "#"))]
 
 
-@pytest.mark.xdist_group("hostile-project")
 def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Path, tmp_path: Path):
     comment = sh(hostile_project, "python", "-m", "stages.cli", "report", "--comment").stdout
     elements = Elements(github_html(comment))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 from conftest import GRID, commit_all, exp_refs, set_param, sh, steady, untune
 
@@ -75,7 +74,6 @@ def test_unchanged_tree_passes_the_gate(work_repo):
     assert "gate: PASSED" in against.stdout
 
 
-@pytest.mark.xdist_group("experiments")
 def test_experiment_queue_with_two_workers_equals_sequential_runs(experiments):
     """The README's grid recipe: queued experiments run by two workers give the
     same committed metrics as the same experiments run one after another."""

@@ -16,7 +16,6 @@ from stages.storage.tables import iter_run_rows
 
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("faiss")
-pytestmark = pytest.mark.xdist_group("kinds")  # one worker builds kinds_repo
 
 DOCS = {
     "travel": "# Travel\n\nExpense reimbursement for business trips is paid with the next salary. "

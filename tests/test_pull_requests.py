@@ -58,7 +58,6 @@ def harmful_repo(sample_repo: Path, tmp_path_factory) -> Path:
     return branch_with(repo, "harmful", lambda r: set_param(r, ["chunking", "sentences-600", "max_chars"], 300))
 
 
-@pytest.mark.xdist_group("pr-harmful")
 def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_cases(harmful_repo):
     gate = ragvet(harmful_repo, "gate", "--against", "main")
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
@@ -93,7 +92,6 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
     assert report == SNAPSHOT.read_text(), "snapshot changed: re-run with RAGVET_UPDATE_SNAPSHOTS=1 if intended"
 
 
-@pytest.mark.xdist_group("pr-harmful")
 def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmful_repo, tmp_path):
     """`ragvet baseline accept` in the pull request is the deliberate way through:
     against main the drop is still listed, but the verdict is an accepted pass."""
@@ -163,7 +161,6 @@ def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(wor
         assert done.returncode == 2 and "that revision has no ragvet results" in done.stderr
 
 
-@pytest.mark.xdist_group("pr-harmful")
 def test_dvc_plots_show_and_diff_main(harmful_repo):
     ids = {"recall_at_k", "evidence_recall_at_k", "evidence_recall_vs_budget", "slice_evidence_recall"}
     shown = json.loads(sh(harmful_repo, "dvc", "plots", "show", "--json").stdout)
@@ -228,7 +225,6 @@ def open_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:
 @pytest.mark.skipif(
     CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
 )
-@pytest.mark.xdist_group("pr-harmful")
 def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmful_repo, tmp_path):
     assert CHROMIUM is not None, "CI must have chromium: .ci/run installs it with apt-get"
     page = tmp_path / "report.html"

@@ -150,7 +150,6 @@ def clones(tmp_path_factory) -> tuple[Path, Path]:
     return a, b
 
 
-@pytest.mark.xdist_group("clones")
 def test_an_old_commit_comes_back_byte_for_byte_through_the_remote_on_other_kernels(clones):
     _, b = clones
     sh(b, "git", "checkout", "-q", "HEAD~1")
@@ -163,7 +162,6 @@ def test_an_old_commit_comes_back_byte_for_byte_through_the_remote_on_other_kern
     sh(b, "git", "checkout", "-q", "main")
 
 
-@pytest.mark.xdist_group("clones")
 def test_recomputed_on_other_kernels_the_results_are_reproduced_within_tolerance(clones):
     _, b = clones
     sh(b, "dvc", "pull")
@@ -180,7 +178,6 @@ def test_recomputed_on_other_kernels_the_results_are_reproduced_within_tolerance
     assert done.stdout.rstrip().endswith("reproduced: 2 configuration(s) against HEAD")
 
 
-@pytest.mark.xdist_group("clones")
 def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
     a, _ = clones
     edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))

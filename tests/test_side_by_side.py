@@ -124,7 +124,6 @@ def test_ragvet_compare_refuses_an_unknown_baseline_and_metric():
     assert done.returncode == 2 and "unknown metric 'recal@5'" in done.stderr + done.stdout
 
 
-@pytest.mark.xdist_group("experiments")
 def test_ragvet_compare_exp_reads_real_dvc_experiments(experiments, tmp_path):
     """The session's grid of real `dvc exp run`s (conftest.experiments): each experiment's
     figures are the means of the per-case table its commit holds."""

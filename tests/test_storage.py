@@ -17,7 +17,6 @@ from stages.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 TABLE = f"metrics/cases/{GATED}.parquet"
-pytestmark = pytest.mark.xdist_group("storage")  # one worker builds the module's history
 
 
 def tracked(repo: Path, rev: str) -> set[str]:
