@@ -106,10 +106,11 @@ def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmf
     report = ragvet(repo, "report", "--against", "main", check=True).stdout
     assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
 
-    # Once results move away from the accepted baseline again, nothing is accepted.
-    untune(repo)
-    set_param(repo, ["retrievers", "bm25", "k1"], 0.5)
-    sh(repo, "dvc", "repro", "report")
+    # Once results move away from the accepted baseline again, nothing is accepted: a change
+    # that re-runs only the gated configuration's stages (the branch has no tuned threshold).
+    set_param(repo, ["chunking", "sentences-600", "max_chars"], 200)
+    out = sh(repo, "dvc", "repro", "report").stdout
+    assert "Running stage 'evaluate@sentences-600-bm25'" in out and "Running stage 'retrieve@fixed-300-bm25'" not in out
     gate = ragvet(repo, "gate", "--against", "main")
     assert gate.returncode == 1 and "ACCEPTED" not in gate.stdout
 
