@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from conftest import sh
-from test_pipeline import set_param
+from conftest import set_param, sh
 
 from stages.evidence import EvidenceResolver
 from stages.gating.compare import RELABEL_FIX, fingerprint_reasons

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_project, sh, tool_env
+from conftest import ROOT, copy_project, edit_params, sh, tool_env
 from typer.testing import CliRunner
 
 from stages import evaluate, report
@@ -179,37 +179,12 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
 
 
 # --- defect 10: stray temporary files of a killed run --------------------------------------
-
-
-def test_stray_temporary_files_are_removed_by_their_stage_and_never_reach_dvc_lock(work_repo):
-    lock = (work_repo / "dvc.lock").read_text()
-    strays = [
-        "data/validated/.corpus.jsonl.k9xq_1.tmp",
-        "data/validated/.cases.parquet.k9xq_2.tmp",
-        "data/chunks/.sentences-600.jsonl.k9xq_3.tmp",
-        f"data/runs/.{GATED}.parquet.k9xq_4.tmp",
-        f"metrics/cases/.{GATED}.parquet.k9xq_5.tmp",
-        f"metrics/slices/.{GATED}.json.k9xq_6.tmp",
-        "metrics/plots/.at_k.csv.k9xq_7.tmp",
-        "data/.split.json.k9xq_8.tmp",
-    ]
-    for stray in strays:
-        (work_repo / stray).write_text('{"half": ')
-    sh(work_repo, "dvc", "repro", "-f")
-    assert [stray for stray in strays if (work_repo / stray).exists()] == []
-    # byte for byte: the latency records, which vary run to run, live outside dvc.lock
-    assert (work_repo / "dvc.lock").read_text() == lock
-    report_deps = {dep["path"]: dep for dep in yaml.safe_load(lock)["stages"]["report"]["deps"]}
-    assert report_deps["metrics/cases"]["nfiles"] == 3  # the sample's three BM25 configurations
+# Planted before the forced re-run of test_pipeline's old-commit reproduction, which is that
+# same `dvc repro -f` of the whole sample: every stage removes its own strays and none reaches
+# dvc.lock (test_a_chunking_change_reruns_only_its_stages_and_the_old_commit_reproduces_byte_for_byte).
 
 
 # --- defect 8: guards that DVC cannot skip -------------------------------------------------
-
-
-def edit_params(repo: Path, edit) -> None:
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    edit(params)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def test_a_size_key_dvc_cannot_see_is_refused_by_the_chunk_stage_itself(work_repo):

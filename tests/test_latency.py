@@ -6,8 +6,7 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT, sh
-from test_pipeline import set_param
+from conftest import ROOT, ragvet, set_param, sh
 from typer.testing import CliRunner
 
 from stages.cli import app
@@ -137,15 +136,11 @@ def test_the_latency_param_is_checked(latency, fragment):
     assert validate_params(params, "params.yaml") == []
 
 
-def cli(repo, *args):
-    return sh(repo, "python", "-m", "stages.cli", *args, check=False)
-
-
 def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_machine(work_repo):
     repo, gated = work_repo, "sentences-600-bm25"
     set_param(repo, ["gate", "latency"], {"max_p95_rise": 0.5})
     sh(repo, "dvc", "repro", "validate")  # it checks every params section: until it ran, the gate refuses
-    assert cli(repo, "baseline", "accept").returncode == 0
+    assert ragvet(repo, "baseline", "accept").returncode == 0
     accepted = repo / "metrics" / "baseline" / "latency" / f"{gated}.json"
     measured = json.loads((repo / ".ragvet" / "latency" / f"{gated}.json").read_text())
     assert json.loads(accepted.read_text()) == {name: measured[name] for name in ACCEPTED}
@@ -154,20 +149,20 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     sh(repo, "dvc", "repro", "-f", "-s", f"retrieve@{gated}")  # a second real measurement
     current = json.loads((repo / ".ragvet" / "latency" / f"{gated}.json").read_text())
     rise = round(current["p95_ms"] / measured["p95_ms"] - 1.0, 6)
-    done = cli(repo, "gate")
+    done = ragvet(repo, "gate")
     assert done.returncode == (1 if rise > 0.5 else 0), done.stdout  # whichever way this machine went
     assert f"({rise * 100:+.1f}%; max_p95_rise +50.0%)" in done.stdout
 
     def gate_with_baseline(**changes) -> str:
         accepted.write_text(json.dumps({**measured, **changes}))
-        done = cli(repo, "gate")
+        done = ragvet(repo, "gate")
         return f"{done.returncode} {done.stdout}"
 
     p95 = current["p95_ms"]
     assert gate_with_baseline(p95_ms=p95 / 1.6).startswith("1 ")
     assert f"FAIL {gated} p95 latency " in gate_with_baseline(p95_ms=p95 / 1.6)
     assert "(+60.0%; max_p95_rise +50.0%)" in gate_with_baseline(p95_ms=p95 / 1.6)
-    report = cli(repo, "report", "--latency-dir", ".ragvet/latency").stdout
+    report = ragvet(repo, "report", "--latency-dir", ".ragvet/latency").stdout
     assert "## ❌ Gate failed" in report and f"`{gated}`: p95 latency " in report and "ms (+60.0%; max" in report
     assert gate_with_baseline(p95_ms=p95 / 1.5).startswith("0 ")  # exactly the limit passes
     within = gate_with_baseline(p95_ms=p95 / 1.25)
@@ -180,7 +175,7 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
 
     record_path = repo / ".ragvet" / "latency" / f"{gated}.json"
     record_path.unlink()  # as after DVC restored the run instead of running the stage
-    unmeasured = cli(repo, "gate")
+    unmeasured = ragvet(repo, "gate")
     assert (
         unmeasured.returncode == 2 and "gate: PASSED" not in unmeasured.stdout and "Traceback" not in unmeasured.stderr
     )
@@ -188,18 +183,18 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
         unmeasured.stderr
     )
     assert f"fix: measure it: `dvc repro -f -s retrieve@{gated}`" in unmeasured.stderr
-    page = cli(repo, "report", "--latency-dir", ".ragvet/latency", "--latency-out", "page.md")
+    page = ragvet(repo, "report", "--latency-dir", ".ragvet/latency", "--latency-out", "page.md")
     assert page.returncode == 0 and f"No latency was measured here for `{gated}`" in (repo / "page.md").read_text()
     accepted.unlink()
     record_path.write_text(json.dumps(current))
-    unaccepted = cli(repo, "gate")
+    unaccepted = ragvet(repo, "gate")
     assert unaccepted.returncode == 2 and f"the baseline has no latency record for {gated}" in unaccepted.stderr
 
     set_param(repo, ["gate", "latency"], {"max_p95_rise": -1})
-    refused = cli(repo, "gate")
+    refused = ragvet(repo, "gate")
     assert refused.returncode == 2 and "gate.latency.max_p95_rise" in refused.stdout + refused.stderr
     set_param(repo, ["gate", "latency"], {"max_p95_rise": None})
     sh(repo, "dvc", "repro", "validate")
-    assert cli(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
-    unchecked = cli(repo, "gate")
+    assert ragvet(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
+    unchecked = ragvet(repo, "gate")
     assert unchecked.returncode == 0 and "p95" not in unchecked.stdout

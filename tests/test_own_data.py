@@ -76,8 +76,40 @@ def test_init_refuses_a_non_empty_folder_and_a_bad_cases_file_writing_nothing(tm
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cases.csv", "notes.txt"]
 
 
-@pytest.mark.parametrize("source", [beir_source, trec_source, squad_source], ids=["beir", "trec", "squad"])
+def imported(tmp_path: Path, source) -> tuple[Path, Path]:
+    """``source`` imported into a folder of its own: (corpus folder, cases file)."""
+    tmp_path.mkdir()
+    corpus, cases = tmp_path / "corpus", tmp_path / "cases.yaml"
+    ragvet("import", *source(tmp_path), "--out-corpus", str(corpus), "--out-cases", str(cases))
+    return corpus, cases
+
+
+def test_a_trec_collection_imports_as_its_beir_folder_does_but_for_the_topic_ids(tmp_path):
+    """The same collection as TREC topics, qrels and docs gives the BEIR folder's corpus byte
+    for byte, and its cases but for the ids (TREC's topic numbers, as strings): the flow
+    below, run on the BEIR and SQuAD imports, would run on the same inputs. The ids go
+    through validate in a project of `ragvet init` as they are."""
+    beir_corpus, beir_cases = imported(tmp_path / "beir", beir_source)
+    trec_corpus, trec_cases = imported(tmp_path / "trec", trec_source)
+    assert sorted(p.name for p in trec_corpus.iterdir()) == ["corpus.jsonl"]
+    assert (trec_corpus / "corpus.jsonl").read_bytes() == (beir_corpus / "corpus.jsonl").read_bytes()
+    trec = yaml.safe_load(trec_cases.read_text())
+    assert [case["id"] for case in trec] == [str(n) for n in range(len(MINERALS))]
+    assert [{**case, "id": f"q{case['id']}"} for case in trec] == yaml.safe_load(beir_cases.read_text())
+
+    project = tmp_path / "project"
+    ragvet("init", str(project))
+    into = ["--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml")]
+    ragvet("import", *trec_source(tmp_path / "trec"), *into)
+    sh(project, "dvc", "repro", "validate")
+    validated = (project / "data/validated/cases.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in validated] == [str(n) for n in range(len(MINERALS))]
+
+
+@pytest.mark.parametrize("source", [beir_source, squad_source], ids=["beir", "squad"])
 def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path, source):
+    """BEIR (document labels, judged qrels) and SQuAD (span labels, ids with a slash, no
+    qrels); a TREC collection imports as its BEIR folder does (the test above)."""
     project = tmp_path / "project"
     steps = ragvet("init", str(project))
     assert "dvc repro report" in steps and "ragvet baseline accept" in steps

@@ -7,31 +7,34 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import commit_all, sh
-
-
-def set_param(repo: Path, keys: list[str], value) -> None:
-    params_path = repo / "params.yaml"
-    params = yaml.safe_load(params_path.read_text())
-    node = params
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = value
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-
-
-def untune(repo: Path) -> None:
-    """Drop the sample's tuned threshold (sentences-600-bm25), which goes stale (marked, with
-    a warning) once a test changes sentences-600 or bm25: these tests are about the change,
-    not re-tuning."""
-    (repo / "abstention.yaml").write_text("{}\n")
+from conftest import GRID, commit_all, exp_refs, set_param, sh, untune
 
 
 def metrics_bytes(repo: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted((repo / "metrics").glob("*.json"))}
 
 
-def test_chunking_change_reruns_only_the_stages_that_use_it(work_repo):
+GATED = "sentences-600-bm25"  # the sample's gated configuration
+# A killed run's temporary files (.<name>.<random>.tmp) beside the outputs of every stage.
+STRAYS = [
+    "data/validated/.corpus.jsonl.k9xq_1.tmp",
+    "data/validated/.cases.parquet.k9xq_2.tmp",
+    "data/chunks/.sentences-600.jsonl.k9xq_3.tmp",
+    f"data/runs/.{GATED}.parquet.k9xq_4.tmp",
+    f"metrics/cases/.{GATED}.parquet.k9xq_5.tmp",
+    f"metrics/slices/.{GATED}.json.k9xq_6.tmp",
+    "metrics/plots/.at_k.csv.k9xq_7.tmp",
+    "data/.split.json.k9xq_8.tmp",
+]
+
+
+def test_a_chunking_change_reruns_only_its_stages_and_the_old_commit_reproduces_byte_for_byte(work_repo):
+    """Situations 1 and 3 in one history: a chunking change re-runs only the stages that use
+    it; back at the old commit, a forced re-run of every stage gives its metrics byte for byte,
+    though a killed run left stray temporary files: each stage removes
+    its own, and none reaches dvc.lock."""
+    first = sh(work_repo, "git", "rev-parse", "HEAD").stdout.strip()
+    before, lock = metrics_bytes(work_repo), (work_repo / "dvc.lock").read_text()
     set_param(work_repo, ["chunking", "headings-1200", "max_chars"], 400)
     out = sh(work_repo, "dvc", "repro").stdout
     for stage in ("chunk@headings-1200", "retrieve@headings-1200-bm25", "evaluate@headings-1200-bm25"):
@@ -47,11 +50,55 @@ def test_chunking_change_reruns_only_the_stages_that_use_it(work_repo):
     assert changed["eval.metrics.context_chars@5"]["diff"] < 0  # smaller chunks, smaller context
     assert "metrics/sentences-600-bm25.json" not in diff
     assert "metrics/fixed-300-bm25.json" not in diff
+    commit_all(work_repo, "smaller heading chunks")
+    assert metrics_bytes(work_repo)["headings-1200-bm25.json"] != before["headings-1200-bm25.json"]
+
+    sh(work_repo, "git", "checkout", "-q", first)
+    for stray in STRAYS:
+        (work_repo / stray).write_text('{"half": ')
+    sh(work_repo, "dvc", "repro", "-f")
+    assert metrics_bytes(work_repo) == before
+    assert sh(work_repo, "git", "status", "--porcelain", "metrics").stdout == ""
+    assert [stray for stray in STRAYS if (work_repo / stray).exists()] == []
+    assert (work_repo / "dvc.lock").read_text() == lock  # byte for byte: latency records live outside it
+    report_deps = {dep["path"]: dep for dep in yaml.safe_load(lock)["stages"]["report"]["deps"]}
+    assert report_deps["metrics/cases"]["nfiles"] == 3  # the sample's three BM25 configurations
 
 
-def test_harmful_change_fails_the_gate_naming_drops_and_missed_cases(work_repo):
+def test_unchanged_tree_passes_the_gate(work_repo):
+    done = sh(work_repo, "dvc", "repro", "-f", "-s", "gate")
+    assert "gate: PASSED" in done.stdout
+    assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
+    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD")
+    assert "gate: PASSED" in against.stdout
+
+
+def test_experiment_queue_with_two_workers_equals_sequential_runs(experiments):
+    """The README's grid recipe: queued experiments run by two workers give the
+    same committed metrics as the same experiments run one after another."""
+    by_name = exp_refs(experiments)
+    assert {f"{kind}-{size}" for kind in ("seq", "q") for size in GRID} <= set(by_name)
+    path = "metrics/headings-1200-bm25.json"
+    shown = {name: sh(experiments, "git", "show", f"{ref}:{path}").stdout for name, (_, ref) in by_name.items()}
+    for size in GRID:
+        assert json.loads(shown[f"q-{size}"]) == json.loads(shown[f"seq-{size}"])
+        assert shown[f"q-{size}"] == shown[f"seq-{size}"]  # byte for byte
+    assert shown["seq-600"] != shown["seq-2000"]  # the grid did change the chunking
+    table = sh(experiments, "dvc", "exp", "show", "--csv").stdout
+    assert "q-600" in table and "seq-2000" in table
+
+
+def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_tracking_intact(work_repo):
+    """A harmful chunking fails the gate, naming every dropped metric and newly missed case.
+    That failing `dvc repro` takes back the .gitignore entries DVC wrote for new outputs (a
+    new chunking's here): the project's own ignore patterns must keep them out of git, and
+    the next run goes through."""
+    params = yaml.safe_load((work_repo / "params.yaml").read_text())
+    params["chunking"]["fixed-200"] = {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 20}
+    params["configs"]["fixed-200-bm25"] = {"chunking": "fixed-200", "retriever": "bm25"}
+    (work_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     untune(work_repo)
-    set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 40)
+    set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 40)  # harmful: the gate fails
     done = sh(work_repo, "dvc", "repro", check=False)
     assert done.returncode != 0
     message = done.stdout + done.stderr
@@ -74,69 +121,6 @@ def test_harmful_change_fails_the_gate_naming_drops_and_missed_cases(work_repo):
     against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD", check=False)
     assert against.returncode == 1 and "gate: FAILED" in against.stdout
 
-
-def test_unchanged_tree_passes_the_gate(work_repo):
-    done = sh(work_repo, "dvc", "repro", "-f", "-s", "gate")
-    assert "gate: PASSED" in done.stdout
-    assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
-    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD")
-    assert "gate: PASSED" in against.stdout
-
-
-def test_old_commit_reproduces_its_metrics_byte_for_byte(work_repo):
-    first = sh(work_repo, "git", "rev-parse", "HEAD").stdout.strip()
-    before = metrics_bytes(work_repo)
-    set_param(work_repo, ["chunking", "headings-1200", "max_chars"], 500)
-    sh(work_repo, "dvc", "repro")
-    commit_all(work_repo, "smaller heading chunks")
-    assert metrics_bytes(work_repo)["headings-1200-bm25.json"] != before["headings-1200-bm25.json"]
-
-    sh(work_repo, "git", "checkout", "-q", first)
-    sh(work_repo, "dvc", "repro", "-f")
-    assert metrics_bytes(work_repo) == before
-    assert sh(work_repo, "git", "status", "--porcelain", "metrics").stdout == ""
-
-
-def test_experiment_queue_with_two_workers_equals_sequential_runs(work_repo):
-    """The README's grid recipe: queued experiments run by two workers give the
-    same committed metrics as the same experiments run one after another."""
-    import time
-
-    sizes = (600, 2000)
-    for size in sizes:
-        setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
-        sh(work_repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
-        sh(work_repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
-    sh(work_repo, "dvc", "queue", "start", "-j", "2")
-    deadline = time.monotonic() + 600
-    while "Queued" in (status := sh(work_repo, "dvc", "queue", "status").stdout) or "Running" in status:
-        assert time.monotonic() < deadline, status
-        time.sleep(1)
-    assert "Failed" not in status, status
-
-    refs = sh(work_repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
-    by_name = {ref.rsplit("/", 1)[1]: ref for ref in refs}
-    assert {f"{kind}-{size}" for kind in ("seq", "q") for size in sizes} <= set(by_name)
-    path = "metrics/headings-1200-bm25.json"
-    shown = {name: sh(work_repo, "git", "show", f"{ref}:{path}").stdout for name, ref in by_name.items()}
-    for size in sizes:
-        assert json.loads(shown[f"q-{size}"]) == json.loads(shown[f"seq-{size}"])
-        assert shown[f"q-{size}"] == shown[f"seq-{size}"]  # byte for byte
-    assert shown["seq-600"] != shown["seq-2000"]  # the grid did change the chunking
-    table = sh(work_repo, "dvc", "exp", "show", "--csv").stdout
-    assert "q-600" in table and "seq-2000" in table
-
-
-def test_a_failing_gate_leaves_git_tracking_intact_for_the_next_run(work_repo):
-    """A failing `dvc repro` takes back the .gitignore entries DVC wrote for new outputs;
-    the project's own ignore patterns must keep a new chunking's files out of git."""
-    params = yaml.safe_load((work_repo / "params.yaml").read_text())
-    params["chunking"]["fixed-200"] = {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 20}
-    params["configs"]["fixed-200-bm25"] = {"chunking": "fixed-200", "retriever": "bm25"}
-    (work_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    untune(work_repo)
-    set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 40)  # harmful: the gate fails
-    assert sh(work_repo, "dvc", "repro", check=False).returncode != 0
     commit_all(work_repo, "a harmful change, committed with git add -A")
     tracked = sh(
         work_repo, "git", "ls-files", "data/chunks", "data/runs", "data/validated", "data/split.json"

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import sh
-from test_pipeline import set_param
+from conftest import set_param, sh
 
 from stages.storage.results import read_results, result_rows
 

@@ -197,10 +197,16 @@ def test_dense_beats_bm25_on_the_paraphrase_and_honours_the_filter(kinds_repo):
 
 
 def test_a_warm_cache_rerun_is_byte_identical_to_the_cold_run(kinds_repo):
+    """The retrieve stages that embed, forced again on the cache the cold run filled: no
+    embedding computed, every run byte for byte, so no stage downstream has new inputs (a
+    forced re-run of every stage is byte for byte too: test_pipeline's old commit)."""
     before = outputs(kinds_repo)  # made with a cold cache by the fixture
     cold_log = (kinds_repo / "first-stdout.txt").read_text()
     assert "embeddings: 0 cached" in cold_log
-    warm = sh(kinds_repo, "dvc", "repro", "-f", RAGVET_CACHE_DIR=str(kinds_repo.parent / "cache-cold"))
+    embedding = [f"retrieve@{config}" for config in ("sent-dense", "sent-rrf", "sent-rerank")]
+    cache = str(kinds_repo.parent / "cache-cold")
+    warm = sh(kinds_repo, "dvc", "repro", "-f", "-s", *embedding, RAGVET_CACHE_DIR=cache)
+    assert [f"Running stage '{stage}'" in warm.stdout for stage in embedding] == [True] * len(embedding)
     assert "embeddings:" in warm.stdout and all(
         line.endswith(" 0 computed") for line in warm.stdout.splitlines() if line.startswith("embeddings:")
     )

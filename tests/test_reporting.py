@@ -447,31 +447,30 @@ def report_stage(root, summaries):
     return subprocess.run(command, cwd=root, capture_output=True, text=True)
 
 
-def test_the_report_stage_prints_the_summaries_evaluate_wrote_and_names_a_missing_one(tmp_path):
+def test_the_report_stage_prints_the_summaries_evaluate_wrote_and_names_a_missing_one(work_repo, tmp_path):
     """Figures come from metrics/<config>.json as written, not recomputed from the per-case
-    tables: a summary edited by hand shows in the report, and a missing one is named."""
+    tables: a summary edited by hand shows in the report, and a missing one is named.
+    On the session's reproduced sample: the split and validated inputs exist only after a run."""
     import json
     import shutil
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    for path in root.glob("metrics/*.json"):
+    for path in work_repo.glob("metrics/*.json"):
         shutil.copy(path, tmp_path / path.name)
     edited = json.loads((tmp_path / "fixed-300-bm25.json").read_text())
     edited["eval"]["metrics"]["mrr"] = 0.123456
     (tmp_path / "fixed-300-bm25.json").write_text(json.dumps(edited))
-    done = report_stage(root, tmp_path)
+    done = report_stage(work_repo, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.123 | 1477.867 | 105 | 13 | 4 | 0 |" in done.stdout
-    assert done.stdout == (root / "metrics" / "report.md").read_text().replace(
+    assert done.stdout == (work_repo / "metrics" / "report.md").read_text().replace(
         "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.604 |",
         "| fixed-300-bm25 | fixed-300 | bm25 | 0.548 | 0.762 | 0.123 |",
     )
 
-    (tmp_path / "headings-1200-dense.json").unlink()
-    done = report_stage(root, tmp_path)
+    (tmp_path / "headings-1200-bm25.json").unlink()
+    done = report_stage(work_repo, tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"{tmp_path / 'headings-1200-dense.json'}: metrics JSON not found" in done.stderr
+    assert f"{tmp_path / 'headings-1200-bm25.json'}: metrics JSON not found" in done.stderr
     assert "run dvc repro first" in done.stderr
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import commit_all, copy_project, sh
+from conftest import commit_all, copy_project, edit_params, sh
 
 from stages.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
 
@@ -121,12 +121,6 @@ def locked_md5(repo: Path, stage: str, out: str) -> str:
     return next(o["md5"] for o in lock["stages"][stage]["outs"] if o["path"] == out)
 
 
-def set_params(repo: Path, change) -> None:
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    change(params)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-
 def keep_two_configs(params: dict) -> None:
     params["configs"] = {name: params["configs"][name] for name in ("sentences-600-bm25", DENSE)}
     params["gate"]["max_drop"] = params["gate"]["slice_max_drop"] = 1.0  # these tests are not about the gate
@@ -140,14 +134,14 @@ def clones(tmp_path_factory) -> tuple[Path, Path]:
     pytest.importorskip("sentence_transformers", reason="needs the dense extra")
     root = tmp_path_factory.mktemp("clones")
     a = copy_project(root / "a")
-    set_params(a, keep_two_configs)
+    edit_params(a, keep_two_configs)
     # The sample's tuned threshold would be refused once bm25 changes (its spec is fingerprinted).
     (a / "abstention.yaml").write_text("{}\n")
     sh(a, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
     sh(a, "dvc", "repro")
     commit_all(a, "first")
     sh(a, "dvc", "push")
-    set_params(a, lambda params: params["retrievers"]["bm25"].update(k1=1.2))
+    edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=1.2))
     sh(a, "dvc", "repro")
     commit_all(a, "second")
     sh(a, "dvc", "push")
@@ -188,7 +182,7 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
     """precision: fast encodes in float32: its scores differ from the committed portable ones in
     the last digits, and ragvet verify tells that noise from a change."""
     _, b = clones
-    set_params(b, lambda params: params["retrievers"]["minilm"].update(precision="fast"))
+    edit_params(b, lambda params: params["retrievers"]["minilm"].update(precision="fast"))
     run = f"data/runs/{DENSE}.parquet"
     committed = locked_md5(b, f"retrieve@{DENSE}", run)
     sh(b, "dvc", "repro", "-s", f"retrieve@{DENSE}", **OTHER_CPU)
@@ -205,7 +199,7 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
 
 def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
     a, _ = clones
-    set_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
+    edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
     for stage in ("retrieve@sentences-600-bm25", "evaluate@sentences-600-bm25"):
         sh(a, "dvc", "repro", "-s", stage)
     done = sh(a, "ragvet", "verify", "--against", "HEAD", check=False)

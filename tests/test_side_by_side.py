@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import commit_all, sh
+from conftest import GRID, exp_refs, sh
 from statsmodels.stats.multitest import multipletests
 
 from stages.gating.side_by_side import comparable_metrics, side_by_side
@@ -124,34 +124,26 @@ def test_ragvet_compare_refuses_an_unknown_baseline_and_metric():
     assert done.returncode == 2 and "unknown metric 'recal@5'" in done.stderr + done.stdout
 
 
-def test_ragvet_compare_exp_reads_real_dvc_experiments(work_repo):
+def test_ragvet_compare_exp_reads_real_dvc_experiments(experiments, tmp_path):
+    """The session's grid of real `dvc exp run`s (conftest.experiments): each experiment's
+    figures are the means of the per-case table its commit holds."""
     config = "headings-1200-bm25"
-    target = f"evaluate@{config}"
-    # the sample's tuned threshold is refused once bm25 changes; the experiments are about bm25
-    (work_repo / "abstention.yaml").write_text("{}\n")
-    sh(work_repo, "dvc", "repro", "-q", target)
-    head = commit_all(work_repo, "no tuned threshold")
-    sh(work_repo, "dvc", "exp", "run", "-q", "-n", "low-k1", "-S", "retrievers.bm25.k1=0.3", target)
-    sh(work_repo, "dvc", "exp", "run", "-q", "-n", "low-b", "-S", "retrievers.bm25.b=0.2", target)
-    out = work_repo / "table.json"
-    done = sh(work_repo, "python", "-m", "stages.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
+    head = sh(experiments, "git", "rev-parse", "HEAD").stdout.strip()
+    out = tmp_path / "table.json"
+    done = sh(experiments, "python", "-m", "stages.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
     table = json.loads(out.read_text())
     base_name = f"{config}@{head[:7]}"
     assert table["baseline"] == base_name and f"## Every experiment against `{base_name}`" in done.stdout
-    assert [e["name"] for e in table["entries"]] == sorted([base_name, "low-b", "low-k1"])
+    names = [f"{kind}-{size}" for kind in ("q", "seq") for size in GRID]
+    assert [e["name"] for e in table["entries"]] == sorted([base_name, *names])
     path = f"metrics/cases/{config}.parquet"
+    revs = {name: rev for name, (rev, _) in exp_refs(experiments).items()}
     means = {}
     for entry in table["entries"]:
-        rev = head if entry["baseline"] else _exp_rev(work_repo, entry["name"])
-        committed = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=work_repo, capture_output=True, check=True)
+        rev = head if entry["baseline"] else revs[entry["name"]]
+        committed = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=experiments, capture_output=True, check=True)
         means[entry["name"]] = _mean(committed.stdout, EV)
         assert entry["metrics"][0]["current"] == pytest.approx(means[entry["name"]])
-    assert means["low-k1"] != means[base_name] or means["low-b"] != means[base_name]  # the experiments moved
-    assert table["metrics"] == comparable_metrics(5) and table["family"]["size"] == 2 * len(comparable_metrics(5))
-
-
-def _exp_rev(repo: Path, name: str) -> str:
-    """An experiment's commit by name, from git's own refs (DVC keeps them under refs/exps)."""
-    refs = sh(repo, "git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps").stdout.splitlines()
-    (found,) = [line.split()[0] for line in refs if line.endswith(f"/{name}")]
-    return found
+    assert {means[f"seq-{size}"] for size in GRID} != {means[base_name]}  # the experiments moved
+    assert table["metrics"] == comparable_metrics(5)
+    assert table["family"]["size"] == len(names) * len(comparable_metrics(5))

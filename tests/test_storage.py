@@ -11,17 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import commit_all, sh
-from test_pipeline import set_param, untune
+from conftest import commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from stages.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 TABLE = f"metrics/cases/{GATED}.parquet"
-
-
-def ragvet(repo: Path, *args: str, check: bool = False):
-    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
 
 
 def tracked(repo: Path, rev: str) -> set[str]:
@@ -43,8 +38,7 @@ def history(sample_repo: Path, tmp_path_factory) -> tuple[Path, dict[str, str], 
     after `ragvet migrate-storage`, pushed to a local-folder remote) and ``harmful``
     (a 300-character sentence packing, reproduced up to the report, pushed)."""
     root = tmp_path_factory.mktemp("storage")
-    repo = root / "repo"
-    shutil.copytree(sample_repo, repo, symlinks=True)
+    repo = copy_repo(sample_repo, root / "repo")
     untune(repo)
     ragvet(repo, "baseline", "accept", check=True)
     sh(repo, "dvc", "repro")
@@ -69,8 +63,7 @@ def history(sample_repo: Path, tmp_path_factory) -> tuple[Path, dict[str, str], 
 def cold(history, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A private copy of the history whose DVC cache is empty: what REV had lives only on the remote."""
     repo, revs, _ = history
-    dest = tmp_path / "repo"
-    shutil.copytree(repo, dest, symlinks=True)
+    dest = copy_repo(repo, tmp_path / "repo")
     shutil.rmtree(dest / ".dvc" / "cache")
     return dest, revs
 
