@@ -26,9 +26,13 @@ MKL and oneDNN, and so how their sums round. Two precisions (``precision``):
   component in 2,600 to a neighbouring grid point on another CPU; ``ragvet verify``
   tells that noise from a real change (:mod:`stages.gating.reproduction`).
 
-In both, texts are encoded in batches of equal token length (no padding, so a
-vector does not depend on its company), under torch, MKL and oneDNN kernels pinned
-to AVX2 (:func:`pin_float_kernels`), which removes most float32 noise on one CPU
+Portable texts are encoded in sentence-transformers' own padded batches of similar
+length: padding, like the batch a text lands in, changes a float64 vector by noise
+of the same size, which the grid absorbs (measured with it). Fast texts are encoded
+in batches of equal token length (no padding, so a float32 vector does not depend on
+its company, and a warm cache gives a cold one's bytes), which costs about twice the
+time on texts of many lengths. Both run under torch, MKL and oneDNN kernels pinned to
+AVX2 (:func:`pin_float_kernels`), which removes most float32 noise on one CPU
 family. Vectors are stored *and* returned as grid points, so a cached vector is
 the one the same call returned when it was computed.
 
@@ -591,23 +595,30 @@ def embed_texts(
     if unique:
         model = load_encoder(model_name, precision)
 
-        def encode(batch: list[str]) -> np.ndarray:
+        def encode(batch: list[str], size: int) -> np.ndarray:
             return model.encode(
                 batch,
                 prompt=default_prompt(model),
-                batch_size=len(batch),
+                batch_size=size,
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
+
+        def encode_part(inputs: list[str], bar) -> np.ndarray:
+            """Portable: padded batches of similar length, as sentence-transformers forms them (the
+            padding noise is float64 noise, which the grid absorbs). Fast: equal lengths, no padding."""
+            if precision == PORTABLE:
+                vectors = encode(inputs, batch_size)
+                bar.update(len(inputs))
+                return vectors
+            return run_by_length(model, inputs, batch_size, lambda batch: encode(batch, len(batch)), bar=bar)
 
         with progress_bar(total=len(unique), desc="embedding") as bar:
             # Stored slice by slice, so an interrupted run keeps what it computed. A
             # vector does not depend on its company, so slicing cannot change it.
             for start in range(0, len(unique), SAVE_EVERY):
                 part = unique[start : start + SAVE_EVERY]
-                vectors = grid_vectors(
-                    run_by_length(model, [prefix + text for _, text in part], batch_size, encode, bar=bar)
-                )
+                vectors = grid_vectors(encode_part([prefix + text for _, text in part], bar))
                 computed.update((sha, vector) for (sha, _), vector in zip(part, vectors))
                 if cache is not None:
                     cache.put_many(mid, prefix, [text for _, text in part], vectors)
