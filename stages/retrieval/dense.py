@@ -15,7 +15,7 @@ Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kin
   (default ``""``). The cache keys on them.
 - ``batch_size``: texts per forward pass (default 32).
 - ``precision``: ``portable`` (default; float64 encoding, the same bits on every
-  machine) or ``fast`` (float32, about twice as fast, within ``ragvet verify``'s
+  machine) or ``fast`` (float32, unpadded batches, within ``ragvet verify``'s
   tolerance across machines); see :mod:`stages.retrieval.embedding`.
 - ``abstain_below``: a cosine score under which the system would abstain; read
   by ``evaluate``, not here.
