@@ -148,6 +148,17 @@ def test_prefixes_are_cached_apart(capsys):
     assert stats_line(capsys.readouterr().out) == (0, len(CHUNKS) + 1)
 
 
+def test_portable_hnsw_runs_faiss_on_its_scalar_kernels_and_gives_the_level_back():
+    import faiss
+
+    before = faiss.SIMDConfig.get_level()
+    with dense._faiss_threads(1, "portable"):
+        assert faiss.SIMDConfig.get_level() == faiss.SIMDLevel_NONE  # the same sums on every x86-64 CPU
+    with dense._faiss_threads(1, "fast"):
+        assert faiss.SIMDConfig.get_level() == before
+    assert faiss.SIMDConfig.get_level() == before
+
+
 def test_hnsw_and_flat_agree_on_a_tiny_corpus():
     flat = dense_run(CASES, CHUNKS, {"kind": "dense", "index": "flat"}, 5)
     hnsw = dense_run(CASES, CHUNKS, {"kind": "dense", "index": "hnsw", "hnsw_m": 8, "ef_search": 16}, 5)
