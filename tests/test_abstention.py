@@ -362,3 +362,6 @@ def test_the_report_names_a_stale_threshold_and_its_fix():
     rows = [line for line in threshold_section(summaries) if line.startswith("| c |") or line.startswith("| d |")]
     assert [row.split(" | ")[1] for row in rows] == ["2.5 (stale)", "1.0"]
     assert stale_threshold_lines({"d": summaries["d"]}) == []
+    hostile = {"reason": "r", "fix": "ragvet tune-abstain --config a_b`x"}  # a name with markdown in it
+    (line, _) = stale_threshold_lines({"a_b`x": {"abstention": {"stale": hostile}}})
+    assert line.endswith("Fix: ``ragvet tune-abstain --config a_b`x``, then `dvc repro`.")  # verbatim, one span

@@ -191,7 +191,7 @@ def stale_threshold_lines(summaries: Mapping[str, dict]) -> list[str]:
         if stale:
             lines.append(
                 f"- **Stale threshold, {md_code(name)}:** {md_text(stale['reason'])}; its abstention rates describe "
-                f"a threshold chosen for other scores. Fix: `{md_text(stale['fix'])}`, then `dvc repro`."
+                f"a threshold chosen for other scores. Fix: {md_code(stale['fix'])}, then `dvc repro`."
             )
     return lines + [""] if lines else []
 
