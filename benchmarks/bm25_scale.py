@@ -93,9 +93,9 @@ def read_questions(workdir: Path) -> list[dict]:
 
 def measure_ragvet(workdir: Path) -> dict:
     sys.path.insert(0, str(HERE.parent))
-    from stages.retrieval.kinds import retrieve
-    from stages.schema import Case
-    from stages.storage.tables import read_chunk_texts
+    from ragvet.retrieval.kinds import retrieve
+    from ragvet.schema import Case
+    from ragvet.storage.tables import read_chunk_texts
 
     start = time.perf_counter()
     chunks = read_chunk_texts(workdir / "chunks.jsonl")

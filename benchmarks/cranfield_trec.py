@@ -21,10 +21,10 @@ adapter here, not in the product, writes TREC files first:
 
 Then, in a temporary project: one chunk per document (chunking ``document``), and
 two configurations, BM25 with and without stemming, each retrieved via
-:func:`stages.retrieval.kinds.retrieve`, scored via
-:func:`stages.measures.evaluation.evaluate_run`, and exported by ``ragvet export run`` /
+:func:`ragvet.retrieval.kinds.retrieve`, scored via
+:func:`ragvet.measures.evaluation.evaluate_run`, and exported by ``ragvet export run`` /
 ``export qrels``, which pytrec_eval scores. The run has tied BM25 scores, so the export
-writes rank-derived scores (see :mod:`stages.formats.exporting`); the last column shows
+writes rank-derived scores (see :mod:`ragvet.formats.exporting`); the last column shows
 what trec_eval reports from the raw tied scores instead.
 
 Cranfield's qrels judge only a few docs per query (the grade -1 ones included), so
@@ -50,14 +50,14 @@ import pytrec_eval
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.chunking import chunk_corpus  # noqa: E402
-from stages.inputs.loading import load_cases, load_corpus  # noqa: E402
-from stages.measures.evaluation import evaluate_run  # noqa: E402
-from stages.measures.summary import summarise  # noqa: E402
-from stages.retrieval.kinds import retrieve  # noqa: E402
-from stages.storage.results import results_frame  # noqa: E402
-from stages.storage.tables import run_path as run_file  # noqa: E402
-from stages.storage.tables import write_cases, write_chunks, write_run  # noqa: E402
+from ragvet.chunking import chunk_corpus  # noqa: E402
+from ragvet.inputs.loading import load_cases, load_corpus  # noqa: E402
+from ragvet.measures.evaluation import evaluate_run  # noqa: E402
+from ragvet.measures.summary import summarise  # noqa: E402
+from ragvet.retrieval.kinds import retrieve  # noqa: E402
+from ragvet.storage.results import results_frame  # noqa: E402
+from ragvet.storage.tables import run_path as run_file  # noqa: E402
+from ragvet.storage.tables import write_cases, write_chunks, write_run  # noqa: E402
 
 KS = [1, 5, 10, 20]
 DEPTH = 100
@@ -163,7 +163,7 @@ def ir_measures_judged(trec_qrels: Path, run_path: Path, cases: list[str]) -> di
 
 def ragvet(*args: str | Path) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-m", "stages.cli", *map(str, args)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "ragvet.cli", *map(str, args)], capture_output=True, text=True, cwd=ROOT
     )
     if done.returncode != 0:
         raise SystemExit(f"ragvet {' '.join(map(str, args))} failed:\n{done.stdout}{done.stderr}")

@@ -167,7 +167,7 @@ def write_parquet_tables(workdir: Path) -> None:
     import polars as pl
 
     sys.path.insert(0, str(HERE.parent))
-    from stages.storage.tables import write_case_table, write_run_frame
+    from ragvet.storage.tables import write_case_table, write_run_frame
 
     rows = [json.loads(line) for line in open(workdir / "cases.jsonl")]
     write_case_table(workdir / "cases.parquet", rows)
@@ -188,8 +188,8 @@ def measure_ragvet(workdir: Path, ks: list[int]) -> dict:
     import orjson  # noqa: F401  imported before the clock starts, as each peer's library is
     import polars  # noqa: F401
 
-    from stages.measures.engine import score
-    from stages.storage.tables import read_case_table, read_chunk_table, read_run_table
+    from ragvet.measures.engine import score
+    from ragvet.storage.tables import read_case_table, read_chunk_table, read_run_table
 
     start = time.perf_counter()
     chunks = read_chunk_table(workdir / "chunks.jsonl")

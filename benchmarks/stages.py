@@ -9,13 +9,13 @@ pipeline's other stages would have written: the validated corpus, a frozen
 split (70% eval) and a params.yaml. Then, each side a fresh process timed from
 outside (wall clock, and the child's own peak RSS from ``wait4``):
 
-* **evaluate**: ``python -m stages.evaluate`` with the options dvc.yaml passes:
+* **evaluate**: ``ragvet evaluate`` with the options dvc.yaml passes:
   read, score, write the per-case Parquet table, the slices, the metrics JSON
   and the dev-split abstention sweep;
 * **pytrec_eval script**: parse the TREC run and qrels, evaluate ``recall``,
   ``success``, ``P``, ``ndcg_cut`` at every k and ``recip_rank``, ``json.dump``
   the per-query results;
-* **report** and **gate**: ``python -m stages.report`` / ``stages.gate`` over
+* **report** and **gate**: ``ragvet report`` / ``ragvet gate`` over
   ``--configs`` configurations (copies of the evaluated one, all gated) and a
   baseline accepted from them, as dvc.yaml runs them. Equal to the results, the
   baseline gives paired deltas of 0, whose bootstrap intervals need no draw (the
@@ -106,7 +106,7 @@ def write_pipeline_inputs(workdir: Path, ks: list[int], n_configs: int) -> list[
 def evaluate_command(config: str) -> list[str]:
     """The evaluate stage as dvc.yaml runs it (the generated data's file names)."""
     return [
-        sys.executable, "-m", "stages.evaluate", config, "--run", "run.parquet", "--chunks", "chunks.jsonl",
+        sys.executable, "-m", "ragvet.cli", "evaluate", config, "--run", "run.parquet", "--chunks", "chunks.jsonl",
         "--corpus", "corpus.jsonl", "--cases", "cases.parquet", "--split", "split.json",
         "--metrics", f"metrics/{config}.json", "--per-case", f"metrics/cases/{config}.parquet",
         "--slices", f"metrics/slices/{config}.json", "--answers", "answers", "--thresholds", "abstention.yaml",
@@ -143,10 +143,10 @@ def check_rounding(workdir: Path, ks: list[int]) -> int:
     import numpy as np
 
     sys.path.insert(0, str(HERE.parent))
-    from stages.measures.evaluation import evaluate_table
-    from stages.storage.files import round_floats
-    from stages.storage.results import round_array
-    from stages.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table
+    from ragvet.measures.evaluation import evaluate_table
+    from ragvet.storage.files import round_floats
+    from ragvet.storage.results import round_array
+    from ragvet.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table
 
     chunks = read_chunk_table(workdir / "chunks.jsonl")
     cases = read_case_table(workdir / "cases.parquet")
@@ -170,7 +170,7 @@ def change_baseline(folder: Path) -> None:
     no longer all 0, so the gate and the report draw every bootstrap interval."""
     import polars as pl
 
-    from stages.storage.results import read_results, write_results
+    from ragvet.storage.results import read_results, write_results
 
     for path in sorted(folder.glob("*.parquet")):
         table = read_results(path).with_row_index("row")
@@ -208,16 +208,17 @@ def main() -> None:
         (metrics / f"{config}.json").write_text(json.dumps(dict(summary, config=config)))
         for folder, suffix in (("cases", ".parquet"), ("slices", ".json"), ("abstention", ".json")):
             shutil.copy(metrics / folder / f"{configs[0]}{suffix}", metrics / folder / f"{config}{suffix}")
-    from stages.gating.baselines import accept_baseline  # what `ragvet baseline accept` runs
+    from ragvet.gating.baselines import accept_baseline  # what `ragvet baseline accept` runs
 
     accept_baseline(metrics, configs)
     if args.changed_baseline:
         change_baseline(metrics / "baseline" / "cases")
-    report = [sys.executable, "-m", "stages.report", "--cases-dir", "metrics/cases", "--summaries-dir", "metrics",
-              "--slices-dir", "metrics/slices", "--split", "split.json", "--baseline", "metrics/baseline",
+    report = [sys.executable, "-m", "ragvet.cli", "report", "--cases-dir", "metrics/cases",
+              "--summaries-dir", "metrics", "--slices-dir", "metrics/slices", "--split", "split.json",
+              "--baseline", "metrics/baseline",
               "--cases", "validated-cases.jsonl", "--corpus", "corpus.jsonl", "--out", "metrics/report.md",
               "--plots", "metrics/plots"]  # fmt: skip
-    gate = [sys.executable, "-m", "stages.gate", "--cases-dir", "metrics/cases", "--split", "split.json",
+    gate = [sys.executable, "-m", "ragvet.cli", "gate", "--cases-dir", "metrics/cases", "--split", "split.json",
             "--baseline", "metrics/baseline", "--out", "metrics/gate.json"]  # fmt: skip
     # Every side once per round, the order rotated from round to round, so that each meets
     # the same load and the same fresh-page cost (evaluate rewrites the same bytes).

@@ -4,7 +4,7 @@
 
 Prints the best wall time over interleaved rounds of ``ragvet --help``,
 ``ragvet evaluate --help`` and ``python -c pass`` (the floor no CLI can beat),
-and the modules over 20 ms that ``import stages.cli`` pulls in (``-X importtime``).
+and the modules over 20 ms that ``import ragvet.cli`` pulls in (``-X importtime``).
 Target: ``ragvet --help`` under 0.5 s, with numpy, polars, torch and faiss loaded
 only by the stage that needs them.
 """
@@ -45,14 +45,14 @@ def main() -> None:
         print(f"{name:<26}{seconds:>9.3f}{seconds - times['python -c pass']:>13.3f}")
     print(f"\nragvet --help: {times['ragvet --help']:.3f} s (target < 0.5)")
     trace = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import stages.cli"], capture_output=True, text=True
+        [sys.executable, "-X", "importtime", "-c", "import ragvet.cli"], capture_output=True, text=True
     )
     heavy = []
     for line in trace.stderr.splitlines()[1:]:
         _, cumulative, module = line.split("|")
         if int(cumulative) > 20_000 and module.strip().count(".") == 0:
             heavy.append(f"{module.strip()} {int(cumulative) / 1000:.0f} ms")
-    print("top-level imports over 20 ms under `import stages.cli`: " + (", ".join(heavy) or "none"))
+    print("top-level imports over 20 ms under `import ragvet.cli`: " + (", ".join(heavy) or "none"))
 
 
 if __name__ == "__main__":

@@ -38,14 +38,14 @@ from typing import Any
 import typer
 import yaml
 
+from ragvet.errors import InputError, Problem, user_errors
+from ragvet.gating.baselines import files_at, read_results_at
+from ragvet.gating.reproduction import check_config, run_rankings
+from ragvet.reporting.escaping import visible
+from ragvet.reporting.markdown import render_latency
+from ragvet.storage.results import result_rows
+from ragvet.storage.tables import read_docs, run_path
 from sample_systems.search_app import line_passages, search_handler, serve
-from stages.errors import InputError, Problem, user_errors
-from stages.gating.baselines import files_at, read_results_at
-from stages.gating.reproduction import check_config, run_rankings
-from stages.reporting.escaping import visible
-from stages.reporting.markdown import render_latency
-from stages.storage.results import result_rows
-from stages.storage.tables import read_docs, run_path
 
 SYSTEMS = Path(__file__).with_name("systems.yaml")
 EXPERIMENT = "sample-systems"

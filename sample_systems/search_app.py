@@ -26,7 +26,7 @@ from typing import Any
 
 import bm25s
 
-from stages.schema import Doc
+from ragvet.schema import Doc
 
 DEFAULT_SIZE = 10  # Elasticsearch's default number of hits
 

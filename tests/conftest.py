@@ -13,14 +13,15 @@ import pytest
 import yaml
 from filelock import FileLock
 
-from stages.errors import InputError
-from stages.evidence import EvidenceResolver
-from stages.schema import EvidenceUnit
+from ragvet.errors import InputError
+from ragvet.evidence import EvidenceResolver
+from ragvet.schema import EvidenceUnit
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = [
     ".gitignore",
-    "stages",
+    ".dvcignore",  # hides the template's dvc.yaml under src/ from DVC
+    "src",  # dvc.yaml's code dependencies; the stages run the installed (editable) ragvet
     "plugins",
     "dvc.yaml",
     "params.yaml",
@@ -111,7 +112,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def tool_env() -> dict[str, str]:
-    """PATH with this interpreter first, so dvc's `python -m stages...` finds ragvet."""
+    """PATH with this interpreter's folder first, so that dvc's `ragvet ...` is this environment's."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["DVC_NO_ANALYTICS"] = "1"
@@ -129,8 +130,8 @@ def sh(cwd: Path, *args: str, check: bool = True, **env: str) -> subprocess.Comp
 
 
 def ragvet(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-    """`python -m stages.cli ...` in ``repo``: the project copy's own code, as its dvc.yaml runs it."""
-    return sh(repo, "python", "-m", "stages.cli", *args, check=check)
+    """`ragvet ...` in ``repo``, as its dvc.yaml runs it (``python -m ragvet.cli``: this environment's)."""
+    return sh(repo, "python", "-m", "ragvet.cli", *args, check=check)
 
 
 def edit_params(repo: Path, edit) -> None:
@@ -179,7 +180,7 @@ def copy_project(dest: Path) -> Path:
     for name in PROJECT_FILES:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         elif source.exists():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)

@@ -19,9 +19,9 @@ import sys
 
 import numpy as np
 
-from stages.retrieval import embedding
-from stages.retrieval.dense import cross_encoder_scores_many, dense_run
-from stages.schema import Case, Chunk
+from ragvet.retrieval import embedding
+from ragvet.retrieval.dense import cross_encoder_scores_many, dense_run
+from ragvet.schema import Case, Chunk
 
 TEXTS = [
     "Employees may carry up to five unused vacation days into the next plan year.",

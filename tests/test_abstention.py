@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.errors import InputError
-from stages.measures.abstention import (
+from ragvet.errors import InputError
+from ragvet.measures.abstention import (
     candidate_thresholds,
     choose_threshold,
     overcautious,
@@ -27,8 +27,8 @@ from stages.measures.abstention import (
     threshold_for,
     write_thresholds,
 )
-from stages.schema import Case
-from stages.storage.tables import write_run
+from ragvet.schema import Case
+from ragvet.storage.tables import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,7 +180,7 @@ def test_threshold_source_and_conflict(tmp_path):
 
 def tune(project: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "stages.cli", "tune-abstain", "--config", "cfg", *extra],
+        [sys.executable, "-m", "ragvet.cli", "tune-abstain", "--config", "cfg", *extra],
         cwd=project,
         capture_output=True,
         text=True,
@@ -271,7 +271,7 @@ def evaluate(project: Path) -> subprocess.CompletedProcess:
     paths |= {"per-case": "c.parquet", "slices": "s.json", "thresholds": "abstention.yaml"}
     options = [item for name, path in paths.items() for item in (f"--{name}", path)]
     return subprocess.run(
-        [sys.executable, "-m", "stages.cli", "evaluate", "cfg", *options],
+        [sys.executable, "-m", "ragvet.cli", "evaluate", "cfg", *options],
         cwd=project,
         capture_output=True,
         text=True,
@@ -329,9 +329,9 @@ def test_evaluate_applies_a_current_threshold_and_marks_a_stale_one(tmp_path):
 def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_threshold_moves(tmp_path):
     """No metric the gate can guard today reads a threshold, so the sample's gate never
     stops on one; a guarded abstain rate of a configuration marked stale would."""
-    from stages.gating.freshness import stale_guards
-    from stages.measures.answers import REVIEW_METRICS
-    from stages.measures.registry import METRICS, reads_threshold
+    from ragvet.gating.freshness import stale_guards
+    from ragvet.measures.answers import REVIEW_METRICS
+    from ragvet.measures.registry import METRICS, reads_threshold
 
     mark = {"reason": "threshold stale: the dev split changed", "fix": "ragvet tune-abstain --config c"}
     (tmp_path / "c.json").write_text(json.dumps({"abstention": {"stale": mark}}))
@@ -347,7 +347,7 @@ def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_thre
 
 
 def test_the_report_names_a_stale_threshold_and_its_fix():
-    from stages.reporting.markdown import stale_threshold_lines, threshold_section
+    from ragvet.reporting.markdown import stale_threshold_lines, threshold_section
 
     mark = {"reason": "threshold stale: the dev split changed", "fix": "ragvet tune-abstain --config c"}
     summaries = {

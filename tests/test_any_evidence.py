@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from conftest import resolve_reference
 
-from stages.errors import InputError
-from stages.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks
-from stages.inputs.loading import collect_cases, load_cases
-from stages.measures.evaluation import evaluate_run
-from stages.measures.reference import evidence_recall_at_k, unit_available
-from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
+from ragvet.errors import InputError
+from ragvet.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks
+from ragvet.inputs.loading import collect_cases, load_cases
+from ragvet.measures.evaluation import evaluate_run
+from ragvet.measures.reference import evidence_recall_at_k, unit_available
+from ragvet.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
 
 TEXT = "0123456789abcdefghijABCDEFGHIJ"  # 30 characters
 DOCS = {"a": Doc("a", TEXT), "b": Doc("b", "another doc")}

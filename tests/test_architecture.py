@@ -1,9 +1,11 @@
 """The shape of the package, derived from its source: imports run one way, from the
-commands down, with no cycle, and each DVC stage's code dependencies in dvc.yaml are
-exactly the modules it imports, so that editing a module re-runs every stage it can
-change and no other.
+commands down, with no cycle, and the repository's dvc.yaml is the pipeline a user
+project runs (the packaged template) with each stage's pin on the ragvet release
+replaced by exactly the modules the stage imports, so that editing a module re-runs
+every stage it can change and no other (docs/architecture.md).
 
-Run it as a script to print the import graph: ``python tests/test_architecture.py``.
+Run it as a script to print the import graph: ``python tests/test_architecture.py``;
+``python tests/test_architecture.py dvc.yaml`` writes the repository's dvc.yaml.
 """
 
 from __future__ import annotations
@@ -17,22 +19,24 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "stages"
+SOURCE = ROOT / "src"
+PACKAGE = SOURCE / "ragvet"
+TEMPLATE = PACKAGE / "template"
 DEFERRAL = re.compile(r"#.*(not for|loads|deferred)", re.IGNORECASE)
 
 
 def module_name(path: Path) -> str:
-    """``stages/measures/engine.py`` -> ``stages.measures.engine``; a package's ``__init__`` is the package."""
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    """``src/ragvet/measures/engine.py`` -> ``ragvet.measures.engine``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(SOURCE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def module_paths() -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py")) if TEMPLATE not in path.parents}
 
 
 def imported_modules(node: ast.AST, modules: dict[str, Path]) -> set[str]:
-    """The package's modules one import statement loads (``from stages import x`` loads ``stages.x``)."""
+    """The package's modules one import statement loads (``from ragvet import x`` loads ``ragvet.x``)."""
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names if alias.name in modules}
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -42,7 +46,7 @@ def imported_modules(node: ast.AST, modules: dict[str, Path]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Every module of ``stages`` and the modules of ``stages`` it imports anywhere in its
+    """Every module of ``ragvet`` and the modules of ``ragvet`` it imports anywhere in its
     body: function-level and type-checking imports count, since either can load code."""
     modules = module_paths()
     graph: dict[str, set[str]] = {}
@@ -100,14 +104,45 @@ def command_modules() -> set[str]:
     return {name for name, path in module_paths().items() if re.search(r"^import typer$", path.read_text(), re.M)}
 
 
-def dvc_stages() -> dict[str, dict]:
+def dvc_stages(path: Path = ROOT / "dvc.yaml") -> dict[str, dict]:
     """Each dvc.yaml stage's definition (a ``foreach`` stage's ``do``)."""
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = yaml.safe_load(path.read_text())["stages"]
     return {name: stage.get("do", stage) for name, stage in stages.items()}
 
 
 def stage_module(stage: dict) -> str:
-    return re.search(r"python -m (stages\.[\w.]+)", stage["cmd"]).group(1)
+    """``ragvet chunk ...`` runs ``ragvet.stages.chunk``'s ``main`` (cli.py registers it as is)."""
+    return "ragvet.stages." + re.match(r"ragvet ([a-z]+) ", stage["cmd"]).group(1)
+
+
+PIN = "- requirements.txt"
+PIN_NOTE = """\
+# Each stage's code is the ragvet version pinned in requirements.txt: changing the pin
+# re-runs every stage, and a stage run by another installed version stops (exit 2).
+"""
+SOURCE_NOTE = """\
+# Here, in ragvet's own repository, each stage's code dependencies are instead the modules
+# it imports (src/ragvet/...): written by `python tests/test_architecture.py dvc.yaml`.
+"""
+
+
+def repository_pipeline() -> str:
+    """The template's text with each stage's pin replaced by its import closure, sorted."""
+    graph = import_graph()
+    modules = module_paths()
+    text = (TEMPLATE / "dvc.yaml").read_text(encoding="utf-8")
+    assert PIN_NOTE in text
+    out, stage = [], None
+    for line in text.replace(PIN_NOTE, SOURCE_NOTE).splitlines(keepends=True):
+        if re.fullmatch(r"  [a-z]+:\n", line):
+            stage = line.strip()[:-1]
+        if line.strip() == PIN:
+            indent = line[: len(line) - len(line.lstrip())]
+            needed = closure(graph, f"ragvet.stages.{stage}")
+            out += sorted(f"{indent}- {modules[name].relative_to(ROOT).as_posix()}\n" for name in needed)
+        else:
+            out.append(line)
+    return "".join(out)
 
 
 def test_the_import_graph_has_no_cycle():
@@ -123,7 +158,7 @@ def test_no_command_imports_another_command_and_no_domain_module_imports_a_comma
     graph = import_graph()
     commands = command_modules()
     assert {stage_module(stage) for stage in dvc_stages().values()} <= commands
-    wrong = {(name, target) for name, targets in graph.items() for target in targets & commands if name != "stages.cli"}
+    wrong = {(name, target) for name, targets in graph.items() for target in targets & commands if name != "ragvet.cli"}
     assert wrong == set()
 
 
@@ -142,13 +177,13 @@ def test_every_function_level_import_defers_a_heavy_library_and_says_so():
     assert unmarked == []
 
 
-def test_each_stage_depends_on_exactly_the_modules_it_imports():
-    graph = import_graph()
-    modules = module_paths()
-    for name, stage in dvc_stages().items():
-        declared = {dep for dep in stage["deps"] if re.fullmatch(r"stages/.+\.py", dep)}
-        needed = {modules[module].relative_to(ROOT).as_posix() for module in closure(graph, stage_module(stage))}
-        assert (name, sorted(declared)) == (name, sorted(needed))
+def test_the_repository_runs_the_template_with_each_stage_depending_on_exactly_the_modules_it_imports():
+    assert (ROOT / "dvc.yaml").read_text(encoding="utf-8") == repository_pipeline()
+
+
+def test_every_template_stage_pins_the_release_and_names_its_module():
+    for name, stage in dvc_stages(TEMPLATE / "dvc.yaml").items():
+        assert "requirements.txt" in stage["deps"] and stage_module(stage) == f"ragvet.stages.{name}"
 
 
 def test_the_report_depends_on_the_folders_evaluate_writes_into():
@@ -158,7 +193,11 @@ def test_the_report_depends_on_the_folders_evaluate_writes_into():
 
 
 def main() -> None:
-    """Print each module's imports, the cycles, and each stage's import closure."""
+    """Print each module's imports, the cycles, and each stage's import closure; or, given
+    ``dvc.yaml``, write the repository's pipeline from the template."""
+    if sys.argv[1:] == ["dvc.yaml"]:
+        (ROOT / "dvc.yaml").write_text(repository_pipeline(), encoding="utf-8")
+        return
     graph = import_graph()
     for name in sorted(graph):
         print(f"{name} -> {', '.join(sorted(graph[name])) or '(nothing)'}")
@@ -175,7 +214,7 @@ if __name__ == "__main__":
 def test_the_code_passes_the_linter_and_the_formatter_as_configured():
     """pyproject's ruff settings hold for every Python file the project ships or runs,
     so a merge cannot bring back long lines, shadowed imports or unsorted imports."""
-    folders = ["stages", "tests", "benchmarks", "sample_systems", "plugins"]
+    folders = ["src", "tests", "benchmarks", "sample_systems", "plugins"]
     for command in (["check", "--output-format", "concise"], ["format", "--check"]):
         done = subprocess.run(
             [sys.executable, "-m", "ruff", *command, *folders], cwd=ROOT, capture_output=True, text=True

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from scipy.stats import poisson
 
-from stages.gating import bootstrap as resampling
-from stages.gating.bootstrap import MULTINOMIAL_MAX_CASES, bootstrap_ci, bootstrap_cis
+from ragvet.gating import bootstrap as resampling
+from ragvet.gating.bootstrap import MULTINOMIAL_MAX_CASES, bootstrap_ci, bootstrap_cis
 
 ROOT = Path(__file__).resolve().parents[1]
 MASK = (1 << 64) - 1
@@ -165,7 +165,7 @@ def test_the_poisson_one_table_draws_what_the_search_draws():
 
 PROBE = """
 import numpy as np
-from stages.gating.bootstrap import bootstrap_cis
+from ragvet.gating.bootstrap import bootstrap_cis
 rng = np.random.default_rng(3)
 deltas = np.where(rng.random((20_000, 6)) < 0.3, rng.normal(0, 0.3, (20_000, 6)), 0.0)
 deltas[:, 5] = deltas[:, 0] * 1e5

@@ -11,10 +11,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.errors import InputError
-from stages.gating.compare import compare_metric, newly_missed_k
-from stages.inputs.params import validate_params
-from stages.measures.reference import (
+from ragvet.errors import InputError
+from ragvet.gating.compare import compare_metric, newly_missed_k
+from ragvet.inputs.params import validate_params
+from ragvet.measures.reference import (
     SentChunk,
     budget_to_evidence,
     char_chunk,
@@ -24,11 +24,11 @@ from stages.measures.reference import (
     span_iou_at_k,
     span_precision_at_k,
 )
-from stages.measures.registry import metric_problems
-from stages.measures.summary import nearest_rank, summarise
-from stages.measures.tokens import load_tokenizer, token_starts, tokenizer_file
-from stages.schema import ProjectedUnit
-from stages.storage.results import results_frame
+from ragvet.measures.registry import metric_problems
+from ragvet.measures.summary import nearest_rank, summarise
+from ragvet.measures.tokens import load_tokenizer, token_starts, tokenizer_file
+from ragvet.schema import ProjectedUnit
+from ragvet.storage.results import results_frame
 
 
 def span(label: str, lo: int, hi: int, chunks: dict[str, SentChunk]) -> ProjectedUnit:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.chunking import STRATEGIES, _layout, _sentences, chunk_corpus, chunk_document, chunking_problems
-from stages.schema import Doc
+from ragvet.chunking import STRATEGIES, _layout, _sentences, chunk_corpus, chunk_document, chunking_problems
+from ragvet.schema import Doc
 
 FIXED_300 = {"strategy": "fixed", "unit": "chars", "window": 300, "overlap": 50}
 

@@ -1,7 +1,7 @@
 """The ``ragvet`` command starts fast: listing the commands loads no numerical library.
 
 Start-up time itself is measured by ``benchmarks/startup.py`` (never asserted here);
-what this test pins is its cause, the modules ``import stages.cli`` pulls in.
+what this test pins is its cause, the modules ``import ragvet.cli`` pulls in.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ HEAVY = ("numpy", "pandas", "polars", "scipy", "bm25s", "torch", "faiss", "sente
 
 
 def test_importing_the_cli_loads_no_heavy_module():
-    code = "import sys, json, stages.cli; print(json.dumps(sorted(m for m in sys.modules if '.' not in m)))"
+    code = "import sys, json, ragvet.cli; print(json.dumps(sorted(m for m in sys.modules if '.' not in m)))"
     loaded = set(
         json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
     )
@@ -23,6 +23,6 @@ def test_importing_the_cli_loads_no_heavy_module():
 
 
 def test_every_stage_is_still_a_command():
-    result = subprocess.run([sys.executable, "-m", "stages.cli", "--help"], check=True, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "ragvet.cli", "--help"], check=True, capture_output=True, text=True)
     for command in ("validate", "chunk", "split", "retrieve", "evaluate", "report", "gate", "baseline", "import"):
         assert command in result.stdout

@@ -14,9 +14,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from conftest import make_cross_encoder  # noqa: E402
 
-from stages.errors import InputError  # noqa: E402
-from stages.retrieval import dense  # noqa: E402
-from stages.retrieval.dense import (  # noqa: E402
+from ragvet.errors import InputError  # noqa: E402
+from ragvet.retrieval import dense  # noqa: E402
+from ragvet.retrieval.dense import (  # noqa: E402
     DENSE_DEFAULTS,
     DENSE_KEYS,
     bi_encoder_scores_many,
@@ -24,7 +24,7 @@ from stages.retrieval.dense import (  # noqa: E402
     dense_problems,
     dense_run,
 )
-from stages.schema import Case, Chunk  # noqa: E402
+from ragvet.schema import Case, Chunk  # noqa: E402
 
 pytest.importorskip("sentence_transformers", reason="needs the dense extra")
 pytest.importorskip("faiss", reason="needs the dense extra")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import typer.main
 
-from stages.chunking import STRATEGIES, strategies_doc
-from stages.cli import app
-from stages.measures.answers import REVIEW_METRICS
-from stages.measures.registry import METRICS
-from stages.reporting.escaping import md_text
-from stages.reporting.markdown import metrics_doc
+from ragvet.chunking import STRATEGIES, strategies_doc
+from ragvet.cli import app
+from ragvet.measures.answers import REVIEW_METRICS
+from ragvet.measures.registry import METRICS
+from ragvet.reporting.escaping import md_text
+from ragvet.reporting.markdown import metrics_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 # The README's two commands, which CI runs (.ci/run): the README opens with them, unchanged.
@@ -84,7 +84,7 @@ def test_the_where_things_are_table_names_functions_that_exist():
     named = re.findall(r"`((?:\w+\.)+\w+)`", table)
     assert len(named) >= 10
     for dotted in named:
-        module, _, function = f"stages.{dotted}".rpartition(".")
+        module, _, function = f"ragvet.{dotted}".rpartition(".")
         assert callable(getattr(importlib.import_module(module), function)), dotted
-    for path in re.findall(r"`(stages/\w+\.py)`", table):
+    for path in re.findall(r"`(src/ragvet/[\w/]+\.py)`", table):
         assert (ROOT / path).is_file(), path

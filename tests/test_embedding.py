@@ -16,9 +16,9 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from stages.errors import InputError  # noqa: E402
-from stages.retrieval import embedding  # noqa: E402
-from stages.retrieval.embedding import (  # noqa: E402
+from ragvet.errors import InputError  # noqa: E402
+from ragvet.retrieval import embedding  # noqa: E402
+from ragvet.retrieval.embedding import (  # noqa: E402
     EmbeddingCache,
     embed_texts,
     exact_scores,

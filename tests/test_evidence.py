@@ -9,8 +9,8 @@ from conftest import resolve_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.errors import InputError
-from stages.evidence import (
+from ragvet.errors import InputError
+from ragvet.evidence import (
     EvidenceResolver,
     chunks_by_doc,
     find_quote,
@@ -19,7 +19,7 @@ from stages.evidence import (
     project_unit,
     relevant_chunks,
 )
-from stages.schema import Chunk, Doc, EvidenceUnit
+from ragvet.schema import Chunk, Doc, EvidenceUnit
 
 # Offsets: "up" 16, "to" 19, "\n" 21, "five" 24, "unused" 29-35, "Days are lost." 42-56 and 57-71.
 TEXT = "Staff may carry up to\n  five unused days. Days are lost. Days are lost."

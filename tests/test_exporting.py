@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import pytrec_eval
 
-from stages.errors import InputError
-from stages.formats.exporting import trec_qrels_lines, trec_run_lines
-from stages.measures.reference import reciprocal_rank
-from stages.schema import Case, Chunk, EvidenceUnit
+from ragvet.errors import InputError
+from ragvet.formats.exporting import trec_qrels_lines, trec_run_lines
+from ragvet.measures.reference import reciprocal_rank
+from ragvet.schema import Case, Chunk, EvidenceUnit
 
 
 def row(case_id: str, rank: int, chunk_id: str, score: float) -> dict:

@@ -12,12 +12,12 @@ from pathlib import Path
 import yaml
 from conftest import set_param, sh
 
-from stages.evidence import EvidenceResolver
-from stages.gating.compare import RELABEL_FIX, fingerprint_reasons
-from stages.inputs.freezing import chunk_anchors, freeze_jsonl, freeze_yaml, span_freezer
-from stages.inputs.loading import load_cases, load_corpus
-from stages.schema import Doc
-from stages.splitting import freeze_split
+from ragvet.evidence import EvidenceResolver
+from ragvet.gating.compare import RELABEL_FIX, fingerprint_reasons
+from ragvet.inputs.freezing import chunk_anchors, freeze_jsonl, freeze_yaml, span_freezer
+from ragvet.inputs.loading import load_cases, load_corpus
+from ragvet.schema import Doc
+from ragvet.splitting import freeze_split
 
 ROOT = Path(__file__).resolve().parents[1]
 # 26 characters; a fixed window of 10 with no overlap makes chunks d#0 [0,10), d#1 [10,20), d#2 [20,26).
@@ -67,7 +67,7 @@ def test_yaml_problems_name_the_line_and_nothing_is_frozen_by_the_command(tmp_pa
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"chunking": CHUNKINGS}))
     (tmp_path / "cases.yaml").write_text(text)
     done = subprocess.run(
-        [sys.executable, "-m", "stages.cli", "freeze-labels", "--cases", "cases.yaml", "--corpus", "corpus"],
+        [sys.executable, "-m", "ragvet.cli", "freeze-labels", "--cases", "cases.yaml", "--corpus", "corpus"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -128,7 +128,7 @@ def test_freezing_the_sample_through_dvc_keeps_every_figure(work_repo):
     fixed-300 window afterwards leaves the split as it was, with no anchor left to name."""
     before = _figures(work_repo)
     split = json.loads((work_repo / "data" / "split.json").read_text())
-    done = sh(work_repo, "python", "-m", "stages.cli", "freeze-labels")
+    done = sh(work_repo, "python", "-m", "ragvet.cli", "freeze-labels")
     assert done.stdout == "froze 13 chunk references into spans -> data/cases/cases.yaml\n"
     sh(work_repo, "dvc", "repro")
     assert _figures(work_repo) == before

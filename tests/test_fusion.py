@@ -2,7 +2,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stages.retrieval.fusion import normalise, reciprocal_rank_fusion, weighted_fusion
+from ragvet.retrieval.fusion import normalise, reciprocal_rank_fusion, weighted_fusion
 
 
 def test_rrf_by_hand():

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stages.errors import InputError
-from stages.gating import bootstrap as resampling
-from stages.gating import compare as gating
-from stages.gating.baselines import accept_baseline, read_results_at
-from stages.gating.bootstrap import bootstrap_ci, bootstrap_cis
-from stages.gating.compare import (
+from ragvet.errors import InputError
+from ragvet.gating import bootstrap as resampling
+from ragvet.gating import compare as gating
+from ragvet.gating.baselines import accept_baseline, read_results_at
+from ragvet.gating.bootstrap import bootstrap_ci, bootstrap_cis
+from ragvet.gating.compare import (
     accept_deliberate,
     compare_config,
     gate_verdict,
@@ -24,7 +24,7 @@ from stages.gating.compare import (
     paired_values,
     render_verdict,
 )
-from stages.storage import results
+from ragvet.storage import results
 
 CONFIG = "sentences-600-bm25"
 FP = {"eval_split": "e1", "corpus": "c1"}
@@ -142,7 +142,7 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
     paired case set and give every metric a matrix product: each column's interval
     and p-value equal bootstrap_ci / permutation_p of that column alone, bit for bit,
     whatever the other columns (zero, tiny, huge, few moved cases) and the batching."""
-    from stages.gating.significance import permutation_p, permutation_ps
+    from ragvet.gating.significance import permutation_p, permutation_ps
 
     rng = np.random.default_rng(7)
     n = 3_000

@@ -23,15 +23,15 @@ import yaml
 from conftest import ROOT, copy_project, edit_params, sh, tool_env
 from typer.testing import CliRunner
 
-from stages import evaluate, report
-from stages.cli import app
-from stages.gating import baselines
-from stages.storage.atomic import atomic_output, outputs_together, remove_output, write_text
+from ragvet.cli import app
+from ragvet.gating import baselines
+from ragvet.stages import evaluate, report
+from ragvet.storage.atomic import atomic_output, outputs_together, remove_output, write_text
 
-VALIDATE = ("python", "-m", "stages.validate", "--corpus", "data/corpus", "--cases", "data/cases")
+VALIDATE = ("python", "-m", "ragvet.cli", "validate", "--corpus", "data/corpus", "--cases", "data/cases")
 VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")
 GATED = "sentences-600-bm25"  # the sample's gated configuration
-RAGVET = ("python", "-m", "stages.cli")  # the project copy's own code, as its dvc.yaml runs it
+RAGVET = ("python", "-m", "ragvet.cli")  # the project copy's own code, as its dvc.yaml runs it
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -115,12 +115,12 @@ def test_validate_under_a_file_size_limit_leaves_the_previous_outputs_and_says_d
 def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
     """polars reports EFBIG inside its own error's message; it is still a full disk."""
     code = (
-        "from pathlib import Path; from stages.storage.tables import write_case_table;"
+        "from pathlib import Path; from ragvet.storage.tables import write_case_table;"
         "write_case_table(Path('t.parquet'), [{'id': __import__('os').urandom(3000).hex()} for i in range(9)])"
     )
     done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT))
     assert done.returncode != 0
-    assert done.stderr.strip().splitlines()[-1] == "stages.storage.atomic.DiskFull: disk full writing t.parquet"
+    assert done.stderr.strip().splitlines()[-1] == "ragvet.storage.atomic.DiskFull: disk full writing t.parquet"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -2,7 +2,7 @@
 the file and line (or the key path and line) and the fix, no traceback, and nothing
 written. Each test is one defect the hostile run found; each failed before its fix.
 
-The command-line tests run ``python -m stages.validate`` in a small project made in
+The command-line tests run ``ragvet validate`` in a small project made in
 a temporary folder, with that folder as the working directory, as under DVC.
 """
 
@@ -21,15 +21,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.errors import SHOWN, InputError
-from stages.formats.runfiles import read_external_run
-from stages.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
-from stages.inputs.values import _surrogate_walk, lone_surrogate
-from stages.measures.answers import read_answers
-from stages.reporting.escaping import visible
-from stages.retrieval.kinds import retrieve, retriever_problems
-from stages.schema import Case, Chunk
-from stages.storage.files import read_params
+from ragvet.errors import SHOWN, InputError
+from ragvet.formats.runfiles import read_external_run
+from ragvet.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
+from ragvet.inputs.values import _surrogate_walk, lone_surrogate
+from ragvet.measures.answers import read_answers
+from ragvet.reporting.escaping import visible
+from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.schema import Case, Chunk
+from ragvet.storage.files import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAVE = "---\nyear: '2026'\n---\nYou may carry up to five unused days.\n"
@@ -59,10 +59,10 @@ def project(
 
 
 def validate(folder: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``stages.validate`` in ``folder``; a hostile input must end, so a timeout fails the test."""
+    """``ragvet validate`` in ``folder``; a hostile input must end, so a timeout fails the test."""
     args = ["--corpus", "data/corpus", "--cases", "data/cases", "--out", "data/validated"]
     return subprocess.run(
-        [sys.executable, "-m", "stages.validate", *args, "--answers", "data/answers", "--params", "params.yaml"],
+        [sys.executable, "-m", "ragvet.cli", "validate", *args, "--answers", "data/answers", "--params", "params.yaml"],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -303,7 +303,7 @@ def test_a_billion_laughs_cases_file_is_refused_fast(tmp_path):
 
 
 def test_an_alias_in_front_matter_is_refused():
-    from stages.inputs.located_yaml import load_located_yaml
+    from ragvet.inputs.located_yaml import load_located_yaml
 
     value, problems = load_located_yaml("base: &b {a: 1}\nother: *b\n", "doc.md", line_offset=1)
     assert value is None
@@ -366,7 +366,7 @@ def test_params_problems_name_their_line(tmp_path):
 
 
 def test_a_thresholds_problem_names_its_line(tmp_path):
-    from stages.measures.abstention import threshold_problems
+    from ragvet.measures.abstention import threshold_problems
 
     path = tmp_path / "abstention.yaml"
     path.write_text("# tuned\nghost:\n  abstain_below: 1.0\n")
@@ -486,7 +486,7 @@ def test_a_cases_file_symlink_to_outside_the_project_is_refused(tmp_path):
 
 
 def test_an_answers_file_or_plugin_symlinked_outside_the_project_is_refused(tmp_path, monkeypatch):
-    from stages.measures.answers import stray_answer_files
+    from ragvet.measures.answers import stray_answer_files
 
     (tmp_path / "outside.py").write_text("def search(cases, chunks):\n    return {}\n")
     repo = tmp_path / "repo"
@@ -514,7 +514,7 @@ def test_an_exception_in_a_plugin_names_its_file_line_type_and_message(plugin, t
     assert problem.what == "the plugin raised ZeroDivisionError: division by zero"
 
 
-@pytest.mark.parametrize("target", ["os:system", "subprocess:run", "stages.cli:main", "pluginsx.mine:search"])
+@pytest.mark.parametrize("target", ["os:system", "subprocess:run", "ragvet.cli:main", "pluginsx.mine:search"])
 def test_a_python_target_outside_the_plugins_package_fails_validation(target):
     [problem] = retriever_problems("mine", {"kind": "python", "target": target}, "params.yaml: retrievers.mine")
     assert f"target {target!r} is outside the project's `plugins` package" in problem.what

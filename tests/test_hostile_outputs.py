@@ -24,14 +24,14 @@ from conftest import sh
 from test_pull_requests import CHROMIUM, open_in_chromium
 from test_reporting import GATE, KS, SUMMARIES, case
 
-from stages.errors import Problem
-from stages.gating.compare import gate_all, render_verdict
-from stages.gating.reproduction import ConfigCheck
-from stages.gating.reproduction import render as render_check
-from stages.gating.side_by_side import side_by_side
-from stages.reporting.charts import slice_chart
-from stages.reporting.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
-from stages.reporting.markdown import (
+from ragvet.errors import Problem
+from ragvet.gating.compare import gate_all, render_verdict
+from ragvet.gating.reproduction import ConfigCheck
+from ragvet.gating.reproduction import render as render_check
+from ragvet.gating.side_by_side import side_by_side
+from ragvet.reporting.charts import slice_chart
+from ragvet.reporting.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
+from ragvet.reporting.markdown import (
     COMMENT_LIMIT,
     CUT_NOTE,
     compare_configs,
@@ -335,7 +335,7 @@ def hostile_project(tmp_path_factory) -> Path:
     questions carry payloads, baselined, then harmed: BM25 made case-sensitive, so
     every case is newly missed (the questions name each mineral in lower case)."""
     project = tmp_path_factory.mktemp("hostile") / "project"
-    sh(project.parent, "python", "-m", "stages.cli", "init", str(project))
+    sh(project.parent, "python", "-m", "ragvet.cli", "init", str(project))
     doc_ids = [E2E_DOC, *(f"d{n}" for n in range(1, len(MINERALS)))]
     docs = [{"doc_id": d, "text": f"{m} is mined in valley {n}."} for n, (d, m) in enumerate(zip(doc_ids, MINERALS))]
     docs += [{"doc_id": f"a{n:02d}", "text": f"Filler text number {n}."} for n in range(20)]  # first among ties
@@ -360,7 +360,7 @@ def hostile_project(tmp_path_factory) -> Path:
     sh(project, "git", "config", "user.email", "test@example.com")
     sh(project, "git", "config", "user.name", "test")
     sh(project, "dvc", "repro", "report")
-    sh(project, "python", "-m", "stages.cli", "baseline", "accept")
+    sh(project, "python", "-m", "ragvet.cli", "baseline", "accept")
     settings["retrievers"]["bm25"]["lowercase"] = False
     (project / "params.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     sh(project, "dvc", "repro", "report")
@@ -368,7 +368,7 @@ def hostile_project(tmp_path_factory) -> Path:
 
 
 def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
-    gate = sh(hostile_project, "python", "-m", "stages.cli", "gate", check=False)
+    gate = sh(hostile_project, "python", "-m", "ragvet.cli", "gate", check=False)
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
     assert f"newly missed at hit@5 (hit in baseline, missed now): q1, q2, q3, q4, q5, {E2E_CASE}\n" in gate.stdout
     assert f"FAIL {CFG} slice kind={visible(E2E_TAG)} " in gate.stdout and "\\n::error::tag" in gate.stdout
@@ -376,7 +376,7 @@ def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
 
 
 def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Path, tmp_path: Path):
-    comment = sh(hostile_project, "python", "-m", "stages.cli", "report", "--comment").stdout
+    comment = sh(hostile_project, "python", "-m", "ragvet.cli", "report", "--comment").stdout
     elements = Elements(github_html(comment))
     assert_inert(elements)
     assert E2E_CASE in elements.codes and E2E_DOC in elements.codes and f"kind={one_line(E2E_TAG)}" in elements.codes
@@ -384,7 +384,7 @@ def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Pa
     if CHROMIUM is None and os.environ.get("CI") != "true":
         pytest.skip("chromium not installed (CI installs it)")
     page = tmp_path / "report.html"
-    sh(hostile_project, "python", "-m", "stages.cli", "report", "--format", "html", "--out", str(page))
+    sh(hostile_project, "python", "-m", "ragvet.cli", "report", "--format", "html", "--out", str(page))
     assert_inert_page(page.read_text(encoding="utf-8"))
     dom, console = open_in_chromium(page, tmp_path / "profile")
     assert PWNED not in dom and console == [], console

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ragvet.cli import app
+from ragvet.errors import InputError
+from ragvet.inputs.params import run_cache_blind_keys
+from ragvet.measures.evaluation import evaluate_run
+from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.passages import passage_table
+from ragvet.schema import Case, Claim, Doc, EvidenceUnit
 from sample_systems.search_app import SearchHandler, line_passages, search_handler, serve
-from stages.cli import app
-from stages.errors import InputError
-from stages.inputs.params import run_cache_blind_keys
-from stages.measures.evaluation import evaluate_run
-from stages.retrieval.kinds import retrieve, retriever_problems
-from stages.retrieval.passages import passage_table
-from stages.schema import Case, Claim, Doc, EvidenceUnit
 
 LEAVE = "Employees get 25 days.\nCarry up to five unused days into the next year.\nThe plan year is 2026."
 BENEFITS = "Dental is covered.\nVision is covered after one year."

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.errors import InputError
-from stages.formats.importing import import_beir, import_squad, import_trec, read_topics
+from ragvet.errors import InputError
+from ragvet.formats.importing import import_beir, import_squad, import_trec, read_topics
 
 # --- BEIR --------------------------------------------------------------------------------
 

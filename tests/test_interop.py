@@ -15,15 +15,15 @@ import pytest
 import pytrec_eval
 from typer.testing import CliRunner
 
-from stages.chunking import chunk_corpus
-from stages.cli import app
-from stages.errors import InputError, Problem, user_errors
-from stages.formats.importing import Imported
-from stages.inputs.loading import load_cases, load_corpus
-from stages.interop import write_imported
-from stages.measures.evaluation import evaluate_run
-from stages.measures.summary import summarise
-from stages.storage.results import results_frame
+from ragvet.chunking import chunk_corpus
+from ragvet.cli import app
+from ragvet.errors import InputError, Problem, user_errors
+from ragvet.formats.importing import Imported
+from ragvet.inputs.loading import load_cases, load_corpus
+from ragvet.interop import write_imported
+from ragvet.measures.evaluation import evaluate_run
+from ragvet.measures.summary import summarise
+from ragvet.storage.results import results_frame
 
 runner = CliRunner()
 

@@ -9,13 +9,13 @@ import yaml
 from conftest import ROOT, ragvet, set_param, sh
 from typer.testing import CliRunner
 
-from stages.cli import app
-from stages.gating.latency import compare_latency, latency_text
-from stages.inputs.params import validate_params
-from stages.measures.latency import ACCEPTED, latency_figures, machine_fingerprint, nearest_rank
-from stages.reporting.markdown import render_latency
-from stages.retrieval.kinds import retrieve
-from stages.schema import Case, Chunk
+from ragvet.cli import app
+from ragvet.gating.latency import compare_latency, latency_text
+from ragvet.inputs.params import validate_params
+from ragvet.measures.latency import ACCEPTED, latency_figures, machine_fingerprint, nearest_rank
+from ragvet.reporting.markdown import render_latency
+from ragvet.retrieval.kinds import retrieve
+from ragvet.schema import Case, Chunk
 
 
 def test_nearest_rank_percentiles_by_hand():

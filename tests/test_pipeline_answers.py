@@ -9,12 +9,12 @@ from pathlib import Path
 import yaml
 from conftest import set_param, sh
 
-from stages.storage.results import read_results, result_rows
+from ragvet.storage.results import read_results, result_rows
 
 CONFIG = "sentences-600-bm25"
 ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
 EVALUATE = [
-    *("python", "-m", "stages.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
+    *("python", "-m", "ragvet.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
     *("--chunks", "data/chunks/sentences-600.jsonl", "--cases", "data/validated/cases.jsonl"),
     *("--corpus", "data/validated/corpus.jsonl"),
     *(
@@ -123,7 +123,7 @@ def test_answers_for_a_configuration_that_does_not_exist(work_repo):
 
 
 def test_tuned_threshold_is_read_by_the_pipeline_and_judged_on_eval(work_repo):
-    done = sh(work_repo, "python", "-m", "stages.cli", "tune-abstain", "--config", "fixed-300-bm25")
+    done = sh(work_repo, "python", "-m", "ragvet.cli", "tune-abstain", "--config", "fixed-300-bm25")
     assert "chosen on dev" in done.stdout and "eval: abstains on" in done.stdout
     tuned = yaml.safe_load((work_repo / "abstention.yaml").read_text())
     threshold = tuned["fixed-300-bm25"]["abstain_below"]

@@ -4,15 +4,15 @@ byte-identical runs and metrics across a cold and a warm embedding cache."""
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, init_repo, sh
+from conftest import init_repo, sh
 
-from stages.storage.tables import iter_run_rows
+from ragvet.project import requirements_text, template_text
+from ragvet.storage.tables import iter_run_rows
 
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("faiss")
@@ -120,8 +120,8 @@ PROD_RUN = "money-back Q0 travel 1 2.0 prod\nmoney-back Q0 leave 2 1.0 prod\ncar
 @pytest.fixture(scope="module")
 def kinds_repo(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("kinds")
-    shutil.copytree(ROOT / "stages", repo / "stages", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "dvc.yaml", repo / "dvc.yaml")
+    (repo / "dvc.yaml").write_text(template_text("dvc.yaml"))  # a user project's pipeline, on the pinned release
+    (repo / "requirements.txt").write_text(requirements_text())
     for doc_id, text in DOCS.items():
         team = "facilities" if doc_id == "canteen" else "people"
         (repo / "data" / "corpus").mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def kinds_repo(tmp_path_factory) -> Path:
     cache = str(repo.parent / "cache-cold")
     first = sh(repo, "dvc", "repro", check=False, RAGVET_CACHE_DIR=cache)
     assert "no baseline for sent-dense" in first.stdout + first.stderr
-    sh(repo, "python", "-m", "stages.cli", "baseline", "accept")
+    sh(repo, "python", "-m", "ragvet.cli", "baseline", "accept")
     sh(repo, "dvc", "repro", RAGVET_CACHE_DIR=cache)
     (repo / "first-stdout.txt").write_text(first.stdout)
     return repo

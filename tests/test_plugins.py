@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 
-from stages.errors import InputError
-from stages.retrieval.kinds import retrieve
-from stages.schema import Case, Chunk
+from ragvet.errors import InputError
+from ragvet.retrieval.kinds import retrieve
+from ragvet.schema import Case, Chunk
 
 
 def chunk(chunk_id: str, **metadata) -> Chunk:
@@ -133,7 +133,7 @@ def test_a_run_file_mixing_scores_and_ranks_is_refused(tmp_path):
 
 
 def test_run_file_must_sit_where_dvc_tracks_it(tmp_path, monkeypatch):
-    from stages.retrieval.kinds import retriever_problems
+    from ragvet.retrieval.kinds import retriever_problems
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data" / "external").mkdir(parents=True)

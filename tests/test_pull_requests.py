@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
 
-from stages.reporting.markdown import COMMENT_MARKER
-from stages.storage.results import read_results, result_rows
+from ragvet.reporting.markdown import COMMENT_MARKER
+from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"

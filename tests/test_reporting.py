@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stages.gating.compare import gate_all
-from stages.reporting.charts import at_k_chart, budget_chart, slice_chart
-from stages.reporting.markdown import (
+from ragvet.gating.compare import gate_all
+from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
+from ragvet.reporting.markdown import (
     COMMENT_MARKER,
     budget_rows,
     compare_configs,
@@ -441,9 +441,9 @@ def report_stage(root, summaries):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "stages.report", "--cases-dir", "metrics/cases", "--summaries-dir", str(summaries),
-               "--slices-dir", "metrics/slices", "--split", "data/split.json", "--baseline", "metrics/baseline",
-               "--params", "params.yaml"]  # fmt: skip
+    command = [sys.executable, "-m", "ragvet.cli", "report", "--cases-dir", "metrics/cases",
+               "--summaries-dir", str(summaries), "--slices-dir", "metrics/slices", "--split", "data/split.json",
+               "--baseline", "metrics/baseline", "--params", "params.yaml"]  # fmt: skip
     return subprocess.run(command, cwd=root, capture_output=True, text=True)
 
 

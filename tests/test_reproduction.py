@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import commit_all, copy_project, edit_params, sh
 
-from stages.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
+from ragvet.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
 
 ROW = {
     "case_id": "q1",

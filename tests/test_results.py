@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.errors import InputError
-from stages.storage.files import round_floats
-from stages.storage.results import read_results, result_rows, results_frame, round_array, round_results, write_results
+from ragvet.errors import InputError
+from ragvet.storage.files import round_floats
+from ragvet.storage.results import read_results, result_rows, results_frame, round_array, round_results, write_results
 
 
 def same_as_round_floats(values: list[float]) -> None:

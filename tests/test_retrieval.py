@@ -3,12 +3,12 @@ import math
 import numpy as np
 import pytest
 
-from stages.errors import InputError
-from stages.retrieval.kinds import retrieve, retriever_problems
-from stages.retrieval.ranking import allowed_mask, top_ranked
-from stages.schema import Case, Chunk
-from stages.storage.columns import ChunkTexts
-from stages.storage.tables import read_chunk_texts, read_chunks, write_chunks
+from ragvet.errors import InputError
+from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.ranking import allowed_mask, top_ranked
+from ragvet.schema import Case, Chunk
+from ragvet.storage.columns import ChunkTexts
+from ragvet.storage.tables import read_chunk_texts, read_chunks, write_chunks
 
 BM25 = {"kind": "bm25", "k1": 1.5, "b": 0.75, "stopwords": "none", "stemmer": "none"}
 
@@ -177,7 +177,7 @@ def test_member_problems_and_loops():
 
 def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
-    from stages.retrieval.dense import bi_encoder_scores_many
+    from ragvet.retrieval.dense import bi_encoder_scores_many
 
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
     chunks = [

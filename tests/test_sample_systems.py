@@ -14,10 +14,10 @@ import yaml
 from conftest import ROOT
 from dvc.utils.hydra import apply_overrides
 
+from ragvet.errors import InputError
+from ragvet.inputs.params import run_cache_blind_keys, validate_params
+from ragvet.retrieval.dense import dense_settings
 from sample_systems.__main__ import SYSTEMS, hydra_value, overrides
-from stages.errors import InputError
-from stages.inputs.params import run_cache_blind_keys, validate_params
-from stages.retrieval.dense import dense_settings
 
 SAMPLE = yaml.safe_load((ROOT / "params.yaml").read_text())
 SYSTEMS_YAML = yaml.safe_load(SYSTEMS.read_text())

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.errors import InputError
-from stages.inputs.loading import collect_corpus, load_cases, load_corpus
-from stages.inputs.params import validate_params
-from stages.retrieval import embedding
-from stages.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint
+from ragvet.errors import InputError
+from ragvet.inputs.loading import collect_corpus, load_cases, load_corpus
+from ragvet.inputs.params import validate_params
+from ragvet.retrieval import embedding
+from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

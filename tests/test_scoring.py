@@ -1,7 +1,7 @@
-"""The vectorised engine (stages/measures/engine.py) against the per-case reference definitions.
+"""The vectorised engine (src/ragvet/measures/engine.py) against the per-case reference definitions.
 
 ``evaluation.case_row`` scores one case with the readable reference functions of
-``stages.measures.reference``; ``evaluation.evaluate_run`` scores all cases with the engine.
+``ragvet.measures.reference``; ``evaluation.evaluate_run`` scores all cases with the engine.
 Generated data covers what the engine handles by arithmetic instead of sets:
 repeated chunks in a run, short and missing runs, k beyond the depth, abstention
 cases, claims without available units, spans partly covered by overlapping
@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stages.errors import InputError
-from stages.evidence import chunks_by_doc, nonspace_before, project_unit
-from stages.measures.engine import project, rank_matrix
-from stages.measures.evaluation import case_row, evaluate_run
-from stages.schema import Case, Chunk, Claim, EvidenceUnit
-from stages.storage.columns import ChunkTable, EvidenceTable, RunTable
-from stages.storage.files import write_jsonl
-from stages.storage.tables import (
+from ragvet.errors import InputError
+from ragvet.evidence import chunks_by_doc, nonspace_before, project_unit
+from ragvet.measures.engine import project, rank_matrix
+from ragvet.measures.evaluation import case_row, evaluate_run
+from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
+from ragvet.storage.columns import ChunkTable, EvidenceTable, RunTable
+from ragvet.storage.files import write_jsonl
+from ragvet.storage.tables import (
     read_case_table,
     read_chunk_table,
     read_run,

@@ -11,9 +11,9 @@ import pytest
 from conftest import GRID, exp_refs, sh
 from statsmodels.stats.multitest import multipletests
 
-from stages.gating.side_by_side import comparable_metrics, side_by_side
-from stages.reporting.markdown import side_by_side_section
-from stages.storage.results import read_results, result_rows
+from ragvet.gating.side_by_side import comparable_metrics, side_by_side
+from ragvet.reporting.markdown import side_by_side_section
+from ragvet.storage.results import read_results, result_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = {
@@ -109,7 +109,7 @@ def _mean(table: Path | bytes, metric: str) -> float:
 
 
 def test_ragvet_compare_on_the_committed_sample():
-    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--metric", "evidence_recall@5")
+    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--metric", "evidence_recall@5")
     expected = _mean(ROOT / "metrics/cases/sentences-600-dense.parquet", "evidence_recall@5")
     assert "## Every configuration against `sentences-600-bm25`" in done.stdout
     assert f"| `sentences-600-dense` | {expected:.3f} |" in done.stdout
@@ -117,10 +117,10 @@ def test_ragvet_compare_on_the_committed_sample():
 
 
 def test_ragvet_compare_refuses_an_unknown_baseline_and_metric():
-    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--baseline", "nope", check=False)
+    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--baseline", "nope", check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--baseline: unknown configuration 'nope'" in done.stderr + done.stdout
-    done = sh(ROOT, "python", "-m", "stages.cli", "compare", "--metric", "recal@5", check=False)
+    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--metric", "recal@5", check=False)
     assert done.returncode == 2 and "unknown metric 'recal@5'" in done.stderr + done.stdout
 
 
@@ -130,7 +130,7 @@ def test_ragvet_compare_exp_reads_real_dvc_experiments(experiments, tmp_path):
     config = "headings-1200-bm25"
     head = sh(experiments, "git", "rev-parse", "HEAD").stdout.strip()
     out = tmp_path / "table.json"
-    done = sh(experiments, "python", "-m", "stages.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
+    done = sh(experiments, "python", "-m", "ragvet.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
     table = json.loads(out.read_text())
     base_name = f"{config}@{head[:7]}"
     assert table["baseline"] == base_name and f"## Every experiment against `{base_name}`" in done.stdout

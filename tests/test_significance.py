@@ -16,9 +16,9 @@ import yaml
 from scipy.stats import permutation_test
 from statsmodels.stats.multitest import multipletests
 
-from stages.gating.compare import family_text, gate_all
-from stages.gating.significance import correct, correct_entries, permutation_p
-from stages.inputs.params import validate_params
+from ragvet.gating.compare import family_text, gate_all
+from ragvet.gating.significance import correct, correct_entries, permutation_p
+from ragvet.inputs.params import validate_params
 
 HAND_LISTS = [
     [0.01, 0.04, 0.03, 0.005],

@@ -1,5 +1,5 @@
-from stages.schema import Case, Doc
-from stages.splitting import assign_split, freeze_split, split_summary, unit_hash
+from ragvet.schema import Case, Doc
+from ragvet.splitting import assign_split, freeze_split, split_summary, unit_hash
 
 
 def cases(n: int) -> list[Case]:

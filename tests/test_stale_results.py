@@ -29,7 +29,7 @@ STALE = (
 
 
 def ragvet(repo: Path, *args: str):
-    return sh(repo, "python", "-m", "stages.cli", *args, check=False)
+    return sh(repo, "python", "-m", "ragvet.cli", *args, check=False)
 
 
 def summary(repo: Path, config: str = GATED) -> dict:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import commit_all, copy_repo, ragvet, set_param, sh, untune
 
-from stages.storage.results import read_results, result_rows
+from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 TABLE = f"metrics/cases/{GATED}.parquet"

@@ -4,10 +4,10 @@ import json
 import polars as pl
 import pytest
 
-from stages.errors import InputError
-from stages.schema import Case, Claim, EvidenceUnit
-from stages.storage.files import write_jsonl
-from stages.storage.tables import (
+from ragvet.errors import InputError
+from ragvet.schema import Case, Claim, EvidenceUnit
+from ragvet.storage.files import write_jsonl
+from ragvet.storage.tables import (
     RUN_METADATA,
     ids_digest,
     iter_run_rows,

@@ -35,7 +35,8 @@ def run_validate(
         [
             sys.executable,
             "-m",
-            "stages.validate",
+            "ragvet.cli",
+            "validate",
             "--corpus",
             str(corpus),
             "--cases",

@@ -1,0 +1,135 @@
+"""User-facing errors: every problem names where it is, what is wrong and the fix.
+
+Domain code raises :class:`InputError` with all the problems it found, so that a
+user fixes a file in one pass instead of one error per run. Only the CLI boundary
+(:func:`user_errors`) turns it into a message and a non-zero exit code. A raw
+dataset can hold tens of thousands of problems: the terminal gets the first
+:data:`SHOWN` and a count per kind, and the full list goes to :data:`PROBLEMS_FILE`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ragvet.reporting.escaping import visible
+from ragvet.storage.atomic import DiskFull, write_text
+
+EXIT_USER_ERROR = 2
+SHOWN = 50  # problems printed on the terminal; the rest are counted by kind
+WHAT_CHARS = 500  # characters of one problem's "what" on the terminal
+PROBLEMS_FILE = Path(".ragvet/problems.txt")  # the full list, under the project's git-ignored folder
+
+F = TypeVar("F", bound=Callable)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with the input.
+
+    ``where`` is a file, optionally with ``:line``, and/or a case id, e.g.
+    ``data/cases/cases.yaml:12 (case leave-carryover)``.
+    """
+
+    where: str
+    what: str
+    fix: str
+
+    def render(self) -> str:
+        """Two lines, whatever the values quoted in it hold: a case id with a line
+        break or an escape sequence is shown escaped (see :func:`visible`), and a
+        quoted value is cut at :data:`WHAT_CHARS`, since a one-megabyte line quoted
+        whole would flood the terminal as surely as a million problems."""
+        return f"{visible(self.where, None)}: {visible(self.what, WHAT_CHARS)}\n    fix: {visible(self.fix, None)}"
+
+    @property
+    def kind(self) -> str:
+        """What is wrong, with the quoted values and numbers that differ between
+        instances blanked out, so that 40,000 unknown doc ids count as one kind."""
+        return _NUMBER.sub("N", _QUOTED.sub("'…'", self.what))
+
+
+_LINE = re.compile(r"^(.*?):(\d+)(.*)$", re.DOTALL)
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+
+
+def reading_order(problem: Problem) -> tuple:
+    """Sort by file, then line number as a number (line 3 before line 10)."""
+    match = _LINE.match(problem.where)
+    if match is None:
+        return (problem.where, -1, "", problem.what, problem.fix)
+    return (match[1], int(match[2]), match[3], problem.what, problem.fix)
+
+
+class InputError(Exception):
+    """Raised with every problem found, never just the first, in reading order.
+
+    ``roots`` are problems that cause others (a params mistake behind the cases'
+    errors): they come first, in reading order, and the knock-ons after them.
+    """
+
+    def __init__(self, problems: Iterable[Problem], roots: Iterable[Problem] = ()):
+        first = sorted(set(roots), key=reading_order)
+        self.problems = first + sorted(set(problems) - set(first), key=reading_order)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """Every problem, for the full list and for tests."""
+        return "\n".join([f"{_counted(len(self.problems))} found:", *(p.render() for p in self.problems)])
+
+    def render_capped(self, full_list: Path) -> str:
+        """The first :data:`SHOWN` problems, then how many of each kind there are
+        in all, pointing to ``full_list`` where :func:`user_errors` wrote them all."""
+        count = len(self.problems)
+        head = f"{_counted(count)} found; the first {SHOWN} follow, and all of them are in {full_list}:"
+        kinds = Counter(problem.kind for problem in self.problems).most_common()
+        tally = [f"  {n} × {kind}" for kind, n in kinds[:SHOWN]]
+        rest = [f"  ... and {len(kinds) - SHOWN} other kinds"] if len(kinds) > SHOWN else []
+        shown = [p.render() for p in self.problems[:SHOWN]]
+        return "\n".join([head, *shown, f"{count - SHOWN} more not shown; all {count} by kind:", *tally, *rest])
+
+
+def _counted(count: int) -> str:
+    return f"{count} problem{'s' if count != 1 else ''}"
+
+
+def raise_if(problems: list[Problem]) -> None:
+    """Raise :class:`InputError` when any problem was collected."""
+    if problems:
+        raise InputError(problems)
+
+
+def user_errors(fn: F) -> F:
+    """CLI boundary: print an :class:`InputError` without a traceback and exit 2.
+    A full disk (:class:`~ragvet.storage.atomic.DiskFull`) is told the same way: the
+    outputs were committed all or none, so re-running after freeing space is enough.
+
+    More than :data:`SHOWN` problems would flood the terminal: they are written in
+    full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
+    root under DVC) and the terminal gets the capped rendering that names it.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as err:
+            if len(err.problems) <= SHOWN:
+                message = err.render()
+            else:
+                write_text(PROBLEMS_FILE, err.render() + "\n")
+                message = err.render_capped(PROBLEMS_FILE)
+            print(f"ragvet: {message}", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
+        except DiskFull as err:
+            print(f"ragvet: {visible(str(err), None)}: free space and re-run (no output was changed)", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
+
+    return wrapper  # type: ignore[return-value]

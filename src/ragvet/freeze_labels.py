@@ -1,0 +1,48 @@
+"""``ragvet freeze-labels``: rewrite every ``{chunk, chunking}`` evidence reference of
+a cases file into the ``{doc, start, end}`` span it resolves to under the chunking's
+current params.
+
+Such a label ties its chunking forever: changing the chunking's params re-resolves
+the label, changes the eval-split fingerprint and fails the gate ("labels changed").
+The frozen spans are the same spans, so every figure stays the same, and the
+chunking is free to change afterwards. YAML keeps its comments (see
+:mod:`ragvet.inputs.freezing`); nothing is written when any reference cannot be frozen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ragvet.errors import Problem, raise_if, user_errors
+from ragvet.evidence import EvidenceResolver
+from ragvet.inputs.freezing import freeze_jsonl, freeze_yaml, span_freezer
+from ragvet.inputs.loading import cases_file, load_corpus
+from ragvet.storage.atomic import write_text
+from ragvet.storage.files import read_params
+
+
+@user_errors
+def main(
+    cases: Path = typer.Option(Path("data/cases"), help="Cases file (YAML list or JSONL), or a folder holding one."),
+    corpus: Path = typer.Option(Path("data/corpus"), help="Corpus folder the references point into."),
+    out: Path | None = typer.Option(None, help="Where to write the frozen cases (default: CASES, in place)."),
+    params: Path = typer.Option(Path("params.yaml"), help="The DVC params file: the chunkings' current params."),
+) -> None:
+    """Freeze chunk-anchored labels into spans, so the chunking can change."""
+    found: list[Problem] = []
+    cases = cases_file(cases, found)
+    raise_if(found)
+    docs = {doc.doc_id: doc for doc in load_corpus(corpus)}
+    freeze = span_freezer(EvidenceResolver(docs, read_params(params).get("chunking") or {}))
+    rewrite = freeze_yaml if cases.suffix in (".yaml", ".yml") else freeze_jsonl
+    text, count, problems = rewrite(cases.read_text(encoding="utf-8"), cases, freeze)
+    raise_if(problems)
+    target = out or cases
+    write_text(target, text)
+    typer.echo(f"froze {count} chunk reference{'s' if count != 1 else ''} into spans -> {target}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,440 @@
+"""Where a comparison's two sides come from: the committed baseline folder, the
+current per-case results, or another git revision's results (from git or DVC).
+
+This is all of the gate's and the report's file and git I/O; the comparison
+itself (:mod:`ragvet.gating.compare`) is pure, so both stages compare the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragvet.errors import InputError, Problem
+from ragvet.measures.latency import accepted_latency
+from ragvet.storage.atomic import outputs_together, remove_output, write_copy
+from ragvet.storage.files import read_json, write_json
+from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
+
+if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
+    import polars as pl
+
+Summary = dict[str, Any]
+# What a comparison reads of each per-case table (ragvet.gating.compare) besides the metrics
+# it compares: at 100,000 cases and nine tables, the other metrics, the counts, missed
+# evidence and reviews are left on disk (reading every metric took 5 times as long).
+COMPARED = ("case_id", "split", "answerable", "tags")
+
+
+def compared_columns(metrics: Sequence[str] | None) -> tuple[str, ...]:
+    """:data:`COMPARED` and the columns of ``metrics`` (every metric when None), as
+    :func:`ragvet.storage.results.read_results` takes them."""
+    return (*COMPARED, *(["metrics"] if metrics is None else [column("metrics", metric) for metric in metrics]))
+
+
+def read_baseline_dir(
+    baseline: Path, config: str, metrics: Sequence[str] | None = None
+) -> tuple[dict | None, pl.DataFrame | None]:
+    """The committed baseline of one configuration (its summary and what a comparison
+    of ``metrics`` reads of its per-case table, :func:`compared_columns`), or
+    (None, None) if there is none.
+
+    A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
+    which are not in the work tree is an error: the comparison would otherwise
+    say "no baseline" when the fix is one ``dvc pull``.
+    """
+    summary, cases = baseline / f"{config}.json", per_case_path(cases_dir(baseline), config)
+    if summary.exists() and not cases.exists() and dvc_pointer(cases_dir(baseline)).exists():
+        raise InputError(
+            [
+                Problem(
+                    str(cases),
+                    f"the baseline's per-case table is tracked by DVC ({dvc_pointer(cases_dir(baseline))}) "
+                    "but not in the work tree",
+                    f"run `dvc pull {dvc_pointer(cases_dir(baseline))}` (or `dvc checkout` when the cache has it)",
+                )
+            ]
+        )
+    if not (summary.exists() and cases.exists()):
+        return None, None
+    return read_json(summary), read_results(cases, columns=compared_columns(metrics))
+
+
+def baselines_for(
+    configs: list[str], baseline: Path, against: str | None, metrics: Sequence[str] | None = None
+) -> dict[str, tuple]:
+    """``{config: (summary, table)}`` from a git revision's results or from the
+    committed baseline folder; ``(None, None)`` where there is none. Of each table,
+    what a comparison of ``metrics`` reads (:func:`compared_columns`)."""
+    if against:
+        found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics))
+        return {config: found[config] or (None, None) for config in configs}
+    return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
+
+
+def latency_path(folder: Path, config: str) -> Path:
+    """A configuration's latency record in a folder of them: ``.ragvet/latency`` (what the
+    retrieve stage measured) or ``metrics/baseline/latency`` (what the baseline accepted)."""
+    return folder / f"{config}.json"
+
+
+def baseline_latency_dir(baseline: Path) -> Path:
+    """The accepted latency records inside a baseline folder."""
+    return baseline / "latency"
+
+
+def latency_pairs(
+    limit: float | None, configs: list[str], baseline: Path, latency_dir: Path, against: str | None
+) -> dict[str, tuple[dict | None, dict | None]] | None:
+    """``{config: (baseline record, current record)}`` for the gate's latency check:
+    the current record from ``latency_dir``; the baseline's from the committed baseline
+    folder, or as ``against`` committed it (one read for all). None where there is
+    none, and nothing read when the check is off (``limit`` None): a baseline without
+    latency records would send every gate ``--against`` to the DVC remote for them."""
+    if limit is None:
+        return None
+    accepted = {config: latency_path(baseline_latency_dir(baseline), config).as_posix() for config in configs}
+    found = files_at(against, list(accepted.values()), Path.cwd()) if against else {}
+    pairs = {}
+    for config, path in accepted.items():
+        if against:
+            text = found[path]
+            base = None if text is None else _summary_at(against, path, text.decode("utf-8"))
+        else:
+            base = read_json(Path(path)) if Path(path).is_file() else None
+        current = latency_path(latency_dir, config)
+        pairs[config] = (base, read_json(current) if current.is_file() else None)
+    return pairs
+
+
+def current_table(folder: Path, config: str, metrics: Sequence[str] | None = None) -> pl.DataFrame | None:
+    """What a comparison of ``metrics`` reads of one configuration's per-case table in
+    ``folder`` (``metrics/cases``; :func:`compared_columns`), or None if evaluate has
+    not written it."""
+    path = per_case_path(folder, config)
+    return read_results(path, columns=compared_columns(metrics)) if path.exists() else None
+
+
+def rebaselined(configs: list[str], baseline: Path, folder: Path, against: str | None) -> list[str]:
+    """The configurations whose committed baseline holds exactly their current
+    per-case results: this change ran ``ragvet baseline accept`` (or is back at
+    the accepted state), so a comparison with another revision (``against``) may
+    accept its moves. Without a revision nothing can be accepted, and nothing is read."""
+    if against is None:
+        return []
+    return [
+        config
+        for config in configs
+        if _same_table(per_case_path(folder, config), per_case_path(cases_dir(baseline), config))
+    ]
+
+
+def _same_table(current: Path, accepted: Path) -> bool:
+    """Both tables exist and hold the same values: the same bytes (``baseline accept``
+    copies them), else equal once read."""
+    if not (current.is_file() and accepted.is_file()):
+        return False
+    return current.read_bytes() == accepted.read_bytes() or read_results(current).equals(read_results(accepted))
+
+
+def accept_baseline(
+    metrics_dir: Path, configs: list[str], project: Path = Path("."), latency: Path | None = None
+) -> list[Path]:
+    """Copy the current results of the gated configs into ``metrics/baseline/``.
+
+    With ``latency`` (the folder of the retrieve stages' records, given while the
+    gate's p95 check is on), each one's latency record too,
+    without its per-case timings (:func:`ragvet.measures.latency.accepted_latency`),
+    into ``metrics/baseline/latency/``; with it off, none is kept there.
+
+    Every source is checked before anything is written, so a missing result never
+    leaves a half-updated baseline. Baseline files of configurations that are no
+    longer gated are removed, so a stale baseline cannot linger in the PR. Files
+    are copied byte for byte: the summary is canonical JSON, the table canonical
+    Parquet. Where the project keeps per-case tables in DVC (:func:`tables_in_dvc`),
+    the baseline's tables go there too (``dvc add``), and git gets their small
+    ``cases.dvc`` pointer.
+    """
+    metrics_dir = Path(metrics_dir)
+    baseline_dir = metrics_dir / "baseline"
+    pairs: list[tuple[Path, Path]] = []
+    problems: list[Problem] = []
+    for config in sorted(set(configs)):
+        for src, dst in (
+            (metrics_dir / f"{config}.json", baseline_dir / f"{config}.json"),
+            (per_case_path(cases_dir(metrics_dir), config), per_case_path(cases_dir(baseline_dir), config)),
+        ):
+            if src.is_file():
+                pairs.append((src, dst))
+            else:
+                problems.append(
+                    Problem(str(src), f"results of gated configuration {config} not found", "run dvc repro first")
+                )
+    timed: list[tuple[Path, Path]] = []
+    for config in sorted(set(configs)) if latency is not None else []:
+        src = latency_path(latency, config)
+        timed.append((src, latency_path(baseline_latency_dir(baseline_dir), config)))
+        if not src.is_file():
+            problems.append(Problem(str(src), f"latency of gated configuration {config} not found", "run dvc repro"))
+    if problems:
+        raise InputError(problems)
+    records = [(accepted_latency(read_json(src)), dst) for src, dst in timed]
+    keep = set(configs)
+    written = [dst for _, dst in pairs] + [dst for _, dst in timed]
+    with outputs_together(*written):  # never a new summary beside an old per-case table
+        for src, dst in pairs:
+            write_copy(dst, src)
+        for record, dst in records:
+            write_json(dst, record)
+        kept_latency = keep if latency is not None else set()
+        for stale in sorted(baseline_latency_dir(baseline_dir).glob("*.json")):
+            if stale.stem not in kept_latency:
+                remove_output(stale)
+        for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
+            if folder.is_dir():
+                for stale in sorted(folder.glob(f"*{suffix}")):
+                    if stale.is_file() and stale.name[: -len(suffix)] not in keep:
+                        remove_output(stale)
+    if tables_in_dvc(project):
+        written.append(track_with_dvc(project, cases_dir(baseline_dir)))
+    return written
+
+
+def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
+    """``git *args`` in ``repo``; its output as text, or as bytes when ``binary``."""
+    text = {} if binary else {"text": True, "encoding": "utf-8"}
+    try:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False, **text)
+    except FileNotFoundError:
+        raise InputError(
+            [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
+        ) from None
+
+
+def _check_revision(rev: str, repo: Path) -> None:
+    """Fail clearly when ``rev`` is not a commit here; a shallow clone is named as
+    the likely cause, since CI checkouts fetch one commit by default."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
+        return
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise InputError([Problem(str(repo), "not inside a git repository", f"run from a git clone that has {rev!r}")])
+    shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    if shallow:
+        fix = (
+            "this clone is shallow, so it lacks that history: fetch it with `git fetch --unshallow origin` "
+            "(in GitHub Actions, actions/checkout with `fetch-depth: 0`)"
+        )
+    else:
+        fix = "pass a commit, branch or tag that exists (git log --oneline; git fetch origin for origin/...)"
+    raise InputError([Problem(str(repo), f"git revision {rev!r} does not exist", fix)])
+
+
+def _summary_at(rev: str, path: str, text: str) -> Summary:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:{path}:{err.lineno}",
+                    f"malformed JSON: {err.msg}",
+                    "compare with a revision with intact results",
+                )
+            ]
+        ) from None
+
+
+def file_at(rev: str, path: str, repo: Path) -> bytes | None:
+    """The bytes of ``path`` (relative to the DVC project ``repo``) as ``rev`` has it:
+    from git when committed there, else through DVC (this cache, else the default
+    remote); None when that revision has no such file.
+
+    This is how every reader of another revision's tables gets them, wherever
+    they live (docs/storage.md). A file DVC tracks at ``rev`` whose object
+    neither the cache nor the remote holds is an error naming the object, the
+    remote, and the fix.
+    """
+    return files_at(rev, [path], repo)[path]
+
+
+def files_at(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes | None]:
+    """:func:`file_at` for several paths of one revision, through one DVC filesystem
+    (opening one costs a second or two)."""
+    found: dict[str, bytes | None] = {}
+    for path in paths:
+        done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
+        if done.returncode == 0:
+            found[path] = done.stdout
+    missing = [path for path in paths if path not in found]
+    if not missing:
+        return found
+    from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
+    from dvc.fs import DVCFileSystem  # deferred, as above
+
+    md5, remote, path = "?", None, missing[0]
+    try:
+        remote, settings = _work_tree_remote(repo)
+        # The work tree's remote, not REV's: REV may predate it, and credentials live in config.local.
+        chosen = {"remote": remote, "remote_config": settings} if remote else {}
+        fs = DVCFileSystem(repo=str(repo), rev=rev, **chosen)
+        for path in missing:
+            if not fs.exists(path):
+                found[path] = None
+                continue
+            md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
+            with fs.open(path, mode="rb") as handle:
+                found[path] = handle.read()
+    except NotDvcRepoError:
+        return {**dict.fromkeys(missing), **found}
+    except FileNotFoundError:
+        raise InputError([_missing_object(rev, path, md5, remote)]) from None
+    return found
+
+
+def _work_tree_remote(repo: Path) -> tuple[str | None, dict]:
+    """The default DVC remote configured here (all config levels), and its settings."""
+    from dvc.repo import Repo  # deferred: DVC's import costs a second
+
+    with Repo(str(repo)) as dvc_repo:
+        remote = dvc_repo.config["core"].get("remote")
+        return remote, dict(dvc_repo.config["remote"].get(remote, {})) if remote else {}
+
+
+def _missing_object(rev: str, path: str, md5: str, remote: str | None) -> Problem:
+    """Why DVC could not bring ``path`` at ``rev``: no remote, or a remote without the object."""
+    where = f"{rev}:{path}"
+    if not remote:
+        return Problem(
+            where,
+            f"DVC tracks it (object {md5}), this DVC cache lacks it, and no default DVC remote is configured",
+            f"add the remote it was pushed to (`dvc remote add -d NAME URL`); where {rev} was produced, run `dvc push`",
+        )
+    return Problem(
+        where,
+        f"DVC object {md5} is neither in this DVC cache nor on the remote {remote!r}",
+        f"run `dvc push` where {rev} was produced (its cache holds the object), then retry",
+    )
+
+
+def read_results_at(
+    rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
+) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
+    """Summary and per-case table of each configuration as committed at ``rev``;
+    None for a configuration that revision has no results for (a new one).
+
+    These are the *results* of that revision (``metrics/<config>.json`` and its
+    per-case table), not its baseline folder: ``--against REV`` asks "did this
+    change regress relative to REV?". The summary is committed; the table comes
+    through :func:`file_at` (git or DVC). An unknown revision, a clone too
+    shallow to have it, and a revision with no ragvet results at all are
+    errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
+    subfolder of the git repository. ``columns`` limits the rows to those
+    (:func:`ragvet.storage.results.read_results`); all of them by default.
+    """
+    repo = Path(repo)
+    _check_revision(rev, repo)
+    table_dir = cases_dir(Path("metrics"))
+    if all(_git(repo, "cat-file", "-e", f"{rev}:./{path}").returncode != 0 for path in (table_dir, "dvc.lock")):
+        raise InputError(
+            [
+                Problem(
+                    f"{rev}:{table_dir.as_posix()}",
+                    "that revision has no ragvet results (no per-case tables, no dvc.lock committed)",
+                    "compare with a revision where `dvc repro` ran and its results were committed",
+                )
+            ]
+        )
+    results: dict[str, tuple[Summary, pl.DataFrame] | None] = {}
+    for config in sorted(set(configs)):
+        summary_path, cases_path = f"metrics/{config}.json", per_case_path(table_dir, config).as_posix()
+        summary = _git(repo, "show", f"{rev}:./{summary_path}")
+        table = file_at(rev, cases_path, repo) if summary.returncode == 0 else None
+        if table is None:
+            results[config] = None
+            continue
+        found = read_results(table, where=f"{rev}:{cases_path}", columns=columns)
+        results[config] = (_summary_at(rev, summary_path, summary.stdout), found)
+    return results
+
+
+def _experiments(repo: Path) -> tuple[str, list[tuple[str, str]]]:
+    """The baseline commit of `dvc exp show` and its experiments, ``(name, sha)``
+    sorted by name: what the user sees in that table."""
+    try:
+        done = subprocess.run(
+            ["dvc", "exp", "show", "--json"], cwd=repo, capture_output=True, text=True, encoding="utf-8", check=False
+        )
+    except FileNotFoundError:
+        raise InputError([Problem(str(repo), "dvc is not installed", "install ragvet's requirements")]) from None
+    if done.returncode != 0:
+        raise InputError(
+            [Problem(str(repo), f"`dvc exp show --json` failed: {done.stderr.strip()}", "run it from a DVC project")]
+        )
+    entries = [entry for entry in json.loads(done.stdout or "[]") if entry.get("rev") != "workspace"]
+    if not entries:
+        raise InputError([Problem(str(repo), "no commit to compare experiments with", "commit the project first")])
+    baseline = entries[0]
+    found = [
+        (run.get("name") or run["rev"][:7], run["rev"])
+        for group in baseline.get("experiments") or []
+        for run in group.get("revs") or []
+    ]
+    return baseline["rev"], sorted(found)
+
+
+def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, pl.DataFrame | None], dict[str, dict | None]]:
+    """``(baseline name, rows, fingerprints)`` of ``config`` at the experiments'
+    baseline commit and in each experiment of `dvc exp show`, keyed by name.
+
+    Experiments are commits (``refs/exps/...``), so their committed per-case tables
+    are read like any revision's. No experiment is an error: there is nothing to
+    compare.
+    """
+    base_rev, runs = _experiments(repo)
+    if not runs:
+        raise InputError(
+            [Problem(str(repo), "`dvc exp show` lists no experiments", "run some first, e.g. `dvc exp run -S ...`")]
+        )
+    baseline = f"{config}@{base_rev[:7]}"
+    rows: dict[str, pl.DataFrame | None] = {}
+    fingerprints: dict[str, dict | None] = {}
+    for name, rev in [(baseline, base_rev), *runs]:
+        found = read_results_at(rev, [config], repo)[config]
+        rows[name] = found[1] if found else None
+        fingerprints[name] = found[0].get("fingerprints") if found else None
+    return baseline, rows, fingerprints
+
+
+def missing_latency(
+    pairs: dict[str, tuple[dict | None, dict | None]], latency_dir: Path, baseline: Path, against: str | None
+) -> list[Problem]:
+    """A problem for each latency record the p95 check lacks: with the check on, a
+    missing record must stop the gate (exit 2), since passing would claim a latency
+    comparison that never happened. A record is missing here when DVC restored the run
+    (run cache, ``dvc pull``) instead of measuring it, or it was retrieved on another clone."""
+    problems = []
+    for config, (base, current) in sorted(pairs.items()):
+        if current is None:
+            problems.append(
+                Problem(
+                    str(latency_path(latency_dir, config)),
+                    f"gate.latency.max_p95_rise is on but no latency was measured here for {config} "
+                    "(DVC restored its run rather than running it, or it never ran in this clone)",
+                    f"measure it: `dvc repro -f -s retrieve@{config}`, then run the gate again",
+                )
+            )
+        if base is None:
+            where = latency_path(baseline_latency_dir(baseline), config).as_posix()
+            problems.append(
+                Problem(
+                    f"{against}:{where}" if against else where,
+                    f"gate.latency.max_p95_rise is on but the baseline has no latency record for {config}",
+                    "record it on this machine with `ragvet baseline accept` (and commit it), or set "
+                    "gate.latency.max_p95_rise: null",
+                )
+            )
+    return problems

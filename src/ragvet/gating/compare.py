@@ -1,0 +1,729 @@
+"""The regression gate: paired comparison of gated configurations with a baseline.
+
+A gate is only useful if its failures are real and its passes are meaningful, so:
+
+* the comparison is *paired* over the same eval-split cases (case-to-case noise
+  cancels, and a case missing on one side cannot move a mean);
+* every delta carries a paired bootstrap confidence interval and a paired
+  permutation p-value, seeded from params, so the same inputs always give the
+  same verdict (:mod:`ragvet.gating.bootstrap`). The bootstrap draws and sign
+  vectors are drawn once per paired case set and shared by every metric compared
+  over it (:func:`_statistics`): each metric costs a matrix product, and gets the
+  same figures as alone; the
+  p-values of every guarded metric and slice of every gated
+  configuration are corrected as one family (:mod:`ragvet.gating.significance`),
+  and with ``require_significance`` a drop fails only when its corrected p < α;
+* when no valid comparison is possible (no baseline, relabelled eval split,
+  changed corpus, undefined metric) the gate *fails and says why*, instead of
+  silently passing on numbers that mean nothing.
+
+Everything here is pure: :mod:`ragvet.gating.baselines` reads both sides, and the gate
+and the report compare them with the same functions, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ragvet.gating.bootstrap import bootstrap_cis
+from ragvet.gating.latency import compare_latency, latency_text, max_p95_rise
+from ragvet.gating.significance import (
+    alpha_of,
+    correct_entries,
+    correction_of,
+    describe_family,
+    permutation_of,
+    permutation_ps,
+)
+from ragvet.measures.answers import REVIEW_METRICS
+from ragvet.measures.registry import METRICS, higher_is_better
+from ragvet.reporting.escaping import visible
+from ragvet.reporting.formatting import fmt, fmt_p
+from ragvet.schema import EVAL
+from ragvet.storage.files import FLOAT_PLACES
+from ragvet.storage.results import column, results_frame
+
+Row = dict[str, Any]
+Summary = dict[str, Any]
+
+if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `ragvet --help`
+    import numpy as np
+    import polars as pl
+
+    # One configuration's per-case results: the table the stages read
+    # (ragvet.storage.results), or the nested rows it stands for.
+    Results = pl.DataFrame | Sequence[Row]
+    # The case ids of a paired sample, in its order.
+    CaseIds = pl.Series | Sequence[str]
+
+RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
+CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+def _table(rows: Results) -> pl.DataFrame:
+    """Per-case results as the columnar table (:mod:`ragvet.storage.results`): the
+    stages pass tables, a list of nested rows is converted."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
+
+
+def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
+    """``columns`` of the eval-split cases (a per-case table holds each case once),
+    selected before the filter so that the other columns are not copied."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
+
+
+def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
+    """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
+    the table does not have it) of the eval-split cases."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    names = [column("metrics", metric) for metric in metrics]
+    present = set(_table(rows).columns)
+    values = [(pl.col(name) if name in present else pl.lit(None)).cast(pl.Float64) for name in names]
+    return _eval_columns(rows, "case_id", *(value.alias(f"{side}{i}") for i, value in enumerate(values)))
+
+
+def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> pl.DataFrame:
+    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
+    the eval-split cases on both sides, sorted by case_id. Two tables of the same cases
+    (the usual case) are paired by position, others by a join on case_id. One pass
+    over each table for all the metrics of a comparison."""
+    base, cur = _metrics(baseline_rows, metrics, "b"), _metrics(current_rows, metrics, "c")
+    if base["case_id"].equals(cur["case_id"]):
+        wide = base.with_columns(cur.drop("case_id"))
+    else:
+        wide = base.join(cur, on="case_id", how="inner")
+    return wide.sort("case_id")
+
+
+def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
+    a finite value on both sides (:func:`ragvet.reporting.formatting.is_missing`: None,
+    NaN and infinities are no value)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
+
+
+def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
+    """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
+    of ``metric`` on both sides, sorted by case_id (:func:`_wide`, :func:`_pair`)."""
+    return _pair(_wide(baseline_rows, current_rows, [metric]), 0)
+
+
+def paired_values(
+    baseline_rows: Results, current_rows: Results, metric: str
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Values of ``metric`` for eval-split cases present, with a value, on both sides.
+
+    Sorted by case_id, so that the bootstrap (which indexes into these arrays)
+    sees the same order whatever order the rows were written in. Abstention cases
+    (metric None) drop out on their own.
+    """
+    ids, base, cur = _samples(baseline_rows, current_rows, [metric])[0]
+    return ids.to_list(), base, cur
+
+
+def _samples(
+    baseline_rows: Results, current_rows: Results, metrics: Sequence[str]
+) -> list[tuple[pl.Series, np.ndarray, np.ndarray]]:
+    """:func:`paired_values` of each of ``metrics``, each table read once for all of them,
+    the case ids left a polars Series: at 100,000 cases, making them Python strings for
+    every metric took longer than its statistics."""
+    wide = _wide(baseline_rows, current_rows, metrics)
+    pairs = [_pair(wide, i) for i in range(len(metrics))]
+    return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
+
+
+# Figures already computed in this process, by a digest of (case ids, deltas, params):
+# the report measures the gate's comparisons and its own over the same pairs, and every
+# figure is a pure function of those, so the second asks for nothing new.
+_MEMO: dict[bytes, tuple] = {}
+
+
+def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
+    """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
+
+    Samples over the same case ids (in the same order) are one group
+    (:func:`_groups`): its bootstrap and permutation draws are made once for all of
+    them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
+    get alone. Samples over other cases (a None on one side drops a case) group apart.
+    A sample computed before in this process (same cases, deltas and params) is not
+    computed again.
+    """
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+
+    boot, perm = gate["bootstrap"], permutation_of(gate)
+    params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
+    params += (int(perm["resamples"]), int(perm["seed"]))
+    out: list[tuple] = [()] * len(samples)
+    for ids, members in _groups([sample[0] for sample in samples]):
+        names = ids.to_list()
+        group = hashlib.blake2b(repr(params).encode() + "\x00".join(names).encode(), digest_size=32).digest()
+        deltas = np.empty((len(names), len(members)), dtype=np.float64)
+        keys = []
+        for j, i in enumerate(members):
+            _, base, cur = samples[i]
+            deltas[:, j] = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
+            keys.append(hashlib.blake2b(group + deltas[:, j].tobytes(), digest_size=32).digest())
+        todo = [j for j, key in enumerate(keys) if key not in _MEMO]
+        if todo:
+            if len(_MEMO) > 100_000:
+                _MEMO.clear()
+            fresh = np.ascontiguousarray(deltas[:, todo])
+            cis = bootstrap_cis(fresh, params[0], params[1], params[2], names)
+            ps = permutation_ps(fresh, params[3], params[4])
+            for j, ci, p_value in zip(todo, cis, ps):
+                _MEMO[keys[j]] = (*ci, p_value)
+        for j, i in enumerate(members):
+            out[i] = _MEMO[keys[j]]
+    return out
+
+
+def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
+    """The distinct case id lists, each with the positions of the samples over it, in
+    order of first appearance. Equal lists are found by their length and polars' hash
+    sum, and confirmed equal value by value (a hash collision only costs a group)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    groups: list[tuple[pl.Series, list[int]]] = []
+    candidates: dict[tuple[int, int], list[int]] = {}
+    for i, ids in enumerate(case_ids):
+        series = ids if isinstance(ids, pl.Series) else pl.Series("case_id", list(ids), dtype=pl.String)
+        found = candidates.setdefault((len(series), int(series.hash().sum() or 0)), [])
+        match = next((g for g in found if groups[g][0].equals(series, check_names=False)), None)
+        if match is None:
+            found.append(match := len(groups))
+            groups.append((series, []))
+        groups[match][1].append(i)
+    return groups
+
+
+class Statistics:
+    """Comparisons waiting for their interval and p-value, filled in together.
+
+    The gate and the report register every metric and slice of every configuration
+    (:meth:`add`), then :meth:`fill` computes them by :func:`_statistics`: samples over
+    the same cases (the configurations of one eval split, compared metric by metric)
+    share one draw, and each gets what it would get alone.
+    """
+
+    def __init__(self, gate: dict) -> None:
+        self.gate = gate
+        self.pending: list[tuple[dict, CaseIds, np.ndarray, np.ndarray]] = []
+
+    def add(self, entry: dict, case_ids: CaseIds, base: np.ndarray, cur: np.ndarray) -> dict:
+        self.pending.append((entry, case_ids, base, cur))
+        return entry
+
+    def fill(self) -> None:
+        samples = [(ids, base, cur) for _, ids, base, cur in self.pending]
+        for (entry, *_), (low, high, p_value) in zip(self.pending, _statistics(samples, self.gate)):
+            entry.update(ci_low=low, ci_high=high, p_value=p_value)
+        self.pending = []
+
+
+# ------------------------------------------------------------------------ comparison
+
+
+def _k_of(metric: str) -> int | None:
+    """``recall@5`` -> 5; ``mrr`` -> None; a budget metric (``evidence_recall_budget@512``,
+    cut at a budget, not at a rank) -> None."""
+    base, at, k = metric.rpartition("@")
+    spends = base in METRICS and METRICS[base].budget
+    return int(k) if at and k.isdigit() and not spends else None
+
+
+def _exceeds(delta: float | None, max_drop: float, higher: bool = True) -> bool:
+    """A move beyond tolerance in the metric's bad direction: a drop, or a rise
+    where lower is better (an unsupported-answer share)."""
+    return delta is not None and (-delta if higher else delta) > max_drop
+
+
+def _compare(
+    base: np.ndarray,
+    cur: np.ndarray,
+    max_drop: float,
+    higher: bool,
+    case_ids: CaseIds,
+    stats: Statistics,
+    entry: dict,
+) -> dict:
+    """Means, delta, CI, raw permutation p-value and the cases won, tied and lost
+    (moved in the good direction, not at all, the bad one) of one paired sample,
+    and whether it moved beyond ``max_drop`` the wrong way (``exceeds``). Whether that
+    fails is decided with the whole family, by :func:`decide_family`. The fields go
+    into ``entry``, returned; its CI and p-value are filled in by ``stats``
+    (:meth:`Statistics.fill`), with the others'.
+
+    The delta is rounded to the places the verdict file keeps, so a drop of
+    exactly ``max_drop`` passes rather than failing on float noise, and the
+    decision always agrees with the numbers written next to it.
+    """
+    if len(base) == 0:
+        return entry | {
+            "baseline": None,
+            "current": None,
+            "delta": None,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+            "cases": 0,
+            "wins": 0,
+            "ties": 0,
+            "losses": 0,
+            "exceeds": False,
+        }
+    b, c = float(base.mean()), float(cur.mean())
+    moves = (cur - base).round(FLOAT_PLACES) * (1 if higher else -1)
+    delta = round(c - b, FLOAT_PLACES)
+    entry.update(
+        {
+            "baseline": b,
+            "current": c,
+            "delta": delta,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+            "cases": len(base),
+            "wins": int((moves > 0).sum()),
+            "ties": int((moves == 0).sum()),
+            "losses": int((moves < 0).sum()),
+            "exceeds": _exceeds(delta, max_drop, higher),
+        }
+    )
+    return stats.add(entry, case_ids, base, cur)
+
+
+def slice_comparisons(
+    baseline_rows: Results,
+    current_rows: Results,
+    gate: dict,
+    slice_keys: Sequence[str],
+    stats: Statistics | None = None,
+) -> list[dict]:
+    """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
+
+    Slice membership comes from the current rows' tags: with an unchanged eval
+    fingerprint they match the baseline's anyway. Smaller slices are left out:
+    their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
+    left for its :meth:`Statistics.fill`, else filled before returning.
+    """
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    metric = gate["slice_metric"]
+    paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
+    base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
+    case_ids = paired["case_id"]
+    out = []
+    own = stats is None
+    stats = Statistics(gate) if stats is None else stats
+    for key in slice_keys:
+        tag = column("tags", key)
+        if tag not in _table(current_rows).columns:
+            continue
+        tagged = paired.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
+        grouped = tagged.filter(pl.col(tag).is_not_null()).group_by(tag).agg(pl.col("position").sort())
+        groups = dict(zip(grouped[tag].cast(pl.String).to_list(), grouped["position"].to_list()))
+        for value in sorted(groups):
+            members = np.asarray(groups[value])
+            if len(members) < int(gate["min_slice_cases"]):
+                continue
+            entry = {"key": key, "value": value, "metric": metric}
+            higher = higher_is_better(metric)
+            ids = case_ids.gather(members)
+            out.append(_compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry))
+    if own:
+        stats.fill()
+    return out
+
+
+def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, gate: dict) -> dict:
+    """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
+    decision: the report shows every metric this way, the gate decides only on
+    guarded ones."""
+    return compare_metrics(baseline_rows, current_rows, [metric], gate)[0]
+
+
+def compare_metrics(
+    baseline_rows: Results,
+    current_rows: Results,
+    metrics: Sequence[str],
+    gate: dict,
+    stats: Statistics | None = None,
+) -> list[dict]:
+    """:func:`compare_metric` of each of ``metrics``, the same figures, with the random
+    draws shared by the metrics over the same paired cases (:func:`_statistics`).
+    With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`."""
+    own = stats is None
+    stats = Statistics(gate) if stats is None else stats
+    out = []
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+        entry = _compare(base, cur, math.inf, higher_is_better(metric), ids, stats, {"metric": metric})
+        del entry["exceeds"]
+        out.append(entry)
+    if own:
+        stats.fill()
+    return out
+
+
+def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
+    """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    paired = _paired(baseline_rows, current_rows, f"hit@{k}")
+    return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()
+
+
+def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
+    """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
+    return newly_missed(current_rows, baseline_rows, k)
+
+
+def newly_missed_k(metrics: Sequence[str]) -> int | None:
+    ks = [k for k in map(_k_of, metrics) if k is not None]
+    return max(ks) if ks else None
+
+
+def gate_metrics(gate_params: dict) -> list[str]:
+    """Every metric a gate compares: the guarded ones, the slice metric and ``hit@k`` of
+    the newly missed cases. What the gate reads of each per-case table."""
+    k = newly_missed_k(gate_params["metrics"])
+    return list(dict.fromkeys([*gate_params["metrics"], gate_params["slice_metric"], *([f"hit@{k}"] if k else [])]))
+
+
+def anchor_note(anchors: Sequence[str]) -> str:
+    """The way out when labels are anchored on chunkings: a change to such a chunking's
+    params changes the labels, and freezing them into spans frees it."""
+    if not anchors:
+        return ""
+    names = ", ".join(repr(name) for name in anchors)
+    plural = "s" if len(anchors) > 1 else ""
+    return (
+        f". Labels are anchored on chunking{plural} {names} ({{chunk, chunking}} evidence), so a change to its "
+        "params changes them: to free it, restore its params, run `ragvet freeze-labels` (the same spans, "
+        "same fingerprint), then change it"
+    )
+
+
+def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> list[str]:
+    """Why two results are not comparable: a different eval split or corpus.
+
+    A missing fingerprint on either side is no evidence that the labels are the
+    same, so it counts as different: no valid comparison means a failing gate
+    (DESIGN.md, Gate), and the report says the same as the gate.
+    """
+    base_fp, cur_fp = baseline_fp or {}, current_fp or {}
+    reasons = []
+    if base_fp.get("eval_split") is None or base_fp.get("eval_split") != cur_fp.get("eval_split"):
+        reasons.append(
+            f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
+            f"{cur_fp.get('eval_split')}): {RELABEL_FIX}{anchor_note(cur_fp.get('anchors') or [])}"
+        )
+    if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
+        reasons.append(
+            f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
+            f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
+        )
+    return reasons
+
+
+def compare_config(
+    config: str,
+    baseline_rows: Results | None,
+    current_rows: Results | None,
+    baseline_fp: dict | None,
+    current_fp: dict | None,
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    against: str | None = None,
+) -> dict:
+    """Compare one gated configuration with its baseline, its tests a family of
+    their own (see :func:`_measure_config` and :func:`decide_family`)."""
+    measured = _measure_config(
+        config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against
+    )
+    return decide_family([measured], gate_params)[0]
+
+
+def _measure_config(
+    config: str,
+    baseline_rows: Sequence[Row] | None,
+    current_rows: Sequence[Row] | None,
+    baseline_fp: dict | None,
+    current_fp: dict | None,
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    against: str | None = None,
+    stats: Statistics | None = None,
+) -> dict:
+    """Measure one gated configuration against its baseline; nothing decided yet.
+
+    ``baseline_fp`` / ``current_fp`` are the ``fingerprints`` dicts (eval split,
+    corpus). ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
+    baseline; ``current_rows=None`` means the configuration has no results. A
+    guarded metric with no value (None or NaN) on any paired case is refused.
+
+    ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
+    an invalid comparison never passes. ``against`` names the git revision the
+    baseline was read from, when it is not the committed baseline folder.
+    The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`) when given,
+    so that every configuration's draws are shared; else they are filled here.
+    """
+    if stats is None:
+        stats = Statistics(gate_params)
+        result = _measure_config(
+            config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against, stats
+        )
+        stats.fill()
+        return result
+    metrics: list[str] = list(gate_params["metrics"])
+    k_missed = newly_missed_k(metrics)
+    result: dict[str, Any] = {
+        "config": config,
+        "valid": False,
+        "reasons": [],
+        "metrics": [],
+        "slices": [],
+        "newly_missed": [],
+        "newly_missed_k": k_missed,
+        "max_drop": float(gate_params["max_drop"]),
+        "slice_max_drop": float(gate_params["slice_max_drop"]),
+        "confidence": float(gate_params["bootstrap"]["confidence"]),
+        "passed": False,
+    }
+    reasons: list[str] = result["reasons"]
+    if (baseline_rows is None or baseline_fp is None) and against is not None:
+        reasons.append(
+            f"no results for {config} at {against} (metrics/{config}.json and metrics/cases/{config}.parquet): "
+            f"a new configuration has nothing to compare with there; gate it once it has landed on {against}"
+        )
+    elif baseline_rows is None or baseline_fp is None:
+        reasons.append(
+            f"no baseline for {config} (metrics/baseline/{config}.json and "
+            f"metrics/baseline/cases/{config}.parquet): create it deliberately with `ragvet baseline accept`"
+        )
+    if current_rows is None or current_fp is None:
+        reasons.append(
+            f"no current results for {config} (metrics/{config}.json and "
+            f"metrics/cases/{config}.parquet): run `dvc repro` first"
+        )
+    if reasons:
+        return result
+
+    reasons += fingerprint_reasons(baseline_fp, current_fp)
+    if reasons:
+        result["fingerprints_differ"] = True
+        return result
+
+    base_ids, cur_ids = (_eval_columns(rows, "case_id")["case_id"] for rows in (baseline_rows, current_rows))
+    if not base_ids.is_in(cur_ids.implode()).any():
+        reasons.append(
+            "no paired cases: no eval-split case is in both the baseline and the current results; "
+            "re-baseline deliberately with `ragvet baseline accept`"
+        )
+        return result
+
+    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+        higher = higher_is_better(metric)
+        entry = _compare(
+            base, cur, result["max_drop"], higher, ids, stats, {"metric": metric, "higher_is_better": higher}
+        )
+        if entry["cases"] == 0:
+            fix = (
+                f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "
+                "deliberately with `ragvet baseline accept`"
+                if metric.partition("@")[0] in REVIEW_METRICS
+                else "fix the cases so it has a value"
+            )
+            reasons.append(
+                f"guarded metric {metric} has no paired eval-split cases with a value on both sides: "
+                f"{fix}, or stop gating on it"
+            )
+        result["metrics"].append(entry)
+
+    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate_params, slice_keys, stats)
+    if k_missed is not None:
+        result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
+    result["reasons"] = sorted(set(reasons), key=reasons.index)
+    result["valid"] = not result["reasons"]
+    return result
+
+
+def decide_family(results: list[dict], gate_params: dict) -> list[dict]:
+    """Correct the p-values of every guarded metric and slice of the valid
+    ``results`` as one family, then decide each test and each configuration.
+
+    A test fails when it moved beyond tolerance the wrong way (``exceeds``) and,
+    with ``require_significance``, its corrected p-value is below α (one minus
+    the bootstrap confidence). Invalid configurations are left out of the family:
+    they fail anyway, with their reasons. Every result records the family it was
+    decided in (size, correction, α), so the gate and the report can state it.
+    """
+    significance = bool(gate_params["require_significance"])
+    alpha, method = alpha_of(gate_params), correction_of(gate_params)
+    tests = [entry for r in results if r["valid"] for entry in [*r["metrics"], *r["slices"]]]
+    size = correct_entries(tests, method)
+    family = {"size": size, "correction": method, "alpha": alpha, "significance": significance}
+    for result in results:
+        for entry in [*result["metrics"], *result["slices"]]:
+            entry.setdefault("p_corrected", None)
+            significant = entry["p_corrected"] is not None and entry["p_corrected"] < alpha
+            entry["failed"] = entry["exceeds"] and (significant or not significance)
+        result["family"] = family
+        result["passed"] = (
+            result["valid"]
+            and not any(m["failed"] for m in result["metrics"])
+            and not any(s["failed"] for s in result["slices"])
+        )
+    return results
+
+
+def gate_verdict(per_config: list[dict]) -> dict:
+    """The overall verdict, configurations sorted by name.
+
+    An empty gate fails: "nothing was compared" is not evidence of no regression.
+    """
+    configs = sorted(per_config, key=lambda c: c["config"])
+    return {"passed": bool(configs) and all(c["passed"] for c in configs), "configs": configs}
+
+
+def gate_all(
+    gate_params: dict,
+    slice_keys: Sequence[str],
+    baselines: dict[str, tuple[Summary | None, Results | None]],
+    current: dict[str, Results | None],
+    fingerprints: dict,
+    against: str | None = None,
+    rebaselined: Collection[str] = (),
+    latency: Mapping[str, tuple[dict | None, dict | None]] | None = None,
+) -> dict:
+    """The verdict over every gated configuration: ``baselines`` maps a config to
+    its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
+    per-case rows (None when absent). Shared by the gate and the report, so both
+    say the same thing. ``rebaselined`` names the configurations whose committed
+    baseline this change re-accepted (see :func:`accept_deliberate`). With
+    ``gate.latency.max_p95_rise`` set, ``latency`` maps a config to its
+    ``(baseline, current)`` latency records (:mod:`ragvet.gating.latency`), and a
+    p95 rise beyond it fails the configuration."""
+    measured = []
+    stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
+    for config in gate_params["configs"]:
+        base_summary, base_rows = baselines.get(config, (None, None))
+        rows = current.get(config)
+        result = _measure_config(
+            config,
+            base_rows,
+            rows,
+            (base_summary or {}).get("fingerprints"),
+            fingerprints if rows is not None else None,
+            gate_params,
+            slice_keys,
+            against,
+            stats,
+        )
+        measured.append(result)
+    stats.fill()
+    results = decide_family(measured, gate_params)
+    limit = max_p95_rise(gate_params)
+    if limit is not None and latency is not None:
+        for result in results:
+            result["latency"] = compare_latency(*latency.get(result["config"], (None, None)), limit)
+            result["passed"] = result["passed"] and not result["latency"]["failed"]
+    return gate_verdict([accept_deliberate(r, against) if r["config"] in rebaselined else r for r in results])
+
+
+def accept_deliberate(result: dict, against: str | None) -> dict:
+    """Let a change that re-accepted its baseline pass against a revision.
+
+    ``ragvet baseline accept`` is how a drop or a relabelling is accepted on
+    purpose, in the same pull request. Compared with the base branch's results,
+    that change still shows the drop, and the job would fail forever. So when the
+    workspace's committed baseline equals its current results, a failing or
+    relabelled comparison against ``against`` passes as *accepted*: the drop stays
+    in the verdict for reviewers to read. Missing results or NaN still fail.
+    """
+    if against is None or result["passed"] or (result["reasons"] and not result.get("fingerprints_differ")):
+        return result
+    note = (
+        f"this change re-accepted metrics/baseline/ (`ragvet baseline accept`) at its current results, "
+        f"so the moves against {against} are accepted deliberately: reviewers, check them"
+    )
+    return {**result, "passed": True, "accepted": note}
+
+
+# ------------------------------------------------------------------------- rendering
+
+GATE_TESTS = "guarded metrics and slices of the gated configurations"
+
+
+def family_text(family: dict | None) -> str:
+    """The gate's family and the rule it decided by, for the terminal and the report."""
+    if not family:
+        return ""
+    rule = (
+        "A move beyond tolerance fails only when its corrected p < α."
+        if family["significance"]
+        else "With require_significance off, a move beyond tolerance fails on its size alone."
+    )
+    return f"{describe_family(family, GATE_TESTS)} {rule}"
+
+
+def _comparison_text(entry: dict, confidence: float) -> str:
+    return (
+        f"{fmt(entry['baseline'])} -> {fmt(entry['current'])} (delta {fmt(entry['delta'], signed=True)}, "
+        f"{confidence * 100:g}% CI [{fmt(entry['ci_low'], signed=True)}, {fmt(entry['ci_high'], signed=True)}]"
+        f", corrected p {fmt_p(entry.get('p_corrected'))}, {entry['cases']} cases)"
+    )
+
+
+def render_verdict(verdict: dict) -> str:
+    """Plain text for the terminal: every guarded delta with its CI, failing slices,
+    newly missed cases and the reasons a comparison is invalid, then the verdict.
+    Every name and reason is :func:`visible`: a case id cannot start a CI log command."""
+    lines: list[str] = []
+    if not verdict["configs"]:
+        lines.append("no configurations are gated: list them under gate.configs in params.yaml")
+    for cfg in verdict["configs"]:
+        name, confidence = visible(cfg["config"]), cfg.get("confidence", 0.95)
+        if cfg.get("accepted"):
+            lines.append(f"ACCEPTED {name}: {visible(cfg['accepted'], limit=None)}")
+        for reason in cfg["reasons"]:
+            lines.append(f"INVALID {name}: {visible(reason, limit=None)}")
+        for m in cfg["metrics"]:
+            status = "FAIL" if m["failed"] else "ok  "
+            lines.append(f"{status} {name} {visible(m['metric'])}: {_comparison_text(m, confidence)}")
+        failing = [s for s in cfg["slices"] if s["failed"]]
+        for s in failing:
+            where = visible(f"{s['key']}={s['value']}")
+            lines.append(f"FAIL {name} slice {where} {visible(s['metric'])}: {_comparison_text(s, confidence)}")
+        if cfg["slices"]:
+            lines.append(
+                f"     {name}: {len(failing)} of {len(cfg['slices'])} slices dropped more than "
+                f"{fmt(cfg.get('slice_max_drop'))}"
+            )
+        if cfg.get("latency"):
+            status = "FAIL" if cfg["latency"]["failed"] else ("note" if cfg["latency"]["note"] else "ok  ")
+            lines.append(f"{status} {name} {visible(latency_text(cfg['latency']), limit=None)}")
+        if cfg["newly_missed"]:
+            k = cfg.get("newly_missed_k")
+            lines.append(
+                f"     {name}: {len(cfg['newly_missed'])} newly missed at hit@{k} "
+                f"(hit in baseline, missed now): {', '.join(map(visible, cfg['newly_missed']))}"
+            )
+    if verdict["configs"]:
+        lines.append(f"     {family_text(verdict['configs'][0].get('family'))}")
+    lines.append(f"gate: {'PASSED' if verdict['passed'] else 'FAILED'}")
+    return "\n".join(lines) + "\n"

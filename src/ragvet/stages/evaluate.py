@@ -1,0 +1,94 @@
+"""Stage ``evaluate@<config>``: per-case metrics, per-slice tables and the
+configuration's metrics JSON; with recorded answers, their human review figures;
+and the dev-split abstention sweep for ``dvc plots``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ragvet.errors import user_errors
+from ragvet.inputs.params import fill_path, stage_key, stage_params
+from ragvet.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
+from ragvet.measures.answers import add_reviews, config_answers
+from ragvet.measures.evaluation import evaluate_table
+from ragvet.measures.registry import budget_values
+from ragvet.measures.summary import config_summary, dev_rows, slice_table
+from ragvet.retrieval.passages import passage_table
+from ragvet.storage.atomic import outputs_together
+from ragvet.storage.files import read_json, write_json
+from ragvet.storage.results import result_rows, results_frame, round_results, write_results
+from ragvet.storage.tables import foreign_passage_ids, read_case_table, read_chunk_table, read_docs, read_run_table
+
+
+@user_errors
+def main(
+    config: str | None = typer.Argument(None, help="A configuration from params.configs (under DVC: its stage's key)."),
+    run: Path = typer.Option(..., help="The configuration's run: the retrieve stage's Parquet, or JSONL."),
+    chunks: Path = typer.Option(..., help="Chunks JSONL of the configuration's chunking."),
+    corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
+    cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
+    split: Path = typer.Option(..., help="Frozen split JSON."),
+    metrics: Path = typer.Option(..., help="Metrics JSON to write; {key} stands for the configuration in every path."),
+    per_case: Path = typer.Option(..., help="Per-case table to write (Parquet, metrics/cases/<config>.parquet)."),
+    slices: Path = typer.Option(..., help="Per-slice JSON to write."),
+    answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
+    thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
+    sweep_out: Path | None = typer.Option(None, "--sweep", help="Dev-split abstention sweep JSON to write."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Score one configuration's run against the projected evidence."""
+    config = stage_key("evaluate", config)
+    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget"]
+    settings = stage_params(params, reads)
+    spec = settings["configs"][config]
+    run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
+    metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
+    slices = fill_path(slices, key=config)
+    sweep_out = fill_path(sweep_out, key=config) if sweep_out is not None else None
+    passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
+    all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
+    all_cases = read_case_table(cases)
+    frozen = read_json(split)
+    ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
+    recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
+    retriever = settings["retrievers"][spec["retriever"]]
+    tuned, stale = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
+    abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
+    membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
+    budgets = budget_values(settings)
+    table = evaluate_table(
+        all_cases,
+        all_chunks,
+        ranked,
+        membership,
+        settings["ks"],
+        settings["evidence"]["span_coverage"],
+        {doc.doc_id: doc.text for doc in read_docs(corpus)},
+        chunk_level=passages is None,
+        budgets=budgets,
+        # foreign passages carry no token starts: their budget metrics stay None when the budget counts tokens
+        budget_counted=passages is None or (settings.get("budget") or {}).get("unit") != "tokens",
+    )
+    if recorded is not None:
+        reviewed = add_reviews(
+            result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"]
+        )
+        table = results_frame(reviewed)
+    table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
+    summary = config_summary(
+        config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
+    )
+    if config in stale:  # applied, but its figures describe a threshold chosen for other scores
+        summary["abstention"]["stale"] = stale_mark(stale[config], config)
+    with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
+        write_results(per_case, table)
+        write_json(slices, slice_table(table, settings["slices"], settings["ks"], budgets))
+        write_json(metrics, summary)
+        if sweep_out is not None:
+            write_json(sweep_out, sweep(dev_rows(table)))
+    note = f", {len(recorded)} recorded answers" if recorded is not None else ""
+    typer.echo(f"{config}: evaluated {table.height} cases{note}")
+    if config in stale:
+        typer.echo(f"ragvet: warning: {stale[config].render()}", err=True)

@@ -1,0 +1,228 @@
+"""Stage ``report``: one document comparing every configuration with its baseline
+(the committed baseline, or a git revision's results with ``--against``), fit for
+a pull-request comment, and the data for ``dvc plots``.
+
+As a DVC stage it writes ``metrics/report.md`` and ``metrics/plots/``. By hand,
+``ragvet report --against origin/main --format md|html`` prints (or ``--out``
+writes) the same document against another revision; ``--comment`` adds the
+hidden marker CI uses to find and update its one pull-request comment.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from ragvet.errors import InputError, Problem, user_errors
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
+from ragvet.gating.compare import gate_all
+from ragvet.gating.freshness import refuse_stale
+from ragvet.gating.latency import max_p95_rise
+from ragvet.gating.side_by_side import comparable_metrics, side_by_side
+from ragvet.inputs.params import stage_params
+from ragvet.measures.registry import budget_values
+from ragvet.measures.summary import slice_table
+from ragvet.reporting.markdown import (
+    COMMENT_LIMIT,
+    budget_rows,
+    case_details,
+    compare_configs,
+    compared_metrics,
+    judged_references,
+    judged_settings,
+    judged_warnings,
+    plot_rows,
+    render_html,
+    render_latency,
+    render_report,
+    slice_rows,
+    summary_k,
+)
+from ragvet.storage.atomic import outputs_together, remove_output
+from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
+from ragvet.storage.results import per_case_path
+
+PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
+
+
+class Format(StrEnum):
+    md = "md"
+    html = "html"
+
+
+def csv_text(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(round_floats(rows))
+    return buffer.getvalue()
+
+
+def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
+    """What evaluate wrote for each configuration (``<folder>/<config>.json``), read
+    rather than recomputed from the per-case tables: the same figures, at no cost."""
+    paths = {config: folder / f"{config}.json" for config in configs}
+    missing = [path for path in paths.values() if not path.is_file()]
+    if missing:
+        raise InputError([Problem(str(path), f"{what} not found", "run dvc repro first") for path in missing])
+    return {config: read_json(path) for config, path in paths.items()}
+
+
+def _read_current(settings: dict, cases_dir: Path, metrics: list[str] | None) -> dict[str, list[dict]]:
+    rows = {config: current_table(cases_dir, config, metrics) for config in sorted(settings["configs"])}
+    missing = [config for config, found in rows.items() if found is None]
+    if missing:
+        raise InputError(
+            [
+                Problem(str(per_case_path(cases_dir, c)), "per-case results not found", "run dvc repro first")
+                for c in missing
+            ]
+        )
+    return rows  # type: ignore[return-value]
+
+
+def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, dict]:
+    """Questions and evidence of the newly missed and found cases only."""
+    ids = {cid for comp in comparisons for key in ("newly_missed", "newly_found") for cid in comp.get(key, [])}
+    if not ids:
+        return {}
+    texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
+    return case_details(read_jsonl(cases), texts, ids)
+
+
+def _budget_unit(settings: dict) -> str:
+    """What the budget counts: ``chars``, or the tokens of the named tokenizer."""
+    budget = settings.get("budget") or {}
+    return "chars" if budget.get("unit", "chars") == "chars" else f"tokens of {budget['tokenizer']}"
+
+
+def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
+    from ragvet.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
+
+    ks, k = settings["ks"], summary_k(settings["ks"])
+    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
+    gated = [c for c in settings["gate"]["configs"] if c in slices]
+    return [
+        (
+            "recall@k and evidence_recall@k (dashed: baseline)",
+            charts.at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks)),
+        ),
+        (
+            "Evidence recall against the context budget",
+            charts.budget_chart(
+                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                budget_rows(base_summaries, k, budget_values(settings), _budget_unit(settings)),
+            ),
+        ),
+        (
+            f"Per-slice evidence_recall@{k} of the gated configurations",
+            charts.slice_chart(slice_rows(slices, k), slice_rows(base_slices, k), gated),
+        ),
+    ]
+
+
+def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
+    """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
+    ks, k = settings["ks"], summary_k(settings["ks"])
+    files = dict(
+        zip(
+            PLOT_FILES,
+            (
+                plot_rows(summaries, ks),
+                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                slice_rows(slices, k),
+            ),
+            strict=True,
+        )
+    )
+    for stale in plots.glob("*.csv") if plots.exists() else []:
+        if stale.name not in files:
+            remove_output(stale)
+    for name, data in files.items():
+        write_text(plots / name, csv_text(data))
+
+
+@user_errors
+def main(
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
+    summaries_dir: Path = typer.Option(
+        Path("metrics"), help="Folder of the metrics JSON evaluate wrote, <config>.json."
+    ),
+    slices_dir: Path = typer.Option(Path("metrics/slices"), help="Folder of per-slice JSON, one per configuration."),
+    split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
+    baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
+    cases: Path = typer.Option(Path("data/validated/cases.jsonl"), help="Validated cases (questions, evidence)."),
+    corpus: Path = typer.Option(Path("data/validated/corpus.jsonl"), help="Validated corpus (evidence text)."),
+    against: str | None = typer.Option(None, help="Compare with this git revision's committed results instead."),
+    format: Format = typer.Option(
+        Format.md, "--format", help="md (a PR comment) or html (self-contained, with plots)."
+    ),
+    comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
+    out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
+    plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
+    latency_dir: Path | None = typer.Option(
+        None, help="Folder of the retrieve stages' latency records, <config>.json (.ragvet/latency under DVC)."
+    ),
+    latency_out: Path | None = typer.Option(None, help="Latency page to write (outside DVC and git: it varies)."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Verdict, paired deltas with confidence intervals, moved slices, newly missed
+    and found cases, and the context budget, for every configuration."""
+    settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
+    summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
+    refuse_stale([cases_dir, slices_dir, split, cases, corpus, *summary_paths], "the report")
+    fingerprints = read_json(split)["fingerprints"]
+    side_metrics = comparable_metrics(summary_k(settings["ks"]))
+    # the html charts' slice tables take every metric
+    metrics = None if format is Format.html else [*compared_metrics(settings["ks"], settings["gate"]), *side_metrics]
+    rows = _read_current(settings, cases_dir, metrics)
+    summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
+    slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
+    configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
+    bases = baselines_for(configs, baseline, against, metrics)
+    gated = list(settings["gate"]["configs"])
+    p95_limit = max_p95_rise(settings["gate"]) if latency_dir is not None else None
+    timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
+    rebased = rebaselined(gated, baseline, cases_dir, against)
+    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
+    comparisons = compare_configs(
+        {c: rows[c] for c in configs if c in rows},
+        bases,
+        fingerprints,
+        settings["ks"],
+        settings["gate"],
+        settings["slices"],
+        against,
+    )
+    info = _case_info(cases, corpus, comparisons)
+    limit = COMMENT_LIMIT if comment else None
+    # every configuration against the first gated one: the configuration a change is measured by
+    table = side_by_side(rows, gated[0], side_metrics, settings["gate"])
+    metric, max_drop = judged_settings(settings)
+    references = judged_references(summaries, gated[0], bases, against)
+    warnings = judged_warnings(summaries, references, metric, max_drop)
+    text = render_report(
+        summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table, warnings
+    )
+    if format is Format.html:
+        base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
+        base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
+        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
+    plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
+    with outputs_together(out, latency_out, *plot_files):  # the report and its plot data change together
+        if out is not None:
+            write_text(out, text)
+        if plots is not None:
+            write_plots(plots, settings, summaries, slices)
+        if latency_out is not None and latency_dir is not None:
+            timed = {c: latency_dir / f"{c}.json" for c in summaries}
+            found = {c: read_json(path) for c, path in timed.items() if path.is_file()}
+            write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        typer.echo(f"report: {len(summaries)} configurations -> {out}")

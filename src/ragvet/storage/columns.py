@@ -1,0 +1,365 @@
+"""The numpy column tables that evaluation and BM25 read instead of one object per row.
+
+At 100,000 cases or a million chunks a Python object per row costs more time and
+memory than the work itself, so the readers in :mod:`ragvet.storage.tables` build these
+tables straight from the files, and :mod:`ragvet.measures.engine` and
+:mod:`ragvet.retrieval.kinds` compute over their columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragvet.schema import Case, Chunk, matches_filter
+
+
+@dataclass(frozen=True)
+class ChunkTable:
+    """The columns of a chunking the engine reads: ids, docs and character offsets.
+
+    Row ``i`` is chunk number ``i``; rows are in chunk_id order, the numbering
+    the retrieve stage's runs use (:func:`ragvet.storage.tables.write_run`).
+    """
+
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    ordinals: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    # The budget tokenizer's token starts (Chunk.token_starts), flat, relative to each
+    # chunk's start: chunk i's are token_offsets[token_bounds[i]:token_bounds[i + 1]].
+    # None when the budget counts characters.
+    token_bounds: np.ndarray | None = None
+    token_offsets: np.ndarray | None = None
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        chunks = sorted(chunks, key=lambda c: c.chunk_id)
+        return cls(
+            [c.chunk_id for c in chunks],
+            [c.doc_id for c in chunks],
+            np.fromiter((c.ordinal for c in chunks), np.int64, len(chunks)),
+            np.fromiter((c.start for c in chunks), np.int64, len(chunks)),
+            np.fromiter((c.end for c in chunks), np.int64, len(chunks)),
+            *token_columns([c.token_starts for c in chunks]),
+        )
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+    def index(self) -> dict[str, int]:
+        return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
+
+
+def token_columns(starts: Sequence[Sequence[int] | None]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(token_bounds, token_offsets)`` of :class:`ChunkTable` from each chunk's token
+    starts; ``(None, None)`` when no chunk has them (the budget counts characters)."""
+    if not starts or any(s is None for s in starts):
+        return None, None
+    lengths = np.fromiter((len(s) for s in starts), np.int64, len(starts))
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    return bounds, np.fromiter((o for s in starts for o in s), np.int64, int(bounds[-1]))
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """A run as columns: one entry per retrieved row, ids interned to numbers.
+
+    ``case`` indexes ``case_ids``; ``chunk`` indexes the chunk table. The rows may
+    come in any order; ranks order them within a case (ties keep file order).
+    ``distinct`` promises that no case lists a chunk twice (a reader that checked
+    it says so), which spares :func:`rank_matrix` its search for repeats.
+    """
+
+    case_ids: list[str]
+    case: np.ndarray
+    chunk: np.ndarray
+    rank: np.ndarray
+    score: np.ndarray
+    distinct: bool = False
+
+    @classmethod
+    def from_mapping(cls, run: Mapping[str, Sequence[dict]], chunk_index: Mapping[str, int]) -> RunTable:
+        """From ``{case_id: [{"chunk_id", "score", ...}, ...]}``, each list best first
+        (its order is the ranking). An unknown chunk id raises ``KeyError``."""
+        case_ids = sorted(run)
+        case, chunk, rank, score = [], [], [], []
+        distinct = True
+        for number, case_id in enumerate(case_ids):
+            distinct = distinct and len({row["chunk_id"] for row in run[case_id]}) == len(run[case_id])
+            for position, row in enumerate(run[case_id], start=1):
+                if row["chunk_id"] not in chunk_index:
+                    raise KeyError(f"retrieved chunk {row['chunk_id']!r} is not in the chunking")
+                case.append(number)
+                chunk.append(chunk_index[row["chunk_id"]])
+                rank.append(position)
+                score.append(row["score"])
+        return cls(
+            case_ids,
+            np.asarray(case, np.int64),
+            np.asarray(chunk, np.int64),
+            np.asarray(rank, np.int64),
+            np.asarray(score, np.float64),
+            distinct,
+        )
+
+    def by_case(self, case_ids: Collection[str], chunk_ids: Sequence[str]) -> dict[str, list[dict]]:
+        """The rows of ``case_ids`` as ``{case_id: [{"chunk_id", "rank", "score"}, ...]}``
+        in rank order, for the per-case code that reads a run that way (recorded answers)."""
+        wanted = np.asarray([case_id in case_ids for case_id in self.case_ids], bool)
+        rows = np.flatnonzero(wanted[self.case]) if len(self.case) else np.zeros(0, np.int64)
+        rows = rows[np.lexsort((self.rank[rows], self.case[rows]))]
+        grouped: dict[str, list[dict]] = {}
+        for row in rows.tolist():
+            grouped.setdefault(self.case_ids[self.case[row]], []).append(
+                {"chunk_id": chunk_ids[self.chunk[row]], "rank": int(self.rank[row]), "score": float(self.score[row])}
+            )
+        return grouped
+
+
+@dataclass(frozen=True)
+class EvidenceTable:
+    """Every case's evidence units and claims as flat columns, before projection.
+
+    Units are numbered over all cases: a case's evidence units (``unit_claim ==
+    -1``) and the units cited by its claims (``unit_claim`` = the claim's number).
+    A *target* is one span or doc that can make its unit available on its own: a
+    unit with alternatives (``{any: [...]}``) has several, any other unit one.
+    ``target_start == -1`` marks a whole-doc target.
+    """
+
+    n_cases: int
+    unit_case: np.ndarray
+    unit_claim: np.ndarray
+    claim_case: np.ndarray
+    target_unit: np.ndarray
+    target_doc: list[str]
+    target_start: np.ndarray
+    target_end: np.ndarray
+
+    @classmethod
+    def from_cases(cls, cases: Sequence[Case]) -> EvidenceTable:
+        return cls.from_rows([case.to_row() for case in cases])
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> EvidenceTable:
+        """From validated case rows (:meth:`ragvet.schema.Case.to_row`): plain dicts,
+        so that 100,000 cases cost no object per unit; any iterable, so that a
+        reader can stream them. A malformed row raises ``KeyError`` or ``TypeError``."""
+        unit_case: list[int] = []
+        unit_claim: list[int] = []
+        claim_case: list[int] = []
+        target_unit: list[int] = []
+        target_doc: list[str] = []
+        target_start: list[int] = []
+        target_end: list[int] = []
+
+        def add(unit: dict[str, Any], case: int, claim: int) -> None:
+            for target in unit.get("any") or (unit,):
+                target_unit.append(len(unit_case))
+                target_doc.append(target["doc"])
+                target_start.append(target.get("start", -1))
+                target_end.append(target.get("end", -1))
+            unit_case.append(case)
+            unit_claim.append(claim)
+
+        n_cases = 0
+        for row, case in enumerate(rows):
+            n_cases = row + 1
+            for unit in case.get("evidence") or ():
+                add(unit, row, -1)
+            for claim in case.get("claims") or ():
+                for unit in claim["evidence"]:
+                    add(unit, row, len(claim_case))
+                claim_case.append(row)
+        return cls(
+            n_cases,
+            np.asarray(unit_case, np.int64),
+            np.asarray(unit_claim, np.int64),
+            np.asarray(claim_case, np.int64),
+            np.asarray(target_unit, np.int64),
+            target_doc,
+            np.asarray(target_start, np.int64),
+            np.asarray(target_end, np.int64),
+        )
+
+    def labels(self, units: np.ndarray) -> list[str]:
+        """Each unit's label, as :meth:`ragvet.schema.EvidenceUnit.label` writes it: its
+        targets (they follow unit order) joined by `` | ``, a span as ``doc[start:end]``."""
+        firsts = np.searchsorted(self.target_unit, units).tolist()
+        lasts = np.searchsorted(self.target_unit, np.asarray(units) + 1).tolist()
+        docs, starts, ends = self.target_doc, self.target_start.tolist(), self.target_end.tolist()
+
+        def target(t: int) -> str:
+            return docs[t] if starts[t] < 0 else f"{docs[t]}[{starts[t]}:{ends[t]}]"
+
+        return [" | ".join(map(target, range(first, last))) for first, last in zip(firsts, lasts)]
+
+
+@dataclass(frozen=True)
+class Judgements:
+    """The cases' judged sets (:attr:`ragvet.schema.Case.judged`) as flat columns:
+    case number ``case[i]`` judged doc ``doc[i]`` (any grade). ``has[c]`` says whether
+    case ``c`` carries a judged set at all (a native case does not)."""
+
+    has: np.ndarray
+    case: np.ndarray
+    doc: list[str]
+
+    @classmethod
+    def from_sets(cls, sets: Sequence[Mapping[str, int] | None]) -> Judgements | None:
+        """From each case's judged set or None; None when no case has one."""
+        if all(judged is None for judged in sets):
+            return None
+        lengths = [len(judged or ()) for judged in sets]
+        return cls(
+            np.asarray([judged is not None for judged in sets], bool),
+            np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
+            [doc for judged in sets for doc in sorted(judged or ())],
+        )
+
+
+@dataclass(frozen=True)
+class CaseTable:
+    """What evaluation reads of the validated cases, in case_id order: the ids,
+    the fields a per-case row carries, the evidence as columns, and the judged
+    sets (None when no case has one)."""
+
+    case_ids: list[str]
+    answerable: list[bool]
+    tags: list[dict[str, str]]
+    evidence: EvidenceTable
+    judged: Judgements | None = None
+
+    @classmethod
+    def from_cases(cls, cases: Sequence[Case]) -> CaseTable:
+        return cls.from_rows(case.to_row() for case in sorted(cases, key=lambda c: c.case_id))
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> CaseTable:
+        """From validated case rows in case_id order (as the validate stage writes
+        them), read once: a reader can stream them. A malformed row raises
+        ``KeyError`` or ``TypeError``; rows out of order raise ``ValueError``."""
+        case_ids: list[str] = []
+        answerable: list[bool] = []
+        tags: list[dict[str, str]] = []
+        judged: list[dict[str, int] | None] = []
+
+        def noted(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            for row in rows:
+                if case_ids and not case_ids[-1] < row["id"]:
+                    raise ValueError(f"case {row['id']!r} is out of case_id order")
+                case_ids.append(row["id"])
+                answerable.append(row.get("answerable", True))
+                tags.append(dict(row.get("tags") or {}))
+                judged.append(row.get("judged"))
+                yield row
+
+        evidence = EvidenceTable.from_rows(noted(rows))
+        return cls(case_ids, answerable, tags, evidence, Judgements.from_sets(judged))
+
+    @classmethod
+    def from_frame(cls, frame: Any) -> CaseTable:
+        """From the validate stage's Parquet case table (:func:`ragvet.storage.tables.write_case_table`),
+        a polars frame with one row per case: every column is flattened in C, so
+        100,000 cases cost no Python object per unit or target."""
+        import orjson  # not for `ragvet --help`
+        import polars as pl  # not for `ragvet --help`
+
+        n_cases = len(frame)
+        units = frame["units"].explode(empty_as_null=False)
+        unit_case = np.repeat(np.arange(n_cases), frame["units"].list.len().to_numpy())
+        n_claims = frame["claims"].to_numpy().astype(np.int64)
+        local_claim = units.struct.field("claim").to_numpy().astype(np.int64)
+        first_claim = np.cumsum(n_claims) - n_claims  # each case's first claim number over all cases
+        targets = units.struct.field("targets")
+        flat = targets.explode(empty_as_null=False)
+        return cls(
+            frame["id"].to_list(),
+            frame["answerable"].to_list(),
+            [orjson.loads(text) for text in frame["tags"].to_list()],
+            EvidenceTable(
+                n_cases,
+                unit_case,
+                np.where(local_claim < 0, -1, first_claim[unit_case] + local_claim),
+                np.repeat(np.arange(n_cases), n_claims),
+                np.repeat(np.arange(len(units)), targets.list.len().to_numpy()),
+                flat.struct.field("doc").to_list(),
+                flat.struct.field("start").fill_null(-1).cast(pl.Int64).to_numpy(),
+                flat.struct.field("end").fill_null(-1).cast(pl.Int64).to_numpy(),
+            ),
+            _frame_judgements(frame),
+        )
+
+
+def _frame_judgements(frame: Any) -> Judgements | None:
+    """The judged sets of a Parquet case table: its ``judged`` column, present only
+    when some case has one (:func:`ragvet.storage.tables.write_case_table`)."""
+    if "judged" not in frame.columns:
+        return None
+    judged = frame["judged"]
+    lengths = judged.list.len().fill_null(0).to_numpy().astype(np.int64)
+    return Judgements(
+        judged.is_not_null().to_numpy(),
+        np.repeat(np.arange(len(frame), dtype=np.int64), lengths),
+        judged.explode(empty_as_null=False).drop_nulls().struct.field("doc").to_list(),
+    )
+
+
+@dataclass
+class ChunkTexts:
+    """What BM25 and metadata filters read of a chunking, as columns sorted by chunk_id.
+
+    At a million chunks a :class:`Chunk` per row (with its metadata dict) costs
+    more memory than the BM25 index, so this keeps the ids, the texts only until
+    they are tokenised (:meth:`release_texts`), and each *distinct* metadata
+    mapping once: chunks of one doc share theirs, and a filter is then tested
+    once per distinct mapping instead of once per chunk.
+    """
+
+    chunk_ids: list[str]
+    texts: list[str] | None
+    metadata: list[dict[str, Any]]
+    metadata_of: np.ndarray  # row i's metadata is metadata[metadata_of[i]]
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[str, str, dict[str, Any]]]) -> ChunkTexts:
+        """From ``(chunk_id, text, metadata)`` in any order; equal chunk ids keep their order."""
+        ids: list[str] = []
+        texts: list[str] = []
+        codes: list[int] = []
+        distinct: dict[str, tuple[int, dict[str, Any]]] = {}
+        for chunk_id, text, metadata in rows:
+            ids.append(chunk_id)
+            texts.append(text)
+            # repr keeps 1, 1.0, True and "1" apart, as str() in matches_filter does
+            codes.append(distinct.setdefault(repr(sorted(metadata.items())), (len(distinct), metadata))[0])
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        return cls(
+            [ids[i] for i in order],
+            [texts[i] for i in order],
+            [metadata for _, metadata in distinct.values()],
+            np.asarray(codes, dtype=np.int64)[np.asarray(order, dtype=np.int64)],
+        )
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> ChunkTexts:
+        return cls.from_rows((chunk.chunk_id, chunk.text, chunk.metadata) for chunk in chunks)
+
+    def release_texts(self) -> list[str]:
+        """The texts, forgotten here: once the caller has tokenised them they can be freed."""
+        texts, self.texts = self.texts, None
+        if texts is None:
+            raise ValueError("the chunk texts were released already")
+        return texts
+
+    def allowed(self, flt: dict[str, Any]) -> np.ndarray:
+        """Which chunks a metadata filter admits (all, for no filter), as :func:`allowed_mask`."""
+        if not flt:
+            return np.ones(len(self.chunk_ids), dtype=bool)
+        admitted = np.array([matches_filter(metadata, flt) for metadata in self.metadata], dtype=bool)
+        return admitted[self.metadata_of]

@@ -1,0 +1,164 @@
+"""Deterministic, atomic file output and line-numbered input.
+
+Every output goes through :mod:`ragvet.storage.atomic` (a temporary file in the
+same folder and an ``os.replace``), so a crash never leaves a half-written metrics file. JSON is
+written with sorted keys and floats rounded to :data:`FLOAT_PLACES`, so the same
+inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ragvet.errors import InputError, Problem, raise_if
+from ragvet.inputs.located_yaml import load_located_yaml
+from ragvet.storage.atomic import write_text
+
+FLOAT_PLACES = 6
+
+
+def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
+    """Round every float in a JSON-like value; NaN and infinities become None.
+
+    JSON has no NaN, and ``-0.0`` would print differently from ``0.0``.
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        rounded = round(value, places)
+        return 0.0 if rounded == 0 else rounded
+    if isinstance(value, dict):
+        return {str(k): round_floats(v, places) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_floats(v, places) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text: sorted keys, rounded floats, two-space indent."""
+    return json.dumps(round_floats(value), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def dumps_line(value: Any) -> str:
+    """Canonical single-line JSON for JSONL files: sorted keys, rounded floats."""
+    return json.dumps(round_floats(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_json(path: str | Path, value: Any) -> None:
+    write_text(path, dumps(value))
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
+    write_text(path, "".join(dumps_line(row) + "\n" for row in rows))
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file; a syntax error becomes a Problem naming the line."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError([Problem(str(path), "file not found", "run the stage that writes it (dvc repro)")]) from None
+    except json.JSONDecodeError as err:
+        raise InputError(
+            [Problem(f"{path}:{err.lineno}", f"malformed JSON: {err.msg}", "fix the JSON syntax on that line")]
+        ) from None
+
+
+def decode_utf8(data: bytes, where: str) -> tuple[str | None, Problem | None]:
+    """``(text, None)``, or ``(None, problem)`` naming the line of the first byte that
+    is not UTF-8: a byte offset alone is no help in an editor. A leading byte-order
+    mark is encoding, not text, and is dropped."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff"), None
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        what = f"not UTF-8 text: {err.reason} (byte {data[err.start]:#04x} at column {column})"
+        return None, Problem(f"{where}:{line}", what, "save the file as UTF-8 (an editor's 'save with encoding')")
+
+
+def text_lines(path: str | Path, problems: list[Problem]) -> list[tuple[int, str]]:
+    """``(line_number, text)`` of every non-blank line of a line-based file; a line
+    that is not UTF-8 is a problem at its own line and the other lines still count,
+    so one bad byte never hides a whole file's other mistakes."""
+    path = Path(path)
+    lines: list[tuple[int, str]] = []
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        text, problem = decode_utf8(raw, str(path))
+        if problem is not None:
+            problems.append(Problem(f"{path}:{number}", problem.what, problem.fix))
+        elif text.strip():
+            lines.append((number, text))
+    return lines
+
+
+def link_out_of_project(path: Path, folder: Path) -> Problem | None:
+    """A problem when a symlink at or below ``folder`` takes ``path`` outside the
+    project (the working directory, as under DVC). DVC hashes the link, not what it
+    points to, so a change at the target would change results unseen."""
+    target = path.resolve()
+    if target == folder.resolve() / path.relative_to(folder) or target.is_relative_to(Path.cwd().resolve()):
+        return None
+    return Problem(
+        str(path),
+        f"a symlink to {target}, outside the project: DVC tracks the link, not its target, "
+        "so a change there would go unseen",
+        "copy the file into the project (or `dvc import` it) instead of linking to it",
+    )
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line; collect all syntax
+    and encoding errors, each at its line."""
+    path = Path(path)
+    problems: list[Problem] = []
+    rows: list[tuple[int, Any]] = []
+    for number, line in text_lines(path, problems):
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            problems.append(Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object"))
+    if problems:
+        raise InputError(problems)
+    yield from rows
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    return [value for _, value in iter_jsonl(path)]
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a user's YAML file with :func:`load_located_yaml`: lines remembered,
+    anchors and aliases refused, ids kept as written. Any problem is raised."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError([Problem(str(path), "file not found", "create it, or fix the path in dvc.yaml")]) from None
+    text, problem = decode_utf8(data, str(path))
+    if problem is not None:
+        raise InputError([problem])
+    value, problems = load_located_yaml(text, str(path))
+    raise_if(problems)
+    return value
+
+
+def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The DVC params file as a dict (a missing or non-mapping file is an error)."""
+    params = read_yaml(path)
+    if not isinstance(params, dict):
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    "params must be a YAML mapping",
+                    "start from the bundled params.yaml, which shows every section with comments",
+                )
+            ]
+        )
+    return params

@@ -1,0 +1,218 @@
+"""The per-case results table (``metrics/cases/<config>.parquet``): one row per case,
+sorted by case_id, one flat column per field of the per-case row.
+
+Columns are the row's keys: ``case_id``, ``split``, ``answerable``, ``top1_score``,
+``first_relevant_rank``, ``missed_evidence`` (a list), ``missed_evidence_at``, and
+one column per entry of the nested mappings, named ``<group>.<key>``:
+``metrics.ndcg@10``, ``counts.retrieved``, ``tags.<tag key>``,
+``human_review.<field>``. A null is the row's None; a null tag is a tag the case
+does not carry. Columnar, so the evaluate stage writes it from the engine's arrays
+and a gate reads the few columns it compares; :func:`result_rows` gives the
+nested rows back, equal to what the JSONL table held.
+
+Every reader goes through :func:`read_results`, which takes a path, bytes or a
+binary file object (a file fetched from git or through ``dvc.api.open``).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ragvet.errors import InputError, Problem
+from ragvet.storage.atomic import atomic_output
+from ragvet.storage.files import FLOAT_PLACES, round_floats
+
+if TYPE_CHECKING:  # numpy and polars load when a stage reads or writes a table
+    import numpy as np
+    import polars as pl
+
+GROUPS = ("metrics", "counts", "tags", "human_review")
+ALWAYS = ("tags",)  # every row has its tags, empty or not; other groups only where the table has them
+SUFFIX = ".parquet"
+CASES_FOLDER = "cases"  # under metrics/ and under metrics/baseline/
+_REQUIRED = ("case_id", "split", "answerable")
+
+
+def cases_dir(results: Path) -> Path:
+    """The folder of per-case tables in a results folder (``metrics`` or ``metrics/baseline``)."""
+    return Path(results) / CASES_FOLDER
+
+
+def per_case_path(folder: Path, config: str) -> Path:
+    """The per-case table of ``config`` in a folder of them (:func:`cases_dir`): the one path rule."""
+    return Path(folder) / f"{config}{SUFFIX}"
+
+
+def column(group: str, key: str) -> str:
+    """The flat column of ``row[group][key]``."""
+    return f"{group}.{key}"
+
+
+def group_keys(frame: pl.DataFrame, group: str) -> list[str]:
+    """The keys of ``group`` the table has columns for, in column order."""
+    prefix = f"{group}."
+    return [name[len(prefix) :] for name in frame.columns if name.startswith(prefix)]
+
+
+def _base_schema() -> dict[str, pl.DataType]:
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    return {
+        "case_id": pl.String,
+        "split": pl.String,
+        "answerable": pl.Boolean,
+        "top1_score": pl.Float64,
+        "first_relevant_rank": pl.Int64,
+        "missed_evidence": pl.List(pl.String),
+        "missed_evidence_at": pl.Int64,
+    }
+
+
+# Dtype of a group column whose values are all None (a table with no value to infer from).
+_NULL_DTYPES = {"metrics": "Float64", "counts": "Int64", "tags": "String", "human_review": "Int64"}
+
+
+def mapping_columns(group: str, mappings: Sequence[dict[str, Any] | None]) -> list[pl.Series]:
+    """One column per key of ``group`` over the rows' mappings, keys sorted; null
+    where a row lacks the key."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    present = [mapping or {} for mapping in mappings]
+    out = []
+    for key in sorted({key for mapping in present for key in mapping}):
+        values = pl.Series(column(group, key), [mapping.get(key) for mapping in present], strict=False)
+        out.append(values.cast(getattr(pl, _NULL_DTYPES[group])) if values.dtype == pl.Null else values)
+    return out
+
+
+def results_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """Nested per-case rows as the flat table: ``result_rows(results_frame(rows)) == rows``
+    for rows that share their keys. A key missing from some rows is null there
+    (``answerable`` defaults to True, as the JSONL readers assumed); a top-level
+    key no row has gets no column, except case_id, split and answerable."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    base = [
+        pl.Series(name, [row.get(name, True if name == "answerable" else None) for row in rows], dtype=dtype)
+        for name, dtype in _base_schema().items()
+        if name in _REQUIRED or any(name in row for row in rows)
+    ]
+    return pl.DataFrame(
+        base + [s for group in GROUPS for s in mapping_columns(group, [row.get(group) for row in rows])]
+    )
+
+
+def list_column(name: str, rows: np.ndarray, values: Sequence[str], n_rows: int) -> pl.Series:
+    """A list column of ``n_rows`` from flat ``values`` and the row of each (rows
+    ascending, values in order within a row); empty lists elsewhere. Built in
+    columns: a Python list per row costs a polars Series per row."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    flat = pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64), name: pl.Series(values, dtype=pl.String)})
+    grouped = flat.group_by("row", maintain_order=True).agg(pl.col(name))
+    every = pl.DataFrame({"row": pl.arange(0, n_rows, eager=True, dtype=pl.Int64)})
+    full = every.join(grouped, on="row", how="left", maintain_order="left")
+    return full.select(pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))))[name]
+
+
+def result_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """The nested rows the table stands for: tags without their null entries,
+    ``human_review`` None where every field is null (a case with no recorded answer)."""
+    plain = [name for name in frame.columns if "." not in name]
+    groups = {
+        group: [(column(group, key), key) for key in group_keys(frame, group)]
+        for group in GROUPS
+        if group in ALWAYS or group_keys(frame, group)
+    }
+    rows = []
+    for record in frame.iter_rows(named=True):
+        row = {name: record[name] for name in plain}
+        for group, names in groups.items():
+            values = {key: record[name] for name, key in names}
+            if group == "tags":
+                values = {key: value for key, value in values.items() if value is not None}
+            row[group] = None if group == "human_review" and all(v is None for v in values.values()) else values
+        rows.append(row)
+    return rows
+
+
+def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
+    """Floats rounded exactly as :func:`ragvet.storage.files.round_floats` rounds one:
+    Python's correctly rounded ``round(x, places)``, NaN for non-finite, ``0.0`` for ``-0.0``.
+
+    ``rint(x * 10**places) / 10**places`` is that value whenever the product's one
+    rounding cannot have crossed a half-integer: the division of two exact
+    integers is correctly rounded, as ``round`` is. Where the scaled value lies
+    within 4 ulps of a half-integer, or beyond 2**52 where doubles step by
+    more than one, the element goes through ``round_floats`` itself.
+    """
+    import numpy as np  # deferred: numpy is not for `ragvet --help`
+
+    values = np.asarray(values, dtype=np.float64)
+    scale = 10.0**places
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = values * scale
+        rounded = np.rint(scaled) / scale
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 4 * np.spacing(np.abs(scaled))
+        unsure = finite & (near_half | ~(np.abs(scaled) < 2.0**52))
+    for index in np.flatnonzero(unsure):
+        rounded[index] = round_floats(float(values[index]), places)
+    rounded[~finite] = math.nan
+    rounded[rounded == 0] = 0.0
+    return rounded
+
+
+def round_results(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every float column rounded (:func:`round_array`), non-finite values null."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    floats = [name for name, dtype in frame.schema.items() if dtype == pl.Float64]
+    return frame.with_columns(
+        pl.Series(name, round_array(frame[name].fill_null(math.nan).to_numpy()), nan_to_null=True) for name in floats
+    )
+
+
+def write_results(path: Path, frame: pl.DataFrame) -> None:
+    """Write the table sorted by case_id, columns by name (as the JSONL rows sorted
+    their keys), atomically; the same frame gives the same bytes."""
+    with atomic_output(path) as tmp:
+        frame.select(sorted(frame.columns)).sort("case_id").write_parquet(
+            tmp, compression="zstd", statistics=False, row_group_size=1 << 30
+        )
+
+
+def read_results(
+    source: Path | str | bytes | IO[bytes], where: str | None = None, columns: Sequence[str] | None = None
+) -> pl.DataFrame:
+    """The per-case table from a path, its bytes or a binary file object. ``columns``
+    reads only those, a group name (``"metrics"``) standing for all its columns, plus
+    case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
+    A file that is not such a table is an :class:`InputError`, never a traceback."""
+    import polars as pl  # deferred: polars is not for `ragvet --help`
+
+    label = where or (str(source) if isinstance(source, (str, Path)) else "per-case table")
+    fix = "rerun `dvc repro` to rewrite it, or compare with a revision whose results are intact"
+    readable = io.BytesIO(source) if isinstance(source, bytes) else source
+    try:
+        names = pl.read_parquet_schema(readable).keys()
+        if hasattr(readable, "seek"):
+            readable.seek(0)
+        asked = set(columns or ())
+        wanted = (
+            None
+            if columns is None
+            else [n for n in names if n in asked or n.partition(".")[0] in asked or n in _REQUIRED]
+        )
+        frame = pl.read_parquet(readable, columns=wanted)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError([Problem(label, f"not a readable per-case Parquet table ({first})", fix)]) from None
+    missing = [name for name in _REQUIRED if name not in frame.columns]
+    if missing:
+        raise InputError([Problem(label, f"per-case table lacks column(s) {', '.join(missing)}", fix)])
+    return frame

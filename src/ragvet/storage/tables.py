@@ -1,0 +1,455 @@
+"""Reading and writing the pipeline's intermediate tables (validated corpus and
+cases, chunks, runs, per-case results). One place, so every stage agrees on the
+formats and every row is sorted the same way."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragvet.errors import InputError, Problem, raise_if
+from ragvet.schema import Case, Chunk, Doc
+from ragvet.storage.atomic import atomic_output
+from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
+
+if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
+    import polars as pl
+
+    from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable
+
+
+def write_docs(path: Path, docs: Iterable[Doc]) -> None:
+    write_jsonl(path, (doc.to_row() for doc in sorted(docs, key=lambda d: d.doc_id)))
+
+
+def read_docs(path: Path) -> list[Doc]:
+    return [Doc.from_row(row) for row in read_jsonl(path)]
+
+
+def write_cases(path: Path, cases: Iterable[Case]) -> None:
+    write_jsonl(path, (case.to_row() for case in sorted(cases, key=lambda c: c.case_id)))
+
+
+def read_cases(path: Path) -> list[Case]:
+    return [Case.from_row(row) for row in read_jsonl(path)]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a reader builds many small
+    containers: each thousand allocations would otherwise trigger a pass over
+    every object made so far (4x the parse time at 100,000 cases). Parsed rows
+    hold no cycles, so nothing is left for the collector to find."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def case_table_schema() -> dict[str, pl.DataType]:
+    """The columns of the evaluator's case table: a case's evidence units, then
+    the units its claims cite (``claim`` is the claim's number in the case, -1
+    for the case's own evidence), each with its targets: one span or doc, or
+    the alternatives of an ``any`` unit (a doc-level target has no offsets)."""
+    import polars as pl  # not for `ragvet --help`
+
+    target = pl.Struct({"doc": pl.String, "start": pl.Int64, "end": pl.Int64})
+    unit = pl.Struct({"claim": pl.Int32, "targets": pl.List(target)})
+    return {"id": pl.String, "answerable": pl.Boolean, "tags": pl.String, "claims": pl.Int32, "units": pl.List(unit)}
+
+
+def judged_schema() -> pl.DataType:
+    """The case table's optional ``judged`` column: each judged doc with its grade,
+    null for a case without a judged set."""
+    import polars as pl  # not for `ragvet --help`
+
+    return pl.List(pl.Struct({"doc": pl.String, "grade": pl.Int64}))
+
+
+def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Validated case rows (:meth:`Case.to_row`) as Parquet, one row per case in
+    case_id order (see :func:`case_table_schema`; tags as canonical JSON). The
+    ``judged`` column (:func:`judged_schema`) is written only when some case has a
+    judged set, so the table of cases without one is the same bytes as before.
+
+    The validate stage writes it beside cases.jsonl so that the evaluate stage
+    of every configuration reads the evidence as columns instead of parsing and
+    walking the JSON again (most of its reading time at 100,000 cases).
+    """
+    import polars as pl  # not for `ragvet --help`
+
+    def unit(row: dict[str, Any], claim: int) -> dict[str, Any]:
+        targets = row.get("any") or (row,)
+        return {"claim": claim, "targets": [{key: t.get(key) for key in ("doc", "start", "end")} for t in targets]}
+
+    records = []
+    judged: list[dict[str, int] | None] = []
+    for row in sorted(rows, key=lambda r: r["id"]):
+        claims = row.get("claims") or ()
+        units = [unit(u, -1) for u in row.get("evidence") or ()]
+        units += [unit(u, number) for number, claim in enumerate(claims) for u in claim["evidence"]]
+        tags = json.dumps(row.get("tags") or {}, sort_keys=True, ensure_ascii=False)
+        records.append(
+            {
+                "id": row["id"],
+                "answerable": row.get("answerable", True),
+                "tags": tags,
+                "claims": len(claims),
+                "units": units,
+            }
+        )
+        judged.append(row.get("judged"))
+    frame = pl.DataFrame(records, schema=case_table_schema())
+    if any(grades is not None for grades in judged):
+        entries = [
+            None if grades is None else [{"doc": d, "grade": g} for d, g in sorted(grades.items())] for grades in judged
+        ]
+        frame = frame.with_columns(pl.Series("judged", entries, dtype=judged_schema()))
+    with atomic_output(path) as tmp:
+        frame.write_parquet(tmp, row_group_size=max(len(frame), 1))
+
+
+def read_case_table(path: Path) -> CaseTable:
+    """The validated cases as the evaluation engine reads them (ids, answerable,
+    tags and the evidence as columns), from the validate stage's Parquet case
+    table or from a cases JSONL.
+
+    JSONL lines go straight to the columns, one at a time, without a
+    :class:`Case` per row. A JSONL file that does not read so (or is not in
+    case_id order, as validate writes it) goes through :func:`read_cases`,
+    which names the line that is wrong.
+    """
+    import orjson  # not for `ragvet --help`
+
+    from ragvet.storage.columns import CaseTable  # numpy loads with a table, not for `ragvet --help`
+
+    if path.suffix == ".parquet":
+        return CaseTable.from_frame(_read_parquet(path, "case table", "the validate stage"))
+
+    def rows(handle):
+        for line in handle:
+            if line.strip():
+                yield orjson.loads(line)
+
+    try:
+        with open(path, "rb") as handle, gc_paused():
+            return CaseTable.from_rows(rows(handle))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+        return CaseTable.from_cases(read_cases(path))
+
+
+def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
+    """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
+    import polars as pl  # not for `ragvet --help`
+
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        problem = f"not a readable Parquet {what} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        raise InputError([Problem(str(path), problem, f"re-run {stage} (dvc repro)")]) from None
+
+
+def write_chunks(path: Path, chunks: Iterable[Chunk]) -> None:
+    write_jsonl(path, (chunk.to_row() for chunk in sorted(chunks, key=lambda c: (c.doc_id, c.ordinal))))
+
+
+def read_chunks(path: Path) -> list[Chunk]:
+    return [Chunk.from_row(row) for row in read_jsonl(path)]
+
+
+def read_chunk_texts(path: Path) -> ChunkTexts:
+    """The chunk ids, texts and metadata BM25 reads, one line at a time, without a
+    :class:`Chunk` per row (a million of them with their metadata dicts cost a
+    gigabyte more than the index).
+
+    Rows need every field :func:`read_chunks` needs; a file that does not read
+    so goes through :func:`read_chunks`, which names the line that is wrong.
+    orjson rather than polars: polars re-encodes nested metadata and turns 1.0
+    into 1, which a filter compares as a different string.
+    """
+    import orjson  # not for `ragvet --help`
+
+    from ragvet.storage.columns import ChunkTexts  # numpy loads with a table, not for `ragvet --help`
+
+    def rows(handle):
+        for line in handle:
+            if line.strip():
+                row = orjson.loads(line)
+                if not {"chunk_id", "doc_id", "ordinal", "start", "end", "text"} <= row.keys():
+                    raise KeyError("a chunk row lacks a field")
+                yield row["chunk_id"], row["text"], dict(row.get("metadata") or {})
+
+    try:
+        with open(path, "rb") as handle:
+            return ChunkTexts.from_rows(rows(handle))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+        return ChunkTexts.from_chunks(read_chunks(path))
+
+
+def read_chunk_table(path: Path) -> ChunkTable:
+    """The chunk columns the evaluation engine reads (no text), straight into arrays,
+    in chunk_id order: the numbering a Parquet run's ``chunk`` column uses.
+
+    A file that does not parse as chunk rows goes through :func:`read_chunks`,
+    which names the line that is wrong.
+    """
+    import polars as pl  # not for `ragvet --help`
+
+    from ragvet.storage.columns import ChunkTable, token_columns  # numpy loads with a table, not for `--help`
+
+    schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
+    try:
+        frame = pl.read_ndjson(path, schema={**schema, "token_starts": pl.List(pl.Int64)}).sort("chunk_id")
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
+        frame = None
+    if (
+        frame is None
+        or frame.select(list(schema)).null_count().sum_horizontal().item()
+        or frame["chunk_id"].n_unique() != len(frame)
+    ):
+        return ChunkTable.from_chunks(read_chunks(path))
+    return ChunkTable(
+        frame["chunk_id"].to_list(),
+        frame["doc_id"].to_list(),
+        frame["ordinal"].to_numpy(),
+        frame["start"].to_numpy(),
+        frame["end"].to_numpy(),
+        *token_columns(frame["token_starts"].to_list()),
+    )
+
+
+RunRow = dict
+RUN_METADATA = "ragvet.run"  # the Parquet key-value entry naming what a run's numbers count
+
+
+def run_schema() -> dict[str, pl.DataType]:
+    """The run contract's columns and their types (polars loads only when called)."""
+    import polars as pl  # not for `ragvet --help`
+
+    return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    """A fingerprint of an id list, order included.
+
+    A Parquet run records the digests of the sorted case ids and sorted chunk ids
+    its ``case`` and ``chunk`` columns number; a reader holding lists with the same
+    digests can use those numbers as they are, without interning millions of
+    strings again (a hash join costs more than the rest of the scoring).
+    """
+    return hashlib.blake2b("\n".join(ids).encode(), digest_size=16).hexdigest()
+
+
+def run_path(runs: Path, config: str) -> Path:
+    """Where the retrieve stage writes a configuration's run (dvc.yaml names the same path)."""
+    return runs / f"{config}.parquet"
+
+
+def write_run(
+    path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+) -> None:
+    """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
+    scores rounded as JSON output rounds them. A ``foreign`` run ranks foreign
+    passages (``chunk_ids`` are then its passage ids): its metadata says so."""
+    import polars as pl  # not for `ragvet --help`
+
+    frame = pl.DataFrame(
+        {
+            "case_id": [row["case_id"] for row in rows],
+            "rank": [row["rank"] for row in rows],
+            "chunk_id": [row["chunk_id"] for row in rows],
+            "score": [round_floats(float(row["score"])) for row in rows],
+        },
+        schema=run_schema(),
+    )
+    write_run_frame(path, frame, case_ids, chunk_ids, foreign)
+
+
+def write_run_frame(
+    path: Path, frame: pl.DataFrame, case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+) -> None:
+    """A run as Parquet (JSONL when ``path`` ends in ``.jsonl``), sorted by
+    (case_id, rank); equal ranks keep their order.
+
+    Parquet columns: ``case_id, rank, chunk_id, score``, then ``case`` and
+    ``chunk``: each id's number among the sorted ``case_ids`` and ``chunk_ids``
+    (all those of the cases file and the chunking, not only the retrieved
+    ones), whose digests go in the file's metadata. An id outside them is a
+    ``ValueError``: the retrievers only return chunks of the chunking.
+    """
+    import polars as pl  # not for `ragvet --help`
+
+    schema = run_schema()
+    frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
+    if path.suffix == ".jsonl":
+        write_jsonl(path, frame.iter_rows(named=True))
+        return
+    cases, chunks = sorted(set(case_ids)), sorted(set(chunk_ids))
+    frame = _number_ids(frame, cases, chunks)
+    if frame.select(pl.col("case", "chunk").null_count().sum()).sum_horizontal().item():
+        raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
+    numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks), **({"foreign": True} if foreign else {})}
+    with atomic_output(path) as tmp:
+        frame.write_parquet(  # one row group: a reader gets each column as one array, without a copy
+            tmp, row_group_size=max(len(frame), 1), metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
+        )
+
+
+def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[str]) -> pl.DataFrame:
+    """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
+    ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
+    faster than an Enum cast."""
+    import polars as pl  # not for `ragvet --help`
+
+    for name, ids in (("case", cases), ("chunk", chunk_ids)):
+        numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
+        frame = frame.join(numbers, on=f"{name}_id", how="left", maintain_order="left")
+    return frame
+
+
+def foreign_passage_ids(path: Path) -> list[str] | None:
+    """The passage ids of a run that ranks foreign passages (its metadata says so),
+    sorted; None for a run of the chunking's chunks or a JSONL run."""
+    import polars as pl  # not for `ragvet --help`
+
+    if path.suffix != ".parquet":
+        return None
+    try:
+        metadata = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None  # read_run_table names the unreadable file
+    if not metadata.get("foreign"):
+        return None
+    return sorted(set(pl.read_parquet(path, columns=["chunk_id"])["chunk_id"].to_list()))
+
+
+def iter_run_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
+    """Every row of a run file as ``(where, position, row)``: ``path:7`` and
+    ``line 7`` in a JSONL run, ``path row 7`` and ``row 7`` in the retrieve
+    stage's Parquet. A file that does not read is a problem naming it."""
+    if path.suffix != ".parquet":
+        for line, row in iter_jsonl(path):
+            yield f"{path}:{line}", f"line {line}", row
+        return
+    frame = _read_parquet(path, "run", "the retrieve stage")
+    for number, row in enumerate(frame.iter_rows(named=True), start=1):
+        yield f"{path} row {number}", f"row {number}", row
+
+
+def read_run(path: Path, chunk_ids: set[str], case_ids: set[str]) -> dict[str, list[RunRow]]:
+    """A run grouped by case and sorted by rank; every problem is collected.
+
+    A chunk id twice for one case is an error, not something to dedupe quietly:
+    ragvet's own retrievers never do it, so it means the run came from a
+    retriever with a bug that recall would otherwise hide.
+    """
+    problems: list[Problem] = []
+    by_case: dict[str, list[RunRow]] = defaultdict(list)
+    seen: dict[tuple[str, str], str] = {}
+    for where, position, row in iter_run_rows(path):
+        if not isinstance(row, dict) or not {"case_id", "rank", "chunk_id", "score"} <= set(row):
+            problems.append(Problem(where, "a run row needs case_id, rank, chunk_id and score", "re-run dvc repro"))
+            continue
+        case_id, chunk_id = row["case_id"], row["chunk_id"]
+        if case_id not in case_ids:
+            problems.append(Problem(f"{where} (case {case_id})", "unknown case id", "re-run the retrieve stage"))
+        if chunk_id not in chunk_ids:
+            problems.append(
+                Problem(f"{where} (case {case_id})", f"unknown chunk id {chunk_id!r}", "run against the right chunking")
+            )
+        if (case_id, chunk_id) in seen:
+            problems.append(
+                Problem(
+                    f"{where} (case {case_id})",
+                    f"duplicate chunk id {chunk_id!r} (already at {seen[case_id, chunk_id]})",
+                    "make the retriever return each chunk at most once per case",
+                )
+            )
+        seen[case_id, chunk_id] = position
+        by_case[case_id].append(row)
+    raise_if(problems)
+    return {case_id: sorted(rows, key=lambda r: r["rank"]) for case_id, rows in by_case.items()}
+
+
+def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) -> RunTable | None:
+    """A Parquet run's own ``case`` and ``chunk`` numbers, when they number exactly
+    ``cases`` and ``chunk_ids`` (the digests match only if both lists are the
+    writer's, sorted) and every one is in range; else None.
+
+    Only four numeric columns are read: no string of the run is touched.
+    """
+    import polars as pl  # not for `ragvet --help`
+
+    from ragvet.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
+
+    try:
+        numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
+        if [numbering.get("cases"), numbering.get("chunks")] != [ids_digest(cases), ids_digest(chunk_ids)]:
+            return None
+        frame = pl.read_parquet(path, columns=["case", "chunk", "rank", "score"])
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    in_range = frame.select(
+        pl.col("case").is_between(0, len(cases) - 1).all() & pl.col("chunk").is_between(0, len(chunk_ids) - 1).all()
+    ).item()
+    if frame.null_count().sum_horizontal().item() or not in_range:
+        return None
+    columns = [frame[name].to_numpy() for name in ("case", "chunk", "rank", "score")]
+    return RunTable(list(cases), *columns)
+
+
+def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]) -> RunTable:
+    """A run as interned columns (:class:`ragvet.storage.columns.RunTable`), with the checks
+    of :func:`read_run`: every row complete, known case and chunk ids, no chunk
+    twice for one case.
+
+    A Parquet run numbered for these very ids is used as it is (its chunks repeat
+    within a case only if the file was made by hand, and the engine then drops
+    and counts the repeats, as the design says). Any other run parses in C
+    (polars) without a Python object per row, and its ids are interned by hash
+    joins. When any check fails, :func:`read_run` reads the file again and names
+    every row that is wrong.
+    """
+    import polars as pl  # not for `ragvet --help`
+
+    from ragvet.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
+
+    cases = sorted(set(case_ids))
+    if path.suffix == ".parquet":
+        numbered = _numbered_run(path, chunk_ids, cases)
+        if numbered is not None:
+            return numbered
+    try:
+        if path.suffix == ".parquet":
+            frame = pl.read_parquet(path, columns=list(run_schema())).cast(run_schema())
+        else:
+            frame = pl.read_ndjson(path, schema=run_schema())
+        frame = _number_ids(frame, cases, chunk_ids).drop("case_id", "chunk_id")
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
+        frame = None
+    clean = (
+        frame is not None
+        and not frame.null_count().sum_horizontal().item()
+        and frame.select((pl.col("case").cast(pl.Int64) * len(chunk_ids) + pl.col("chunk")).n_unique()).item()
+        == len(frame)
+    )
+    if not clean:  # a problem somewhere: the validating reader finds and names each one
+        rows = read_run(path, set(chunk_ids), set(case_ids))
+        return RunTable.from_mapping(rows, {chunk_id: row for row, chunk_id in enumerate(chunk_ids)})
+    return RunTable(
+        cases,
+        frame["case"].to_numpy(),
+        frame["chunk"].to_numpy(),
+        frame["rank"].to_numpy(),
+        frame["score"].to_numpy(),
+        distinct=True,
+    )

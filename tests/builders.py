@@ -1,0 +1,51 @@
+"""Small collections in each format ragvet imports, written to a folder: ten documents that
+name a mineral capitalised, and ten questions naming it in lower case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# Each doc names its mineral only capitalised; each question names it in lower case, so
+# BM25 finds the doc only when it lowercases: `lowercase: false` is a harmful change.
+MINERALS = ["Zircon", "Garnet", "Beryl", "Topaz", "Quartz", "Pyrite", "Galena", "Halite", "Gypsum", "Calcite"]
+DOCS = {
+    f"d{n}": f"{name} is mined in valley {n} of the north. {name} crystals grow slowly."
+    for n, name in enumerate(MINERALS)
+}
+QUESTIONS = {f"q{n}": f"where is {name.lower()} mined" for n, name in enumerate(MINERALS)}
+
+
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def beir_source(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(jsonl([{"_id": d, "title": "", "text": t} for d, t in DOCS.items()]))
+    (folder / "queries.jsonl").write_text(jsonl([{"_id": q, "text": t} for q, t in QUESTIONS.items()]))
+    qrels = "".join(f"q{n}\td{n}\t1\n" for n in range(len(MINERALS)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return ["beir", str(folder)]
+
+
+def trec_source(tmp_path: Path) -> list[str]:
+    topics, qrels, docs = tmp_path / "topics.tsv", tmp_path / "qrels.txt", tmp_path / "docs.jsonl"
+    topics.write_text("".join(f"{q[1:]}\t{t}\n" for q, t in QUESTIONS.items()))
+    qrels.write_text("".join(f"{n} 0 d{n} 1\n" for n in range(len(MINERALS))))
+    docs.write_text(jsonl([{"docno": d, "text": t} for d, t in DOCS.items()]))
+    return ["trec", "--topics", str(topics), "--qrels", str(qrels), "--docs", str(docs)]
+
+
+def squad_source(tmp_path: Path) -> list[str]:
+    paragraphs = [
+        {
+            "context": text,
+            "qas": [{"id": f"q{n}", "question": QUESTIONS[f"q{n}"], "answers": [{"text": text, "answer_start": 0}]}],
+        }
+        for n, text in enumerate(DOCS.values())
+    ]
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"data": [{"title": "Minerals", "paragraphs": paragraphs}]}))
+    return ["squad", str(path)]
