@@ -52,6 +52,9 @@ UNITS = {
     "tests/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
     "tests/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/test_http_kind.py": "http",  # one search app per module
+    "tests/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
+    "tests/test_packaging.py::test_pip_show": "wheel",
+    "tests/test_packaging.py::test_a_team": "wheel",
 }
 # The costliest units first, so that two workers end together (measured with --durations
 # on 2 cores); the rest keep their collection order. No result depends on the order: every
@@ -66,6 +69,8 @@ SLOWEST_FIRST = [
     "unit:pr-harmful",
     "tests/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
     "tests/test_own_data.py::test_own_data_from_init",
+    "unit:wheel",
+    "tests/test_packaging.py::test_upgrade_brings",
     "tests/test_pull_requests.py::test_label_edit",
     "tests/test_pull_requests.py::test_improvement",
     "tests/test_latency.py::test_the_gate_fails",

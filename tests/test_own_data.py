@@ -1,6 +1,6 @@
-"""Issue 13's "Done means": a BEIR folder, a TREC collection and a SQuAD file, each
-imported into a clean project made by `ragvet init`, run through `dvc repro`, given a
-baseline, then broken by a harmful change that fails the gate. After `git add -A` and a
+"""A BEIR folder, a TREC collection and a SQuAD file, each imported into a clean project
+made by `ragvet init`, run through `dvc repro`, given a baseline, then broken by a
+harmful change that fails the gate. After `git add -A` and a
 commit, a second run ends at the gate again, with no error from DVC or git: no sample
 leftovers are read, and no cached output is tracked by git."""
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 from builders import MINERALS, beir_source, squad_source, trec_source
 from conftest import sh
@@ -63,10 +62,10 @@ def test_a_trec_collection_imports_as_its_beir_folder_does_but_for_the_topic_ids
     assert [json.loads(line)["id"] for line in validated] == [str(n) for n in range(len(MINERALS))]
 
 
-@pytest.mark.parametrize("source", [beir_source, squad_source], ids=["beir", "squad"])
-def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path, source):
-    """BEIR (document labels, judged qrels) and SQuAD (span labels, ids with a slash, no
-    qrels); a TREC collection imports as its BEIR folder does (the test above)."""
+def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path):
+    """SQuAD (span labels, ids with a slash, no qrels). A BEIR folder takes the same path
+    from a wheel in a fresh venv (test_packaging); a TREC collection imports as its BEIR
+    folder does (the test above)."""
     project = tmp_path / "project"
     steps = ragvet("init", str(project))
     assert "dvc repro report" in steps and "ragvet baseline accept" in steps
@@ -74,7 +73,7 @@ def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path, source)
     assert sorted(p.name for p in (project / "data" / "answers").iterdir()) == ["README.md"]
     assert yaml.safe_load((project / "abstention.yaml").read_text()) == {}
     ragvet(
-        "import", *source(tmp_path),
+        "import", *squad_source(tmp_path),
         "--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml"),
     )  # fmt: skip
     sh(project, "git", "config", "user.email", "test@example.com")

@@ -123,8 +123,9 @@ def test_a_team_goes_from_the_wheel_to_a_passing_gate_with_no_ragvet_code_in_its
     (project / "requirements.txt").write_text("ragvet==0.1.0\n")
     done = run(venv, project, "python", "-m", "dvc", "repro", check=False)
     assert done.returncode != 0
-    assert f"requirements.txt:1: the project pins ragvet 0.1.0, but ragvet {VERSION} is installed" in done.stdout
-    assert "pip install -r requirements.txt" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert f"requirements.txt:1: the project pins ragvet 0.1.0, but ragvet {VERSION} is installed" in output
+    assert "pip install -r requirements.txt" in output and "Traceback" not in output
     run(venv, project, "git", "checkout", "requirements.txt")
     assert run(venv, project, "git", "status", "--porcelain").stdout == ""
 

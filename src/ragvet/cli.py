@@ -140,7 +140,7 @@ def upgrade(
     a dirty work tree. Prints each change; review them with `git diff` and commit
     them with the results.
     """
-    changes = upgrade_project(project)
+    changes = upgrade_project(project.resolve())
     typer.echo("\n".join(changes) if changes else f"the project is up to date with ragvet {installed_version()}")
     if repro:
         raise typer.Exit(subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project).returncode)

@@ -129,8 +129,8 @@ def upgraded_params(current: str, template: str, declared: list[str]) -> tuple[s
 def _old_source(project: Path, pipeline_text: str) -> Path | None:
     """The copy of ragvet's own source an earlier release made, when dvc.yaml runs it."""
     folder = project / OLD_SOURCE
-    copied = (folder / "cli.py").is_file() and (folder / "validate.py").is_file()
-    return folder if copied and f"-m {OLD_SOURCE}." in pipeline_text else None
+    copied = (folder / "__init__.py").is_file() and (folder / "cli.py").is_file()
+    return folder if copied and f"python -m {OLD_SOURCE}." in pipeline_text else None
 
 
 def _extras(project: Path, params: dict) -> list[str]:
