@@ -43,7 +43,7 @@ def sh(repo: Path, *args: str, check: bool = True) -> tuple[float, subprocess.Co
         "DVC_NO_ANALYTICS": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    env.pop("PYTHONPATH", None)  # the clone's stages/, through the editable install's path, must not be shadowed
+    env.pop("PYTHONPATH", None)  # the installed ragvet runs, whatever the caller put on the path
     start = time.perf_counter()
     done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
     if check and done.returncode != 0:

@@ -28,8 +28,8 @@ Then, committing after each step:
 For each commit it prints the bytes of the git objects it adds (blobs and trees,
 uncompressed: ``git rev-list --objects A..B`` sized by ``git cat-file``), the largest
 blob, and the time of the step. For the first ``dvc repro report`` and for the runs it
-prints every stage process DVC started, as users run them: a ``python`` first on PATH
-times each ``python -m stages...`` command DVC runs and reads its peak RSS from
+prints every stage process DVC started, as users run them: a ``ragvet`` first on PATH
+times each ``ragvet <stage>`` command DVC runs and reads its peak RSS from
 ``wait4`` (DVC's own hashing between stages is in the step's time, not the stage's).
 """
 
@@ -52,9 +52,9 @@ CONFIG = "sentences-600-bm25"
 DENSE = "sentences-600-dense"
 TIMER = """import json, os, subprocess, sys, time
 start = time.perf_counter()
-child = subprocess.Popen([{python!r}, *sys.argv[1:]])
+child = subprocess.Popen([{ragvet!r}, *sys.argv[1:]])
 _, status, usage = os.wait4(child.pid, 0)
-record = {{"stage": os.environ.get("DVC_STAGE", " ".join(sys.argv[1:3])),
+record = {{"stage": os.environ.get("DVC_STAGE", sys.argv[1]),
           "seconds": time.perf_counter() - start, "rss_mb": usage.ru_maxrss / 1024}}
 with open({log!r}, "a") as handle:
     handle.write(json.dumps(record) + "\\n")
@@ -80,13 +80,14 @@ def sh(repo: Path, *args: str, timers: Path | None = None) -> str:
 
 
 def stage_timer(work: Path) -> tuple[Path, Path]:
-    """A folder holding a ``python`` that runs this interpreter and logs each stage's
+    """A folder holding a ``ragvet`` that runs this environment's and logs each stage's
     seconds and peak RSS to the returned log file."""
     folder, log = work / "timer", work / "stages.jsonl"
     folder.mkdir()
     script = folder / "timer.py"
-    script.write_text(TIMER.format(python=sys.executable, log=str(log)), encoding="utf-8")
-    wrapper = folder / "python"
+    ragvet = str(Path(sys.executable).with_name("ragvet"))
+    script.write_text(TIMER.format(ragvet=ragvet, log=str(log)), encoding="utf-8")
+    wrapper = folder / "ragvet"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
     return folder, log

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from ragvet.cli import app
 from ragvet.pinning import installed_version, pin_problems, repinned
 from ragvet.project import plot_templates, template_text
+from ragvet.storage.placement import cache_flags_on
 from ragvet.upgrade import upgraded_params, upgraded_pipeline
 
 VERSION = installed_version()
@@ -166,7 +167,7 @@ def test_upgrade_brings_a_release_0_1_0_project_to_the_installed_release_and_its
 
     done = sh(project, sys.executable, "-m", "ragvet.cli", "upgrade", "--no-repro")
     changes = done.stdout.splitlines()
-    assert changes[0].startswith("stages/: removed (") and "requirements.txt: added" in changes
+    assert changes[0].startswith("stages/: removed (") and changes[1] == f"requirements.txt: pinned ragvet=={VERSION}"
     assert [line for line in changes if line.startswith("dvc.yaml")] == [
         f"dvc.yaml: changed stage {stage}"
         for stage in ("validate", "chunk", "split", "retrieve", "evaluate", "report", "gate")
@@ -210,6 +211,14 @@ def test_upgrade_keeps_a_stage_and_vars_of_the_users_own():
     assert merged["vars"] == ["extra.yaml"] and "# mine" in text and "# The stage graph" in text
     assert changes[-2:] == ["dvc.yaml: kept your stage export", "dvc.yaml: changed the plots"]
     assert changes[0] == "dvc.yaml: added stage validate"
+
+
+def test_upgrade_keeps_the_per_case_tables_in_dvc_where_migrate_storage_put_them():
+    template = template_text("dvc.yaml")
+    migrated, flipped = cache_flags_on(template)
+    assert flipped == ["metrics/cases/${key}.parquet"]
+    assert upgraded_pipeline(migrated, template, tables_in_dvc=True) == (migrated, [])
+    assert upgraded_pipeline(migrated, template)[1] == ["dvc.yaml: changed stage evaluate"]
 
 
 @pytest.mark.parametrize(

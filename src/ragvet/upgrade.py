@@ -22,6 +22,7 @@ import yaml
 from ragvet.errors import Problem, raise_if
 from ragvet.pinning import REQUIREMENTS, installed_version, pin_line, pinned_extras, pinned_version, repinned
 from ragvet.project import PLOTS, PROJECT_FILES, keep_folders, plot_templates, template_text, write_text
+from ragvet.storage.placement import cache_flags_on, tables_in_dvc
 
 MERGED = ("dvc.yaml", "params.yaml")  # brought up to date; the other PROJECT_FILES are made when missing
 OLD_SOURCE = "stages"  # where releases before 0.2 copied ragvet's source into a project
@@ -71,8 +72,11 @@ def _dump(handler, document: Any) -> str:
     return out.getvalue()
 
 
-def upgraded_pipeline(current: str, template: str) -> tuple[str, list[str]]:
-    """The template's dvc.yaml with the user's own stages and top-level keys kept; what changed."""
+def upgraded_pipeline(current: str, template: str, tables_in_dvc: bool = False) -> tuple[str, list[str]]:
+    """The template's dvc.yaml with the user's own stages and top-level keys kept, and the
+    per-case tables still in DVC where ``ragvet migrate-storage`` put them; what changed."""
+    if tables_in_dvc:
+        template = cache_flags_on(template)[0]
     old = yaml.safe_load(current) or {}
     new = yaml.safe_load(template)
     old_stages, new_stages = old.get("stages") or {}, new["stages"]
@@ -138,7 +142,7 @@ def _extras(project: Path, params: dict) -> list[str]:
     if pinned_version(project / REQUIREMENTS) is not None:
         return pinned_extras(project / REQUIREMENTS)
     kinds = {spec.get("kind") for spec in (params.get("retrievers") or {}).values() if isinstance(spec, dict)}
-    return sorted({"dense"} if kinds & DENSE_KINDS else set()) + (["pgvector"] if "pgvector" in kinds else [])
+    return (["dense"] if kinds & DENSE_KINDS else []) + (["pgvector"] if "pgvector" in kinds else [])
 
 
 def _ignore_patterns(project: Path) -> list[str]:
@@ -153,12 +157,29 @@ def _ignore_patterns(project: Path) -> list[str]:
     return [f".gitignore: added {line}" for line in missing]
 
 
-def _write_if_changed(path: Path, text: str, what: str) -> list[str]:
+def _written(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless it holds it already; whether it wrote."""
     if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return []
-    existed = path.exists()
+        return False
     write_text(path, text)
-    return [f"{what}: {'updated' if existed else 'added'}"]
+    return True
+
+
+def _repin(project: Path, params_text: str) -> list[str]:
+    """Pin the installed release in requirements.txt, keeping its other lines."""
+    path = project / REQUIREMENTS
+    pin = pin_line(installed_version(), _extras(project, yaml.safe_load(params_text) or {}))
+    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    return [f"{REQUIREMENTS}: pinned {pin}"] if _written(path, repinned(before, pin)) else []
+
+
+def _remove_old_source(project: Path, pipeline_text: str) -> list[str]:
+    folder = _old_source(project, pipeline_text)
+    if folder is None:
+        return []
+    count = sum(1 for _ in folder.rglob("*.py"))
+    shutil.rmtree(folder)
+    return [f"{OLD_SOURCE}/: removed ({count} .py files of an earlier ragvet's source; the pin runs it now)"]
 
 
 def upgrade_project(project: Path) -> list[str]:
@@ -166,28 +187,19 @@ def upgrade_project(project: Path) -> list[str]:
     _check(project)
     pipeline_text = (project / "dvc.yaml").read_text(encoding="utf-8")
     params_text = (project / "params.yaml").read_text(encoding="utf-8")
-    changes: list[str] = []
-    old_source = _old_source(project, pipeline_text)
-    if old_source is not None:
-        count = sum(1 for _ in old_source.rglob("*.py"))
-        shutil.rmtree(old_source)
-        changes.append(f"{OLD_SOURCE}/: removed ({count} .py files of an earlier ragvet's source; the pin runs it now)")
-    extras = _extras(project, yaml.safe_load(params_text) or {})
-    installed = installed_version()
-    requirements = project / REQUIREMENTS
-    before = requirements.read_text(encoding="utf-8") if requirements.is_file() else ""
-    changes += _write_if_changed(requirements, repinned(before, pin_line(installed, extras)), f"{REQUIREMENTS}")
     template = template_text("dvc.yaml")
-    text, moved = upgraded_pipeline(pipeline_text, template)
-    changes += moved if _write_if_changed(project / "dvc.yaml", text, "dvc.yaml") else []
+    changes = _remove_old_source(project, pipeline_text) + _repin(project, params_text)
+    text, moved = upgraded_pipeline(pipeline_text, template, tables_in_dvc(project))
+    changes += moved if _written(project / "dvc.yaml", text) else []
     text, moved = upgraded_params(params_text, template_text("params.yaml"), declared_keys(yaml.safe_load(template)))
-    changes += moved if _write_if_changed(project / "params.yaml", text, "params.yaml") else []
+    changes += moved if _written(project / "params.yaml", text) else []
     for name, path in PROJECT_FILES.items():
         if name not in MERGED and name != "gitignore" and not (project / path).exists():
             write_text(project / path, template_text(name))
             changes.append(f"{path}: added")
-    for name, text in plot_templates().items():
-        changes += _write_if_changed(project / PLOTS / name, text, f"{PLOTS}/{name}")
+    changes += [
+        f"{PLOTS}/{name}: written" for name, text in plot_templates().items() if _written(project / PLOTS / name, text)
+    ]
     changes += _ignore_patterns(project)
     changes += [f"{folder}/: added" for folder in keep_folders(project)]
     return changes

@@ -74,15 +74,14 @@ def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, check=False)
 
 
-def _flip_cache_flags(project: Path) -> list[str]:
-    """Turn the cache on for the growing outputs in dvc.yaml; the paths whose flag changed.
+def cache_flags_on(text: str) -> tuple[str, list[str]]:
+    """A dvc.yaml's text with the cache on for the growing outputs; the paths whose flag changed.
 
     A line edit, not a YAML round trip, so that the diff a reviewer reads is the
     flags alone and every comment stays: the flag is the ``cache: false`` line
     nested (more indented) under ``- <growing path>:``.
     """
-    path = Path(project) / DVC_YAML
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = text.split("\n")
     flipped: list[str] = []
     owner, depth = None, -1
     for number, line in enumerate(lines):
@@ -95,8 +94,15 @@ def _flip_cache_flags(project: Path) -> list[str]:
         elif owner and CACHE_OFF.match(line):
             lines[number] = CACHE_OFF.sub(r"\1true\2", line)
             flipped.append(owner)
+    return "\n".join(lines), flipped
+
+
+def _flip_cache_flags(project: Path) -> list[str]:
+    """Turn the cache on for the growing outputs in the project's dvc.yaml; the paths flipped."""
+    path = Path(project) / DVC_YAML
+    text, flipped = cache_flags_on(path.read_text(encoding="utf-8"))
     if flipped:
-        write_text(path, "\n".join(lines))
+        write_text(path, text)
     return flipped
 
 
