@@ -1,10 +1,37 @@
-"""Small collections in each format ragvet imports, written to a folder: ten documents that
-name a mineral capitalised, and ten questions naming it in lower case."""
+"""What the tests build their inputs from: chunks, an in-process ``ragvet`` runner, and small
+collections in each format ragvet imports (ten documents that name a mineral capitalised,
+ten questions naming it in lower case)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from click.testing import Result
+from typer.testing import CliRunner
+
+from ragvet.cli import app
+from ragvet.schema import Chunk
+
+
+def span_chunk(doc_id: str, ordinal: int, start: int, end: int, text: str | None = None) -> Chunk:
+    """Chunk ``<doc_id>#<ordinal>`` over ``[start, end)``; its text is ``x`` repeated unless given."""
+    return Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, "x" * (end - start) if text is None else text)
+
+
+def text_chunk(chunk_id: str, text: str = "text", **metadata) -> Chunk:
+    """Chunk ``chunk_id`` (``<doc_id>#<ordinal>``) holding ``text`` from offset 0, with ``metadata``."""
+    doc_id, ordinal = chunk_id.split("#")
+    return Chunk(chunk_id, doc_id, int(ordinal), 0, len(text), text, metadata)
+
+
+def invoke(*args, code: int | None = 0) -> Result:
+    """``ragvet *args`` in this process; unless ``code`` is None, fail the test on another exit code."""
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    if code is not None and result.exit_code != code:
+        raise AssertionError(f"ragvet {' '.join(map(str, args))} exited {result.exit_code}\n{result.output}")
+    return result
+
 
 # Each doc names its mineral only capitalised; each question names it in lower case, so
 # BM25 finds the doc only when it lowercases: `lowercase: false` is a harmful change.

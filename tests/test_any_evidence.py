@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from builders import span_chunk
 from conftest import resolve_reference
 
 from ragvet.errors import InputError
@@ -10,19 +11,18 @@ from ragvet.evidence import EvidenceResolver, chunks_by_doc, project_unit, relev
 from ragvet.inputs.loading import collect_cases, load_cases
 from ragvet.measures.evaluation import evaluate_run
 from ragvet.measures.reference import evidence_recall_at_k, unit_available
-from ragvet.schema import Case, Chunk, Claim, Doc, EvidenceUnit, case_fingerprint
+from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint
 
 TEXT = "0123456789abcdefghijABCDEFGHIJ"  # 30 characters
 DOCS = {"a": Doc("a", TEXT), "b": Doc("b", "another doc")}
 
 
-def chunk(doc_id: str, ordinal: int, start: int, end: int) -> Chunk:
-    return Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, DOCS[doc_id].text[start:end])
-
-
 # a: [0,10) [10,20) [20,30); b: [0,11)
 TEXTS = {doc_id: doc.text for doc_id, doc in DOCS.items()}
-CHUNKS = [chunk("a", 0, 0, 10), chunk("a", 1, 10, 20), chunk("a", 2, 20, 30), chunk("b", 0, 0, 11)]
+CHUNKS = [
+    span_chunk(d, o, s, e, DOCS[d].text[s:e])
+    for d, o, s, e in [("a", 0, 0, 10), ("a", 1, 10, 20), ("a", 2, 20, 30), ("b", 0, 0, 11)]
+]
 BY_DOC = chunks_by_doc(CHUNKS)
 EITHER = EvidenceUnit.any_of([EvidenceUnit("a", 2, 8), EvidenceUnit("a", 12, 25)])
 PLAIN = EvidenceUnit("a", 22, 28)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from builders import span_chunk
 from conftest import resolve_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from ragvet.evidence import (
     project_unit,
     relevant_chunks,
 )
-from ragvet.schema import Chunk, Doc, EvidenceUnit
+from ragvet.schema import Doc, EvidenceUnit
 
 # Offsets: "up" 16, "to" 19, "\n" 21, "five" 24, "unused" 29-35, "Days are lost." 42-56 and 57-71.
 TEXT = "Staff may carry up to\n  five unused days. Days are lost. Days are lost."
@@ -33,10 +34,6 @@ def problems_of(ref: dict) -> list[str]:
     assert unit is None
     assert problems and all(p.where == "cases.yaml:7 (case c1)" for p in problems)
     return [p.what + " | " + p.fix for p in problems]
-
-
-def chunk(doc_id: str, ordinal: int, start: int, end: int) -> Chunk:
-    return Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, "x" * (end - start))
 
 
 # --- whitespace normalisation ---------------------------------------------------------
@@ -202,7 +199,7 @@ def test_property_perturbed_quote_resolves_to_a_span_that_normalises_equal(case)
 # --- projection onto a chunking -------------------------------------------------------------
 
 # Overlapping windows: [0,10) [5,15) [10,20), and another doc.
-CHUNKS = [chunk("a", 2, 10, 20), chunk("a", 0, 0, 10), chunk("a", 1, 5, 15), chunk("b", 0, 0, 8)]
+CHUNKS = [span_chunk("a", 2, 10, 20), span_chunk("a", 0, 0, 10), span_chunk("a", 1, 5, 15), span_chunk("b", 0, 0, 8)]
 
 
 def test_chunks_by_doc_groups_in_ordinal_order():

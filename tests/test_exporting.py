@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import pytrec_eval
+from builders import span_chunk
 
 from ragvet.errors import InputError
 from ragvet.formats.exporting import trec_qrels_lines, trec_run_lines
@@ -62,12 +63,10 @@ def test_trec_eval_breaks_ties_by_docno_descending_so_raw_tied_scores_would_disa
     assert trec_rr(trec_run_lines(rows, "t")[0]) == ours
 
 
-def chunk(doc_id: str, ordinal: int, start: int, end: int) -> Chunk:
-    return Chunk(f"{doc_id}#{ordinal}", doc_id, ordinal, start, end, "x" * (end - start))
-
-
 # a: [0,10) [10,20) [20,30); b: [0,5) [5,10)
-CHUNKS = [chunk("a", 0, 0, 10), chunk("a", 1, 10, 20), chunk("a", 2, 20, 30), chunk("b", 0, 0, 5), chunk("b", 1, 5, 10)]
+CHUNKS = [
+    span_chunk(*span) for span in [("a", 0, 0, 10), ("a", 1, 10, 20), ("a", 2, 20, 30), ("b", 0, 0, 5), ("b", 1, 5, 10)]
+]
 CASES = [
     Case("q2", "?", True, (EvidenceUnit("b"),)),
     Case("q1", "?", True, (EvidenceUnit("a", 8, 12), EvidenceUnit("a", 25, 26))),
@@ -96,6 +95,6 @@ def test_ids_with_whitespace_cannot_be_written():
         ("case 'my case'", "the case id is empty or holds whitespace"),
         ("chunk 'doc one#0'", "the chunk id is empty or holds whitespace"),
     ]
-    spaced = [chunk("a", 0, 0, 10), Chunk("my doc#0", "my doc", 0, 0, 4, "xxxx")]
+    spaced = [span_chunk("a", 0, 0, 10), Chunk("my doc#0", "my doc", 0, 0, 4, "xxxx")]
     with pytest.raises(InputError, match="chunk 'my doc#0'"):
         trec_qrels_lines([Case("q", "?", True, (EvidenceUnit("my doc"),))], spaced)

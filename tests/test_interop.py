@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
-from typer.testing import CliRunner
+from builders import invoke
 
 from ragvet.chunking import chunk_corpus
-from ragvet.cli import app
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.formats.importing import Imported
 from ragvet.inputs.loading import load_cases, load_corpus
@@ -24,8 +23,6 @@ from ragvet.interop import write_imported
 from ragvet.measures.evaluation import evaluate_run
 from ragvet.measures.summary import summarise
 from ragvet.storage.results import results_frame
-
-runner = CliRunner()
 
 # The three lines of docs/import-export.md ("Checking ragvet with pytrec_eval"), run as written.
 DOCS_LINES = """\
@@ -109,13 +106,6 @@ def write_beir(folder: Path, docs=DOCS, queries=QUERIES, qrels=QRELS, qrels_text
     return folder
 
 
-def ragvet(*args: str, ok: bool = True):
-    result = runner.invoke(app, [str(arg) for arg in args])
-    if ok and result.exit_code != 0:
-        raise AssertionError(f"ragvet {' '.join(map(str, args))} exited {result.exit_code}\n{result.output}")
-    return result
-
-
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob(".ragvet-import-*"))
 
@@ -126,7 +116,7 @@ def leftovers(folder: Path) -> list[str]:
 def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     source = write_beir(tmp_path / "beir")
-    result = ragvet("import", "beir", source, "--abstain-unjudged", "--out-cases", "data/cases.jsonl")
+    result = invoke("import", "beir", source, "--abstain-unjudged", "--out-cases", "data/cases.jsonl")
     assert result.stdout.splitlines() == [
         "documents: 10",
         "cases: 10 (1 abstention)",
@@ -150,7 +140,7 @@ def test_import_beir_reports_counts_and_is_byte_identical(tmp_path, monkeypatch)
         "evidence": [{"doc": "d01"}],
         "judged": {"d01": 2, "d09": 0},
     }
-    ragvet("import", "beir", source, "--abstain-unjudged", "--force", "--out-cases", "data/cases.jsonl")
+    invoke("import", "beir", source, "--abstain-unjudged", "--force", "--out-cases", "data/cases.jsonl")
     assert (corpus.read_bytes(), cases.read_bytes()) == first
     assert leftovers(tmp_path) == []
 
@@ -160,12 +150,12 @@ def test_import_refuses_a_non_empty_corpus_folder_without_force(tmp_path, monkey
     source = write_beir(tmp_path / "beir")
     (tmp_path / "data/corpus").mkdir(parents=True)
     (tmp_path / "data/corpus/handbook.md").write_text("# Old corpus\n")
-    result = ragvet("import", "beir", source, "--out-cases", "data/cases.jsonl", ok=False)
+    result = invoke("import", "beir", source, "--out-cases", "data/cases.jsonl", code=None)
     assert result.exit_code == 2
     assert "data/corpus: the corpus folder is not empty" in result.stderr
     assert not (tmp_path / "data/cases.jsonl").exists()
     assert [p.name for p in (tmp_path / "data/corpus").iterdir()] == ["handbook.md"]
-    ragvet("import", "beir", source, "--force")
+    invoke("import", "beir", source, "--force")
     assert [p.name for p in (tmp_path / "data/corpus").iterdir()] == ["corpus.jsonl"]
 
 
@@ -213,7 +203,7 @@ def bad_squad_offset(tmp_path: Path) -> tuple[list[str], str]:
 def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, monkeypatch, make):
     monkeypatch.chdir(tmp_path)
     args, expected = make(tmp_path)
-    result = ragvet("import", *args, "--out-corpus", "out/corpus", "--out-cases", "out/cases.jsonl", ok=False)
+    result = invoke("import", *args, "--out-corpus", "out/corpus", "--out-cases", "out/cases.jsonl", code=None)
     assert result.exit_code == 2, result.output
     assert expected in result.stderr
     assert not (tmp_path / "out").exists()
@@ -230,7 +220,7 @@ def test_a_flood_of_problems_is_capped_on_the_terminal_and_written_in_full(tmp_p
     unknown_queries = [f"{q} 0 d1 1\n" for q in range(100, 170)]
     (tmp_path / "qrels.txt").write_text("".join(unknown_queries) + "1 0 d9 1\n" * 10)
     args = ["trec", "--topics", "topics.tsv", "--qrels", "qrels.txt", "--docs", "docs"]
-    result = ragvet("import", *args, "--out-corpus", "out/corpus", "--out-cases", "out/cases.jsonl", ok=False)
+    result = invoke("import", *args, "--out-corpus", "out/corpus", "--out-cases", "out/cases.jsonl", code=None)
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert lines[0] == "ragvet: 80 problems found; the first 50 follow, and all of them are in .ragvet/problems.txt:"
@@ -296,7 +286,7 @@ def test_import_trec_and_squad_from_the_cli(tmp_path, monkeypatch):
     (tmp_path / "qrels.txt").write_text("7 0 d01 1\n")
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"_id": i, "text": x, "title": t}) + "\n" for i, t, x in DOCS[:2]))
-    result = ragvet(
+    result = invoke(
         "import",
         "trec",
         "--topics",
@@ -323,11 +313,11 @@ def test_import_trec_and_squad_from_the_cli(tmp_path, monkeypatch):
     squad.write_text(
         json.dumps({"data": [{"title": "Eiffel Tower", "paragraphs": [{"context": context, "qas": qas}]}]})
     )
-    result = ragvet("import", "squad", squad, "--out-corpus", "sq/corpus", "--out-cases", "sq/cases.yaml")
+    result = invoke("import", "squad", squad, "--out-corpus", "sq/corpus", "--out-cases", "sq/cases.yaml")
     assert result.stdout.splitlines()[:3] == ["documents: 1", "cases: 2 (1 abstention)", "evidence units: 1"]
     # The pipeline's validate stage reads the YAML cases, alternatives included.
     (tmp_path / "params.yaml").write_text(PARAMS)
-    ragvet("validate", "--corpus", "sq/corpus", "--cases", "sq/cases.yaml", "--out", "sq/validated")
+    invoke("validate", "--corpus", "sq/corpus", "--cases", "sq/cases.yaml", "--out", "sq/validated")
     rows = [json.loads(line) for line in (tmp_path / "sq/validated/cases.jsonl").read_text().splitlines()]
     assert rows[0]["evidence"] == [
         {"any": [{"doc": "Eiffel_Tower/0", "start": 20, "end": 28}, {"doc": "Eiffel_Tower/0", "start": 23, "end": 28}]}
@@ -364,29 +354,29 @@ def trec_eval_means(folder: Path, ks: list[int]) -> dict[str, float]:
 
 def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ragvet("import", "beir", write_beir(tmp_path / "beir"), "--abstain-unjudged", "--out-cases", "data/cases.jsonl")
+    invoke("import", "beir", write_beir(tmp_path / "beir"), "--abstain-unjudged", "--out-cases", "data/cases.jsonl")
     (tmp_path / "params.yaml").write_text(PARAMS)
-    ragvet("validate", "--corpus", "data/corpus", "--cases", "data/cases.jsonl", "--out", "data/validated")
+    invoke("validate", "--corpus", "data/corpus", "--cases", "data/cases.jsonl", "--out", "data/validated")
     validated = ["--cases", "data/validated/cases.jsonl"]
-    ragvet("split", *validated, "--corpus", "data/validated/corpus.jsonl", "--out", "data/split.json")
+    invoke("split", *validated, "--corpus", "data/validated/corpus.jsonl", "--out", "data/split.json")
     split = json.loads((tmp_path / "data/split.json").read_text())
     assert split["counts"] == {"eval": 5, "dev": 5}
     modes = set()
     for config, chunking in (("whole-bm25", "whole"), ("fixed-bm25", "fixed-40")):
         chunks = f"data/chunks/{chunking}.jsonl"
-        ragvet("chunk", chunking, "--corpus", "data/validated/corpus.jsonl", "--out", chunks)
-        ragvet("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.parquet")
-        ragvet(
+        invoke("chunk", chunking, "--corpus", "data/validated/corpus.jsonl", "--out", chunks)
+        invoke("retrieve", config, "--chunks", chunks, *validated, "--out", f"data/runs/{config}.parquet")
+        invoke(
             "evaluate", config, "--run", f"data/runs/{config}.parquet", "--chunks", chunks, *validated,
             "--corpus", "data/validated/corpus.jsonl", "--split", "data/split.json",
             "--metrics", f"metrics/{config}.json",
             "--per-case", f"metrics/cases/{config}.parquet", "--slices", f"metrics/slices/{config}.json",
         )  # fmt: skip
         summary = json.loads((tmp_path / f"metrics/{config}.json").read_text())
-        result = ragvet("export", "run", "--config", config, "--format", "trec", "--out", "run.txt")
+        result = invoke("export", "run", "--config", config, "--format", "trec", "--out", "run.txt")
         modes.add(result.stderr.split("scores: ")[1].split()[0])
         for split_name in ("eval", "dev"):
-            ragvet("export", "qrels", "--chunking", chunking, "--split", split_name, "--out", "qrels.txt")
+            invoke("export", "qrels", "--chunking", chunking, "--split", split_name, "--out", "qrels.txt")
             ours = summary[split_name]["metrics"]
             theirs = trec_eval_means(tmp_path, [1, 3, 5, 10])
             assert {name: ours[name] for name in theirs} == pytest.approx(theirs, abs=1e-6), (config, split_name)
@@ -395,14 +385,14 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     # d01 and d02 have the same text, so BM25 ties them and the export falls back to rank-derived scores.
     assert modes == {"rank"}
     # Under the whole-document chunking the qrels are the imported relevant docs, one chunk each.
-    ragvet("export", "qrels", "--chunking", "whole", "--split", "eval", "--out", "qrels.txt")
+    invoke("export", "qrels", "--chunking", "whole", "--split", "eval", "--out", "qrels.txt")
     assert (tmp_path / "qrels.txt").read_text().splitlines() == [
         "q01 0 d01#0 1",  # q09 (eval) is an abstention case: no line
         "q06 0 d10#0 1",
         "q07 0 d08#0 1",
         "q08 0 d07#0 1",
     ]
-    ragvet("export", "run", "--config", "whole-bm25", "--out", "run.txt")
+    invoke("export", "run", "--config", "whole-bm25", "--out", "run.txt")
     run = (tmp_path / "run.txt").read_text().splitlines()
     # The deepest ranking in this run has 7 chunks (BM25 drops zero scores): scores 7, 6, ...
     assert run[:2] == ["q01 Q0 d01#0 1 7.000000 whole-bm25", "q01 Q0 d02#0 2 6.000000 whole-bm25"]
@@ -410,7 +400,7 @@ def test_beir_through_the_pipeline_equals_pytrec_eval(tmp_path, monkeypatch):
     ours = json.loads((tmp_path / "metrics/whole-bm25.json").read_text())["eval"]["metrics"]
     assert trec_eval_means(tmp_path, [1])["mrr"] == ours["mrr"] == 1.0
     # With the raw tied scores trec_eval would rank d02 (docno descending) above d01: q01's RR drops to 1/2.
-    ragvet("export", "run", "--config", "whole-bm25", "--scores", "score", "--out", "run.txt")
+    invoke("export", "run", "--config", "whole-bm25", "--scores", "score", "--out", "run.txt")
     assert trec_eval_means(tmp_path, [1])["mrr"] == pytest.approx((0.5 + 1 + 1 + 1) / 4)
 
 
@@ -425,7 +415,7 @@ def test_import_refuses_a_cases_path_that_is_a_folder_and_keeps_the_old_corpus(t
     (tmp_path / "data/corpus").mkdir(parents=True)
     (tmp_path / "data/corpus/old.md").write_text("# Old\n")
     (tmp_path / "cases.yaml").mkdir()
-    result = ragvet("import", "beir", source, "--out-cases", "cases.yaml", "--force", ok=False)
+    result = invoke("import", "beir", source, "--out-cases", "cases.yaml", "--force", code=None)
     assert result.exit_code == 2 and "--out-cases is a folder" in result.stderr
     assert [p.name for p in (tmp_path / "data/corpus").iterdir()] == ["old.md"]
 
@@ -439,7 +429,7 @@ def test_a_cranfield_like_trec_import_keeps_negative_grades_for_judged_at_k(tmp_
     (tmp_path / "qrels.txt").write_text("1 0 184 2\n1 0 29 4\n1 0 12 -1\n2 0 51 1\n2 0 486 -1\n")
     texts = {d: f"abstract {d} about flow" for d in ("12", "29", "51", "184", "486", "7")}
     (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in texts.items()))
-    result = ragvet(
+    result = invoke(
         "import", "trec", "--topics", "topics.tsv", "--qrels", "qrels.txt", "--docs", "docs.jsonl",
         "--out-cases", "data/cases/cases.yaml",
     )  # fmt: skip

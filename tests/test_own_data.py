@@ -10,23 +10,14 @@ import json
 from pathlib import Path
 
 import yaml
-from builders import MINERALS, beir_source, squad_source, trec_source
+from builders import MINERALS, beir_source, invoke, squad_source, trec_source
 from conftest import sh
-from typer.testing import CliRunner
-
-from ragvet.cli import app
-
-
-def ragvet(*args: str, code: int = 0) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == code, f"ragvet {' '.join(args)} exited {result.exit_code}\n{result.output}"
-    return result.output
 
 
 def test_init_refuses_a_non_empty_folder_and_a_bad_cases_file_writing_nothing(tmp_path):
     (tmp_path / "notes.txt").write_text("mine\n")
     (tmp_path / "cases.csv").write_text("id,question\n")
-    output = ragvet("init", str(tmp_path), "--cases", str(tmp_path / "cases.csv"), code=2)
+    output = invoke("init", str(tmp_path), "--cases", str(tmp_path / "cases.csv"), code=2).output
     assert f"{tmp_path}: the folder is not empty" in output
     assert f"{tmp_path / 'cases.csv'}: --cases is not a .yaml, .yml or .jsonl file" in output
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cases.csv", "notes.txt"]
@@ -36,7 +27,7 @@ def imported(tmp_path: Path, source) -> tuple[Path, Path]:
     """``source`` imported into a folder of its own: (corpus folder, cases file)."""
     tmp_path.mkdir()
     corpus, cases = tmp_path / "corpus", tmp_path / "cases.yaml"
-    ragvet("import", *source(tmp_path), "--out-corpus", str(corpus), "--out-cases", str(cases))
+    invoke("import", *source(tmp_path), "--out-corpus", str(corpus), "--out-cases", str(cases))
     return corpus, cases
 
 
@@ -54,9 +45,9 @@ def test_a_trec_collection_imports_as_its_beir_folder_does_but_for_the_topic_ids
     assert [{**case, "id": f"q{case['id']}"} for case in trec] == yaml.safe_load(beir_cases.read_text())
 
     project = tmp_path / "project"
-    ragvet("init", str(project))
+    invoke("init", str(project))
     into = ["--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml")]
-    ragvet("import", *trec_source(tmp_path / "trec"), *into)
+    invoke("import", *trec_source(tmp_path / "trec"), *into)
     sh(project, "dvc", "repro", "validate")
     validated = (project / "data/validated/cases.jsonl").read_text().splitlines()
     assert [json.loads(line)["id"] for line in validated] == [str(n) for n in range(len(MINERALS))]
@@ -67,12 +58,12 @@ def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path):
     from a wheel in a fresh venv (test_packaging); a TREC collection imports as its BEIR
     folder does (the test above)."""
     project = tmp_path / "project"
-    steps = ragvet("init", str(project))
+    steps = invoke("init", str(project)).output
     assert "dvc repro report" in steps and "ragvet baseline accept" in steps
     assert sorted(p.name for p in (project / "metrics" / "baseline").iterdir()) == [".gitkeep"]
     assert sorted(p.name for p in (project / "data" / "answers").iterdir()) == ["README.md"]
     assert yaml.safe_load((project / "abstention.yaml").read_text()) == {}
-    ragvet(
+    invoke(
         "import", *squad_source(tmp_path),
         "--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml"),
     )  # fmt: skip
@@ -81,7 +72,7 @@ def test_own_data_from_init_to_a_failing_gate_and_a_second_run(tmp_path):
 
     sh(project, "dvc", "repro", "report")
     params = ["--metrics-dir", str(project / "metrics"), "--params", str(project / "params.yaml")]
-    assert "wrote" in ragvet("baseline", "accept", *params)
+    assert "wrote" in invoke("baseline", "accept", *params).output
     assert "gate: PASSED" in sh(project, "dvc", "repro").stdout
     sh(project, "git", "add", "-A")
     sh(project, "git", "commit", "-qm", "first baseline")
@@ -110,7 +101,7 @@ def test_init_copies_the_given_corpus_and_cases_into_the_project(tmp_path):
     (tmp_path / "docs" / "leave.md").write_text("You may carry up to five unused days.\n")
     (tmp_path / "mine.jsonl").write_text('{"id": "c1", "question": "carry?", "evidence": [{"doc": "leave"}]}\n')
     project = tmp_path / "project"
-    ragvet("init", str(project), "--corpus", str(tmp_path / "docs"), "--cases", str(tmp_path / "mine.jsonl"))
+    invoke("init", str(project), "--corpus", str(tmp_path / "docs"), "--cases", str(tmp_path / "mine.jsonl"))
     assert (project / "data/corpus/leave.md").read_text() == "You may carry up to five unused days.\n"
     assert (project / "data/cases/cases.jsonl").read_text() == (tmp_path / "mine.jsonl").read_text()
     params = yaml.safe_load((project / "params.yaml").read_text())

@@ -11,9 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from builders import invoke
 
-from ragvet.cli import app
 from ragvet.errors import InputError
 from ragvet.measures.evaluation import evaluate_run, evaluate_table
 from ragvet.retrieval.kinds import retrieve
@@ -176,11 +175,6 @@ CASES_YAML = """\
 """
 
 
-def ragvet(*args) -> None:
-    result = CliRunner().invoke(app, [str(arg) for arg in args])
-    assert result.exit_code == 0, result.output
-
-
 def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatch):
     """retrieve writes the passages' run (its metadata says foreign), evaluate projects the
     evidence onto those passages, not onto the configuration's chunking."""
@@ -190,13 +184,13 @@ def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatc
     (tmp_path / "data/cases/cases.yaml").write_text(CASES_YAML)
     write_lines(tmp_path / "data/external/prod.jsonl", PASSAGE_LINES)
     (tmp_path / "params.yaml").write_text(PARAMS)
-    ragvet("validate", "--corpus", "data/corpus", "--cases", "data/cases", "--out", "data/validated")
-    ragvet("split", "--cases", "data/validated/cases.jsonl", "--corpus", "data/validated/corpus.jsonl",
+    invoke("validate", "--corpus", "data/corpus", "--cases", "data/cases", "--out", "data/validated")
+    invoke("split", "--cases", "data/validated/cases.jsonl", "--corpus", "data/validated/corpus.jsonl",
            "--out", "data/split.json")  # fmt: skip
-    ragvet("chunk", "fixed-9", "--corpus", "data/validated/corpus.jsonl", "--out", "data/chunks/fixed-9.jsonl")
-    ragvet("retrieve", "prod", "--chunks", "data/chunks/fixed-9.jsonl", "--cases", "data/validated/cases.jsonl",
+    invoke("chunk", "fixed-9", "--corpus", "data/validated/corpus.jsonl", "--out", "data/chunks/fixed-9.jsonl")
+    invoke("retrieve", "prod", "--chunks", "data/chunks/fixed-9.jsonl", "--cases", "data/validated/cases.jsonl",
            "--corpus", "data/validated/corpus.jsonl", "--out", "data/runs/prod.parquet")  # fmt: skip
-    ragvet("evaluate", "prod", "--run", "data/runs/prod.parquet", "--chunks", "data/chunks/fixed-9.jsonl",
+    invoke("evaluate", "prod", "--run", "data/runs/prod.parquet", "--chunks", "data/chunks/fixed-9.jsonl",
            "--corpus", "data/validated/corpus.jsonl", "--cases", "data/validated/cases.parquet",
            "--split", "data/split.json", "--metrics", "metrics/prod.json",
            "--per-case", "metrics/cases/prod.parquet", "--slices", "metrics/slices/prod.json")  # fmt: skip
@@ -209,7 +203,7 @@ def test_the_pipeline_scores_a_run_file_of_foreign_passages(tmp_path, monkeypatc
     assert summary[split]["metrics"]["recall@2"] is None
     assert row["passages"] == summary["passages"] == "foreign"
     (tmp_path / "metrics/baseline").mkdir()
-    ragvet("report", "--out", "metrics/report.md")
+    invoke("report", "--out", "metrics/report.md")
     report = (tmp_path / "metrics/report.md").read_text()
     assert "**Foreign passages:** `prod` ranks the passages of a system that chunks the corpus its own way" in report
 

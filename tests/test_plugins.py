@@ -4,18 +4,13 @@ import sys
 import textwrap
 
 import pytest
+from builders import text_chunk
 
 from ragvet.errors import InputError
 from ragvet.retrieval.kinds import retrieve
-from ragvet.schema import Case, Chunk
+from ragvet.schema import Case
 
-
-def chunk(chunk_id: str, **metadata) -> Chunk:
-    doc_id, ordinal = chunk_id.split("#")
-    return Chunk(chunk_id, doc_id, int(ordinal), 0, 4, "text", metadata)
-
-
-CHUNKS = [chunk("a#0", year="2025"), chunk("a#1", year="2025"), chunk("b#0", year="2026")]
+CHUNKS = [text_chunk("a#0", year="2025"), text_chunk("a#1", year="2025"), text_chunk("b#0", year="2026")]
 CASES = [Case("q1", "first?"), Case("q2", "second?", filter={"year": "2026"}), Case("q3", "third?")]
 
 
@@ -94,7 +89,7 @@ def test_jsonl_rank_only_run_file(tmp_path):
 def test_doc_level_run_needs_one_chunk_per_doc(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text('{"case_id": "q1", "doc_id": "b", "score": 2}\n{"case_id": "q1", "doc_id": "a", "score": 1}\n')
-    whole = [chunk("a#0", year="2025"), chunk("b#0", year="2026")]
+    whole = [text_chunk("a#0", year="2025"), text_chunk("b#0", year="2026")]
     rows = retrieve(CASES, whole, {"kind": "run_file", "path": str(path)}, depth=5)
     assert [r["chunk_id"] for r in rows] == ["b#0", "a#0"]
     with pytest.raises(InputError) as err:

@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pytest
+from builders import text_chunk
 
 from ragvet.errors import InputError
 from ragvet.retrieval.kinds import retrieve, retriever_problems
@@ -13,11 +14,7 @@ from ragvet.storage.tables import read_chunk_texts, read_chunks, write_chunks
 BM25 = {"kind": "bm25", "k1": 1.5, "b": 0.75, "stopwords": "none", "stemmer": "none"}
 
 
-def chunk(chunk_id: str, text: str, **metadata) -> Chunk:
-    return Chunk(chunk_id, chunk_id.split("#")[0], int(chunk_id.split("#")[1]), 0, len(text), text, metadata)
-
-
-CHUNKS = [chunk("a#0", "cat sat mat"), chunk("b#0", "dog cat play cat"), chunk("c#0", "bird")]
+CHUNKS = [text_chunk("a#0", "cat sat mat"), text_chunk("b#0", "dog cat play cat"), text_chunk("c#0", "bird")]
 
 
 def lucene_bm25(tf: int, df: int, dl: int, n_docs: int = 3, avgdl: float = 8 / 3, k1=1.5, b=0.75) -> float:
@@ -36,7 +33,7 @@ def test_bm25_scores_match_the_lucene_formula_by_hand():
 
 
 def test_a_question_with_no_indexed_word_retrieves_nothing_even_against_empty_chunks():
-    chunks = [chunk("a#0", "the cat sat on mat"), chunk("b#0", "the the the"), chunk("c#0", "dog")]
+    chunks = [text_chunk("a#0", "the cat sat on mat"), text_chunk("b#0", "the the the"), text_chunk("c#0", "dog")]
     spec = {**BM25, "stopwords": "en"}
     assert retrieve([Case("q", "what is a zebra?")], chunks, spec, depth=5) == []
 
@@ -61,9 +58,9 @@ def test_lowercase_param():
 
 def test_metadata_filter_and_depth_are_honoured():
     chunks = [
-        chunk("x#0", "leave policy", year="2025"),
-        chunk("y#0", "leave policy", year="2026"),
-        chunk("z#0", "leave", year="2026"),
+        text_chunk("x#0", "leave policy", year="2025"),
+        text_chunk("y#0", "leave policy", year="2026"),
+        text_chunk("z#0", "leave", year="2026"),
     ]
     filtered = retrieve([Case("q", "leave policy", filter={"year": "2026"})], chunks, BM25, depth=5)
     assert [r["chunk_id"] for r in filtered] == ["y#0", "z#0"]
@@ -71,7 +68,7 @@ def test_metadata_filter_and_depth_are_honoured():
 
 
 def test_ties_are_broken_by_chunk_id_and_runs_sorted_by_case():
-    chunks = [chunk("d#10", "same words"), chunk("d#2", "same words"), chunk("d#1", "same words")]
+    chunks = [text_chunk("d#10", "same words"), text_chunk("d#2", "same words"), text_chunk("d#1", "same words")]
     rows = retrieve([Case("z", "same"), Case("a", "words")], chunks, BM25, depth=3)
     assert [(r["case_id"], r["chunk_id"]) for r in rows] == [
         ("a", "d#1"),
@@ -116,7 +113,7 @@ RETRIEVERS = {
     "rrf": {"kind": "hybrid", "members": ["plain", "stemmed"], "fusion": "rrf", "rrf_k": 10},
     "wsum": {"kind": "hybrid", "members": ["plain", "stemmed"], "fusion": "weighted", "weights": [0.25, 0.75]},
 }
-HYBRID_CHUNKS = [chunk("a#0", "cats cats cats"), chunk("b#0", "cat"), chunk("c#0", "cats and a cat")]
+HYBRID_CHUNKS = [text_chunk("a#0", "cats cats cats"), text_chunk("b#0", "cat"), text_chunk("c#0", "cats and a cat")]
 
 
 def test_hybrid_rrf_by_hand():
@@ -151,9 +148,9 @@ def test_hybrid_weighted_min_max_by_hand():
 
 def test_hybrid_honours_filter_and_depth():
     chunks = [
-        chunk("a#0", "cats", year="2025"),
-        chunk("b#0", "cats cat", year="2026"),
-        chunk("c#0", "cat", year="2026"),
+        text_chunk("a#0", "cats", year="2025"),
+        text_chunk("b#0", "cats cat", year="2026"),
+        text_chunk("c#0", "cat", year="2026"),
     ]
     rows = retrieve([Case("q", "cats", filter={"year": "2026"})], chunks, RETRIEVERS["rrf"], 1, RETRIEVERS)
     assert [r["chunk_id"] for r in rows] == ["b#0"]
@@ -181,10 +178,10 @@ def test_rerank_rescores_the_first_stage_top_n_with_the_bi_encoder(tmp_path, mon
 
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path))
     chunks = [
-        chunk("a#0", "travel expense refunds are paid with the next salary"),
-        chunk("b#0", "travel bookings go through the agency"),
-        chunk("c#0", "travel travel travel newsletter"),
-        chunk("d#0", "the canteen menu"),
+        text_chunk("a#0", "travel expense refunds are paid with the next salary"),
+        text_chunk("b#0", "travel bookings go through the agency"),
+        text_chunk("c#0", "travel travel travel newsletter"),
+        text_chunk("d#0", "the canteen menu"),
     ]
     retrievers = {
         "bm25": BM25,

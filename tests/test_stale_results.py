@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import sh
+from conftest import ragvet, sh
 from test_pipeline import set_param
 
 GATED = "sentences-600-bm25"
@@ -26,10 +26,6 @@ STALE = (
     "threshold stale: the configuration spec (chunking 'sentences-600' or retriever 'bm25') changed since it "
     "was tuned, so its abstention figures are marked stale"
 )
-
-
-def ragvet(repo: Path, *args: str):
-    return sh(repo, "python", "-m", "ragvet.cli", *args, check=False)
 
 
 def summary(repo: Path, config: str = GATED) -> dict:
