@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from ragvet.errors import InputError
-from ragvet.formats.importing import import_beir, import_squad, import_trec, read_topics
+from ragvet.formats.beir import import_beir
+from ragvet.formats.squad import import_squad
+from ragvet.formats.trec import import_trec, read_topics
 
 # --- BEIR --------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from builders import invoke
 
 from ragvet.chunking import chunk_corpus
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.formats.importing import Imported
+from ragvet.formats.imported import Imported
 from ragvet.inputs.loading import load_cases, load_corpus
 from ragvet.interop import write_imported
 from ragvet.measures.evaluation import evaluate_run

@@ -1,6 +1,7 @@
 """``ragvet import`` and ``ragvet export``: BEIR, TREC and SQuAD in; TREC runs and qrels out.
 
-Thin commands over :mod:`ragvet.formats.importing` and :mod:`ragvet.formats.exporting`. An import
+Thin commands over the importers (:mod:`ragvet.formats.beir`, ``trec``, ``squad``) and
+:mod:`ragvet.formats.exporting`. An import
 writes its rows to a temporary folder, runs them through the pipeline's own
 validator (:func:`ragvet.schema.collect_corpus`, :func:`ragvet.schema.collect_cases`)
 and moves them into place only when there is no problem, so a failed import
@@ -20,8 +21,11 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
+from ragvet.formats.beir import import_beir
 from ragvet.formats.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
-from ragvet.formats.importing import Imported, import_beir, import_squad, import_trec
+from ragvet.formats.imported import Imported
+from ragvet.formats.squad import import_squad
+from ragvet.formats.trec import import_trec
 from ragvet.inputs.loading import collect_cases, collect_corpus
 from ragvet.schema import SPLITS
 from ragvet.storage.atomic import UMASK, write_text
