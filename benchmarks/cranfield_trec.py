@@ -22,7 +22,7 @@ adapter here, not in the product, writes TREC files first:
 Then, in a temporary project: one chunk per document (chunking ``document``), and
 two configurations, BM25 with and without stemming, each retrieved via
 :func:`ragvet.retrieval.kinds.retrieve`, scored via
-:func:`ragvet.measures.evaluation.evaluate_run`, and exported by ``ragvet export run`` /
+:func:`ragvet.measures.evaluation.evaluate_table`, and exported by ``ragvet export run`` /
 ``export qrels``, which pytrec_eval scores. The run has tied BM25 scores, so the export
 writes rank-derived scores (see :mod:`ragvet.formats.exporting`); the last column shows
 what trec_eval reports from the raw tied scores instead.
@@ -52,10 +52,10 @@ sys.path.insert(0, str(ROOT))
 
 from ragvet.chunking import chunk_corpus  # noqa: E402
 from ragvet.inputs.loading import load_cases, load_corpus  # noqa: E402
-from ragvet.measures.evaluation import evaluate_run  # noqa: E402
+from ragvet.measures.evaluation import evaluate_table  # noqa: E402
 from ragvet.measures.summary import summarise  # noqa: E402
 from ragvet.retrieval.kinds import retrieve  # noqa: E402
-from ragvet.storage.results import results_frame  # noqa: E402
+from ragvet.storage.results import result_rows, results_frame  # noqa: E402
 from ragvet.storage.tables import run_path as run_file  # noqa: E402
 from ragvet.storage.tables import write_cases, write_chunks, write_run  # noqa: E402
 
@@ -226,8 +226,10 @@ def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, cor
     by_case: dict[str, list[dict]] = {}
     for row in rows:
         by_case.setdefault(row["case_id"], []).append(row)
-    per_case = evaluate_run(
-        cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
+    per_case = result_rows(
+        evaluate_table(
+            cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
+        )
     )
     ours = summarise(results_frame(per_case), KS, None)["eval"]
     t_eval = time.perf_counter() - clock

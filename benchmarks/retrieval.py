@@ -36,11 +36,11 @@ from cranfield_trec import convert, ragvet
 
 from ragvet.chunking import chunk_corpus
 from ragvet.inputs.loading import load_cases, load_corpus
-from ragvet.measures.evaluation import evaluate_run
+from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.summary import summarise
 from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.ranking import by_case
-from ragvet.storage.results import results_frame
+from ragvet.storage.results import result_rows, results_frame
 from ragvet.storage.tables import write_cases, write_chunks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +158,9 @@ def pytrec_check(cases, chunks, rows) -> float:
     measures = {"recall." + ",".join(map(str, KS)), "recip_rank"}
     theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     texts = {chunk.doc_id: chunk.text for chunk in chunks}  # one chunk per doc: the doc's text
-    per_case = evaluate_run(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0, texts)
+    per_case = result_rows(
+        evaluate_table(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0, texts)
+    )
     ours = summarise(results_frame(per_case), KS, None)["eval"]["metrics"]
     names = {f"recall@{k}": f"recall_{k}" for k in KS} | {"mrr": "recip_rank"}
     worst = 0.0

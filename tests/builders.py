@@ -1,4 +1,4 @@
-"""What the tests build their inputs from: chunks, an in-process ``ragvet`` runner, and small
+"""What the tests build their inputs from: chunks, an in-process ``ragvet`` runner, per-case rows, and small
 collections in each format ragvet imports (ten documents that name a mineral capitalised,
 ten questions naming it in lower case)."""
 
@@ -11,7 +11,9 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from ragvet.cli import app
+from ragvet.measures.evaluation import evaluate_table
 from ragvet.schema import Chunk
+from ragvet.storage.results import result_rows
 
 
 def span_chunk(doc_id: str, ordinal: int, start: int, end: int, text: str | None = None) -> Chunk:
@@ -23,6 +25,12 @@ def text_chunk(chunk_id: str, text: str = "text", **metadata) -> Chunk:
     """Chunk ``chunk_id`` (``<doc_id>#<ordinal>``) holding ``text`` from offset 0, with ``metadata``."""
     doc_id, ordinal = chunk_id.split("#")
     return Chunk(chunk_id, doc_id, int(ordinal), 0, len(text), text, metadata)
+
+
+def evaluate_run(cases, chunks, run, split, ks, span_coverage, texts, chunk_level=True, budgets=()) -> list[dict]:
+    """The evaluate stage's per-case table (``evaluate_table``) as nested rows (``result_rows``),
+    sorted by case id: what a test reads a case's metrics from."""
+    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level, budgets))
 
 
 def invoke(*args, code: int | None = 0) -> Result:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from builders import span_chunk
+from builders import evaluate_run, span_chunk
 from conftest import resolve_reference
 
 from ragvet.errors import InputError
 from ragvet.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks
 from ragvet.inputs.loading import collect_cases, load_cases
-from ragvet.measures.evaluation import evaluate_run
 from ragvet.measures.reference import evidence_recall_at_k, unit_available
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint
 

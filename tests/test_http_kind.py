@@ -15,12 +15,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builders import evaluate_run
 from typer.testing import CliRunner
 
 from ragvet.cli import app
 from ragvet.errors import InputError
 from ragvet.inputs.params import run_cache_blind_keys
-from ragvet.measures.evaluation import evaluate_run
 from ragvet.retrieval.kinds import retrieve, retriever_problems
 from ragvet.retrieval.passages import passage_table
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
-from builders import invoke
+from builders import evaluate_run, invoke
 
 from ragvet.chunking import chunk_corpus
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.formats.imported import Imported
 from ragvet.inputs.loading import load_cases, load_corpus
 from ragvet.interop import write_imported
-from ragvet.measures.evaluation import evaluate_run
 from ragvet.measures.summary import summarise
 from ragvet.storage.results import results_frame
 

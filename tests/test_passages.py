@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import invoke
+from builders import evaluate_run, invoke
 
 from ragvet.errors import InputError
-from ragvet.measures.evaluation import evaluate_run, evaluate_table
+from ragvet.measures.evaluation import evaluate_table
 from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.passages import PassageLocator, parse_passage_id, passage_id, passage_table
 from ragvet.schema import Case, Chunk, Claim, Doc, EvidenceUnit

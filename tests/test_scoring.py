@@ -1,7 +1,8 @@
 """The vectorised engine (src/ragvet/measures/engine.py) against the per-case reference definitions.
 
 ``evaluation.case_row`` scores one case with the readable reference functions of
-``ragvet.measures.reference``; ``evaluation.evaluate_run`` scores all cases with the engine.
+``ragvet.measures.reference``; ``evaluation.evaluate_table`` (read as rows,
+``builders.evaluate_run``) scores all cases with the engine.
 Generated data covers what the engine handles by arithmetic instead of sets:
 repeated chunks in a run, short and missing runs, k beyond the depth, abstention
 cases, claims without available units, spans partly covered by overlapping
@@ -15,13 +16,14 @@ import math
 
 import numpy as np
 import pytest
+from builders import evaluate_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragvet.errors import InputError
 from ragvet.evidence import chunks_by_doc, nonspace_before, project_unit
 from ragvet.measures.engine import project, rank_matrix
-from ragvet.measures.evaluation import case_row, evaluate_run
+from ragvet.measures.evaluation import case_row
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.columns import ChunkTable, EvidenceTable, RunTable
 from ragvet.storage.files import write_jsonl

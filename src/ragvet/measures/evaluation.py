@@ -11,7 +11,7 @@ from ragvet.evidence import project_unit, relevant_chunks
 from ragvet.measures.reference import case_metrics, check_coverage, sent_chunk
 from ragvet.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from ragvet.schema import Case, Chunk
-from ragvet.storage.results import column, list_column, mapping_columns, result_rows
+from ragvet.storage.results import column, list_column, mapping_columns
 
 if TYPE_CHECKING:
     import polars as pl
@@ -141,18 +141,3 @@ def evaluate_table(
             *mapping_columns("tags", cases.tags),
         ]
     ).sort("case_id")
-
-
-def evaluate_run(
-    cases: Sequence[Case] | CaseTable,
-    chunks: Sequence[Chunk] | ChunkTable,
-    run: Mapping[str, Sequence[dict]] | RunTable,
-    split: Mapping[str, str],
-    ks: Sequence[int],
-    span_coverage: float,
-    texts: Mapping[str, str],
-    chunk_level: bool = True,
-    budgets: Sequence[int] = (),
-) -> list[dict]:
-    """:func:`evaluate_table` as nested per-case rows, sorted by case_id."""
-    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level, budgets))
