@@ -22,9 +22,9 @@ from ragvet.measures.abstention import (
     read_thresholds,
     score_rows,
     spec_fingerprint,
-    stale_thresholds,
     sweep,
     threshold_for,
+    threshold_warnings,
     write_thresholds,
 )
 from ragvet.schema import Case
@@ -145,23 +145,26 @@ def test_an_old_format_entry_is_a_problem_with_its_fix(tmp_path, text, what):
     assert read_thresholds(path, {"cfg": {}}, retuning="cfg") == yaml.safe_load(text)  # tune-abstain replaces it
 
 
-def test_a_threshold_tuned_on_what_changed_is_stale(tmp_path):
+def test_a_threshold_tuned_on_what_changed_is_stale(tmp_path, monkeypatch):
     """The spec fingerprint covers the chunking's params and the retriever's spec; the
     dev split is checked only where it is known (evaluate, report; not validate)."""
+    monkeypatch.chdir(tmp_path)
     path = Path("abstention.yaml")
-    assert stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, "dev0") == []
-    assert stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, None) == []
+    write_thresholds(path, {"cfg": ENTRY})
+    where = f"abstention.yaml:{path.read_text().splitlines().index('cfg:') + 1} (cfg)"
+    assert threshold_warnings(path, SETTINGS, "dev0") == []
+    assert threshold_warnings(path, SETTINGS, None) == []
     chunked = {**SETTINGS, "chunking": {"ch": {"strategy": "fixed", "unit": "chars", "window": 200, "overlap": 0}}}
     retrieved = {**SETTINGS, "retrievers": {"r": {"kind": "bm25", "k1": 1.2}}}
     for changed in (chunked, retrieved):
-        [problem] = stale_thresholds(path, {"cfg": ENTRY}, changed, "dev0")
+        [problem] = threshold_warnings(path, changed, "dev0")
         assert problem.render() == (
-            "abstention.yaml: cfg: threshold stale: the configuration spec (chunking 'ch' or retriever 'r') "
+            f"{where}: threshold stale: the configuration spec (chunking 'ch' or retriever 'r') "
             f"changed since it was tuned, {MARKED}\n    {STALE_FIX}"
         )
-    [problem] = stale_thresholds(path, {"cfg": ENTRY}, SETTINGS, "dev1")
+    [problem] = threshold_warnings(path, SETTINGS, "dev1")
     assert problem.what == f"threshold stale: the dev split (its cases or labels) changed since it was tuned, {MARKED}"
-    [problem] = stale_thresholds(path, {"cfg": ENTRY}, chunked, "dev1")
+    [problem] = threshold_warnings(path, chunked, "dev1")
     assert problem.what == (
         "threshold stale: the configuration spec (chunking 'ch' or retriever 'r') and the dev split "
         f"(its cases or labels) changed since it was tuned, {MARKED}"

@@ -243,19 +243,6 @@ def spec_fingerprint(settings: Mapping[str, Any], config: str) -> str:
     return config_fingerprint(settings["chunking"][spec["chunking"]], settings["retrievers"][spec["retriever"]])
 
 
-def stale_thresholds(
-    path: Path, thresholds: Mapping[str, dict], settings: Mapping[str, Any], dev_split: str | None
-) -> list[Problem]:
-    """A problem for each threshold tuned on another configuration spec, or on another
-    dev split than ``dev_split`` (None: not known yet, as in validate, so not checked).
-
-    A warning, not an error: its figures describe a threshold chosen for other scores,
-    so they carry the mark (:func:`stale_mark`) until it is tuned again.
-    """
-    found = (_stale(path, thresholds, settings, dev_split, name) for name in sorted(thresholds))
-    return [problem for problem in found if problem is not None]
-
-
 def _stale(
     path: Path, thresholds: Mapping[str, dict], settings: Mapping[str, Any], dev_split: str | None, name: str
 ) -> Problem | None:
