@@ -1,4 +1,5 @@
-"""The BEIR, TREC and SQuAD parsers: hand-counted rows, skips and file:line problems."""
+"""The BEIR, TREC and SQuAD parsers: hand-counted rows and skips here, and every bad input
+of tests/data/import/ with the file:line problems written beside it."""
 
 from __future__ import annotations
 
@@ -129,49 +130,6 @@ def test_beir_query_whose_only_relevant_doc_is_empty_is_not_an_abstention(tmp_pa
     assert imported.skipped["judgements of a document skipped for having no text"] == 1
 
 
-def problems(call) -> list[tuple[str, str]]:
-    with pytest.raises(InputError) as err:
-        call()
-    return [(p.where, p.what) for p in err.value.problems]
-
-
-def test_beir_bad_qrels_lines_name_file_and_line(tmp_path):
-    bad = TEST_QRELS + "q1\td2\n" + "q9\td1\t1\n" + "q1\tzzz\t1\n" + "q1\td1\t1\n" + "q2\td4\thigh\n"
-    folder = beir(tmp_path, test=bad)
-    qrels = folder / "qrels" / "test.tsv"
-    assert problems(lambda: import_beir(folder)) == [
-        (f"{qrels}:8", "a BEIR qrels line has 3 columns (query-id, corpus-id, score), this one has 2"),
-        (f"{qrels}:9", "judgement for unknown query 'q9'"),
-        (f"{qrels}:10", "judgement for unknown doc 'zzz'"),
-        (f"{qrels}:11", f"query 'q1' and doc 'd1' are judged twice (first at {qrels}:2)"),
-        (f"{qrels}:12", "relevance 'high' is not an integer"),
-    ]
-
-
-def test_beir_duplicate_ids_and_empty_corpus(tmp_path):
-    corpus = CORPUS + [{"_id": "d2", "text": "again"}]
-    folder = beir(tmp_path, corpus=corpus, queries=QUERIES + [{"_id": "q1", "text": "again?"}])
-    where = folder / "corpus.jsonl"
-    assert problems(lambda: import_beir(folder)) == [
-        (f"{where}:7", f"duplicate doc id 'd2': already defined at {where}:2"),
-        (f"{folder / 'queries.jsonl'}:7", f"duplicate query id 'q1': already defined at {folder / 'queries.jsonl'}:1"),
-    ]
-    empty = beir(tmp_path / "e", corpus="", test="query-id\tcorpus-id\tscore\n")
-    assert problems(lambda: import_beir(empty)) == [
-        (str(empty / "corpus.jsonl"), "the corpus is empty: it has no documents"),
-    ]
-    blank = beir(tmp_path / "b", corpus=[{"_id": "x", "text": " "}], test="query-id\tcorpus-id\tscore\n")
-    assert problems(lambda: import_beir(blank)) == [
-        (str(blank / "corpus.jsonl"), "the corpus is empty: none of its 1 documents has any text"),
-    ]
-
-
-def test_beir_missing_split_lists_the_available_ones(tmp_path):
-    folder = beir(tmp_path)
-    ((where, what),) = problems(lambda: import_beir(folder, split="dev"))
-    assert where == str(folder / "qrels" / "dev.tsv") and what == "no qrels for split 'dev'"
-
-
 # --- TREC --------------------------------------------------------------------------------
 
 TOPICS = """<top>
@@ -279,36 +237,6 @@ def test_trec_tsv_topics_and_jsonl_docs(tmp_path):
     }
 
 
-def test_trec_bad_input_names_file_and_line(tmp_path):
-    topics, qrels, docs = trec_files(tmp_path, qrels="401 0 d1 2\n401 0 d1\n999 0 d1 1\n401 0 nope 1\n")
-    assert problems(lambda: import_trec(topics, qrels, docs)) == [
-        (f"{qrels}:2", "a TREC qrels line has 4 columns (qid iter docno rel), this one has 3"),
-        (f"{qrels}:3", "judgement for unknown query '999'"),
-        (f"{qrels}:4", "judgement for unknown doc 'nope'"),
-    ]
-    (docs / "other").mkdir()
-    (docs / "other" / "d1.txt").write_text("a second d1")
-    tsv = tmp_path / "t.tsv"
-    tsv.write_text("401\tok\n402 no tab\n401\tagain\n")
-    assert problems(lambda: import_trec(tsv, qrels, docs)) == [
-        (f"{docs / 'other' / 'd1.txt'}:1", f"duplicate doc id 'd1': already defined at {docs / 'd1.txt'}:1"),
-        (f"{qrels}:2", "a TREC qrels line has 4 columns (qid iter docno rel), this one has 3"),
-        (f"{qrels}:3", "judgement for unknown query '999'"),
-        (f"{qrels}:4", "judgement for unknown doc 'nope'"),
-        (f"{tsv}:2", "a topics line has 2 tab-separated columns (qid, text), this one has 1"),
-        (f"{tsv}:3", f"duplicate topic '401': already defined at {tsv}:1"),
-    ]
-
-
-def test_trec_empty_docs_folder(tmp_path):
-    topics, qrels, docs = trec_files(tmp_path, qrels="")
-    for path in docs.rglob("*.txt"):
-        path.unlink()
-    assert problems(lambda: import_trec(topics, qrels, docs)) == [
-        (str(docs), "the corpus is empty: it has no documents")
-    ]
-
-
 # --- SQuAD -------------------------------------------------------------------------------
 
 CONTEXT = "The Eiffel Tower is in Paris. It was built in 1889."  # "in Paris" 20, "Paris" 23, "1889" 46
@@ -404,41 +332,25 @@ def test_squad_paragraphs_answers_alternatives_and_impossible_questions(tmp_path
     assert dict(imported.skipped) == {"paragraphs with no context": 1, "questions on a paragraph with no context": 1}
 
 
-def line_of(path: Path, needle: str) -> int:
-    """1-based line of the JSON object holding ``needle``: its opening brace."""
-    lines = path.read_text().split("\n")
-    hit = next(i for i, line in enumerate(lines) if needle in line)
-    return next(i for i in range(hit, -1, -1) if lines[i].strip().startswith("{")) + 1
-
-
-def test_squad_offset_that_does_not_match_names_the_answer_line(tmp_path):
-    path = squad(tmp_path, answer_start=45)
-    line = line_of(path, '"answer_start": 45')
-    assert line > 1
-    assert problems(lambda: import_squad(path)) == [
-        (
-            f"{path}:{line}",
-            "question 'q2' answer 1: the context at answer_start 45 reads ' 188', not the answer text '1889'",
-        )
-    ]
-
-
-def test_squad_duplicate_paragraph_id_and_malformed_json(tmp_path):
-    path = squad(tmp_path, second_title="Eiffel  Tower")  # the same doc ids, Eiffel_Tower/0 and /1
-    first, second = problems(lambda: import_squad(path))
-    assert first == (
-        f"{path}:{line_of(path, 'Intro.')}",
-        "duplicate doc id (article title and paragraph index) 'Eiffel_Tower/0': already defined at "
-        f"{path}:{line_of(path, 'The Eiffel Tower is in Paris')}",
-    )
-    assert second[0] == f"{path}:{line_of(path, 'The Louvre is a museum')}"
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"data": [\n{"title": "x",\n}]}')
-    assert problems(lambda: import_squad(broken)) == [
-        (f"{broken}:3", "malformed JSON: Expecting property name enclosed in double quotes")
-    ]
-
-
 def test_importers_are_deterministic(tmp_path):
     assert import_squad(squad(tmp_path)) == import_squad(squad(tmp_path))
     assert import_beir(beir(tmp_path), abstain_unjudged=True) == import_beir(tmp_path / "beir", abstain_unjudged=True)
+
+
+# --- bad inputs: tests/data/import/<format>/<case>/ ----------------------------------------
+
+CASES = Path(__file__).parent / "data" / "import"
+IMPORTERS = {
+    "beir": lambda case, options: import_beir(case / "beir", **options),
+    "trec": lambda case, options: import_trec(next(case.glob("topics.*")), case / "qrels.txt", case / "docs"),
+    "squad": lambda case, options: import_squad(case / "squad.json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES.glob("*/*/")), ids=lambda case: f"{case.parent.name}/{case.name}")
+def test_an_importer_names_every_problem_of_a_bad_input_at_its_file_and_line(case):
+    options = json.loads((case / "options.json").read_text()) if (case / "options.json").exists() else {}
+    with pytest.raises(InputError) as err:
+        IMPORTERS[case.parent.name](case, options)
+    found = [f"{problem.where}: {problem.what}".replace(f"{case}/", "") for problem in err.value.problems]
+    assert found == (case / "problems.txt").read_text().splitlines()
