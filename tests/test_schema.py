@@ -62,57 +62,9 @@ def test_jsonl_corpus(tmp_path):
     assert docs == [Doc("a", "Ay.", "A", {}), Doc("b", "Bee.", None, {"doc_type": "faq", "year": 2025})]
 
 
-def test_non_finite_metadata_is_a_problem_not_a_silent_null(tmp_path):
-    write(tmp_path / "c/docs.jsonl", '{"doc_id": "a", "text": "Ay.", "metadata": {"score": NaN}}\n')
-    found = problems(load_corpus, tmp_path / "c")
-    assert len(found) == 1 and found[0].what.startswith("metadata `score` must be a single text, number")
-
-
-def test_malformed_json_line_is_named_and_other_lines_still_checked(tmp_path):
-    write(
-        tmp_path / "c/docs.jsonl",
-        '{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": \n{"doc_id": "", "text": "x"}\n',
-    )
-    found = problems(load_corpus, tmp_path / "c")
-    assert [p.where for p in found] == [f"{tmp_path}/c/docs.jsonl:2", f"{tmp_path}/c/docs.jsonl:3"]
-    assert "malformed JSON" in found[0].what and "doc_id" in found[1].what
-
-
-def test_malformed_front_matter_names_its_line(tmp_path):
-    write(tmp_path / "c/a.md", "---\ntitle: ok\nowner: [unclosed\n---\nBody.\n")
-    [problem] = problems(load_corpus, tmp_path / "c")
-    assert problem.where.startswith(f"{tmp_path}/c/a.md:") and "malformed YAML" in problem.what
-    assert int(problem.where.rsplit(":", 1)[1]) >= 3  # the bad line of the file, not of the front matter
-
-
-def test_unclosed_front_matter_empty_text_and_nested_metadata(tmp_path):
-    write(tmp_path / "c/open.md", "---\ntitle: never closed\nBody.\n")
-    write(tmp_path / "c/empty.md", "---\ntitle: nothing\n---\n\n")
-    write(tmp_path / "c/d.jsonl", '{"doc_id": "n", "text": "x", "metadata": {"tags": ["a"]}, "url": "u"}\n')
-    found = problems(load_corpus, tmp_path / "c")
-    whats = " / ".join(p.what for p in found)
-    assert len(found) == 4
-    assert "never closed" in whats and "text is empty after the front matter" in whats
-    assert "metadata `tags` must be a single" in whats and "unknown key `url`" in whats
-
-
-def test_duplicate_doc_id_names_both_places(tmp_path):
-    write(tmp_path / "c/policy.md", "One.")
-    write(tmp_path / "c/policy.txt", "Two.")
-    write(tmp_path / "c/more.jsonl", '{"doc_id": "policy", "text": "Three."}\n')
-    found = problems(load_corpus, tmp_path / "c")
-    assert len(found) == 2
-    assert {p.where for p in found} == {f"{tmp_path}/c/policy.md", f"{tmp_path}/c/policy.txt"}
-    assert all(f"also defined at {tmp_path}/c/more.jsonl:1" in p.what for p in found)
-
-
-def test_empty_corpus_names_the_folder_and_the_accepted_forms(tmp_path):
-    write(tmp_path / "c/readme.rst", "not a doc")
-    [problem] = problems(load_corpus, tmp_path / "c")
-    assert problem.where == f"{tmp_path}/c" and "no documents" in problem.what
-    assert "*.jsonl" in problem.fix and "*.md / *.txt" in problem.fix
+def test_a_missing_corpus_folder_is_named(tmp_path):
     [missing] = problems(load_corpus, tmp_path / "nope")
-    assert "not found" in missing.what
+    assert missing.where == str(tmp_path / "nope") and "not found" in missing.what
 
 
 def test_collect_corpus_keeps_the_valid_docs(tmp_path):
@@ -180,117 +132,28 @@ def test_jsonl_cases_are_accepted(tmp_path):
     assert cases[1].evidence == (EvidenceUnit("benefits", 0, 12),)
 
 
-def test_malformed_yaml_names_the_line(tmp_path):
-    path = write(tmp_path / "cases.yaml", "- id: a\n  question: ok\n- id: b\n  question: [unclosed\n")
-    [problem] = problems(load_cases, path, DOCS, CHUNKINGS)
-    assert problem.where.startswith(f"{path}:") and "malformed YAML" in problem.what
-    assert int(problem.where.rsplit(":", 1)[1]) >= 4
+# --- bad corpora and cases: tests/data/load/<corpus|cases>/<case>/ ------------------------
+
+BAD_INPUTS = Path(__file__).parent / "data" / "load"
 
 
-def test_malformed_jsonl_case_line(tmp_path):
-    path = write(tmp_path / "cases.jsonl", '{"id": "a", "question": "q", "answerable": false}\n{"id": "b",\n')
-    [problem] = problems(load_cases, path, DOCS, CHUNKINGS)
-    assert problem.where == f"{path}:2" and "malformed JSON" in problem.what
-
-
-def test_duplicate_case_id_names_both_lines(tmp_path):
-    text = "- id: a\n  question: q\n  answerable: false\n- id: a\n  question: again\n  answerable: false\n"
-    [problem] = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
-    assert problem.where == f"{tmp_path}/cases.yaml:4 (case a)"
-    assert f"also used at {tmp_path}/cases.yaml:1" in problem.what
-
-
-def test_abstention_case_with_evidence_or_claims(tmp_path):
-    text = """\
-- id: mars
-  question: Mars?
-  answerable: false
-  evidence: [{doc: benefits}]
-  claims:
-    - {text: x, evidence: [{doc: benefits}]}
-"""
-    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
-    assert [(p.where.rsplit("/", 1)[1], "answerable: false" in p.what) for p in found] == [
-        ("cases.yaml:4 (case mars)", True),
-        ("cases.yaml:5 (case mars)", True),
-    ]
-
-
-def test_claim_without_evidence_or_text_and_answerable_case_without_evidence(tmp_path):
-    text = """\
-- id: c1
-  question: Dental?
-  evidence: [{doc: benefits}]
-  claims:
-    - text: Dental starts in May.
-    - evidence: [{doc: benefits}]
-- id: c2
-  question: No evidence given?
-"""
-    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
-    got = [(p.where.rsplit("/", 1)[1], p.what) for p in found]
-    assert got == [
-        ("cases.yaml:5 (case c1)", "claim 1 has no evidence"),
-        ("cases.yaml:6 (case c1)", "claim 2 has no text (got None)"),
-        ("cases.yaml:7 (case c2)", "an answerable case has no evidence"),
-    ]
-
-
-def test_three_mistakes_are_three_problems_in_one_error_each_at_its_line(tmp_path):
-    text = """\
-- id: q1
-  question: Carry over?
-  evidence:
-    - {doc: leave-2062, quote: carry up to}
-    - {doc: leave-2026, quote: carry up to 5 unused days}
-  tgas: {phrasing: natural}
-"""
-    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
-    assert [p.where.rsplit("/", 1)[1] for p in found] == [
-        "cases.yaml:4 (case q1)",
-        "cases.yaml:5 (case q1)",
-        "cases.yaml:6 (case q1)",
-    ]
-    assert "unknown doc 'leave-2062'" in found[0].what and "did you mean 'leave-2026'" in found[0].fix
-    assert "not found" in found[1].what
-    assert "unknown key `tgas`" in found[2].what and "did you mean `tags`" in found[2].fix
-
-
-def test_tags_filter_and_duplicate_keys(tmp_path):
-    text = """\
-- id: t1
-  question: Dental?
-  question: Dental again?
-  evidence: [{doc: benefits}]
-  tags: [natural]
-  filter: {doc_type: policy}
-- id: t2
-  question: Mars?
-  answerable: false
-  tags: {phrasing: {nested: 1}}
-  filter: {doc_type: [], region: emea}
-"""
-    found = problems(load_cases, write(tmp_path / "cases.yaml", text), DOCS, CHUNKINGS)
-    expected = [  # in reading order: line 3 before line 10
-        ("cases.yaml:3", "key `question` appears twice in one mapping (first on line 2)"),
-        ("cases.yaml:5 (case t1)", "tags must be a mapping of key: value, got a list"),
-        ("cases.yaml:6 (case t1)", "evidence doc 'benefits' does not pass the case's filter"),
-        ("cases.yaml:10 (case t2)", "tag `phrasing` must have one text, number"),
-        ("cases.yaml:11 (case t2)", "filter `doc_type` must be one value or a non-empty list"),
-        ("cases.yaml:11 (case t2)", "the filter {'region': 'emea'} matches no document"),
-    ]
-    assert len(found) == len(expected)
-    for problem, (where, what) in zip(found, expected):
-        assert problem.where.rsplit("/", 1)[1] == where and problem.what.startswith(what)
-
-
-def test_cases_file_that_is_not_a_list_or_is_empty(tmp_path):
-    [problem] = problems(load_cases, write(tmp_path / "cases.yaml", "id: a\nquestion: q\n"), DOCS, CHUNKINGS)
-    assert "must be a YAML list" in problem.what and "start each case with `- `" in problem.what
-    [problem] = problems(load_cases, write(tmp_path / "empty.yaml", "# nothing yet\n"), DOCS, CHUNKINGS)
-    assert "no cases" in problem.what
-    [problem] = problems(load_cases, write(tmp_path / "cases.json", "[]"), DOCS, CHUNKINGS)
-    assert "unsupported cases file type" in problem.what
+@pytest.mark.parametrize(
+    "case",
+    sorted(path for path in BAD_INPUTS.glob("*/*/") if path != BAD_INPUTS / "cases" / "corpus"),
+    ids=lambda case: f"{case.parent.name}/{case.name}",
+)
+def test_a_bad_corpus_or_cases_file_gives_every_problem_at_its_line_with_its_fix(case):
+    """Each folder holds the input and problems.txt, the problems as a user reads them
+    (paths relative to the folder); the cases are read against cases/corpus/."""
+    if case.parent.name == "corpus":
+        found = problems(load_corpus, case / "corpus")
+    else:
+        docs = {doc.doc_id: doc for doc in load_corpus(BAD_INPUTS / "cases" / "corpus")}
+        [path] = [path for path in case.iterdir() if path.name != "problems.txt"]
+        found = problems(load_cases, path, docs, CHUNKINGS)
+    assert "\n".join(problem.render() for problem in found).replace(f"{case}/", "") + "\n" == (
+        (case / "problems.txt").read_text()
+    )
 
 
 # --- params -----------------------------------------------------------------------------
