@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import Problem, raise_if
-from ragvet.inputs.values import as_id, is_scalar, kind_of
+from ragvet.text.values import as_id, is_scalar, kind_of
 
 Row = dict[str, Any]
 

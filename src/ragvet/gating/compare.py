@@ -40,11 +40,11 @@ from ragvet.gating.significance import (
 )
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS, higher_is_better
-from ragvet.reporting.escaping import visible
-from ragvet.reporting.formatting import fmt, fmt_p
 from ragvet.schema import EVAL
 from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, results_frame
+from ragvet.text.escaping import visible
+from ragvet.text.formatting import fmt, fmt_p
 
 Row = dict[str, Any]
 Summary = dict[str, Any]

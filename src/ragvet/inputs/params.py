@@ -16,11 +16,11 @@ from typing import Any
 from ragvet.chunking import chunking_problems
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.significance import CORRECTIONS
-from ragvet.inputs.located_yaml import key_path_line
-from ragvet.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
 from ragvet.storage.files import read_params
+from ragvet.text.located_yaml import key_path_line
+from ragvet.text.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 OPTIONAL_SECTIONS = ("budget", "judged")

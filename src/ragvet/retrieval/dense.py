@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 
 from ragvet.errors import InputError, Problem
-from ragvet.inputs.values import is_positive_int
 from ragvet.retrieval.embedding import (
     DEFAULT_MODEL,
     DENSE_INSTALL_FIX,
@@ -70,6 +69,7 @@ from ragvet.retrieval.embedding import (
 )
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
 from ragvet.schema import Case, Chunk
+from ragvet.text.values import is_positive_int
 
 # ragvet.retrieval.kinds registers this kind by importing this module, so this module
 # imports ragvet.retrieval.kinds only inside functions: no import cycle.

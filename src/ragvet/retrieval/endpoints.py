@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem
-from ragvet.inputs.values import is_number, is_positive_int
 from ragvet.retrieval.embedding import default_cache_dir
 from ragvet.schema import Case
 from ragvet.storage.atomic import write_text
+from ragvet.text.values import is_number, is_positive_int
 
 HTTP_KEYS = {
     "kind",

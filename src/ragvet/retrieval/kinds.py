@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.inputs.values import is_number, is_positive_int
 from ragvet.retrieval import dense
 from ragvet.retrieval.endpoints import HTTP_KEYS, endpoint_items, http_problems
 from ragvet.retrieval.fusion import FUSIONS, NORMALISATIONS, reciprocal_rank_fusion, weighted_fusion
@@ -33,6 +32,7 @@ from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.columns import ChunkTexts
 from ragvet.storage.files import link_out_of_project
 from ragvet.storage.progress import progress_bar
+from ragvet.text.values import is_number, is_positive_int
 
 # --- BM25 -----------------------------------------------------------------
 

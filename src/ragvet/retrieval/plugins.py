@@ -16,9 +16,9 @@ from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.runfiles import entry_score, read_external_run
-from ragvet.inputs.values import is_number
 from ragvet.retrieval.passages import PassageLocator
 from ragvet.schema import Case, Chunk
+from ragvet.text.values import is_number
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
 

@@ -42,12 +42,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragvet.errors import InputError, Problem
-from ragvet.inputs.values import is_positive_int
 from ragvet.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, dense_settings, embed_run_inputs, encoder_problems
 from ragvet.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
 from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.ranking import RunRow, rank_scored
 from ragvet.schema import Case, Chunk, Doc
+from ragvet.text.values import is_positive_int
 
 PGVECTOR_KEYS = {
     "kind",
