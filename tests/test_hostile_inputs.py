@@ -25,7 +25,8 @@ from ragvet.errors import SHOWN, InputError
 from ragvet.formats.runfiles import read_external_run
 from ragvet.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
 from ragvet.measures.answers import read_answers
-from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.schema import Case, Chunk
 from ragvet.storage.files import read_params
 from ragvet.text.escaping import visible
