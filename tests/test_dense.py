@@ -16,14 +16,8 @@ from conftest import make_cross_encoder  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
 from ragvet.retrieval import dense  # noqa: E402
-from ragvet.retrieval.dense import (  # noqa: E402
-    DENSE_DEFAULTS,
-    DENSE_KEYS,
-    bi_encoder_scores_many,
-    cross_encoder_scores_many,
-    dense_problems,
-    dense_run,
-)
+from ragvet.retrieval.dense import bi_encoder_scores_many, cross_encoder_scores_many, dense_run  # noqa: E402
+from ragvet.retrieval.specs.dense import DENSE_DEFAULTS, DENSE_KEYS, dense_problems  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
 
 pytest.importorskip("sentence_transformers", reason="needs the dense extra")

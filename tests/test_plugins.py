@@ -128,7 +128,7 @@ def test_a_run_file_mixing_scores_and_ranks_is_refused(tmp_path):
 
 
 def test_run_file_must_sit_where_dvc_tracks_it(tmp_path, monkeypatch):
-    from ragvet.retrieval.kinds import retriever_problems
+    from ragvet.retrieval.specs.registry import retriever_problems
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data" / "external").mkdir(parents=True)

@@ -5,8 +5,9 @@ import pytest
 from builders import text_chunk
 
 from ragvet.errors import InputError
-from ragvet.retrieval.kinds import retrieve, retriever_problems
+from ragvet.retrieval.kinds import KINDS, retrieve
 from ragvet.retrieval.ranking import allowed_mask, top_ranked
+from ragvet.retrieval.specs.registry import SPECS, retriever_problems
 from ragvet.schema import Case, Chunk
 from ragvet.storage.columns import ChunkTexts
 from ragvet.storage.tables import read_chunk_texts, read_chunks, write_chunks
@@ -114,6 +115,12 @@ RETRIEVERS = {
     "wsum": {"kind": "hybrid", "members": ["plain", "stemmed"], "fusion": "weighted", "weights": [0.25, 0.75]},
 }
 HYBRID_CHUNKS = [text_chunk("a#0", "cats cats cats"), text_chunk("b#0", "cat"), text_chunk("c#0", "cats and a cat")]
+
+
+def test_the_kinds_table_joins_every_spec_to_a_run_and_nothing_else():
+    """Params are checked against the specs alone: a kind they accept must be one retrieve can run."""
+    assert list(KINDS) == list(SPECS)
+    assert all(KINDS[name].spec is SPECS[name] for name in SPECS)
 
 
 def test_hybrid_rrf_by_hand():

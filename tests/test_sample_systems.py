@@ -16,7 +16,7 @@ from dvc.utils.hydra import apply_overrides
 
 from ragvet.errors import InputError
 from ragvet.inputs.params import run_cache_blind_keys, validate_params
-from ragvet.retrieval.dense import dense_settings
+from ragvet.retrieval.specs.dense import dense_settings
 from sample_systems.__main__ import SYSTEMS, hydra_value, overrides
 
 SAMPLE = yaml.safe_load((ROOT / "params.yaml").read_text())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.metadata
 import importlib.util
 import json
 from pathlib import Path
@@ -14,7 +15,7 @@ import yaml
 from ragvet.errors import InputError
 from ragvet.inputs.loading import collect_corpus, load_cases, load_corpus
 from ragvet.inputs.params import validate_params
-from ragvet.retrieval import embedding
+from ragvet.retrieval import models
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,8 +186,21 @@ def dense_extra(request, monkeypatch) -> str:
         real = importlib.util.find_spec
         missing = {"torch", "sentence_transformers", "faiss"}
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
-        monkeypatch.setattr(embedding, "package_model_dir", lambda name: None)
+        monkeypatch.setattr(models, "package_model_dir", lambda name: None)
     return request.param
+
+
+def test_a_model_name_is_looked_up_among_the_installed_packages_once_per_process(tmp_path, monkeypatch):
+    """Without the dense extra, each lookup of the default model scans every installed
+    distribution (seconds in a large environment), and every validation names it several times."""
+    scans = []
+    real = importlib.metadata.packages_distributions
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: scans.append(1) or real())
+    monkeypatch.syspath_prepend(str(tmp_path))  # an import path of its own: no lookup cached before
+    for _ in range(3):
+        with pytest.raises(InputError, match="never downloads"):
+            models.resolve_model("no-such-model-anywhere")
+    assert len(scans) == 1
 
 
 def test_without_the_dense_extra_each_dense_retriever_names_what_to_install(params, monkeypatch):

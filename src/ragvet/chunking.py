@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ragvet.errors import Problem
-from ragvet.inputs.values import SAFE_NAME_FIX, is_int, is_positive_int, is_safe_name
 from ragvet.schema import Chunk, Doc, chunk_id_for
+from ragvet.text.values import SAFE_NAME_FIX, is_int, is_positive_int, is_safe_name
 
 Span = tuple[int, int]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ragvet.reporting.escaping import visible
 from ragvet.storage.atomic import DiskFull, write_text
+from ragvet.text.escaping import visible
 
 EXIT_USER_ERROR = 2
 SHOWN = 50  # problems printed on the terminal; the rest are counted by kind

@@ -37,8 +37,8 @@ from typing import Any
 
 from ragvet.chunking import chunk_document, chunking_problems
 from ragvet.errors import Problem
-from ragvet.inputs.values import as_id, is_int, kind_of, nfc
 from ragvet.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
+from ragvet.text.values import as_id, is_int, kind_of, nfc
 
 REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"

@@ -25,10 +25,10 @@ from ragvet.measures.abstention import (
     spec_fingerprint,
     write_thresholds,
 )
-from ragvet.reporting.formatting import fmt
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.files import read_json, read_params
 from ragvet.storage.tables import read_cases, read_chunks, read_run, run_path
+from ragvet.text.formatting import fmt
 
 
 @user_errors

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import Problem
-from ragvet.inputs.values import is_scalar, kind_of
+from ragvet.text.values import is_scalar, kind_of
 
 Row = dict[str, Any]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.inputs.values import SURROGATE_FIX, is_int, is_number, kind_of, lone_surrogate, surrogate_what
 from ragvet.storage.files import iter_jsonl, text_lines
+from ragvet.text.values import SURROGATE_FIX, is_int, is_number, kind_of, lone_surrogate, surrogate_what
 
 PASSAGE_LOCATORS = ("start", "end", "text", "occurrence")  # with doc_id, a line names a foreign passage
 

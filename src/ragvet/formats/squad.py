@@ -24,7 +24,7 @@ from ragvet.formats.imported import (
     sorted_imported,
     unique,
 )
-from ragvet.inputs.values import as_id, kind_of
+from ragvet.text.values import as_id, kind_of
 
 
 class _Located(dict):

@@ -25,7 +25,7 @@ from ragvet.formats.imported import (
     sorted_imported,
     unique,
 )
-from ragvet.inputs.values import as_id
+from ragvet.text.values import as_id
 
 _TAG = re.compile(r"<(/?)([A-Za-z]+)[^>]*>")
 _PREFIXES = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}

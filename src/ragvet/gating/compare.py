@@ -40,11 +40,11 @@ from ragvet.gating.significance import (
 )
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS, higher_is_better
-from ragvet.reporting.escaping import visible
-from ragvet.reporting.formatting import fmt, fmt_p
 from ragvet.schema import EVAL
 from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, results_frame
+from ragvet.text.escaping import visible
+from ragvet.text.formatting import fmt, fmt_p
 
 Row = dict[str, Any]
 Summary = dict[str, Any]
@@ -108,7 +108,7 @@ def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str])
 
 def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
-    a finite value on both sides (:func:`ragvet.reporting.formatting.is_missing`: None,
+    a finite value on both sides (:func:`ragvet.text.formatting.is_missing`: None,
     NaN and infinities are no value)."""
     import polars as pl  # deferred: polars is not for `ragvet --help`
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragvet.reporting.formatting import fmt
+from ragvet.text.formatting import fmt
 
 Record = Mapping[str, Any]
 

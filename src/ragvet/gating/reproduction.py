@@ -46,9 +46,9 @@ from typing import Any
 
 from ragvet.errors import InputError
 from ragvet.gating.baselines import file_at, read_results_at
-from ragvet.reporting.escaping import visible
 from ragvet.storage.results import cases_dir, per_case_path, read_results, result_rows
 from ragvet.storage.tables import run_path
+from ragvet.text.escaping import visible
 
 Row = dict[str, Any]
 Ranking = list[tuple[str, float]]  # (chunk_id, score), best first

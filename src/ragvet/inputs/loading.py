@@ -13,8 +13,10 @@ from typing import Any
 
 from ragvet.errors import Problem, raise_if
 from ragvet.evidence import EvidenceResolver
-from ragvet.inputs.located_yaml import LocatedList, line_of, load_located_yaml
-from ragvet.inputs.values import (
+from ragvet.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
+from ragvet.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
+from ragvet.text.located_yaml import LocatedList, line_of, load_located_yaml
+from ragvet.text.values import (
     ID_FIX,
     ID_FLAW_FIX,
     SURROGATE_FIX,
@@ -31,8 +33,6 @@ from ragvet.inputs.values import (
     nfc,
     surrogate_what,
 )
-from ragvet.schema import Case, Claim, Doc, EvidenceUnit, Scalar, matches_filter
-from ragvet.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
 
 CORPUS_SUFFIXES = (".jsonl", ".md", ".txt")
 DOC_KEYS = ("doc_id", "text", "title", "metadata")
@@ -163,7 +163,7 @@ def _text_doc(path: Path, doc_id: str, problems: list[Problem]) -> Doc | None:
     title = None
     if front is not None:
         value, yaml_problems = load_located_yaml(front, where, line_offset=1)
-        problems.extend(yaml_problems)
+        problems.extend(Problem(*found) for found in yaml_problems)
         if lone_surrogate(value) is not None:
             problems.append(Problem(where, surrogate_what(lone_surrogate(value)), SURROGATE_FIX))
         elif value is not None and not isinstance(value, dict):
@@ -357,7 +357,7 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
         problems.append(problem)
         return []
     data, yaml_problems = load_located_yaml(text, str(path))
-    problems.extend(yaml_problems)
+    problems.extend(Problem(*found) for found in yaml_problems)
     if data is None and yaml_problems:
         return []
     if data is None or (isinstance(data, list) and not data):

@@ -16,11 +16,12 @@ from typing import Any
 from ragvet.chunking import chunking_problems
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.significance import CORRECTIONS
-from ragvet.inputs.located_yaml import key_path_line
-from ragvet.inputs.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
+from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.storage.files import read_params
+from ragvet.text.located_yaml import key_path_line
+from ragvet.text.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 OPTIONAL_SECTIONS = ("budget", "judged")
@@ -407,13 +408,11 @@ def validate_params(params: dict, source: str = "params.yaml") -> list[Problem]:
     """Every problem with the params, each at ``params.yaml: <key path>``.
 
     Chunkings and retrievers are checked by their own modules
-    (:func:`ragvet.chunking.chunking_problems`, :func:`ragvet.retrieval.kinds.retriever_problems`),
+    (:func:`ragvet.chunking.chunking_problems`, :func:`ragvet.retrieval.specs.registry.retriever_problems`),
     metric names by :func:`ragvet.measures.registry.metric_problems`. ``depth`` below the
     largest k is a problem: a k beyond the depth would silently repeat the figure at
     ``depth``.
     """
-    from ragvet.retrieval.kinds import retriever_problems  # numpy loads with the retrievers, not for `ragvet --help`
-
     check = _ParamsChecker(source)
     if not isinstance(params, dict):
         check.add("(top level)", "params must be a YAML mapping", f"write the sections {', '.join(PARAMS_SECTIONS)}")

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.inputs.located_yaml import line_of
-from ragvet.inputs.values import is_number
 from ragvet.schema import SPLITS, config_fingerprint
 from ragvet.storage.files import FLOAT_PLACES, read_yaml, write_text
+from ragvet.text.located_yaml import line_of
+from ragvet.text.values import is_number
 
 RULES = ("f1", "false-abstention")
 MAX_FALSE_ABSTAIN = 0.5  # above this share of answerable dev cases abstained on, tune-abstain warns

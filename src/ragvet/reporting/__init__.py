@@ -1,1 +1,1 @@
-"""Rendering: the markdown and HTML report, its charts, and how figures are printed."""
+"""Rendering: the markdown and HTML report and its charts (escaping and how figures print: :mod:`ragvet.text`)."""

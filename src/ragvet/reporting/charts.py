@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from ragvet.reporting.escaping import chart_label
+from ragvet.text.escaping import chart_label
 
 _RC = {
     "svg.hashsalt": "ragvet",

@@ -29,9 +29,9 @@ from ragvet.gating.latency import latency_text
 from ragvet.gating.significance import describe_family
 from ragvet.measures.answers import BEHAVIOURS, REVIEW_METRICS
 from ragvet.measures.registry import FOREIGN, METRICS, higher_is_better
-from ragvet.reporting.escaping import html_text, md_code, md_prose, md_text
-from ragvet.reporting.formatting import DASH, fmt, fmt_p, is_missing
 from ragvet.schema import DEV, EVAL, SPLITS
+from ragvet.text.escaping import html_text, md_code, md_prose, md_text
+from ragvet.text.formatting import DASH, fmt, fmt_p, is_missing
 
 Summary = dict[str, Any]
 

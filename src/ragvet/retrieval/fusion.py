@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-NORMALISATIONS = ("min-max", "z-score")
-FUSIONS = ("rrf", "weighted")
 _EPSILON = 1e-9  # ranx's floor for a zero spread
 
 

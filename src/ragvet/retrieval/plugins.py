@@ -16,9 +16,11 @@ from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.runfiles import entry_score, read_external_run
-from ragvet.inputs.values import is_number
 from ragvet.retrieval.passages import PassageLocator
+from ragvet.retrieval.ranking import RunRow, rank_scored
+from ragvet.retrieval.request import Request
 from ragvet.schema import Case, Chunk
+from ragvet.text.values import is_number
 
 Scored = dict[str, dict[str, float]]  # case_id -> chunk_id -> score
 
@@ -204,3 +206,34 @@ def external_scores(
         )
     raise_if(problems)
     return scored, lookup
+
+
+def python_run(request: Request, spec: dict) -> list[RunRow]:
+    """Call the user's ``package.module:function(cases, chunks, **options)``.
+
+    ``cases`` is a list of ``{"id", "question", "filter"}`` and ``chunks`` a
+    pandas DataFrame of the chunk table. It returns ``{case_id: [(chunk_id,
+    score), ...]}``. ragvet re-applies the metadata filter, so a plugin that
+    ignores it is not rewarded for chunks the case excludes.
+    """
+    result = call_plugin(spec["target"], request.cases, request.chunks, spec.get("options") or {})
+    chunk_by_id = request.chunk_by_id()
+    return [
+        row
+        for case in request.cases
+        for row in rank_scored(case, result.get(case.case_id, {}), chunk_by_id, request.depth)
+    ]
+
+
+def run_file_run(request: Request, spec: dict) -> list[RunRow]:
+    """Rank a production system's run file, checked against the chunking or, for
+    foreign passages, located in the corpus."""
+    locator = PassageLocator(request.docs)
+    scored, chunk_by_id = external_scores(
+        Path(spec["path"]), spec.get("format"), request.cases, request.chunks, locator
+    )
+    return [
+        row
+        for case in request.cases
+        for row in rank_scored(case, scored.get(case.case_id, {}), chunk_by_id, request.depth)
+    ]

@@ -3,7 +3,7 @@
 At 100,000 cases or a million chunks a Python object per row costs more time and
 memory than the work itself, so the readers in :mod:`ragvet.storage.tables` build these
 tables straight from the files, and :mod:`ragvet.measures.engine` and
-:mod:`ragvet.retrieval.kinds` compute over their columns.
+:mod:`ragvet.retrieval.bm25` compute over their columns.
 """
 
 from __future__ import annotations

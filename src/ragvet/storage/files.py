@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.inputs.located_yaml import load_located_yaml
 from ragvet.storage.atomic import write_text
+from ragvet.text.located_yaml import load_located_yaml
 
 FLOAT_PLACES = 6
 
@@ -144,7 +144,7 @@ def read_yaml(path: str | Path) -> Any:
     if problem is not None:
         raise InputError([problem])
     value, problems = load_located_yaml(text, str(path))
-    raise_if(problems)
+    raise_if([Problem(*found) for found in problems])
     return value
 
 

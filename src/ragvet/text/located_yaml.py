@@ -1,11 +1,21 @@
-"""YAML that remembers line numbers, so that every problem can name its line."""
+"""YAML that remembers line numbers, so that every problem can name its line.
+
+Its problems are plain :class:`YamlProblem` triples, which the reader turns into
+:class:`ragvet.errors.Problem`: this module sits below the errors (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
-from ragvet.errors import Problem
+
+class YamlProblem(NamedTuple):
+    """What is wrong with a YAML text, as :class:`ragvet.errors.Problem` takes it: ``Problem(*found)``."""
+
+    where: str
+    what: str
+    fix: str
 
 
 class LocatedDict(dict):
@@ -106,7 +116,7 @@ def _located_loader() -> type:
 _LOADER: type | None = None
 
 
-def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any, list[Problem]]:
+def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any, list[YamlProblem]]:
     """Parse YAML text into :class:`LocatedDict`/:class:`LocatedList` values.
 
     Returns ``(value, problems)``: a syntax error (``value`` is ``None``) or
@@ -128,11 +138,11 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
         context = getattr(err, "context", None)
         what = f"malformed YAML: {reason}" + (f" ({context})" if context else "")
         fix = "fix the YAML syntax on that line (a value with ': ' or '#' needs quotes)"
-        return None, [Problem(at, what, ALIAS_FIX if "anchor or alias" in reason else fix)]
+        return None, [YamlProblem(at, what, ALIAS_FIX if "anchor or alias" in reason else fix)]
     finally:
         loader.dispose()
     problems = [
-        Problem(
+        YamlProblem(
             f"{where}:{dup + line_offset}",
             f"key `{key}` appears twice in one mapping (first on line "
             f"{first + line_offset}); YAML would silently keep only the last",

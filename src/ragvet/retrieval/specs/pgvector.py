@@ -1,0 +1,72 @@
+"""``kind: pgvector``: its keys and their checks (the run: :mod:`ragvet.retrieval.postgres`)."""
+
+from __future__ import annotations
+
+import re
+
+from ragvet.errors import Problem
+from ragvet.retrieval.specs.dense import encoder_problems
+from ragvet.text.values import is_positive_int
+
+PGVECTOR_KEYS = {
+    "kind",
+    "mode",
+    "dsn_env",
+    "table",
+    "columns",
+    "distance",
+    "index",
+    "hnsw_m",
+    "ef_construction",
+    "ef_search",
+    "model",
+    "query_prefix",
+    "passage_prefix",
+    "batch_size",
+    "precision",
+    "abstain_below",
+}
+MODES = ("owned", "existing")
+INDEXES = ("exact", "hnsw")
+DISTANCES = {"cosine": ("<=>", "1 - {d}"), "ip": ("<#>", "-{d}"), "l2": ("<->", "-{d}")}  # operator, score of d
+COLUMN_ROLES = ("doc_id", "text", "start", "end", "embedding", "metadata")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def pgvector_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks: the mode, the DSN variable's name, identifiers, index settings and the encoder."""
+    problems = []
+    mode = spec.get("mode", "owned")
+    if mode not in MODES:
+        problems.append(Problem(where, f"unknown mode {mode!r}", "use mode: owned or mode: existing"))
+    if not isinstance(spec.get("dsn_env"), str) or not spec["dsn_env"]:
+        problems.append(
+            Problem(where, "pgvector needs `dsn_env`", "name an environment variable: dsn_env: RAGVET_PG_DSN")
+        )
+    names = {"table": spec.get("table")}
+    if mode == "existing":
+        columns = spec.get("columns")
+        if not isinstance(columns, dict) or not {"doc_id", "embedding"} <= set(columns):
+            problems.append(
+                Problem(where, "existing mode needs `columns` with doc_id and embedding", "see docs/retrievers.md")
+            )
+            columns = {}
+        elif "text" not in columns and not {"start", "end"} <= set(columns):
+            problems.append(Problem(where, "columns need `text`, or `start` and `end`", "map how a row is located"))
+        unknown = sorted(set(columns) - set(COLUMN_ROLES))
+        if unknown:
+            problems.append(Problem(where, f"unknown column roles {unknown}", f"use {', '.join(COLUMN_ROLES)}"))
+        names |= {f"columns.{role}": name for role, name in columns.items()}
+        if spec.get("distance", "cosine") not in DISTANCES:
+            problems.append(Problem(where, f"unknown distance {spec['distance']!r}", "use cosine, ip or l2"))
+    for key, name in names.items():
+        if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
+            problems.append(
+                Problem(where, f"{key} {name!r} is not a plain SQL identifier", "use letters, digits and _ only")
+            )
+    if spec.get("index", "exact") not in INDEXES:
+        problems.append(Problem(where, f"unknown index {spec['index']!r}", "use index: exact or index: hnsw"))
+    for key in ("hnsw_m", "ef_construction", "ef_search"):
+        if key in spec and not is_positive_int(spec[key]):
+            problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 40"))
+    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "psycopg", "pgvector"))
