@@ -1,233 +1,151 @@
-"""The ``ragvet`` command: a thin shell over the stage modules and the library.
+"""The ``ragvet`` command: every subcommand by name, each module imported only when it runs.
 
-Each pipeline stage is a subcommand (``ragvet chunk``, ...), registered as its module's
-``main``: dvc.yaml runs them so, and a user can run one by hand exactly as dvc.yaml
-does. Before a stage runs, the project's pinned release is checked (:mod:`ragvet.pinning`).
+Each pipeline stage is a subcommand (``ragvet chunk``, ...), its module's ``main``:
+dvc.yaml runs them so, and a user can run one by hand exactly as dvc.yaml does. Before a
+stage runs, the project's pinned release is checked (:mod:`ragvet.pinning`).
+
+This is the one place where laziness is managed: ``ragvet --help`` lists the commands from
+:data:`COMMANDS` without importing any of them (a test holds each summary equal to the
+command's own help), and ``ragvet <command>`` imports that command's module alone, which
+imports what it needs at its top.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import importlib
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from ragvet import freeze_labels, interop, tune_abstain
-from ragvet.errors import InputError, Problem, raise_if, user_errors
-from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
-from ragvet.gating.latency import max_p95_rise
-from ragvet.gating.reproduction import render, verify_results
-from ragvet.gating.side_by_side import comparable_metrics, side_by_side
-from ragvet.inputs.params import validate_params
-from ragvet.measures.registry import budget_values, metric_problems
-from ragvet.pinning import installed_version, pin_problems
-from ragvet.project import EXTRAS, create_project
-from ragvet.reporting.markdown import metrics_doc, side_by_side_section, summary_k
-from ragvet.stages import chunk, evaluate, gate, report, retrieve, split, validate
-from ragvet.storage.files import read_params, write_json
-from ragvet.storage.placement import migrate_storage
-from ragvet.upgrade import upgrade_project
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
-STAGES = {
-    module.__name__.rsplit(".", 1)[1]: module for module in (validate, chunk, split, retrieve, evaluate, report, gate)
+# name -> (module, attribute: a command function or a typer app, the summary `ragvet --help` shows)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate": ("ragvet.stages.validate", "main", "Validate every input and write the resolved corpus and cases."),
+    "chunk": ("ragvet.stages.chunk", "main", "Chunk every document; ids are ``<doc_id>#<ordinal>``."),
+    "split": ("ragvet.stages.split", "main", "Assign each case to eval or dev by a salted hash of its id."),
+    "retrieve": (
+        "ragvet.stages.retrieve",
+        "main",
+        "Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``.",
+    ),
+    "evaluate": ("ragvet.stages.evaluate", "main", "Score one configuration's run against the projected evidence."),
+    "report": ("ragvet.stages.report", "main", "Write the report of every configuration against the baseline."),
+    "gate": ("ragvet.stages.gate", "main", "Compare the gated configurations with the baseline and fail on a drop."),
+    "baseline": ("ragvet.commands", "baseline_app", "Manage the committed baseline."),
+    "import": (
+        "ragvet.interop",
+        "import_app",
+        "Convert a BEIR folder, TREC topics and qrels, or a SQuAD file into ragvet's corpus and cases.",
+    ),
+    "export": (
+        "ragvet.interop",
+        "export_app",
+        "Write a run or the chunk-level qrels as TREC files, for trec_eval, pytrec_eval or ranx.",
+    ),
+    "cache": ("ragvet.commands", "cache_app", "Manage ragvet's caches."),
+    "tune-abstain": (
+        "ragvet.tune_abstain",
+        "main",
+        "Sweep the top-1 score threshold on dev, pick it by RULE, record it.",
+    ),
+    "freeze-labels": (
+        "ragvet.freeze_labels",
+        "main",
+        "Freeze chunk-anchored labels into spans, so the chunking can change.",
+    ),
+    "init": (
+        "ragvet.commands",
+        "init",
+        "Start a project on your own data: the pipeline, one first configuration, git and DVC.",
+    ),
+    "upgrade": (
+        "ragvet.commands",
+        "upgrade",
+        "Pin the installed ragvet and bring the project to it, then re-run what changed.",
+    ),
+    "verify": (
+        "ragvet.commands",
+        "verify",
+        "Check that recomputed results reproduce the committed ones, within float noise.",
+    ),
+    "compare": (
+        "ragvet.commands",
+        "compare",
+        "Every configuration against a baseline configuration on the eval split.",
+    ),
+    "migrate-storage": (
+        "ragvet.commands",
+        "migrate_storage_command",
+        "Move the per-case tables, the split's membership and the baseline's tables from git to DVC.",
+    ),
+    "metrics-doc": (
+        "ragvet.commands",
+        "metrics_doc_command",
+        "Print the metrics documentation generated from the registry (docs/metrics.md).",
+    ),
 }
-for name, module in STAGES.items():
-    app.command(name)(module.main)
+STAGES = ("validate", "chunk", "split", "retrieve", "evaluate", "report", "gate")
+
+
+def command(name: str) -> TyperCommand | TyperGroup:
+    """The command ``ragvet <name>`` runs (typer's click object), its module imported now."""
+    module, attribute, _ = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        found = typer.main.get_group(target)
+    else:
+        single = typer.Typer()
+        single.command(name)(target)
+        found = typer.main.get_command(single)
+    found.name = name
+    return found
+
+
+class LazyGroup(TyperGroup):
+    """A group that imports a command's module only to run it or to show its own help."""
+
+    listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, name: str) -> TyperCommand | TyperGroup | None:
+        if name not in COMMANDS:
+            return None
+        if self.listing:  # `ragvet --help`: the summary, nothing imported
+            return TyperCommand(name, help=COMMANDS[name][2])
+        return command(name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True)
 
 
 def _show_version(shown: bool) -> None:
     if shown:
+        from ragvet.pinning import installed_version  # deferred: only --version reads the distribution
+
         typer.echo(f"ragvet {installed_version()}")
         raise typer.Exit()
 
 
 @app.callback()
-@user_errors
 def pinned_release(
     context: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Offline retrieval evaluation for RAG."""
     if context.invoked_subcommand in STAGES:  # a stage's outputs are recorded as the pinned release's
-        raise_if(pin_problems())
+        from ragvet.errors import raise_if, user_errors  # deferred: only a stage checks the pin
+        from ragvet.pinning import pin_problems  # deferred: packaging, only for a stage
 
-
-baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed baseline.")
-app.add_typer(baseline_app, name="baseline")
-app.add_typer(interop.import_app, name="import")
-app.add_typer(interop.export_app, name="export")
-cache_app = typer.Typer(no_args_is_help=True, help="Manage ragvet's caches.")
-app.add_typer(cache_app, name="cache")
-app.command("tune-abstain")(tune_abstain.main)
-app.command("freeze-labels")(freeze_labels.main)
-
-
-@baseline_app.command("accept")
-@user_errors
-def baseline_accept(
-    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with <config>.json and cases/."),
-    latency_dir: Path = typer.Option(
-        Path(".ragvet/latency"), help="The retrieve stages' latency records, kept while gate.latency is on."
-    ),
-    params: Path = typer.Option(Path("params.yaml")),
-) -> None:
-    """Make the current results of the gated configurations the new baseline.
-
-    Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
-    request as the change that moved the numbers. Where dvc.yaml keeps the
-    per-case tables in DVC, the baseline's go there too (`dvc add`): commit
-    metrics/baseline/cases.dvc and `dvc push`. With gate.latency.max_p95_rise
-    set, it keeps their latency too (metrics/baseline/latency/), measured on
-    this machine: the gate compares p95 only on the same machine.
-    """
-    settings = read_params(params)
-    raise_if(validate_params(settings, str(params)))
-    timed = latency_dir if max_p95_rise(settings["gate"]) is not None else None  # the p95 check is on: keep it too
-    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=timed)
-    for path in written:
-        typer.echo(f"wrote {path}")
-
-
-@cache_app.command("clear")
-@user_errors
-def cache_clear(
-    http: bool = typer.Option(False, "--http", help="The cached responses of http retrievers."),
-) -> None:
-    """Delete cached responses, so the next `dvc repro -f` asks the endpoints again.
-
-    Embeddings are never stale (they are keyed by model and text), so only the
-    http cache, which records what a live system answered, is cleared.
-    """
-    from ragvet.retrieval.endpoints import clear_http_cache  # deferred: loads the retrieval package
-
-    if not http:
-        raise InputError([Problem("ragvet cache clear", "say what to clear", "run: ragvet cache clear --http")])
-    typer.echo(f"removed {clear_http_cache()} cached http responses")
-
-
-@app.command("init")
-@user_errors
-def init(
-    directory: Path = typer.Argument(..., help="Folder for the new project (created; must be empty)."),
-    corpus: Path | None = typer.Option(None, help="Documents to copy into data/corpus/ (a folder or a .jsonl)."),
-    cases: Path | None = typer.Option(None, help="Cases file to copy into data/cases/ (.yaml/.yml or .jsonl)."),
-    force: bool = typer.Option(False, "--force", help="Write into a non-empty folder."),
-    extra: list[str] = typer.Option([], "--extra", help=f"An extra to pin with ragvet (repeat): {', '.join(EXTRAS)}."),
-) -> None:
-    """Start a project on your own data: the pipeline, one first configuration, git and DVC.
-
-    The project holds configuration and data only: its dvc.yaml runs the installed
-    `ragvet` command, and requirements.txt pins this release. Nothing of the bundled
-    sample comes along (no metrics, answers, thresholds or baseline). Prints the next
-    steps: import your data, `dvc repro report`, `ragvet baseline accept`, `dvc repro`, commit.
-    """
-    typer.echo(create_project(directory, corpus, cases, force, extra))
-
-
-@app.command("upgrade")
-@user_errors
-def upgrade(
-    project: Path = typer.Option(Path("."), help="The project folder (with dvc.yaml), in a clean git work tree."),
-    repro: bool = typer.Option(True, "--repro/--no-repro", help="Run `dvc repro` after the upgrade."),
-) -> None:
-    """Pin the installed ragvet and bring the project to it, then re-run what changed.
-
-    Writes requirements.txt's pin, the pipeline's stages in dvc.yaml (yours kept),
-    the params sections and keys it reads with their defaults, and the plot
-    templates; removes the copy of ragvet's source an earlier release made. Refuses
-    a dirty work tree. Prints each change; review them with `git diff` and commit
-    them with the results.
-    """
-    changes = upgrade_project(project.resolve())
-    typer.echo("\n".join(changes) if changes else f"the project is up to date with ragvet {installed_version()}")
-    if repro:
-        raise typer.Exit(subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project).returncode)
-
-
-@app.command("verify")
-@user_errors
-def verify(
-    against: str = typer.Option("HEAD", help="The git revision whose committed results to compare with."),
-    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.parquet."),
-    runs_dir: Path = typer.Option(Path("data/runs"), help="Folder with the runs, <config>.parquet."),
-    params: Path = typer.Option(Path("params.yaml")),
-) -> None:
-    """Check that recomputed results reproduce the committed ones, within float noise.
-
-    Run it after `dvc repro -f`. Per configuration and case: every rank-derived
-    figure equal, scores within 1e-4, and rankings equal but for named near ties
-    (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
-    """
-    settings = read_params(params)
-    raise_if(validate_params(settings, str(params)))
-    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
-    typer.echo(render(checks, against))
-    if not all(check.reproduced for check in checks):
-        raise typer.Exit(1)
-
-
-@app.command("compare")
-@user_errors
-def compare(
-    baseline: str | None = typer.Option(None, help="The configuration to compare with (default: the first gated)."),
-    metric: list[str] = typer.Option([], "--metric", help="A metric to compare (repeat; default: comparable ones)."),
-    exp: bool = typer.Option(False, "--exp", help="Compare the `dvc exp show` experiments of --baseline instead."),
-    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
-    out: Path | None = typer.Option(None, help="Also write the table as JSON here."),
-    params: Path = typer.Option(Path("params.yaml")),
-) -> None:
-    """Every configuration against a baseline configuration on the eval split.
-
-    Per metric: mean, delta, paired CI, corrected p-value (the gate's
-    `correction`, all tests one family) and cases won, tied and lost. With
-    --exp, the rows are the experiments of `dvc exp show`, each one's results of
-    the baseline configuration against those committed at its baseline commit.
-    """
-    settings = read_params(params)
-    raise_if(validate_params(settings, str(params)))
-    chosen = baseline or settings["gate"]["configs"][0]
-    if chosen not in settings["configs"]:
-        raise InputError(
-            [
-                Problem(
-                    "--baseline", f"unknown configuration {chosen!r}", f"use one of: {', '.join(settings['configs'])}"
-                )
-            ]
-        )
-    metrics = metric or comparable_metrics(summary_k(settings["ks"]))
-    raise_if(metric_problems(metrics, settings["ks"], "--metric", budgets=budget_values(settings)))
-    if exp:
-        base_name, rows, fingerprints = experiment_results(chosen, Path("."))
-        table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)
-    else:
-        rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
-        table = side_by_side(rows, chosen, metrics, settings["gate"])
-    confidence = float(settings["gate"]["bootstrap"]["confidence"])
-    typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))
-    if out is not None:
-        write_json(out, table)
-
-
-@app.command("migrate-storage")
-@user_errors
-def migrate_storage_command(
-    project: Path = typer.Option(Path("."), help="The project folder (with dvc.yaml), inside its git clone."),
-) -> None:
-    """Move the per-case tables, the split's membership and the baseline's tables from git to DVC.
-
-    Nothing is recomputed. Then commit (`git add -A && git commit`) and `dvc push`,
-    so that other clones and CI fetch the tables from the DVC remote (docs/storage.md).
-    """
-    for line in migrate_storage(project) or ["nothing to move: the tables already live in DVC"]:
-        typer.echo(line)
-
-
-@app.command("metrics-doc")
-def metrics_doc_command() -> None:
-    """Print the metrics documentation generated from the registry (docs/metrics.md)."""
-    typer.echo(metrics_doc(), nl=False)
+        user_errors(lambda: raise_if(pin_problems()))()
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import typer
+import yaml
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
 from ragvet.formats.beir import import_beir
@@ -59,7 +60,6 @@ ABSTAIN = typer.Option(
 def _cases_text(rows: list[dict], suffix: str) -> str:
     if suffix == ".jsonl":
         return "".join(dumps_line(row) + "\n" for row in rows)
-    import yaml  # not for `ragvet --help`
 
     return yaml.dump(rows, Dumper=yaml.SafeDumper, sort_keys=True, allow_unicode=True, width=1 << 30)
 

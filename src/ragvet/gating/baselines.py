@@ -11,7 +11,9 @@ import json
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import polars as pl
 
 from ragvet.errors import InputError, Problem
 from ragvet.measures.latency import accepted_latency
@@ -19,9 +21,6 @@ from ragvet.storage.atomic import outputs_together, remove_output, write_copy
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
-
-if TYPE_CHECKING:  # polars loads when a table is read, not for `ragvet --help`
-    import polars as pl
 
 Summary = dict[str, Any]
 # What a comparison reads of each per-case table (ragvet.gating.compare) besides the metrics

@@ -34,12 +34,10 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ragvet.gating.significance import MIN_PRODUCT_ROWS
-
-if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
-    import numpy as np
 
 MULTINOMIAL_MAX_CASES = 1_000
 # Bound the (resamples x cases) matrices of a batch so large eval sets do not exhaust memory
@@ -61,7 +59,6 @@ def split_columns(columns: np.ndarray, total: int) -> np.ndarray:
     (about 2⁻⁵² total max|d|), and its sum's own rounding far below the result's last
     bit. q depends on the column and ``total`` only, never on the other columns.
     """
-    import numpy as np  # deferred: not for `ragvet --help`
 
     scale = np.abs(columns).max(axis=0, initial=0.0) * max(total, 1)
     _, exponent = np.frexp(scale)
@@ -92,7 +89,6 @@ def bootstrap_ci(
     scheme); ``case_ids`` name the cases (their positions when omitted), which the
     Poisson bootstrap seeds each case's weights by. The one-column case of
     :func:`bootstrap_cis`. No paired case: (None, None); every delta 0: (0.0, 0.0)."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     return bootstrap_cis(deltas[:, None], resamples, seed, confidence, case_ids)[0]
@@ -109,7 +105,6 @@ def bootstrap_cis(
     the deltas of each metric over the same cases ``case_ids``, in the same order),
     their draws made once for all the columns. With every delta 0 nothing is drawn:
     every resample's mean is 0.0."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     deltas = np.asarray(deltas, dtype=np.float64)
     n, m = deltas.shape
@@ -130,7 +125,6 @@ def bootstrap_cis(
 def _multinomial_means(deltas: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """resamples x m means Σ cᵢdᵢ / n of the classic bootstrap: each batch's indices
     (``rng.integers(0, n, size=(rows, n))``) counted per resample (``np.bincount``)."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     n, m = deltas.shape
     split = split_columns(deltas, n)
@@ -151,7 +145,6 @@ def _poisson_means(deltas: np.ndarray, case_ids: Sequence[str], resamples: int, 
     cases some column moved get weights (:func:`_case_weights`); a column's n - m
     unmoved cases add one Poisson(n - m) draw to its denominator, from SplitMix64
     seeded by (seed, n - m)."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     n, m = deltas.shape
     rows = np.flatnonzero(deltas.any(axis=1))
@@ -176,7 +169,6 @@ def _unmoved_sums(unmoved: np.ndarray, seed: int, resamples: int) -> np.ndarray:
     """resamples x m: each column's summed weight of its ``unmoved`` cases, a Poisson(n - m)
     draw per resample, output r of SplitMix64 seeded by (seed, n - m) through that
     distribution function; 0 when every case moved."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     out = np.zeros((resamples, len(unmoved)), dtype=np.float64)
     for size in sorted(set(unmoved.tolist()) - {0}):
@@ -197,7 +189,6 @@ def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndar
     """resamples x cases Poisson(1) weights (uint8): case i's weight in resample r is
     output r + 1 of SplitMix64 seeded by :func:`_keys` (seed, case id), through the
     Poisson(1) distribution function (:func:`_poisson_one`)."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     known = _WEIGHTS.setdefault((int(seed), int(resamples)), {})
     fresh = [name for name in dict.fromkeys(case_ids) if name not in known]
@@ -219,7 +210,6 @@ def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndar
 def _keys(names: Sequence[str], seed: int, what: bytes) -> np.ndarray:
     """A 64-bit SplitMix64 seed per name: blake2b of (seed, name), ``what`` keeping
     the case weights' streams apart from the unmoved sums'."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     prefix = f"{int(seed)}\x00".encode()
     digests = b"".join(
@@ -232,7 +222,6 @@ def _splitmix(keys: np.ndarray, start: int, rows: int) -> np.ndarray:
     """Outputs ``start + 1 .. start + rows`` of SplitMix64 seeded by each key (rows x
     keys, uint64): output r is mix(key + r·γ), so any resample of any case is drawn
     directly, without the ones before it."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     gamma, first, second = (np.uint64(c) for c in _SPLITMIX)
     z = keys[None, :] + np.arange(start + 1, start + rows + 1, dtype=np.uint64)[:, None] * gamma
@@ -248,7 +237,6 @@ def _poisson_one(bits: np.ndarray) -> np.ndarray:
     """Poisson(1) draws (uint8) from 64-bit outputs: ``searchsorted(cdf, u, "right")``
     of u = :func:`_uniform` (bits), through a table of the top 16 bits, exact for all
     but the few 2⁻¹⁶ intervals a step of the cdf falls in, which search."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     table = _one_table()
     drawn = table[(bits >> np.uint64(48)).astype(np.intp)]
@@ -261,7 +249,6 @@ def _poisson_one(bits: np.ndarray) -> np.ndarray:
 def _one_table() -> np.ndarray:
     """The Poisson(1) draw of every u in [t/2¹⁶, (t+1)/2¹⁶), or _UNSURE where the cdf
     steps inside that interval."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     cdf = _poisson_cdf(1)[1]
     starts = np.arange(1 << 16, dtype=np.float64) * 2.0**-16
@@ -272,7 +259,6 @@ def _one_table() -> np.ndarray:
 
 def _uniform(bits: np.ndarray) -> np.ndarray:
     """The top 53 bits as a float in [0, 1): exact conversions, the same on any CPU."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
@@ -286,7 +272,6 @@ def _poisson_cdf(mean: int) -> tuple[int, np.ndarray]:
     with the CPU's libm: each probability to about 1e-12 relative. A uniform u in
     [0, 1) then draws ``low + searchsorted(cdf, u, side="right")``.
     """
-    import numpy as np  # deferred: not for `ragvet --help`
 
     reach = 12 * math.isqrt(mean) + 52
     low, high = max(0, mean - reach), mean + reach

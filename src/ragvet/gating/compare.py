@@ -26,7 +26,10 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import polars as pl
 
 from ragvet.gating.bootstrap import bootstrap_cis
 from ragvet.gating.latency import compare_latency, latency_text, max_p95_rise
@@ -49,15 +52,11 @@ from ragvet.text.formatting import fmt, fmt_p
 Row = dict[str, Any]
 Summary = dict[str, Any]
 
-if TYPE_CHECKING:  # numpy and polars load with the first comparison, not for `ragvet --help`
-    import numpy as np
-    import polars as pl
-
-    # One configuration's per-case results: the table the stages read
-    # (ragvet.storage.results), or the nested rows it stands for.
-    Results = pl.DataFrame | Sequence[Row]
-    # The case ids of a paired sample, in its order.
-    CaseIds = pl.Series | Sequence[str]
+# One configuration's per-case results: the table the stages read
+# (ragvet.storage.results), or the nested rows it stands for.
+Results = pl.DataFrame | Sequence[Row]
+# The case ids of a paired sample, in its order.
+CaseIds = pl.Series | Sequence[str]
 
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
@@ -69,7 +68,6 @@ CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline acc
 def _table(rows: Results) -> pl.DataFrame:
     """Per-case results as the columnar table (:mod:`ragvet.storage.results`): the
     stages pass tables, a list of nested rows is converted."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
 
@@ -77,7 +75,6 @@ def _table(rows: Results) -> pl.DataFrame:
 def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
     """``columns`` of the eval-split cases (a per-case table holds each case once),
     selected before the filter so that the other columns are not copied."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
@@ -85,7 +82,6 @@ def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
 def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
     """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
     the table does not have it) of the eval-split cases."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     names = [column("metrics", metric) for metric in metrics]
     present = set(_table(rows).columns)
@@ -110,7 +106,6 @@ def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
     a finite value on both sides (:func:`ragvet.text.formatting.is_missing`: None,
     NaN and infinities are no value)."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
     return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
@@ -162,7 +157,6 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
     A sample computed before in this process (same cases, deltas and params) is not
     computed again.
     """
-    import numpy as np  # deferred: numpy is not for `ragvet --help`
 
     boot, perm = gate["bootstrap"], permutation_of(gate)
     params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
@@ -195,7 +189,6 @@ def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
     """The distinct case id lists, each with the positions of the samples over it, in
     order of first appearance. Equal lists are found by their length and polars' hash
     sum, and confirmed equal value by value (a hash collision only costs a group)."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     groups: list[tuple[pl.Series, list[int]]] = []
     candidates: dict[tuple[int, int], list[int]] = {}
@@ -320,8 +313,6 @@ def slice_comparisons(
     their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
     left for its :meth:`Statistics.fill`, else filled before returning.
     """
-    import numpy as np  # deferred: numpy is not for `ragvet --help`
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     metric = gate["slice_metric"]
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
@@ -381,7 +372,6 @@ def compare_metrics(
 
 def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     paired = _paired(baseline_rows, current_rows, f"hit@{k}")
     return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()

@@ -27,7 +27,7 @@ from ragvet.errors import InputError, Problem
 from ragvet.measures.registry import reads_threshold
 from ragvet.storage.files import read_json
 
-if TYPE_CHECKING:  # DVC loads only when a command checks, not for `ragvet --help`
+if TYPE_CHECKING:  # DVC's API costs a second: it loads only when a command checks
     from dvc.repo import Repo
     from dvc.stage import Stage
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from ragvet.errors import InputError
 from ragvet.gating.baselines import file_at, read_results_at
 from ragvet.storage.results import cases_dir, per_case_path, read_results, result_rows
@@ -192,7 +194,6 @@ def rankings(rows: Iterable[Mapping[str, Any]]) -> dict[str, Ranking]:
 
 def run_rankings(source: Any) -> dict[str, Ranking]:
     """Each case's ranking in a run file (a path or a binary file object of its bytes)."""
-    import polars as pl  # deferred: `ragvet --help` stays light
 
     return rankings(pl.read_parquet(source, columns=list(RUN_COLUMNS)).iter_rows(named=True))
 

@@ -14,14 +14,11 @@ with different chunkings have different chunk-level denominators.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragvet.gating.compare import Statistics, compare_metrics, fingerprint_reasons
+from ragvet.gating.compare import Results, Statistics, compare_metrics, fingerprint_reasons
 from ragvet.gating.significance import alpha_of, correct_entries, correction_of
 from ragvet.measures.registry import METRICS
-
-if TYPE_CHECKING:
-    from ragvet.gating.compare import Results
 
 
 def comparable_metrics(k: int) -> list[str]:

@@ -26,19 +26,12 @@ the same p-values on any machine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy loads with the first comparison, not for `ragvet --help`
-    import numpy as np
+import numpy as np
 
-CORRECTIONS = ("holm", "bh", "none")
-DEFAULT_CORRECTION = "holm"
+from ragvet.gating.corrections import CORRECTION_NAMES, CORRECTIONS, DEFAULT_CORRECTION
+
 _STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
-CORRECTION_NAMES = {
-    "holm": "Holm (family-wise error rate)",
-    "bh": "Benjamini-Hochberg (false discovery rate)",
-    "none": "no correction",
-}
 # Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
 # (the Monte Carlo stream does not depend on it, see _heads).
 _SIGN_CELLS = 4_000_000
@@ -67,7 +60,6 @@ def alpha_of(gate: dict) -> float:
 
 def _signs(rows: int, n: int, start: int) -> np.ndarray:
     """Rows ``start..`` of the full enumeration of n signs (row r's bits are its signs)."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     codes = np.arange(start, start + rows, dtype=np.int64)[:, None]
     return ((codes >> np.arange(n, dtype=np.int64)) & 1).astype(np.int8) * 2 - 1
@@ -79,7 +71,6 @@ def _heads(raw: np.ndarray, cases: np.ndarray) -> np.ndarray:
     ⌈n/64⌉ raw 64-bit words of the seeded bit generator, case i its bit i
     (little-endian), so the stream depends neither on the batching nor on which
     cases are read."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     octets = raw.astype("<u8", copy=False).view(np.uint8)[:, cases >> 3]  # bit i is bit i % 8 of byte i // 8
     return ((octets >> (cases & 7).astype(np.uint8)) & np.uint8(1)).astype(np.float64)
@@ -95,7 +86,6 @@ def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) 
     deltas included). No paired case: None. Every delta zero: 1.0. The one-column
     case of :func:`permutation_ps`, which gives every column this same value.
     """
-    import numpy as np  # deferred: not for `ragvet --help`
 
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     return permutation_ps(deltas[:, None], resamples, seed)[0]
@@ -103,7 +93,6 @@ def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) 
 
 def _exact_p(deltas: np.ndarray) -> float:
     """The exact sign-flip p-value of nonzero ``deltas``: all 2ⁿ sign vectors."""
-    import numpy as np  # deferred: not for `ragvet --help`
 
     n = len(deltas)
     observed = abs(float(deltas.sum()))
@@ -131,7 +120,6 @@ def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float 
     does not depend on the other columns. A column's p-value is therefore a pure
     function of that column, ``resamples`` and ``seed``: the same as alone.
     """
-    import numpy as np  # deferred: not for `ragvet --help`
 
     deltas = np.asarray(deltas, dtype=np.float64)
     n, m = deltas.shape

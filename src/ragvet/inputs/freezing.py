@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ragvet.errors import Problem
 from ragvet.evidence import EvidenceResolver
 
@@ -124,7 +126,6 @@ def jsonl_lines(text: str) -> list[str]:
 def chunk_anchors(path: Path) -> list[str]:
     """The chunkings a valid cases file's ``{chunk, chunking}`` references name, sorted:
     the chunkings whose params the labels depend on, named by the "labels changed" message."""
-    import yaml  # not for `ragvet --help`
 
     text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     rows = (

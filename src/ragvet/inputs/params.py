@@ -15,7 +15,7 @@ from typing import Any
 
 from ragvet.chunking import chunking_problems
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.gating.significance import CORRECTIONS
+from ragvet.gating.corrections import CORRECTIONS
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
 from ragvet.retrieval.specs.registry import retriever_problems

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import SPLITS, config_fingerprint
 from ragvet.storage.files import FLOAT_PLACES, read_yaml, write_text
@@ -330,7 +332,6 @@ def threshold_for(
 
 def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
     """The params file, configurations sorted, with its header."""
-    import yaml  # not for `ragvet --help`
 
     body = (
         yaml.safe_dump({name: thresholds[name] for name in sorted(thresholds)}, sort_keys=True)

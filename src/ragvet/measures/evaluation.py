@@ -5,18 +5,16 @@ stages, so every figure is computed one way only."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+
+import polars as pl
 
 from ragvet.evidence import project_unit, relevant_chunks
+from ragvet.measures.engine import NONE, case_columns, score
 from ragvet.measures.reference import case_metrics, check_coverage, sent_chunk
 from ragvet.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from ragvet.schema import Case, Chunk
+from ragvet.storage.columns import CaseTable, ChunkTable, RunTable
 from ragvet.storage.results import column, list_column, mapping_columns
-
-if TYPE_CHECKING:
-    import polars as pl
-
-    from ragvet.storage.columns import CaseTable, ChunkTable, RunTable
 
 
 def case_row(
@@ -96,10 +94,6 @@ def evaluate_table(
     :func:`case_row` of the same case, which stays the readable definition. The
     budget metrics are computed at each of ``budgets`` (``budget.values``; none without).
     """
-    import polars as pl  # deferred: polars is not for --help
-
-    from ragvet.measures.engine import NONE, case_columns, score  # deferred: numpy is not for --help
-    from ragvet.storage.columns import CaseTable, ChunkTable, RunTable  # deferred: numpy is not for --help
 
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)

@@ -10,15 +10,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import polars as pl
 
 from ragvet.measures.answers import review_summary
 from ragvet.measures.registry import FOREIGN, METRICS, metric_names, sorted_ks
 from ragvet.schema import DEV, SPLITS
 from ragvet.storage.results import column, group_keys, result_rows
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -58,7 +57,6 @@ def has_judged(frame: pl.DataFrame, ks: Sequence[int]) -> bool:
 
 def _answerable() -> pl.Expr:
     """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     return pl.col("answerable").fill_null(True)
 
@@ -72,7 +70,6 @@ def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = 
     exact sum of what the per-case table holds. Abstention cases are counted but
     not averaged.
     """
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     unique_ks = sorted_ks(ks)
     answerable = frame.filter(_answerable())
@@ -108,7 +105,6 @@ def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = 
 
 
 def _by_split(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     stray = frame.filter(~pl.col("split").is_in(SPLITS) | pl.col("split").is_null())
     if stray.height:
@@ -123,7 +119,6 @@ def _abstention(frame: pl.DataFrame, abstain_below: float | None) -> dict[str, A
     A case with no retrieved chunk (``top1_score`` None) counts as abstaining.
     A rate is None when ``abstain_below`` is None or its denominator is 0.
     """
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     if "top1_score" not in frame.columns:  # rows without a run: every case abstains
         frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
@@ -177,7 +172,6 @@ def slice_table(
     A case without the tag is left out of that key's slices; a slice with only
     abstention cases is left out.
     """
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     table: dict[str, Any] = {}
     for split, split_frame in _by_split(frame).items():
@@ -203,7 +197,6 @@ def slice_table(
 def dev_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The dev split's ``answerable`` and ``top1_score``, one mapping per case: what
     :func:`ragvet.measures.abstention.sweep` reads, without the rest of each row."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     return frame.filter(pl.col("split") == DEV).select("case_id", "answerable", "top1_score").to_dicts()
 

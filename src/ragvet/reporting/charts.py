@@ -37,7 +37,7 @@ def _svg(figure) -> str:
 
 
 def _colours(names: Sequence[str]) -> dict[str, tuple]:
-    from matplotlib import colormaps  # not for `ragvet --help`
+    from matplotlib import colormaps  # deferred: the HTML report's charts only
 
     palette = colormaps["tab10"]
     return {name: palette(i % 10) for i, name in enumerate(sorted(names))}
@@ -46,8 +46,8 @@ def _colours(names: Sequence[str]) -> dict[str, tuple]:
 def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
     """recall@k and evidence_recall@k against k, one line per configuration;
     the baseline (when given) dashed in the same colour. Rows as ``plot_rows``."""
-    import matplotlib  # not for `ragvet --help`
-    from matplotlib.figure import Figure  # not for `ragvet --help`
+    import matplotlib  # deferred: the HTML report's charts only
+    from matplotlib.figure import Figure  # deferred: the HTML report's charts only
 
     names = sorted({row["config"] for row in current})
     colours = _colours(names)
@@ -80,8 +80,8 @@ def at_k_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
 def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
     """Evidence recall against the context budget: a line per configuration over its
     budgets, its baseline dashed with hollow markers. Rows as ``budget_rows``."""
-    import matplotlib  # not for `ragvet --help`
-    from matplotlib.figure import Figure  # not for `ragvet --help`
+    import matplotlib  # deferred: the HTML report's charts only
+    from matplotlib.figure import Figure  # deferred: the HTML report's charts only
 
     names = sorted({row["config"] for row in current})
     colours = _colours(names)
@@ -107,8 +107,8 @@ def budget_chart(current: Sequence[dict], baseline: Sequence[dict]) -> str:
 def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequence[str]) -> str:
     """evidence_recall@k per slice for ``configs``: a bar per (slice, config), the
     baseline as a black tick. Rows as ``slice_rows``."""
-    import matplotlib  # not for `ragvet --help`
-    from matplotlib.figure import Figure  # not for `ragvet --help`
+    import matplotlib  # deferred: the HTML report's charts only
+    from matplotlib.figure import Figure  # deferred: the HTML report's charts only
 
     configs = sorted(configs)
     colours = _colours(configs)

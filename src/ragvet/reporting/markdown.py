@@ -949,7 +949,7 @@ def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
     external resource, so it opens offline and nothing is fetched: markdown
     images, links and autolinks are off, and raw HTML is limited to ragvet's own
     tags (:func:`_own_html_only`)."""
-    from markdown_it import MarkdownIt  # not for `ragvet --help`
+    from markdown_it import MarkdownIt  # deferred: the HTML report only
 
     md = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["image", "link", "autolink"])
     md.add_render_rule("html_block", _own_html_only)

@@ -20,11 +20,11 @@ from ragvet.storage.progress import progress_bar
 def bm25_tokenizer(spec: dict):
     """A bm25s tokenizer with the spec's lowercasing, stop words and stemmer,
     shared by chunks and questions so both map into one vocabulary."""
-    from bm25s.tokenization import Tokenizer  # not for `ragvet --help`
+    from bm25s.tokenization import Tokenizer  # deferred: BM25's run only
 
     stemmer = None
     if spec.get("stemmer", "none") not in (None, "none"):
-        import Stemmer  # not for `ragvet --help`
+        import Stemmer  # deferred: BM25's stemmers only
 
         stemmer = Stemmer.Stemmer(spec["stemmer"])
     stopwords = spec.get("stopwords", "en")
@@ -51,7 +51,7 @@ def bm25_columns_run(
     are released once tokenised and the token ids once indexed, so neither is
     held while the index is built or queried.
     """
-    import bm25s  # not for `ragvet --help`
+    import bm25s  # deferred: BM25's run only
 
     tokenizer = bm25_tokenizer(spec)
     corpus_ids = tokenizer.tokenize(table.release_texts(), return_as="ids", show_progress=False)

@@ -101,7 +101,7 @@ def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: d
 def _faiss_threads(count: int, precision: str) -> Iterator[Any]:
     """faiss on ``count`` threads; in portable mode on its scalar kernels, which every x86-64 CPU runs
     alike (its AVX2 and AVX-512 kernels sum in other orders, and the HNSW graph follows the sums)."""
-    import faiss  # not for `ragvet --help`
+    import faiss  # deferred: the dense extra
 
     before, level = faiss.omp_get_max_threads(), faiss.SIMDConfig.get_level()
     faiss.omp_set_num_threads(count)

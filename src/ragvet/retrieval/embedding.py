@@ -168,7 +168,7 @@ def kernel_label(environ: Mapping[str, str] = os.environ) -> str:
 
 def _warn_if_unpinned() -> None:
     """Say so when torch ran a float operation before ragvet could pin its kernels (then they are the CPU's)."""
-    import torch  # not for `ragvet --help`
+    import torch  # deferred: the dense extra
 
     wanted = os.environ.get("ATEN_CPU_CAPABILITY", "").upper()
     found = torch.backends.cpu.get_cpu_capability()
@@ -191,7 +191,7 @@ def _import_sentence_transformers():
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        import sentence_transformers  # not for `ragvet --help`
+        import sentence_transformers  # deferred: the dense extra
         import torch  # noqa: F401  (deferred: the dense extra is optional and heavy)
     except ImportError as err:
         raise InputError(
@@ -205,7 +205,7 @@ def _import_sentence_transformers():
         ) from None
     _warn_if_unpinned()
     try:
-        from transformers.utils import logging as transformers_logging  # not for `ragvet --help`
+        from transformers.utils import logging as transformers_logging  # deferred: the dense extra
 
         transformers_logging.disable_progress_bar()  # "Loading weights" bars are noise in stage output
         transformers_logging.set_verbosity_error()
@@ -268,7 +268,7 @@ def run_by_length(
     ``run`` must apply :func:`default_prompt` as lengths are measured with it.
     ``bar`` is a progress bar to advance; without one, a bar named ``desc`` is shown.
     """
-    import torch  # not for `ragvet --help`
+    import torch  # deferred: the dense extra
 
     lengths: list[int] = []
     for start in range(0, len(inputs), 256):

@@ -24,6 +24,7 @@ from typing import Any
 from ragvet.errors import Problem
 from ragvet.evidence import EvidenceResolver
 from ragvet.schema import Chunk, Doc
+from ragvet.storage.columns import ChunkTable
 
 PASSAGE_KEYS = ("doc_id", "start", "end", "text", "occurrence")
 PASSAGE_FORMS = "{doc_id, start, end} or {doc_id, text}"
@@ -94,7 +95,6 @@ def passage_table(item_ids: Sequence[str]):
     Ordinals number each doc's passages by ``(start, end)``; the engine sorts by
     them to find overlaps, and copes with passages that overlap each other.
     """
-    from ragvet.storage.columns import ChunkTable  # deferred: numpy loads with a table, not for `ragvet --help`
 
     ids = sorted(set(item_ids))
     spans = [parse_passage_id(item_id) for item_id in ids]

@@ -53,7 +53,7 @@ def load_target(target: str):
 
 def chunk_table(chunks: Sequence[Chunk]):
     """The chunk table a plugin receives, as a pandas DataFrame."""
-    import pandas as pd  # not for `ragvet --help`
+    import pandas as pd  # deferred: only a kind: python plugin's chunk table
 
     columns = ["chunk_id", "doc_id", "ordinal", "start", "end", "text", "metadata"]
     return pd.DataFrame([chunk.to_row() for chunk in chunks], columns=columns)

@@ -81,7 +81,7 @@ def connect(spec: dict) -> Iterator[Any]:
     (a DSN may hold a password).
     """
     try:
-        import psycopg  # deferred: an optional extra, not for `ragvet --help`
+        import psycopg  # deferred: the pgvector extra
         from pgvector.psycopg import register_vector  # deferred: an optional extra
     except ImportError:
         raise InputError([Problem(_where(spec), "psycopg or pgvector is not installed", INSTALL_FIX)]) from None
@@ -196,7 +196,7 @@ def _logged_death(dsn: str, backend: int) -> Death | None:
     logs the deaths before it recovers, so the log is read once it takes a session
     again, waiting up to ``RECOVERY_WAIT``. Only a role that may read server files can
     read the log; for anyone else this is None at once."""
-    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+    import psycopg  # deferred: the pgvector extra
 
     deadline = time.monotonic() + RECOVERY_WAIT
     while time.monotonic() < deadline:
@@ -236,7 +236,7 @@ def _death_in_log(conn: Any, backend: int, tail: int = 1 << 16) -> Death | None 
 def _server_value(conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
     """The first value ``sql`` returns, or None where the server refuses it; a broken
     connection still raises, for the caller to try again."""
-    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+    import psycopg  # deferred: the pgvector extra
 
     try:
         row = conn.execute(sql, list(params)).fetchone()
@@ -257,7 +257,7 @@ def _log_tail(conn: Any, name: str, tail: int) -> str | None:
 
 
 def _ensure_extension(conn, spec: dict) -> None:
-    import psycopg  # deferred: an optional extra, not for `ragvet --help`
+    import psycopg  # deferred: the pgvector extra
 
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

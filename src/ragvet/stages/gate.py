@@ -32,7 +32,9 @@ def main(
     against: str | None = typer.Option(None, help="Compare with this git revision's results instead."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Paired comparison per guarded metric and slice, with bootstrap intervals; with
+    """Compare the gated configurations with the baseline and fail on a drop.
+
+    A paired comparison per guarded metric and slice, with bootstrap intervals; with
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
     settings = stage_params(params, ["gate", "slices"])
     refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce

@@ -26,6 +26,7 @@ from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import stage_params
 from ragvet.measures.registry import budget_values
 from ragvet.measures.summary import slice_table
+from ragvet.reporting import charts
 from ragvet.reporting.markdown import (
     COMMENT_LIMIT,
     budget_rows,
@@ -101,7 +102,6 @@ def _budget_unit(settings: dict) -> str:
 
 
 def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
-    from ragvet.reporting import charts  # matplotlib loads only for --format html, not for `ragvet --help`
 
     ks, k = settings["ks"], summary_k(settings["ks"])
     base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
@@ -170,8 +170,10 @@ def main(
     latency_out: Path | None = typer.Option(None, help="Latency page to write (outside DVC and git: it varies)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Verdict, paired deltas with confidence intervals, moved slices, newly missed
-    and found cases, and the context budget, for every configuration."""
+    """Write the report of every configuration against the baseline.
+
+    The verdict, paired deltas with confidence intervals, moved slices, newly missed and
+    found cases, and the context budget."""
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
     refuse_stale([cases_dir, slices_dir, split, cases, corpus, *summary_paths], "the report")

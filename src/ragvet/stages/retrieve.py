@@ -10,6 +10,8 @@ import typer
 from ragvet.errors import user_errors
 from ragvet.inputs.params import fill_path, stage_key, stage_params
 from ragvet.measures.latency import latency_figures, machine_fingerprint
+from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.passages import is_foreign
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
 from ragvet.storage.tables import read_cases, read_chunk_texts, read_chunks, read_docs, write_run
@@ -25,10 +27,9 @@ def main(
     latency: Path | None = typer.Option(None, help="Latency JSON to write (p50, p95, max, queries per second)."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``: of the
-    chunking's chunks, or of the foreign passages the system returned."""
-    from ragvet.retrieval.kinds import retrieve  # numpy and the retriever kinds load here, not for `ragvet --help`
-    from ragvet.retrieval.passages import is_foreign  # loads with the kinds, not for `ragvet --help`
+    """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``.
+
+    It ranks the chunking's chunks, or holds the foreign passages the system returned."""
 
     config = stage_key("retrieve", config)
     settings = stage_params(params, [f"configs.{config}", "retrievers", "depth"])

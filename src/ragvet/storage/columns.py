@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
+import polars as pl
 
 from ragvet.schema import Case, Chunk, matches_filter
 
@@ -267,8 +269,6 @@ class CaseTable:
         """From the validate stage's Parquet case table (:func:`ragvet.storage.tables.write_case_table`),
         a polars frame with one row per case: every column is flattened in C, so
         100,000 cases cost no Python object per unit or target."""
-        import orjson  # not for `ragvet --help`
-        import polars as pl  # not for `ragvet --help`
 
         n_cases = len(frame)
         units = frame["units"].explode(empty_as_null=False)

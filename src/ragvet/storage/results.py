@@ -20,15 +20,14 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
+
+import numpy as np
+import polars as pl
 
 from ragvet.errors import InputError, Problem
 from ragvet.storage.atomic import atomic_output
 from ragvet.storage.files import FLOAT_PLACES, round_floats
-
-if TYPE_CHECKING:  # numpy and polars load when a stage reads or writes a table
-    import numpy as np
-    import polars as pl
 
 GROUPS = ("metrics", "counts", "tags", "human_review")
 ALWAYS = ("tags",)  # every row has its tags, empty or not; other groups only where the table has them
@@ -59,7 +58,6 @@ def group_keys(frame: pl.DataFrame, group: str) -> list[str]:
 
 
 def _base_schema() -> dict[str, pl.DataType]:
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     return {
         "case_id": pl.String,
@@ -79,7 +77,6 @@ _NULL_DTYPES = {"metrics": "Float64", "counts": "Int64", "tags": "String", "huma
 def mapping_columns(group: str, mappings: Sequence[dict[str, Any] | None]) -> list[pl.Series]:
     """One column per key of ``group`` over the rows' mappings, keys sorted; null
     where a row lacks the key."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     present = [mapping or {} for mapping in mappings]
     out = []
@@ -94,7 +91,6 @@ def results_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     for rows that share their keys. A key missing from some rows is null there
     (``answerable`` defaults to True, as the JSONL readers assumed); a top-level
     key no row has gets no column, except case_id, split and answerable."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     base = [
         pl.Series(name, [row.get(name, True if name == "answerable" else None) for row in rows], dtype=dtype)
@@ -110,7 +106,6 @@ def list_column(name: str, rows: np.ndarray, values: Sequence[str], n_rows: int)
     """A list column of ``n_rows`` from flat ``values`` and the row of each (rows
     ascending, values in order within a row); empty lists elsewhere. Built in
     columns: a Python list per row costs a polars Series per row."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     flat = pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64), name: pl.Series(values, dtype=pl.String)})
     grouped = flat.group_by("row", maintain_order=True).agg(pl.col(name))
@@ -150,7 +145,6 @@ def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
     within 4 ulps of a half-integer, or beyond 2**52 where doubles step by
     more than one, the element goes through ``round_floats`` itself.
     """
-    import numpy as np  # deferred: numpy is not for `ragvet --help`
 
     values = np.asarray(values, dtype=np.float64)
     scale = 10.0**places
@@ -169,7 +163,6 @@ def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
 
 def round_results(frame: pl.DataFrame) -> pl.DataFrame:
     """Every float column rounded (:func:`round_array`), non-finite values null."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     floats = [name for name, dtype in frame.schema.items() if dtype == pl.Float64]
     return frame.with_columns(
@@ -193,7 +186,6 @@ def read_results(
     reads only those, a group name (``"metrics"``) standing for all its columns, plus
     case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
     A file that is not such a table is an :class:`InputError`, never a traceback."""
-    import polars as pl  # deferred: polars is not for `ragvet --help`
 
     label = where or (str(source) if isinstance(source, (str, Path)) else "per-case table")
     fix = "rerun `dvc repro` to rewrite it, or compare with a revision whose results are intact"

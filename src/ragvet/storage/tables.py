@@ -11,17 +11,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import orjson
+import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.atomic import atomic_output
+from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, token_columns
 from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
-
-if TYPE_CHECKING:  # numpy and polars load only when a stage reads a table with them
-    import polars as pl
-
-    from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable
 
 
 def write_docs(path: Path, docs: Iterable[Doc]) -> None:
@@ -60,7 +59,6 @@ def case_table_schema() -> dict[str, pl.DataType]:
     the units its claims cite (``claim`` is the claim's number in the case, -1
     for the case's own evidence), each with its targets: one span or doc, or
     the alternatives of an ``any`` unit (a doc-level target has no offsets)."""
-    import polars as pl  # not for `ragvet --help`
 
     target = pl.Struct({"doc": pl.String, "start": pl.Int64, "end": pl.Int64})
     unit = pl.Struct({"claim": pl.Int32, "targets": pl.List(target)})
@@ -70,7 +68,6 @@ def case_table_schema() -> dict[str, pl.DataType]:
 def judged_schema() -> pl.DataType:
     """The case table's optional ``judged`` column: each judged doc with its grade,
     null for a case without a judged set."""
-    import polars as pl  # not for `ragvet --help`
 
     return pl.List(pl.Struct({"doc": pl.String, "grade": pl.Int64}))
 
@@ -85,7 +82,6 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     of every configuration reads the evidence as columns instead of parsing and
     walking the JSON again (most of its reading time at 100,000 cases).
     """
-    import polars as pl  # not for `ragvet --help`
 
     def unit(row: dict[str, Any], claim: int) -> dict[str, Any]:
         targets = row.get("any") or (row,)
@@ -128,9 +124,6 @@ def read_case_table(path: Path) -> CaseTable:
     case_id order, as validate writes it) goes through :func:`read_cases`,
     which names the line that is wrong.
     """
-    import orjson  # not for `ragvet --help`
-
-    from ragvet.storage.columns import CaseTable  # numpy loads with a table, not for `ragvet --help`
 
     if path.suffix == ".parquet":
         return CaseTable.from_frame(_read_parquet(path, "case table", "the validate stage"))
@@ -149,7 +142,6 @@ def read_case_table(path: Path) -> CaseTable:
 
 def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
     """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
-    import polars as pl  # not for `ragvet --help`
 
     try:
         return pl.read_parquet(path)
@@ -176,9 +168,6 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
     orjson rather than polars: polars re-encodes nested metadata and turns 1.0
     into 1, which a filter compares as a different string.
     """
-    import orjson  # not for `ragvet --help`
-
-    from ragvet.storage.columns import ChunkTexts  # numpy loads with a table, not for `ragvet --help`
 
     def rows(handle):
         for line in handle:
@@ -202,9 +191,6 @@ def read_chunk_table(path: Path) -> ChunkTable:
     A file that does not parse as chunk rows goes through :func:`read_chunks`,
     which names the line that is wrong.
     """
-    import polars as pl  # not for `ragvet --help`
-
-    from ragvet.storage.columns import ChunkTable, token_columns  # numpy loads with a table, not for `--help`
 
     schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
@@ -233,7 +219,6 @@ RUN_METADATA = "ragvet.run"  # the Parquet key-value entry naming what a run's n
 
 def run_schema() -> dict[str, pl.DataType]:
     """The run contract's columns and their types (polars loads only when called)."""
-    import polars as pl  # not for `ragvet --help`
 
     return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
 
@@ -260,7 +245,6 @@ def write_run(
     """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
     scores rounded as JSON output rounds them. A ``foreign`` run ranks foreign
     passages (``chunk_ids`` are then its passage ids): its metadata says so."""
-    import polars as pl  # not for `ragvet --help`
 
     frame = pl.DataFrame(
         {
@@ -286,7 +270,6 @@ def write_run_frame(
     ones), whose digests go in the file's metadata. An id outside them is a
     ``ValueError``: the retrievers only return chunks of the chunking.
     """
-    import polars as pl  # not for `ragvet --help`
 
     schema = run_schema()
     frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
@@ -308,7 +291,6 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
     """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
     ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
     faster than an Enum cast."""
-    import polars as pl  # not for `ragvet --help`
 
     for name, ids in (("case", cases), ("chunk", chunk_ids)):
         numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
@@ -319,7 +301,6 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
 def foreign_passage_ids(path: Path) -> list[str] | None:
     """The passage ids of a run that ranks foreign passages (its metadata says so),
     sorted; None for a run of the chunking's chunks or a JSONL run."""
-    import polars as pl  # not for `ragvet --help`
 
     if path.suffix != ".parquet":
         return None
@@ -387,9 +368,6 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
 
     Only four numeric columns are read: no string of the run is touched.
     """
-    import polars as pl  # not for `ragvet --help`
-
-    from ragvet.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
     try:
         numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
@@ -419,9 +397,6 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     joins. When any check fails, :func:`read_run` reads the file again and names
     every row that is wrong.
     """
-    import polars as pl  # not for `ragvet --help`
-
-    from ragvet.storage.columns import RunTable  # numpy loads with a table, not for `ragvet --help`
 
     cases = sorted(set(case_ids))
     if path.suffix == ".parquet":

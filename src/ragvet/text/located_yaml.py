@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+import yaml
+
 
 class YamlProblem(NamedTuple):
     """What is wrong with a YAML text, as :class:`ragvet.errors.Problem` takes it: ``Problem(*found)``."""
@@ -56,7 +58,6 @@ def _located_loader() -> type:
     anchor's value, so nine nested aliases make a billion values (the "billion
     laughs"): refusing them at the first anchor bounds the work by the file's size.
     """
-    import yaml  # pyyaml loads on first use, not for `ragvet --help`
 
     class Loader(yaml.SafeLoader):
         def __init__(self, stream: str):
@@ -123,7 +124,6 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
     duplicate keys. ``where`` is the file name; ``line_offset`` is added to every
     line, for YAML that starts further down a file (front matter).
     """
-    import yaml  # pyyaml loads on first use, not for `ragvet --help`
 
     global _LOADER
     if _LOADER is None:

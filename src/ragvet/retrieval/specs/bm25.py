@@ -20,7 +20,7 @@ def bm25_problems(spec: dict, where: str) -> list[Problem]:
         problems.append(Problem(where, f"unknown stopwords {spec['stopwords']!r}", "use stopwords: en or none"))
     stemmer = spec.get("stemmer", "none")
     if stemmer not in (None, "none"):
-        import Stemmer  # not for `ragvet --help`
+        import Stemmer  # deferred: BM25's stemmers only
 
         if stemmer not in Stemmer.algorithms():
             problems.append(

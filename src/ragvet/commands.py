@@ -1,0 +1,191 @@
+"""The commands that are neither pipeline stages nor importers: the baseline, caches, a new
+or upgraded project, verification, side-by-side comparison, storage and the metrics doc.
+
+Each is a few lines over the library; :mod:`ragvet.cli` names them and imports this module
+only when one of them runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from ragvet.errors import InputError, Problem, raise_if, user_errors
+from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
+from ragvet.gating.latency import max_p95_rise
+from ragvet.gating.reproduction import render, verify_results
+from ragvet.gating.side_by_side import comparable_metrics, side_by_side
+from ragvet.inputs.params import validate_params
+from ragvet.measures.registry import budget_values, metric_problems
+from ragvet.pinning import installed_version
+from ragvet.project import EXTRAS, create_project
+from ragvet.reporting.markdown import metrics_doc, side_by_side_section, summary_k
+from ragvet.retrieval.endpoints import clear_http_cache
+from ragvet.storage.files import read_params, write_json
+from ragvet.storage.placement import migrate_storage
+from ragvet.upgrade import upgrade_project
+
+baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed baseline.")
+cache_app = typer.Typer(no_args_is_help=True, help="Manage ragvet's caches.")
+
+
+@baseline_app.command("accept")
+@user_errors
+def baseline_accept(
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with <config>.json and cases/."),
+    latency_dir: Path = typer.Option(
+        Path(".ragvet/latency"), help="The retrieve stages' latency records, kept while gate.latency is on."
+    ),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Make the current results of the gated configurations the new baseline.
+
+    Run it after `dvc repro`, and commit metrics/baseline/ in the same pull
+    request as the change that moved the numbers. Where dvc.yaml keeps the
+    per-case tables in DVC, the baseline's go there too (`dvc add`): commit
+    metrics/baseline/cases.dvc and `dvc push`. With gate.latency.max_p95_rise
+    set, it keeps their latency too (metrics/baseline/latency/), measured on
+    this machine: the gate compares p95 only on the same machine.
+    """
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    timed = latency_dir if max_p95_rise(settings["gate"]) is not None else None  # the p95 check is on: keep it too
+    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=timed)
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+@cache_app.command("clear")
+@user_errors
+def cache_clear(
+    http: bool = typer.Option(False, "--http", help="The cached responses of http retrievers."),
+) -> None:
+    """Delete cached responses, so the next `dvc repro -f` asks the endpoints again.
+
+    Embeddings are never stale (they are keyed by model and text), so only the
+    http cache, which records what a live system answered, is cleared.
+    """
+
+    if not http:
+        raise InputError([Problem("ragvet cache clear", "say what to clear", "run: ragvet cache clear --http")])
+    typer.echo(f"removed {clear_http_cache()} cached http responses")
+
+
+@user_errors
+def init(
+    directory: Path = typer.Argument(..., help="Folder for the new project (created; must be empty)."),
+    corpus: Path | None = typer.Option(None, help="Documents to copy into data/corpus/ (a folder or a .jsonl)."),
+    cases: Path | None = typer.Option(None, help="Cases file to copy into data/cases/ (.yaml/.yml or .jsonl)."),
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty folder."),
+    extra: list[str] = typer.Option([], "--extra", help=f"An extra to pin with ragvet (repeat): {', '.join(EXTRAS)}."),
+) -> None:
+    """Start a project on your own data: the pipeline, one first configuration, git and DVC.
+
+    The project holds configuration and data only: its dvc.yaml runs the installed
+    `ragvet` command, and requirements.txt pins this release. Nothing of the bundled
+    sample comes along (no metrics, answers, thresholds or baseline). Prints the next
+    steps: import your data, `dvc repro report`, `ragvet baseline accept`, `dvc repro`, commit.
+    """
+    typer.echo(create_project(directory, corpus, cases, force, extra))
+
+
+@user_errors
+def upgrade(
+    project: Path = typer.Option(Path("."), help="The project folder (with dvc.yaml), in a clean git work tree."),
+    repro: bool = typer.Option(True, "--repro/--no-repro", help="Run `dvc repro` after the upgrade."),
+) -> None:
+    """Pin the installed ragvet and bring the project to it, then re-run what changed.
+
+    Writes requirements.txt's pin, the pipeline's stages in dvc.yaml (yours kept),
+    the params sections and keys it reads with their defaults, and the plot
+    templates; removes the copy of ragvet's source an earlier release made. Refuses
+    a dirty work tree. Prints each change; review them with `git diff` and commit
+    them with the results.
+    """
+    changes = upgrade_project(project.resolve())
+    typer.echo("\n".join(changes) if changes else f"the project is up to date with ragvet {installed_version()}")
+    if repro:
+        raise typer.Exit(subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project).returncode)
+
+
+@user_errors
+def verify(
+    against: str = typer.Option("HEAD", help="The git revision whose committed results to compare with."),
+    metrics_dir: Path = typer.Option(Path("metrics"), help="Folder with cases/<config>.parquet."),
+    runs_dir: Path = typer.Option(Path("data/runs"), help="Folder with the runs, <config>.parquet."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Check that recomputed results reproduce the committed ones, within float noise.
+
+    Run it after `dvc repro -f`. Per configuration and case: every rank-derived
+    figure equal, scores within 1e-4, and rankings equal but for named near ties
+    (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
+    """
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
+    typer.echo(render(checks, against))
+    if not all(check.reproduced for check in checks):
+        raise typer.Exit(1)
+
+
+@user_errors
+def compare(
+    baseline: str | None = typer.Option(None, help="The configuration to compare with (default: the first gated)."),
+    metric: list[str] = typer.Option([], "--metric", help="A metric to compare (repeat; default: comparable ones)."),
+    exp: bool = typer.Option(False, "--exp", help="Compare the `dvc exp show` experiments of --baseline instead."),
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
+    out: Path | None = typer.Option(None, help="Also write the table as JSON here."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Every configuration against a baseline configuration on the eval split.
+
+    Per metric: mean, delta, paired CI, corrected p-value (the gate's
+    `correction`, all tests one family) and cases won, tied and lost. With
+    --exp, the rows are the experiments of `dvc exp show`, each one's results of
+    the baseline configuration against those committed at its baseline commit.
+    """
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    chosen = baseline or settings["gate"]["configs"][0]
+    if chosen not in settings["configs"]:
+        raise InputError(
+            [
+                Problem(
+                    "--baseline", f"unknown configuration {chosen!r}", f"use one of: {', '.join(settings['configs'])}"
+                )
+            ]
+        )
+    metrics = metric or comparable_metrics(summary_k(settings["ks"]))
+    raise_if(metric_problems(metrics, settings["ks"], "--metric", budgets=budget_values(settings)))
+    if exp:
+        base_name, rows, fingerprints = experiment_results(chosen, Path("."))
+        table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)
+    else:
+        rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
+        table = side_by_side(rows, chosen, metrics, settings["gate"])
+    confidence = float(settings["gate"]["bootstrap"]["confidence"])
+    typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))
+    if out is not None:
+        write_json(out, table)
+
+
+@user_errors
+def migrate_storage_command(
+    project: Path = typer.Option(Path("."), help="The project folder (with dvc.yaml), inside its git clone."),
+) -> None:
+    """Move the per-case tables, the split's membership and the baseline's tables from git to DVC.
+
+    Nothing is recomputed. Then commit (`git add -A && git commit`) and `dvc push`,
+    so that other clones and CI fetch the tables from the DVC remote (docs/storage.md).
+    """
+    for line in migrate_storage(project) or ["nothing to move: the tables already live in DVC"]:
+        typer.echo(line)
+
+
+def metrics_doc_command() -> None:
+    """Print the metrics documentation generated from the registry (docs/metrics.md)."""
+    typer.echo(metrics_doc(), nl=False)
