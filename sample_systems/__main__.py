@@ -42,7 +42,7 @@ from ragvet.errors import InputError, Problem, user_errors
 from ragvet.gating.baselines import files_at, read_results_at
 from ragvet.gating.reproduction import check_config, run_rankings
 from ragvet.reporting.escaping import visible
-from ragvet.reporting.markdown import render_latency
+from ragvet.reporting.latency_page import render_latency
 from ragvet.storage.results import result_rows
 from ragvet.storage.tables import read_docs, run_path
 from sample_systems.search_app import line_passages, search_handler, serve

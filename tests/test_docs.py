@@ -16,7 +16,7 @@ from ragvet.cli import app
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS
 from ragvet.reporting.escaping import md_text
-from ragvet.reporting.markdown import metrics_doc
+from ragvet.reporting.metrics_doc import metrics_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 # The README's two commands, which CI runs (.ci/run): the README opens with them, unchanged.

@@ -5,21 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ragvet.gating.compare import gate_all
+from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
-from ragvet.reporting.markdown import (
-    COMMENT_MARKER,
-    budget_rows,
-    compare_configs,
-    describe_evidence,
-    judged_references,
-    judged_settings,
-    judged_warnings,
-    plot_rows,
-    render_html,
-    render_report,
-    slice_rows,
-    summary_k,
-)
+from ragvet.reporting.comparisons import compare_configs
+from ragvet.reporting.document import COMMENT_MARKER, render_report
+from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.page import render_html
+from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.summaries import summary_k
 
 KS = [1, 3, 5, 10]
 

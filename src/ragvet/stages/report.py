@@ -26,22 +26,14 @@ from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import stage_params
 from ragvet.measures.registry import budget_values
 from ragvet.measures.summary import slice_table
-from ragvet.reporting.markdown import (
-    COMMENT_LIMIT,
-    budget_rows,
-    case_details,
-    compare_configs,
-    compared_metrics,
-    judged_references,
-    judged_settings,
-    judged_warnings,
-    plot_rows,
-    render_html,
-    render_latency,
-    render_report,
-    slice_rows,
-    summary_k,
-)
+from ragvet.reporting.cases import case_details
+from ragvet.reporting.comparisons import compare_configs, compared_metrics
+from ragvet.reporting.document import COMMENT_LIMIT, render_report
+from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.latency_page import render_latency
+from ragvet.reporting.page import render_html
+from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.summaries import summary_k
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
 from ragvet.storage.results import per_case_path
