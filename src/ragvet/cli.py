@@ -26,14 +26,15 @@ from ragvet.project import EXTRAS, create_project
 from ragvet.reporting.metrics_doc import metrics_doc
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import summary_k
-from ragvet.stages import chunk, evaluate, gate, report, retrieve, split, validate
+from ragvet.stages import chunk, evaluate, gate, report, retrieve, split, validate, verdict
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage
 from ragvet.upgrade import upgrade_project
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline retrieval evaluation for RAG.")
 STAGES = {
-    module.__name__.rsplit(".", 1)[1]: module for module in (validate, chunk, split, retrieve, evaluate, report, gate)
+    module.__name__.rsplit(".", 1)[1]: module
+    for module in (validate, chunk, split, retrieve, evaluate, verdict, report, gate)
 }
 for name, module in STAGES.items():
     app.command(name)(module.main)
