@@ -1,4 +1,4 @@
-"""The stages as a user runs them, at 100,000 cases: evaluate, report and gate
+"""The stages as a user runs them, at 100,000 cases: evaluate, verdict and report
 against a pytrec_eval script, whole processes, same data.
 
     python benchmarks/stages.py [--cases 100000] [--depth 100] [--rounds 2] [--configs 8]
@@ -15,15 +15,18 @@ outside (wall clock, and the child's own peak RSS from ``wait4``):
 * **pytrec_eval script**: parse the TREC run and qrels, evaluate ``recall``,
   ``success``, ``P``, ``ndcg_cut`` at every k and ``recip_rank``, ``json.dump``
   the per-query results;
-* **report** and **gate**: ``ragvet report`` / ``ragvet gate`` over
+* **verdict** and **report**: ``ragvet verdict`` / ``ragvet report --verdict`` over
   ``--configs`` configurations (copies of the evaluated one, all gated) and a
-  baseline accepted from them, as dvc.yaml runs them. Equal to the results, the
+  baseline accepted from them, as dvc.yaml runs them: the verdict stage decides the
+  gate's verdict, the report renders it beside its own comparisons (the gate stage
+  after them only prints the verdict, and is not timed). Equal to the results, the
   baseline gives paired deltas of 0, whose bootstrap intervals need no draw (the
   usual case of configurations a change did not touch); ``--changed-baseline``
   halves every 10th case's figures in it, so every interval is drawn (2,000
   resamples of each paired metric and slice).
 
-After one untimed evaluate run (the results compared), every round runs each
+After one untimed evaluate run (the results compared) and one untimed verdict run
+(the verdict the report renders; every timed run writes the same bytes), every round runs each
 side once, the order rotated from round to round (the first process to touch
 memory after a pause pays for fresh pages, and the load of a shared machine
 moves); the best of ``--rounds`` counts, and the load averages are printed.
@@ -31,7 +34,7 @@ Before timing, it checks that the vectorised rounding the evaluate stage writes
 with equals ``round_floats`` on every float of the unrounded per-case table (the
 rounding contract), and prints how many it compared. Peak RSS comes from a small
 launcher process (``LAUNCHER``), not from this one.
-Targets: evaluate <= 0.5x the script; report and gate each <= evaluate; every
+Targets: evaluate <= 0.5x the script; verdict and report each <= evaluate; every
 stage's peak RSS <= 1.5 GB.
 """
 
@@ -66,7 +69,7 @@ with open(sys.argv[4], "w") as out:
 
 
 def write_pipeline_inputs(workdir: Path, ks: list[int], n_configs: int) -> list[str]:
-    """The corpus, split, params and thresholds the evaluate, report and gate stages read."""
+    """The corpus, split, params and thresholds the evaluate, verdict and report stages read."""
     import polars as pl
 
     chunks = pl.read_ndjson(workdir / "chunks.jsonl", schema={"doc_id": pl.String, "end": pl.Int64})
@@ -167,7 +170,7 @@ def check_rounding(workdir: Path, ks: list[int]) -> int:
 
 def change_baseline(folder: Path) -> None:
     """Every 10th case's float metrics halved in each baseline table: the deltas are
-    no longer all 0, so the gate and the report draw every bootstrap interval."""
+    no longer all 0, so the verdict and the report draw every bootstrap interval."""
     import polars as pl
 
     from ragvet.storage.results import read_results, write_results
@@ -201,7 +204,7 @@ def main() -> None:
     (workdir / "pytrec_script.py").write_text(PYTREC_SCRIPT)
     script = [sys.executable, "pytrec_script.py", "qrels.trec", "run.trec", ",".join(map(str, args.ks)), "peer.json"]
 
-    timed(evaluate_command(configs[0]), workdir)  # untimed: the results the report and gate compare
+    timed(evaluate_command(configs[0]), workdir)  # untimed: the results the verdict and report compare
     metrics = workdir / "metrics"
     summary = json.loads((metrics / f"{configs[0]}.json").read_text())
     for config in configs[1:]:  # the other configurations: the same results under their names
@@ -213,16 +216,18 @@ def main() -> None:
     accept_baseline(metrics, configs)
     if args.changed_baseline:
         change_baseline(metrics / "baseline" / "cases")
+    verdict = [sys.executable, "-m", "ragvet.cli", "verdict", "--cases-dir", "metrics/cases", "--split", "split.json",
+               "--baseline", "metrics/baseline", "--out", "metrics/gate.json", "--verdict", "verdict.json"]  # fmt: skip
+    timed(verdict, workdir)  # untimed: the verdict the report renders
     report = [sys.executable, "-m", "ragvet.cli", "report", "--cases-dir", "metrics/cases",
               "--summaries-dir", "metrics", "--slices-dir", "metrics/slices", "--split", "split.json",
-              "--baseline", "metrics/baseline",
+              "--baseline", "metrics/baseline", "--verdict", "verdict.json",
               "--cases", "validated-cases.jsonl", "--corpus", "corpus.jsonl", "--out", "metrics/report.md",
               "--plots", "metrics/plots"]  # fmt: skip
-    gate = [sys.executable, "-m", "ragvet.cli", "gate", "--cases-dir", "metrics/cases", "--split", "split.json",
-            "--baseline", "metrics/baseline", "--out", "metrics/gate.json"]  # fmt: skip
     # Every side once per round, the order rotated from round to round, so that each meets
-    # the same load and the same fresh-page cost (evaluate rewrites the same bytes).
-    sides = {"evaluate": evaluate_command(configs[0]), "pytrec_eval script": script, "report": report, "gate": gate}
+    # the same load and the same fresh-page cost (evaluate and verdict rewrite the same bytes).
+    sides = {"evaluate": evaluate_command(configs[0]), "pytrec_eval script": script}
+    sides |= {"verdict": verdict, "report": report}
     best: dict[str, dict] = {}
     loads = [os.getloadavg()[0]]
     for number in range(args.rounds):
@@ -234,7 +239,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
 
     print(f"\n{evaluation.machine()}")
-    print(f"{args.cases:,} cases x depth {args.depth}, k in {args.ks}; report and gate over {args.configs} "
+    print(f"{args.cases:,} cases x depth {args.depth}, k in {args.ks}; verdict and report over {args.configs} "
           f"configurations plus the {'changed' if args.changed_baseline else 'equal'} baseline; best of "
           f"{args.rounds}, each a fresh process, interleaved; 1-minute load average {min(loads):.1f} to "
           f"{max(loads):.1f}\n")  # fmt: skip
@@ -243,9 +248,9 @@ def main() -> None:
         print(f"{side:<22}{result['seconds']:>10.2f}{result['rss_mb']:>14.0f}")
     evaluate, peer = best["evaluate"]["seconds"], best["pytrec_eval script"]["seconds"]
     print(f"\nevaluate / pytrec_eval script: {evaluate / peer:.3f} (target <= 0.5)")
-    for side in ("report", "gate"):
+    for side in ("verdict", "report"):
         print(f"{side} / evaluate: {best[side]['seconds'] / evaluate:.3f} (target <= 1)")
-    worst = max(best[side]["rss_mb"] for side in ("evaluate", "report", "gate"))
+    worst = max(best[side]["rss_mb"] for side in ("evaluate", "verdict", "report"))
     print(f"largest stage peak RSS: {worst:.0f} MB (target <= {RSS_LIMIT_MB})")
     size = (metrics / "cases" / f"{configs[0]}.parquet").stat().st_size
     print(f"per-case table: {size / 1e6:.1f} MB of Parquet per configuration")

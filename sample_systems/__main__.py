@@ -41,7 +41,7 @@ import yaml
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.gating.baselines import files_at, read_results_at
 from ragvet.gating.reproduction import check_config, run_rankings
-from ragvet.reporting.markdown import render_latency
+from ragvet.reporting.latency_page import render_latency
 from ragvet.storage.results import result_rows
 from ragvet.storage.tables import read_docs, run_path
 from ragvet.text.escaping import visible

@@ -350,7 +350,7 @@ def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_thre
 
 
 def test_the_report_names_a_stale_threshold_and_its_fix():
-    from ragvet.reporting.markdown import stale_threshold_lines, threshold_section
+    from ragvet.reporting.absolute import stale_threshold_lines, threshold_section
 
     mark = {"reason": "threshold stale: the dev split changed", "fix": "ragvet tune-abstain --config c"}
     summaries = {

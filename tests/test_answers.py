@@ -11,7 +11,7 @@ import pytest
 from ragvet.errors import InputError
 from ragvet.measures.answers import NOTE, add_reviews, config_answers, read_answers, review_summary, stray_answer_files
 from ragvet.measures.registry import higher_is_better, metric_problems
-from ragvet.reporting.markdown import review_section
+from ragvet.reporting.absolute import review_section
 
 KS = [1, 3]
 CASES = {"a1", "a2", "a3", "u1", "u2", "u3"}

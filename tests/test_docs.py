@@ -17,7 +17,7 @@ from ragvet.chunking import STRATEGIES, strategies_doc
 from ragvet.cli import app
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS
-from ragvet.reporting.markdown import metrics_doc
+from ragvet.reporting.metrics_doc import metrics_doc
 from ragvet.text.escaping import md_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -490,3 +490,67 @@ def test_a_review_figure_without_answers_is_refused_with_the_fix():
     result = compare(base, cur, gate(metrics=["unsupported_answer"]))
     assert not result["valid"] and not result["passed"]
     assert f"record answers in data/answers/{CONFIG}.jsonl" in result["reasons"][0]
+
+
+# ------------------------------------------------------------------ the verdict, decided once
+
+
+def test_the_unrounded_verdict_file_renders_what_was_decided_and_the_rounded_one_keeps_its_bytes(tmp_path):
+    """The verdict stage writes metrics/gate.json (figures rounded to 6 places, as every
+    committed output) and data/verdict.json (every float's bits), and the report and the
+    gate render the second: printing a figure already rounded to 6 places can move its
+    last digit, so the rounded file would print another verdict than the one decided."""
+    from ragvet.gating.decision import read_verdict, write_verdict
+    from ragvet.storage.files import dumps, read_json
+
+    cur = [row("a", 1.0), row("b", 0.5), row("c", 0.5), row("d", 0.5), row("x", None, None)]
+    verdict = gate_verdict([compare(BASE, cur)])
+    recall = metric(verdict["configs"][0], "recall@5")
+    recall.update(current=0.9404997809283352, p_corrected=0.001635311621127642)  # each a 6th-place tie away
+    write_verdict(verdict, tmp_path / "gate.json", tmp_path / "verdict.json")
+
+    assert (tmp_path / "gate.json").read_text() == dumps(verdict)  # the committed file, as the gate always wrote it
+    exact = read_verdict(tmp_path / "verdict.json")
+    assert exact == json.loads(json.dumps(verdict)) and render_verdict(exact) == render_verdict(verdict)
+    assert f"FAIL {CONFIG} recall@5: 0.750 -> 0.940 (delta -0.125" in render_verdict(exact)
+    assert "corrected p 0.00164, 4 cases)" in render_verdict(exact)
+    rounded = render_verdict(read_json(tmp_path / "gate.json"))
+    assert "0.750 -> 0.941 " in rounded and "corrected p 0.00163," in rounded  # why the report reads the other
+
+
+def test_a_file_that_is_no_verdict_is_refused_with_the_fix(tmp_path):
+    from ragvet.gating.decision import read_verdict
+
+    (tmp_path / "verdict.json").write_text('{"configs": []}\n')
+    with pytest.raises(InputError) as err:
+        read_verdict(tmp_path / "verdict.json")
+    (problem,) = err.value.problems
+    assert problem.what == "not a verdict: no `passed` and `configs`" and "dvc repro" in problem.fix
+
+
+def test_the_gate_stage_exits_by_the_verdict_file_and_decides_nothing(tmp_path, monkeypatch):
+    """``ragvet gate --verdict``, as dvc.yaml's last stage runs it: the verdict stage decided,
+    and the gate prints that verdict and exits 0 or 1 by it; a verdict edited by hand shows."""
+    from typer.testing import CliRunner
+
+    from ragvet.cli import app
+    from ragvet.gating import decision
+
+    def no_second_verdict(*args, **kwargs):
+        raise AssertionError("the gate decided the verdict again")
+
+    monkeypatch.setattr(gating, "gate_all", no_second_verdict)
+    monkeypatch.setattr(decision, "gate_all", no_second_verdict)
+    monkeypatch.chdir(tmp_path)  # no DVC project: nothing records how the file was made, nothing is stale
+    verdict = gate_verdict([compare(BASE, BASE)])
+    Path("verdict.json").write_text(json.dumps(verdict))
+    passed = CliRunner().invoke(app, ["gate", "--verdict", "verdict.json"])
+    assert passed.exit_code == 0 and passed.output == render_verdict(verdict) + "\n"
+    verdict["configs"][0] |= {"passed": False, "reasons": ["edited by hand"]}
+    verdict["passed"] = False
+    Path("verdict.json").write_text(json.dumps(verdict))
+    failed = CliRunner().invoke(app, ["gate", "--verdict", "verdict.json"])
+    assert failed.exit_code == 1 and f"INVALID {CONFIG}: edited by hand\n" in failed.output
+    assert "gate: FAILED" in failed.output
+    both = CliRunner().invoke(app, ["gate", "--verdict", "verdict.json", "--against", "main"])
+    assert both.exit_code == 2 and "--verdict reads a verdict; --against and --out decide one" in both.output

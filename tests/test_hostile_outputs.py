@@ -29,16 +29,12 @@ from ragvet.gating.compare import gate_all, render_verdict
 from ragvet.gating.reproduction import ConfigCheck
 from ragvet.gating.reproduction import render as render_check
 from ragvet.gating.side_by_side import side_by_side
+from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import slice_chart
-from ragvet.reporting.markdown import (
-    COMMENT_LIMIT,
-    CUT_NOTE,
-    compare_configs,
-    describe_evidence,
-    render_html,
-    render_report,
-    side_by_side_section,
-)
+from ragvet.reporting.comparisons import compare_configs
+from ragvet.reporting.document import COMMENT_LIMIT, CUT_NOTE, render_report
+from ragvet.reporting.page import render_html
+from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.text.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 
 CFG = "sentences-600-bm25"

@@ -13,7 +13,7 @@ from ragvet.cli import app
 from ragvet.gating.latency import compare_latency, latency_text
 from ragvet.inputs.params import validate_params
 from ragvet.measures.latency import ACCEPTED, latency_figures, machine_fingerprint, nearest_rank
-from ragvet.reporting.markdown import render_latency
+from ragvet.reporting.latency_page import render_latency
 from ragvet.retrieval.kinds import retrieve
 from ragvet.schema import Case, Chunk
 

@@ -118,6 +118,11 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     for case_id in result["newly_missed"]:
         assert case_id in message
     assert "gate: FAILED" in message
+    # The verdict stage passed the failed verdict on (exit 0): the report renders it, and the gate fails after it.
+    assert message.index("Running stage 'verdict'") < message.index("Running stage 'report'")
+    assert message.index("Running stage 'report'") < message.index("Running stage 'gate'")
+    report = (work_repo / "metrics" / "report.md").read_text()
+    assert report.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
     against = sh(work_repo, "python", "-m", "ragvet.cli", "gate", "--against", "HEAD", check=False)
     assert against.returncode == 1 and "gate: FAILED" in against.stdout
 

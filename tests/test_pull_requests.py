@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
 
-from ragvet.reporting.markdown import COMMENT_MARKER
+from ragvet.reporting.document import COMMENT_MARKER
 from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"

@@ -5,21 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ragvet.gating.compare import gate_all
+from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
-from ragvet.reporting.markdown import (
-    COMMENT_MARKER,
-    budget_rows,
-    compare_configs,
-    describe_evidence,
-    judged_references,
-    judged_settings,
-    judged_warnings,
-    plot_rows,
-    render_html,
-    render_report,
-    slice_rows,
-    summary_k,
-)
+from ragvet.reporting.comparisons import compare_configs
+from ragvet.reporting.document import COMMENT_MARKER, render_report
+from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.page import render_html
+from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.summaries import summary_k
 
 KS = [1, 3, 5, 10]
 
@@ -472,6 +465,47 @@ def test_the_report_stage_prints_the_summaries_evaluate_wrote_and_names_a_missin
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{tmp_path / 'headings-1200-bm25.json'}: metrics JSON not found" in done.stderr
     assert "run dvc repro first" in done.stderr
+
+
+def test_the_report_stage_renders_the_verdict_the_verdict_stage_wrote_and_decides_none(
+    work_repo, tmp_path, monkeypatch
+):
+    """dvc.yaml's report reads the verdict the verdict stage decided (``--verdict
+    data/verdict.json``): it renders that verdict, one edited by hand included, and never
+    compares the gated configurations again. On the session's reproduced sample."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragvet.cli import app
+    from ragvet.gating import compare, decision
+
+    def no_second_verdict(*args, **kwargs):
+        raise AssertionError("the report decided the verdict again")
+
+    monkeypatch.setattr(compare, "gate_all", no_second_verdict)
+    monkeypatch.setattr(decision, "gate_all", no_second_verdict)
+    monkeypatch.chdir(work_repo)
+    committed = (work_repo / "metrics" / "report.md").read_text()
+    done = CliRunner().invoke(app, ["report", "--verdict", "data/verdict.json"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == committed  # the pipeline's own report, from its own verdict
+
+    verdict = json.loads((work_repo / "data" / "verdict.json").read_text())
+    gated = verdict["configs"][0]
+    gated |= {"passed": False, "reasons": ["edited by hand"]}
+    verdict["passed"] = False
+    (tmp_path / "verdict.json").write_text(json.dumps(verdict))
+    edited = CliRunner().invoke(app, ["report", "--verdict", str(tmp_path / "verdict.json")])
+    assert edited.exit_code == 0, edited.output
+    assert edited.stdout.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
+    assert f"- `{gated['config']}`: no valid comparison: edited by hand\n" in edited.stdout
+    assert "no guarded metric" not in edited.stdout and "no guarded metric" in committed
+    after = "\n> Offline scores on labelled cases"
+    assert edited.stdout.split(after)[1] == committed.split(after)[1]  # the rest is the committed report
+
+    both = CliRunner().invoke(app, ["report", "--verdict", "data/verdict.json", "--against", "main"])
+    assert both.exit_code == 2 and "--verdict is the committed baseline's verdict" in both.output
 
 
 # --- judged share (imported qrels) ------------------------------------------------------------

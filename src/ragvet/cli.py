@@ -29,8 +29,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``.",
     ),
     "evaluate": ("ragvet.stages.evaluate", "main", "Score one configuration's run against the projected evidence."),
+    "verdict": ("ragvet.stages.verdict", "main", "Decide the gate's verdict and write it."),
     "report": ("ragvet.stages.report", "main", "Write the report of every configuration against the baseline."),
-    "gate": ("ragvet.stages.gate", "main", "Compare the gated configurations with the baseline and fail on a drop."),
+    "gate": ("ragvet.stages.gate", "main", "Print the gate's verdict and exit 1 when it failed."),
     "baseline": ("ragvet.commands", "baseline_app", "Manage the committed baseline."),
     "import": (
         "ragvet.interop",
@@ -84,7 +85,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Print the metrics documentation generated from the registry (docs/metrics.md).",
     ),
 }
-STAGES = ("validate", "chunk", "split", "retrieve", "evaluate", "report", "gate")
+STAGES = ("validate", "chunk", "split", "retrieve", "evaluate", "verdict", "report", "gate")
 
 
 def command(name: str) -> TyperCommand | TyperGroup:

@@ -22,7 +22,9 @@ from ragvet.inputs.params import validate_params
 from ragvet.measures.registry import budget_values, metric_problems
 from ragvet.pinning import installed_version
 from ragvet.project import EXTRAS, create_project
-from ragvet.reporting.markdown import metrics_doc, side_by_side_section, summary_k
+from ragvet.reporting.metrics_doc import metrics_doc
+from ragvet.reporting.side_by_side import side_by_side_section
+from ragvet.reporting.summaries import summary_k
 from ragvet.retrieval.endpoints import clear_http_cache
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage

@@ -1,8 +1,8 @@
 """Where a comparison's two sides come from: the committed baseline folder, the
 current per-case results, or another git revision's results (from git or DVC).
 
-This is all of the gate's and the report's file and git I/O; the comparison
-itself (:mod:`ragvet.gating.compare`) is pure, so both stages compare the same way.
+This is all of the verdict's, the gate's and the report's file and git I/O; the
+comparison itself (:mod:`ragvet.gating.compare`) is pure, so they compare the same way.
 """
 
 from __future__ import annotations

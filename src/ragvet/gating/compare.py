@@ -23,7 +23,6 @@ and the report compare them with the same functions, so they cannot disagree.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -141,12 +140,6 @@ def _samples(
     return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
 
 
-# Figures already computed in this process, by a digest of (case ids, deltas, params):
-# the report measures the gate's comparisons and its own over the same pairs, and every
-# figure is a pure function of those, so the second asks for nothing new.
-_MEMO: dict[bytes, tuple] = {}
-
-
 def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
     """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
 
@@ -154,34 +147,20 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
     (:func:`_groups`): its bootstrap and permutation draws are made once for all of
     them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
     get alone. Samples over other cases (a None on one side drops a case) group apart.
-    A sample computed before in this process (same cases, deltas and params) is not
-    computed again.
     """
 
     boot, perm = gate["bootstrap"], permutation_of(gate)
-    params = (int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]))
-    params += (int(perm["resamples"]), int(perm["seed"]))
     out: list[tuple] = [()] * len(samples)
     for ids, members in _groups([sample[0] for sample in samples]):
         names = ids.to_list()
-        group = hashlib.blake2b(repr(params).encode() + "\x00".join(names).encode(), digest_size=32).digest()
         deltas = np.empty((len(names), len(members)), dtype=np.float64)
-        keys = []
         for j, i in enumerate(members):
             _, base, cur = samples[i]
             deltas[:, j] = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-            keys.append(hashlib.blake2b(group + deltas[:, j].tobytes(), digest_size=32).digest())
-        todo = [j for j, key in enumerate(keys) if key not in _MEMO]
-        if todo:
-            if len(_MEMO) > 100_000:
-                _MEMO.clear()
-            fresh = np.ascontiguousarray(deltas[:, todo])
-            cis = bootstrap_cis(fresh, params[0], params[1], params[2], names)
-            ps = permutation_ps(fresh, params[3], params[4])
-            for j, ci, p_value in zip(todo, cis, ps):
-                _MEMO[keys[j]] = (*ci, p_value)
-        for j, i in enumerate(members):
-            out[i] = _MEMO[keys[j]]
+        cis = bootstrap_cis(deltas, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]), names)
+        ps = permutation_ps(deltas, int(perm["resamples"]), int(perm["seed"]))
+        for i, ci, p_value in zip(members, cis, ps):
+            out[i] = (*ci, p_value)
     return out
 
 
@@ -602,8 +581,9 @@ def gate_all(
 ) -> dict:
     """The verdict over every gated configuration: ``baselines`` maps a config to
     its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
-    per-case rows (None when absent). Shared by the gate and the report, so both
-    say the same thing. ``rebaselined`` names the configurations whose committed
+    per-case rows (None when absent). Called through
+    :func:`ragvet.gating.decision.decide`, once per verdict: the report renders the
+    verdict it returned. ``rebaselined`` names the configurations whose committed
     baseline this change re-accepted (see :func:`accept_deliberate`). With
     ``gate.latency.max_p95_rise`` set, ``latency`` maps a config to its
     ``(baseline, current)`` latency records (:mod:`ragvet.gating.latency`), and a

@@ -6,9 +6,10 @@ the same hardware (the ``machine`` fingerprint each record carries,
 :func:`ragvet.measures.latency.machine_fingerprint`). Anything that makes the two
 figures incomparable (another machine, a batch kind that times no query alone) is a
 note, never a failure: the check can only fail on a rise it actually measured. A
-missing record on either side is a note here too (the report shows it), and the
-gate command refuses it before comparing (:func:`ragvet.gating.baselines.missing_latency`), so
-a check that is on never passes without a measurement. ``ragvet baseline accept``
+missing record on either side is a note here too (``ragvet report`` run by hand shows it),
+and the verdict and the gate refuse it before comparing
+(:func:`ragvet.gating.baselines.missing_latency`), so a check that is on never passes
+without a measurement. ``ragvet baseline accept``
 records the baseline (``metrics/baseline/latency/<config>.json``) while the check is on.
 
 Pure: :mod:`ragvet.gating.baselines` reads both sides.

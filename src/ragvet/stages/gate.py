@@ -1,5 +1,11 @@
-"""Stage ``gate``: compare the gated configurations with the committed baseline
-(or with any git revision's results) and exit non-zero when retrieval got worse."""
+"""Stage ``gate``: print the gate's verdict and exit by it: 0 passed, 1 failed (2 bad input).
+
+As the pipeline's last stage (``--verdict data/verdict.json``) it reads the verdict the
+verdict stage decided, after the report was written, so ``dvc repro`` ends at a failing
+gate and the report of that failure exists. By hand it decides the verdict itself
+(:func:`ragvet.gating.decision.decide_gate`): against the committed baseline, or with
+``--against REV`` against any git revision's results, as CI runs it.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,11 @@ from pathlib import Path
 
 import typer
 
-from ragvet.errors import raise_if, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, missing_latency, rebaselined
-from ragvet.gating.compare import gate_all, gate_metrics, render_verdict
-from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.gating.latency import max_p95_rise
+from ragvet.errors import InputError, Problem, user_errors
+from ragvet.gating.compare import render_verdict
+from ragvet.gating.decision import decide_gate, read_verdict, write_verdict
+from ragvet.gating.freshness import refuse_stale
 from ragvet.inputs.params import stage_params
-from ragvet.storage.atomic import outputs_together
-from ragvet.storage.files import read_json, write_json
 
 
 @user_errors
@@ -30,32 +33,27 @@ def main(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
     ),
     against: str | None = typer.Option(None, help="Compare with this git revision's results instead."),
+    verdict: Path | None = typer.Option(
+        None, help="Read the verdict the verdict stage wrote (data/verdict.json) instead of deciding it."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
-    """Compare the gated configurations with the baseline and fail on a drop.
+    """Print the gate's verdict and exit 1 when it failed.
 
-    A paired comparison per guarded metric and slice, with bootstrap intervals; with
+    With --verdict, the one the verdict stage wrote; otherwise decided here: a paired
+    comparison per guarded metric and slice, with bootstrap intervals, and with
     gate.latency.max_p95_rise set, p95 latency against the baseline's on the same machine."""
-    settings = stage_params(params, ["gate", "slices"])
-    refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce
-    raise_if(stale_guards(settings["gate"], summaries_dir))
-    configs, metrics = settings["gate"]["configs"], gate_metrics(settings["gate"])
-    timed = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
-    raise_if(missing_latency(timed or {}, latency_dir, baseline, against))
-    current = {config: current_table(cases_dir, config, metrics) for config in configs}
-    verdict = gate_all(
-        settings["gate"],
-        settings["slices"],
-        baselines_for(configs, baseline, against, metrics),
-        current,
-        read_json(split)["fingerprints"],
-        against,
-        rebaselined(configs, baseline, cases_dir, against),
-        timed,
-    )
-    if out is not None:
-        with outputs_together(out):
-            write_json(out, verdict)
-    typer.echo(render_verdict(verdict))
-    if not verdict["passed"]:
+    if verdict is not None:
+        if against is not None or out is not None:
+            fix = "give --verdict alone (the verdict stage wrote it), or --against/--out without it"
+            raise InputError([Problem("ragvet gate", "--verdict reads a verdict; --against and --out decide one", fix)])
+        refuse_stale([verdict], "the gate")  # the verdict and everything it was decided from are current
+        decided = read_verdict(verdict)
+    else:
+        settings = stage_params(params, ["gate", "slices"])
+        decided = decide_gate(settings, cases_dir, split, baseline, summaries_dir, latency_dir, against)
+        if out is not None:
+            write_verdict(decided, out)
+    typer.echo(render_verdict(decided))
+    if not decided["passed"]:
         raise typer.Exit(1)

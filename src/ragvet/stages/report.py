@@ -2,9 +2,11 @@
 (the committed baseline, or a git revision's results with ``--against``), fit for
 a pull-request comment, and the data for ``dvc plots``.
 
-As a DVC stage it writes ``metrics/report.md`` and ``metrics/plots/``. By hand,
-``ragvet report --against origin/main --format md|html`` prints (or ``--out``
-writes) the same document against another revision; ``--comment`` adds the
+As a DVC stage it writes ``metrics/report.md`` and ``metrics/plots/``, rendering the
+verdict the verdict stage decided (``--verdict data/verdict.json``) rather than deciding
+it again. By hand, ``ragvet report --against origin/main --format md|html`` prints (or
+``--out`` writes) the same document against another revision, deciding that verdict
+through the gate's own :func:`ragvet.gating.decision.decide`; ``--comment`` adds the
 hidden marker CI uses to find and update its one pull-request comment.
 """
 
@@ -18,8 +20,8 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, rebaselined
-from ragvet.gating.compare import gate_all
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
+from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.latency import max_p95_rise
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
@@ -27,22 +29,14 @@ from ragvet.inputs.params import stage_params
 from ragvet.measures.registry import budget_values
 from ragvet.measures.summary import slice_table
 from ragvet.reporting import charts
-from ragvet.reporting.markdown import (
-    COMMENT_LIMIT,
-    budget_rows,
-    case_details,
-    compare_configs,
-    compared_metrics,
-    judged_references,
-    judged_settings,
-    judged_warnings,
-    plot_rows,
-    render_html,
-    render_latency,
-    render_report,
-    slice_rows,
-    summary_k,
-)
+from ragvet.reporting.cases import case_details
+from ragvet.reporting.comparisons import compare_configs, compared_metrics
+from ragvet.reporting.document import COMMENT_LIMIT, render_report
+from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.latency_page import render_latency
+from ragvet.reporting.page import render_html
+from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.summaries import summary_k
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
 from ragvet.storage.results import per_case_path
@@ -168,15 +162,22 @@ def main(
         None, help="Folder of the retrieve stages' latency records, <config>.json (.ragvet/latency under DVC)."
     ),
     latency_out: Path | None = typer.Option(None, help="Latency page to write (outside DVC and git: it varies)."),
+    verdict: Path | None = typer.Option(
+        None, help="Render the verdict the verdict stage wrote (data/verdict.json) instead of deciding it."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write the report of every configuration against the baseline.
 
     The verdict, paired deltas with confidence intervals, moved slices, newly missed and
     found cases, and the context budget."""
+    if verdict is not None and against is not None:
+        fix = "drop --verdict: against a revision the report decides the verdict itself"
+        raise InputError([Problem("ragvet report", "--verdict is the committed baseline's verdict", fix)])
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
-    refuse_stale([cases_dir, slices_dir, split, cases, corpus, *summary_paths], "the report")
+    read = [cases_dir, slices_dir, split, cases, corpus, *summary_paths, *([verdict] if verdict else [])]
+    refuse_stale(read, "the report")
     fingerprints = read_json(split)["fingerprints"]
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
@@ -187,10 +188,12 @@ def main(
     configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
     bases = baselines_for(configs, baseline, against, metrics)
     gated = list(settings["gate"]["configs"])
-    p95_limit = max_p95_rise(settings["gate"]) if latency_dir is not None else None
-    timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
-    rebased = rebaselined(gated, baseline, cases_dir, against)
-    verdict = gate_all(settings["gate"], settings["slices"], bases, rows, fingerprints, against, rebased, timed)
+    if verdict is not None:
+        decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
+    else:
+        p95_limit = max_p95_rise(settings["gate"]) if latency_dir is not None else None
+        timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
+        decided = decide(settings, cases_dir, split, baseline, against, timed, rows, bases)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows},
         bases,
@@ -208,7 +211,7 @@ def main(
     references = judged_references(summaries, gated[0], bases, against)
     warnings = judged_warnings(summaries, references, metric, max_drop)
     text = render_report(
-        summaries, comparisons, verdict, info, settings["ks"], against, comment, limit, table, warnings
+        summaries, comparisons, decided, info, settings["ks"], against, comment, limit, table, warnings
     )
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}

@@ -1,0 +1,117 @@
+"""The gate's verdict, decided once and kept in two files.
+
+The ``verdict`` stage decides it (:func:`decide_gate`) and writes it (:func:`write_verdict`);
+the ``report`` stage renders it and the ``gate`` stage prints it and exits by it, both
+reading it back (:func:`read_verdict`) rather than deciding again, so the report, the
+terminal and the exit code say the same thing. ``ragvet gate`` and ``ragvet report`` run
+by hand (``--against REV`` in CI) decide in their own process through the same
+:func:`decide`.
+
+The verdict is written twice, at once:
+
+* ``metrics/gate.json``: every float rounded to 6 places, as every committed output
+  (:func:`ragvet.storage.files.write_json`): the record reviewers and ``dvc metrics``
+  read;
+* ``data/verdict.json``: every float as computed (JSON keeps a float's shortest exact
+  repr), which the report and the gate render. The report prints 3 decimals or 3
+  significant digits, and printing a figure already rounded to 6 places can move its
+  last digit (a corrected p of 0.0016353 prints 0.00164; rounded first, 0.001635 prints
+  0.00163): only the unrounded verdict renders the document a verdict decided in the
+  same process renders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragvet.errors import InputError, Problem, raise_if
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, missing_latency, rebaselined
+from ragvet.gating.compare import gate_all, gate_metrics
+from ragvet.gating.freshness import refuse_stale, stale_guards
+from ragvet.gating.latency import max_p95_rise
+from ragvet.storage.atomic import outputs_together, write_text
+from ragvet.storage.files import read_json, write_json
+
+Latency = Mapping[str, tuple[dict | None, dict | None]]
+
+
+def decide(
+    settings: dict,
+    cases_dir: Path,
+    split: Path,
+    baseline: Path,
+    against: str | None,
+    latency: Latency | None,
+    current: Mapping[str, Any] | None = None,
+    baselines: Mapping[str, tuple] | None = None,
+) -> dict:
+    """The verdict over the gated configurations (``settings`` holds ``gate`` and
+    ``slices``): their per-case tables in ``cases_dir`` against the committed
+    ``baseline`` folder, or against ``against``'s results, with the eval split's
+    fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
+    check off). A caller that has read the tables already passes them (``current``,
+    ``baselines``: wider reads hold what the gate compares)."""
+    gate = settings["gate"]
+    configs, metrics = list(gate["configs"]), gate_metrics(gate)
+    if current is None:
+        current = {config: current_table(cases_dir, config, metrics) for config in configs}
+    if baselines is None:
+        baselines = baselines_for(configs, baseline, against, metrics)
+    return gate_all(
+        gate,
+        settings["slices"],
+        dict(baselines),
+        dict(current),
+        read_json(split)["fingerprints"],
+        against,
+        rebaselined(configs, baseline, cases_dir, against),
+        latency,
+    )
+
+
+def decide_gate(
+    settings: dict,
+    cases_dir: Path,
+    split: Path,
+    baseline: Path,
+    summaries_dir: Path,
+    latency_dir: Path,
+    against: str | None,
+) -> dict:
+    """The verdict as the gate decides it. First what would make it mean nothing is
+    refused (exit 2): results the current params, inputs and code did not produce, a
+    stale abstention threshold under a guarded figure, and, with ``gate.latency`` on, a
+    latency record missing on either side; then :func:`decide`."""
+    refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce
+    raise_if(stale_guards(settings["gate"], summaries_dir))
+    configs = list(settings["gate"]["configs"])
+    latency = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
+    raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
+    return decide(settings, cases_dir, split, baseline, against, latency)
+
+
+def exact_text(verdict: dict) -> str:
+    """The verdict as JSON with every float's bits (sorted keys, two-space indent)."""
+    return json.dumps(verdict, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_verdict(verdict: dict, rounded: Path | None, exact: Path | None = None) -> None:
+    """Write the verdict to ``rounded`` (``metrics/gate.json``) and ``exact``
+    (``data/verdict.json``), either left out when None; both or neither."""
+    with outputs_together(rounded, exact):
+        if rounded is not None:
+            write_json(rounded, verdict)
+        if exact is not None:
+            write_text(exact, exact_text(verdict))
+
+
+def read_verdict(path: Path) -> dict:
+    """The verdict the verdict stage wrote to ``path`` (``data/verdict.json``)."""
+    verdict = read_json(path)
+    if not (isinstance(verdict, dict) and isinstance(verdict.get("passed"), bool) and "configs" in verdict):
+        fix = "run `dvc repro` (the verdict stage writes it)"
+        raise InputError([Problem(str(path), "not a verdict: no `passed` and `configs`", fix)])
+    return verdict

@@ -1,0 +1,127 @@
+"""The report document: its sections in order (the verdict first, the comparisons,
+the absolute figures last and collapsed), and its fit into one pull-request comment.
+
+It is a pure function of what it is given: no timestamps, fixed decimals,
+configurations sorted by name, so re-running gives the same bytes and a PR diff shows
+only real changes. GitHub refuses a comment over 65,536 characters, so a comment lists
+fewer cases, then leaves out the absolute figures, then is cut at a line: the verdict
+and the comparisons always reach the reviewer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragvet.reporting.absolute import absolute_figures, stale_threshold_lines
+from ragvet.reporting.comparison_tables import budget_section, config_section, headline
+from ragvet.reporting.judged import judged_section
+from ragvet.reporting.markdown import md_details
+from ragvet.reporting.side_by_side import side_by_side_section
+from ragvet.reporting.summaries import Summary
+from ragvet.reporting.verdict import verdict_section
+from ragvet.text.escaping import md_code
+
+COMMENT_MARKER = "<!-- ragvet-report -->"
+
+
+DISCLAIMER = (
+    "> Offline scores on labelled cases are not a production guarantee: they say whether the labelled "
+    "evidence was retrieved for these questions, not that real users' answers will be right."
+)
+
+
+# GitHub refuses a comment longer than 65,536 characters; render_report never exceeds this.
+COMMENT_LIMIT = 65_000
+
+
+def render_report(
+    summaries: dict[str, Summary],
+    comparisons: list[dict],
+    verdict: dict,
+    case_info: dict[str, dict],
+    ks: list[int],
+    against: str | None = None,
+    marker: bool = False,
+    limit: int | None = None,
+    table: dict | None = None,
+    judged: Sequence[str] = (),
+) -> str:
+    """The pull-request document: the verdict first, then every configuration's
+    paired comparison (gated ones open, the others collapsed), then the absolute
+    figures of every configuration. ``marker`` prepends the hidden comment marker
+    that lets CI find and update its one comment.
+
+    With ``limit`` (characters), a document that would be longer lists fewer
+    cases per list, then leaves out the absolute figures, so that the verdict and
+    the comparisons always reach the reviewer instead of a rejected comment; if
+    even that is too long (hundreds of configurations or slices), it is cut at a
+    line, with a note, by :func:`_fit`.
+    ``table`` is the many-configuration comparison (:func:`side_by_side_section`);
+    ``judged`` the :func:`judged_warnings`.
+    """
+    for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
+        text = _render(
+            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table, judged
+        )
+        if limit is None or len(text) <= limit:
+            return text
+    return _fit(text, limit)
+
+
+CUT_NOTE = "**Cut here to fit a pull-request comment:** see `metrics/report.md` or the HTML report for the rest."
+
+
+def _fit(text: str, limit: int) -> str:
+    """The longest run of whole lines of ``text`` that, with the open
+    ``<details>`` closed and :data:`CUT_NOTE` after them, stays within ``limit``
+    characters. Lines are whole because no user value holds a line break."""
+    kept: list[str] = []
+    size, depth = 0, 0
+    room = limit - len(CUT_NOTE) - 2
+    for line in text.splitlines():
+        step = depth + (line == "<details>") - (line == "</details>")
+        if size + len(line) + 1 + len("\n</details>") * step > room:
+            break
+        kept.append(line)
+        size, depth = size + len(line) + 1, step
+    return "\n".join([*kept, *["</details>"] * depth, "", CUT_NOTE]) + "\n"
+
+
+def _render(
+    summaries: dict[str, Summary],
+    comparisons: list[dict],
+    verdict: dict,
+    case_info: dict[str, dict],
+    ks: list[int],
+    against: str | None,
+    marker: bool,
+    cap: int | None,
+    with_absolute: bool,
+    table: dict | None = None,
+    judged: Sequence[str] = (),
+) -> str:
+    """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
+    confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
+    lines = [COMMENT_MARKER, ""] if marker else []
+    lines += ["# ragvet retrieval report", ""]
+    lines += verdict_section(verdict, against)
+    lines += stale_threshold_lines(summaries)  # beside the verdict: a comment may leave the threshold table out
+    lines += [DISCLAIMER, ""]
+    lines += budget_section(comparisons)
+    lines += judged_section(summaries, ks, judged)
+    lines += side_by_side_section(table, confidence)
+    gated = [c for c in comparisons if c["gated"]]
+    others = [c for c in comparisons if not c["gated"]]
+    for comp in gated:
+        lines += [f"## {md_code(comp['config'])} (gated)", ""] + config_section(comp, case_info, confidence, cap)
+    if others:
+        lines += ["## Other configurations", ""]
+        for comp in others:
+            lines += md_details(headline(comp), config_section(comp, case_info, confidence, cap))
+    lines += ["## All configurations", ""]
+    if not with_absolute:
+        lines += ["Left out to fit a comment: see `metrics/report.md` or the HTML report.", ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
+    title = "Absolute figures, both splits, abstention cases, human review"
+    lines += md_details(title, absolute_figures(summaries, ks))
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,88 @@
+"""``docs/metrics.md``, generated from the metric registry (``ragvet metrics-doc``).
+
+The page is written from the registry, never by hand, and a test compares the two, so
+the documentation cannot drift from what is computed.
+"""
+
+from __future__ import annotations
+
+from ragvet.measures.answers import REVIEW_METRICS
+from ragvet.measures.registry import METRICS
+from ragvet.reporting.markdown import md_table
+from ragvet.text.escaping import md_text
+
+METRICS_DOC_INTRO = """# Metrics
+
+Generated from the metric registry (`src/ragvet/measures/registry.py`) by
+`ragvet metrics-doc > docs/metrics.md`; a test fails when this file and the
+registry disagree, so edit the registry, not this page.
+
+Each metric is computed per case; a summary is the macro mean over the cases
+that have a value, printed beside its denominators. The retrieved list is
+deduplicated first, keeping the first occurrence; `k <= 0` gives 0, and a k
+beyond the retrieved depth counts the missing ranks as non-relevant, as
+trec_eval does. A case's *relevant chunks* are the chunks that overlap any of
+its evidence spans by at least one character (every chunk of the doc, for
+`{doc}` evidence). A span's coverage counts its non-whitespace characters only, so
+the whitespace that chunk boundaries trim never leaves a span short of being
+covered. Chunk-level figures cannot be compared across chunkings,
+because their denominator changes with the chunking. The reference definitions
+(`src/ragvet/measures/reference.py`) give each formula and its empty-case value in
+their docstrings; the engine (`src/ragvet/measures/engine.py`) is tested against them.
+
+The budget metrics (`budget:` in params.yaml) spend `B` units, characters or the
+tokens of a local tokenizer (`budget.unit`, `budget.tokenizer`), at each of
+`budget.values`. A chunk costs the units that start in characters not yet sent,
+so overlapping chunks pay for shared characters once; the chunk that crosses `B`
+sends its characters up to its first unit start the budget cannot pay for. Token
+starts are stored with the chunks by the chunk stage; no tokenizer is ever
+downloaded. `tokens_to_evidence` is summarised by its mean, median (`_p50`) and
+90th percentile (`_p90`, nearest rank); `counted` gives the cases that reached
+full availability within the depth.
+
+`judged@k` reads the judged set that `ragvet import trec|beir` keeps for each query
+(every judged doc, of any grade: see [import-export.md](import-export.md)). It is
+computed only when some case has one, and a native case has no value (never 0 or 1).
+It follows ir_measures' `Judged@k`: a retrieved chunk is judged when its doc is, each
+chunk of the top k counts (one chunk per document gives ir_measures' figure exactly),
+and fewer than k results divide by what was retrieved. Its mean is over answerable
+cases, like every other; abstention cases with a judged set have a per-case value.
+The report shows it per configuration, and warns when a configuration's
+`judged.metric` is more than `judged.max_drop` below its reference's: its recall may
+be an artefact of missing judgements.
+"""
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def metrics_doc() -> str:
+    """``docs/metrics.md``: every registered metric and human review figure, from the
+    registry, so the documentation cannot drift from what is computed."""
+    header = ["metric", "definition", "comparable across chunkings", "better", "abstention cases", "gateable"]
+    rows = [
+        [
+            f"`{metric.key('B' if metric.budget else 'k')}`",
+            md_text(metric.definition, limit=None),
+            _yes(metric.comparable_across_chunkings),
+            "higher" if metric.higher_is_better else "lower",
+            "a value" if metric.abstention else "no value (reported apart)",
+            _yes(metric.share and not metric.judgements),
+        ]
+        for metric in METRICS.values()
+    ]
+    review = [
+        [f"`{m.key('k')}`", md_text(m.definition, limit=None), m.cases, "higher" if m.higher_is_better else "lower"]
+        for m in REVIEW_METRICS.values()
+    ]
+    lines = [METRICS_DOC_INTRO, "## Retrieval and evidence availability", "", *md_table(header, rows), ""]
+    lines += [
+        "## Human review figures",
+        "",
+        "Read from recorded answers (`data/answers/<config>.jsonl`), never computed "
+        "by a model; see [abstention.md](abstention.md).",
+        "",
+    ]
+    lines += md_table(["metric", "definition", "cases", "better"], review)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,60 @@
+"""The self-contained HTML page (``ragvet report --format html``): the markdown report
+rendered, followed by the inline SVG charts.
+
+No script and no external resource, so it opens offline and nothing is fetched; raw
+HTML is limited to ragvet's own tags, a second wall behind the escaping of user text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragvet.reporting.document import COMMENT_MARKER
+from ragvet.text.escaping import html_text
+
+_CSS = """
+body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1100px;
+       margin: 2em auto; padding: 0 1em; color: #1f2328; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; }
+th { background: #f6f8fa; }
+code { background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
+blockquote { color: #59636e; border-left: 4px solid #d0d7de; margin: 0; padding: 0 1em; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+"""
+
+
+_OWN_HTML = re.compile(f"(</?(?:details|summary|code)>|{re.escape(COMMENT_MARKER)})")
+
+
+def _own_html_only(renderer, tokens, idx, options, env) -> str:
+    """A raw HTML token as HTML only where it is one of ragvet's own attribute-less
+    tags (``details``, ``summary``, ``code``) or the comment marker; any other
+    ``<`` or ``>`` in it is written as an entity. User text is escaped before it
+    enters the markdown, so this is the second wall: no tag, attribute or script
+    from a value can reach the page even if a rule upstream missed one."""
+    parts = _OWN_HTML.split(tokens[idx].content)
+    return "".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts))
+
+
+def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
+    """One self-contained HTML page: the markdown report rendered (tables and
+    ``<details>`` kept) followed by the inline SVG figures. No script and no
+    external resource, so it opens offline and nothing is fetched: markdown
+    images, links and autolinks are off, and raw HTML is limited to ragvet's own
+    tags (:func:`_own_html_only`)."""
+    from markdown_it import MarkdownIt  # not for `ragvet --help`
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["image", "link", "autolink"])
+    md.add_render_rule("html_block", _own_html_only)
+    md.add_render_rule("html_inline", _own_html_only)
+    body = md.render(markdown)
+    plots = ["<h2>Plots</h2>"]
+    for title, svg in figures:
+        plots.append(f"<figure><figcaption>{html_text(title)}</figcaption>\n{svg}</figure>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<title>ragvet retrieval report</title>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + "\n</body>\n</html>\n"
+    )

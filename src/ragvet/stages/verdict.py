@@ -1,0 +1,45 @@
+"""Stage ``verdict``: decide the gate's verdict once, and write it for the stages after.
+
+It compares the gated configurations with the committed baseline, paired per guarded
+metric and slice with bootstrap intervals (and, with ``gate.latency.max_p95_rise`` set,
+p95 latency on the same machine), and writes the verdict to ``metrics/gate.json`` and
+``data/verdict.json`` (:mod:`ragvet.gating.decision`). A failing verdict is a result, not
+an error: it exits 0, so that the report, which renders it, is written; the ``gate``
+stage after the report exits 1 on it. Bad input exits 2, as every stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ragvet.errors import user_errors
+from ragvet.gating.decision import decide_gate, write_verdict
+from ragvet.inputs.params import stage_params
+
+
+@user_errors
+def main(
+    cases_dir: Path = typer.Option(Path("metrics/cases"), help="Folder of per-case tables, one per configuration."),
+    split: Path = typer.Option(Path("data/split.json"), help="Frozen split JSON."),
+    baseline: Path = typer.Option(Path("metrics/baseline"), help="Committed baseline folder."),
+    out: Path = typer.Option(Path("metrics/gate.json"), help="Verdict JSON to write, figures rounded (committed)."),
+    verdict: Path = typer.Option(
+        Path("data/verdict.json"), help="The same verdict with every figure unrounded, for the report and the gate."
+    ),
+    summaries_dir: Path = typer.Option(
+        Path("metrics"), help="Folder of the metrics JSON evaluate wrote: a stale threshold is marked there."
+    ),
+    latency_dir: Path = typer.Option(
+        Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
+    ),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Decide the gate's verdict and write it.
+
+    It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
+    settings = stage_params(params, ["gate", "slices"])
+    decided = decide_gate(settings, cases_dir, split, baseline, summaries_dir, latency_dir, None)
+    write_verdict(decided, out, verdict)
+    typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
