@@ -1,7 +1,7 @@
-"""Faults and hostile params that the pipeline must survive (issue 18, defects 3, 8, 9,
-10 and 21): nothing half-written, a full disk told as a message, no stray temporary
-files in DVC's hashes, guards that `dvc repro -s` cannot skip, no shell injection
-through a name, and `ragvet gate`'s exit codes as CI's signal.
+"""Faults and hostile params that the pipeline must survive: nothing half-written, a full
+disk told as a message, no stray temporary files in DVC's hashes, guards that
+`dvc repro -s` cannot skip, no shell injection through a name, and `ragvet gate`'s exit
+codes as CI's signal.
 
 Faults are real where the OS can make them (a file-size limit, RLIMIT_FSIZE, in a
 child process); where a fault must strike between two particular writes, a writer

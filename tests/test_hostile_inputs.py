@@ -1,4 +1,4 @@
-"""Hostile input (issue 18): every reader answers with exit 2, a message that names
+"""Hostile input: every reader answers with exit 2, a message that names
 the file and line (or the key path and line) and the fix, no traceback, and nothing
 written. Each test is one defect the hostile run found; each failed before its fix.
 

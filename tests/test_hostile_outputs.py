@@ -1,4 +1,4 @@
-"""Hostile user text in every output (issue 18, defects 1, 2, 11, 12 and 19).
+"""Hostile user text in every output.
 
 Case ids, doc ids, tag values, questions and quotes are written by whoever edits
 the data. These tests put script, markdown, mentions, control characters, ``$``

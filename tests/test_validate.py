@@ -65,7 +65,7 @@ def test_valid_inputs_are_written_resolved(tmp_path):
 
 
 def test_a_cases_folder_may_hold_yaml_or_jsonl_without_editing_dvc_yaml(tmp_path):
-    """dvc.yaml names the folder data/cases, so its one file may be either format (issue 13, trap 3)."""
+    """dvc.yaml names the folder data/cases, so its one file may be either format."""
     case = '{"id": "c1", "question": "carry?", "evidence": [{"doc": "leave", "quote": "five unused days"}]}\n'
     done = run_validate(tmp_path, case, cases_file="cases/cases.jsonl", cases_arg="cases")
     assert done.returncode == 0, done.stderr

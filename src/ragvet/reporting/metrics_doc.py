@@ -32,13 +32,28 @@ their docstrings; the engine (`src/ragvet/measures/engine.py`) is tested against
 
 The budget metrics (`budget:` in params.yaml) spend `B` units, characters or the
 tokens of a local tokenizer (`budget.unit`, `budget.tokenizer`), at each of
-`budget.values`. A chunk costs the units that start in characters not yet sent,
-so overlapping chunks pay for shared characters once; the chunk that crosses `B`
-sends its characters up to its first unit start the budget cannot pay for. Token
-starts are stored with the chunks by the chunk stage; no tokenizer is ever
-downloaded. `tokens_to_evidence` is summarised by its mean, median (`_p50`) and
-90th percentile (`_p90`, nearest rank); `counted` gives the cases that reached
-full availability within the depth.
+`budget.values`. Chunks are paid for in rank order. A chunk costs the units that
+start in characters not yet sent, so overlapping chunks pay for shared characters
+once. The chunk that crosses `B` sends its characters up to its first unit start the
+budget cannot pay for, and the budget stops there: no later chunk is sent, however
+short. With `B = 10` characters and a ranking of an 8-character chunk, then a
+6-character one, then a 2-character one, the first is sent whole, the second sends
+its first 2 characters, and the third nothing. Token starts are stored with the chunks
+by the chunk stage, each chunk's own text tokenized alone: a word that a chunk
+boundary cuts is tokenized as two pieces, so the same characters can cost more tokens
+under one chunking than under another. No tokenizer is ever downloaded.
+`tokens_to_evidence` is summarised by its mean and two nearest-rank percentiles,
+`_p50` and `_p90`: the smallest value with at least half (nine tenths) of the cases at
+or below it, a value some case has. It is not the usual median, which averages the
+two middle values of an even count: of 100, 200, 300 and 400, `_p50` is 200 where the
+median is 250. `counted` gives the cases that reached full availability within the depth.
+
+Span precision and span IoU read a case's evidence spans with offsets. An
+`{any: [...]}` unit (alternative spans, as an imported SQuAD question's several
+answers) is available when any of its alternatives is, but it is not one span, so it
+adds nothing to these two metrics, and a case whose evidence is only such units (or
+whole-doc `{doc}` units) has no value for them. Their means, like every mean, are over
+the cases that have a value: the metrics JSON gives that count per metric (`counted`).
 
 `judged@k` reads the judged set that `ragvet import trec|beir` keeps for each query
 (every judged doc, of any grade: see [import-export.md](import-export.md)). It is
