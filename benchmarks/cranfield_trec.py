@@ -51,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ragvet.chunking import chunk_corpus  # noqa: E402
-from ragvet.inputs.loading import load_cases, load_corpus  # noqa: E402
+from ragvet.inputs.cases import load_cases  # noqa: E402
+from ragvet.inputs.corpus import load_corpus  # noqa: E402
 from ragvet.measures.evaluation import evaluate_table  # noqa: E402
 from ragvet.measures.summary import summarise  # noqa: E402
 from ragvet.retrieval.kinds import retrieve  # noqa: E402

@@ -35,7 +35,8 @@ import yaml
 from cranfield_trec import convert, ragvet
 
 from ragvet.chunking import chunk_corpus
-from ragvet.inputs.loading import load_cases, load_corpus
+from ragvet.inputs.cases import load_cases
+from ragvet.inputs.corpus import load_corpus
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.summary import summarise
 from ragvet.retrieval.kinds import retrieve

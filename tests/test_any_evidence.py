@@ -8,7 +8,7 @@ from conftest import resolve_reference
 
 from ragvet.errors import InputError
 from ragvet.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks
-from ragvet.inputs.loading import collect_cases, load_cases
+from ragvet.inputs.cases import collect_cases, load_cases
 from ragvet.measures.reference import evidence_recall_at_k, unit_available
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint
 

@@ -14,8 +14,9 @@ from conftest import set_param, sh
 
 from ragvet.evidence import EvidenceResolver
 from ragvet.gating.compare import RELABEL_FIX, fingerprint_reasons
+from ragvet.inputs.cases import load_cases
+from ragvet.inputs.corpus import load_corpus
 from ragvet.inputs.freezing import chunk_anchors, freeze_jsonl, freeze_yaml, span_freezer
-from ragvet.inputs.loading import load_cases, load_corpus
 from ragvet.schema import Doc
 from ragvet.splitting import freeze_split
 

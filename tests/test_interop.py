@@ -18,7 +18,8 @@ from builders import evaluate_run, invoke
 from ragvet.chunking import chunk_corpus
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.formats.imported import Imported
-from ragvet.inputs.loading import load_cases, load_corpus
+from ragvet.inputs.cases import load_cases
+from ragvet.inputs.corpus import load_corpus
 from ragvet.interop import write_imported
 from ragvet.measures.summary import summarise
 from ragvet.storage.results import results_frame

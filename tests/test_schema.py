@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from ragvet.errors import InputError
-from ragvet.inputs.loading import collect_corpus, load_cases, load_corpus
+from ragvet.inputs.cases import load_cases
+from ragvet.inputs.corpus import collect_corpus, load_corpus
 from ragvet.inputs.params import validate_params
 from ragvet.retrieval import models
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, case_fingerprint, corpus_fingerprint

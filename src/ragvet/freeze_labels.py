@@ -17,8 +17,9 @@ import typer
 
 from ragvet.errors import Problem, raise_if, user_errors
 from ragvet.evidence import EvidenceResolver
+from ragvet.inputs.cases import cases_file
+from ragvet.inputs.corpus import load_corpus
 from ragvet.inputs.freezing import freeze_jsonl, freeze_yaml, span_freezer
-from ragvet.inputs.loading import cases_file, load_corpus
 from ragvet.storage.atomic import write_text
 from ragvet.storage.files import read_params
 

@@ -27,7 +27,8 @@ from ragvet.formats.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lin
 from ragvet.formats.imported import Imported
 from ragvet.formats.squad import import_squad
 from ragvet.formats.trec import import_trec
-from ragvet.inputs.loading import collect_cases, collect_corpus
+from ragvet.inputs.cases import collect_cases
+from ragvet.inputs.corpus import collect_corpus
 from ragvet.schema import SPLITS
 from ragvet.storage.atomic import UMASK, write_text
 from ragvet.storage.files import dumps_line, read_json, write_jsonl

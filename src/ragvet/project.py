@@ -17,7 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ragvet.errors import Problem, raise_if
-from ragvet.inputs.loading import CASE_SUFFIXES
+from ragvet.inputs.cases import CASE_SUFFIXES
 from ragvet.pinning import HEADER, REQUIREMENTS, installed_version, pin_line
 
 TEMPLATE = files("ragvet") / "template"

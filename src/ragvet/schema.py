@@ -1,7 +1,7 @@
 """The data model every stage shares, and the fingerprints of its content.
 
 Validated files written by the ``validate`` stage are the only way later stages
-see the user's corpus and cases (:mod:`ragvet.inputs.loading` checks them), so every quote
+see the user's corpus and cases (:mod:`ragvet.inputs.corpus` and :mod:`ragvet.inputs.cases` check them), so every quote
 is already resolved to character offsets and later stages can trust ids and spans.
 """
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
+from ragvet.inputs.cases import cases_file, collect_cases, unused_slices
+from ragvet.inputs.corpus import collect_corpus
 from ragvet.inputs.freezing import chunk_anchors
-from ragvet.inputs.loading import cases_file, collect_cases, collect_corpus, unused_slices
 from ragvet.inputs.params import validate_params
 from ragvet.measures.abstention import threshold_problems, threshold_warnings
 from ragvet.measures.answers import stray_answer_cases, stray_answer_files

@@ -145,3 +145,9 @@ def did_you_mean(key: Any, options: Iterable[str]) -> str:
     """A "did you mean `x`? " prefix for a fix, when a close option exists."""
     close = difflib.get_close_matches(str(key), list(options), n=1)
     return f"did you mean `{close[0]}`? " if close else ""
+
+
+def spelling_note(one: str, other: str) -> str:
+    """The note for two ids that are one id in two Unicode spellings (NFC vs NFD):
+    they look the same on screen, and a reader would take them for one."""
+    return f" as {other!r}, the same text in another Unicode spelling (NFC vs NFD)" if one != other else ""
