@@ -143,10 +143,9 @@ def pinned_release(
 ) -> None:
     """Offline retrieval evaluation for RAG."""
     if context.invoked_subcommand in STAGES:  # a stage's outputs are recorded as the pinned release's
-        from ragvet.errors import raise_if, user_errors  # deferred: only a stage checks the pin
-        from ragvet.pinning import pin_problems  # deferred: packaging, only for a stage
+        from ragvet.pinning import refuse_another_release  # deferred: packaging, only for a stage
 
-        user_errors(lambda: raise_if(pin_problems()))()
+        refuse_another_release()
 
 
 def main() -> None:

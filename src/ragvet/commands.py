@@ -70,7 +70,6 @@ def cache_clear(
     Embeddings are never stale (they are keyed by model and text), so only the
     http cache, which records what a live system answered, is cleared.
     """
-
     if not http:
         raise InputError([Problem("ragvet cache clear", "say what to clear", "run: ragvet cache clear --http")])
     typer.echo(f"removed {clear_http_cache()} cached http responses")

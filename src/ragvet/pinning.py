@@ -17,7 +17,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from ragvet.errors import Problem
+from ragvet.errors import Problem, raise_if, user_errors
 
 REQUIREMENTS = Path("requirements.txt")
 NAME = "ragvet"
@@ -50,28 +50,26 @@ def _ragvet_line(text: str) -> tuple[int, Requirement] | None:
     return None
 
 
-def pinned_version(path: Path = REQUIREMENTS) -> str | None:
-    """The exact version ``path`` pins ragvet to; None where it pins none."""
-    if not path.is_file():
-        return None
-    found = _ragvet_line(path.read_text(encoding="utf-8"))
-    if found is None:
-        return None
-    exact = [spec.version for spec in found[1].specifier if spec.operator in ("==", "===")]
+def pinned_requirement(path: Path = REQUIREMENTS) -> tuple[int, Requirement] | None:
+    """``(line number, requirement)`` of ``path``'s ragvet line; None without the file or the line."""
+    return _ragvet_line(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def exact_version(requirement: Requirement) -> str | None:
+    """The one version ``requirement`` pins (``==`` or ``===``); None for a range or no version."""
+    exact = [spec.version for spec in requirement.specifier if spec.operator in ("==", "===")]
     return exact[0] if exact else None
 
 
 def pin_problems(path: Path = REQUIREMENTS, installed: str | None = None) -> list[Problem]:
     """Why a stage must not run under this install: an inexact pin, or another version."""
-    if not path.is_file():
-        return []
-    found = _ragvet_line(path.read_text(encoding="utf-8"))
+    found = pinned_requirement(path)
     if found is None:
         return []
     number, requirement = found
     where = f"{path}:{number}"
     installed = installed or installed_version()
-    pinned = pinned_version(path)
+    pinned = exact_version(requirement)
     if pinned is None:
         return [
             Problem(
@@ -93,16 +91,17 @@ def pin_problems(path: Path = REQUIREMENTS, installed: str | None = None) -> lis
     return []
 
 
+@user_errors
+def refuse_another_release(path: Path = REQUIREMENTS) -> None:
+    """Stop with exit 2 and the fix when :func:`pin_problems` finds any: called before a
+    stage reads anything, so nothing is written under the wrong release."""
+    raise_if(pin_problems(path))
+
+
 def pin_line(installed: str, extras: list[str] | tuple[str, ...] = ()) -> str:
     """``ragvet==V``, or ``ragvet[a,b]==V``."""
     named = f"[{','.join(sorted(extras))}]" if extras else ""
     return f"{NAME}{named}=={installed}"
-
-
-def pinned_extras(path: Path = REQUIREMENTS) -> list[str]:
-    """The extras the file's ragvet requirement asks for (none without one)."""
-    found = _ragvet_line(path.read_text(encoding="utf-8")) if path.is_file() else None
-    return sorted(found[1].extras) if found else []
 
 
 def repinned(text: str, line: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from ragvet.errors import Problem, raise_if
 from ragvet.inputs.cases import CASE_SUFFIXES
 from ragvet.pinning import HEADER, REQUIREMENTS, installed_version, pin_line
+from ragvet.storage.atomic import write_text
 
 TEMPLATE = files("ragvet") / "template"
 # Template file -> where it goes in a project. dvc.yaml, params.yaml and the plot templates are
@@ -87,12 +88,6 @@ def _copy(source: Path, target: Path) -> None:
         shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copy2(source, target)
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, making its folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 def keep_folders(project: Path) -> list[str]:

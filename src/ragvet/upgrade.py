@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 
 from ragvet.errors import Problem, raise_if
-from ragvet.pinning import REQUIREMENTS, installed_version, pin_line, pinned_extras, pinned_version, repinned
-from ragvet.project import PLOTS, PROJECT_FILES, keep_folders, plot_templates, template_text, write_text
+from ragvet.pinning import REQUIREMENTS, installed_version, pin_line, pinned_requirement, repinned
+from ragvet.project import PLOTS, PROJECT_FILES, keep_folders, plot_templates, template_text
+from ragvet.storage.atomic import write_text
 from ragvet.storage.placement import cache_flags_on, tables_in_dvc
 
 MERGED = ("dvc.yaml", "params.yaml")  # brought up to date; the other PROJECT_FILES are made when missing
@@ -138,9 +139,11 @@ def _old_source(project: Path, pipeline_text: str) -> Path | None:
 
 
 def _extras(project: Path, params: dict) -> list[str]:
-    """The extras to pin: the pinned ones, or (with none pinned) those the retrievers need."""
-    if pinned_version(project / REQUIREMENTS) is not None:
-        return pinned_extras(project / REQUIREMENTS)
+    """The extras to pin: those of the project's ragvet requirement, or (with none) those its
+    retrievers need."""
+    found = pinned_requirement(project / REQUIREMENTS)
+    if found is not None:
+        return sorted(found[1].extras)
     kinds = {spec.get("kind") for spec in (params.get("retrievers") or {}).values() if isinstance(spec, dict)}
     return (["dense"] if kinds & DENSE_KINDS else []) + (["pgvector"] if "pgvector" in kinds else [])
 

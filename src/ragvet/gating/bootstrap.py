@@ -59,7 +59,6 @@ def split_columns(columns: np.ndarray, total: int) -> np.ndarray:
     (about 2⁻⁵² total max|d|), and its sum's own rounding far below the result's last
     bit. q depends on the column and ``total`` only, never on the other columns.
     """
-
     scale = np.abs(columns).max(axis=0, initial=0.0) * max(total, 1)
     _, exponent = np.frexp(scale)
     grid = np.ldexp(1.0, exponent - 51)  # scale <= 2**exponent = 2**51 * grid
@@ -89,7 +88,6 @@ def bootstrap_ci(
     scheme); ``case_ids`` name the cases (their positions when omitted), which the
     Poisson bootstrap seeds each case's weights by. The one-column case of
     :func:`bootstrap_cis`. No paired case: (None, None); every delta 0: (0.0, 0.0)."""
-
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     return bootstrap_cis(deltas[:, None], resamples, seed, confidence, case_ids)[0]
 
@@ -105,7 +103,6 @@ def bootstrap_cis(
     the deltas of each metric over the same cases ``case_ids``, in the same order),
     their draws made once for all the columns. With every delta 0 nothing is drawn:
     every resample's mean is 0.0."""
-
     deltas = np.asarray(deltas, dtype=np.float64)
     n, m = deltas.shape
     if n == 0 or resamples <= 0:
@@ -125,7 +122,6 @@ def bootstrap_cis(
 def _multinomial_means(deltas: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """resamples x m means Σ cᵢdᵢ / n of the classic bootstrap: each batch's indices
     (``rng.integers(0, n, size=(rows, n))``) counted per resample (``np.bincount``)."""
-
     n, m = deltas.shape
     split = split_columns(deltas, n)
     rng = np.random.default_rng(seed)
@@ -145,7 +141,6 @@ def _poisson_means(deltas: np.ndarray, case_ids: Sequence[str], resamples: int, 
     cases some column moved get weights (:func:`_case_weights`); a column's n - m
     unmoved cases add one Poisson(n - m) draw to its denominator, from SplitMix64
     seeded by (seed, n - m)."""
-
     n, m = deltas.shape
     rows = np.flatnonzero(deltas.any(axis=1))
     moved = np.ascontiguousarray(deltas[rows])
@@ -169,7 +164,6 @@ def _unmoved_sums(unmoved: np.ndarray, seed: int, resamples: int) -> np.ndarray:
     """resamples x m: each column's summed weight of its ``unmoved`` cases, a Poisson(n - m)
     draw per resample, output r of SplitMix64 seeded by (seed, n - m) through that
     distribution function; 0 when every case moved."""
-
     out = np.zeros((resamples, len(unmoved)), dtype=np.float64)
     for size in sorted(set(unmoved.tolist()) - {0}):
         low, cdf = _poisson_cdf(size)
@@ -189,7 +183,6 @@ def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndar
     """resamples x cases Poisson(1) weights (uint8): case i's weight in resample r is
     output r + 1 of SplitMix64 seeded by :func:`_keys` (seed, case id), through the
     Poisson(1) distribution function (:func:`_poisson_one`)."""
-
     known = _WEIGHTS.setdefault((int(seed), int(resamples)), {})
     fresh = [name for name in dict.fromkeys(case_ids) if name not in known]
     if (len(known) + len(fresh)) * resamples > _WEIGHT_CACHE:
@@ -210,7 +203,6 @@ def _case_weights(case_ids: Sequence[str], seed: int, resamples: int) -> np.ndar
 def _keys(names: Sequence[str], seed: int, what: bytes) -> np.ndarray:
     """A 64-bit SplitMix64 seed per name: blake2b of (seed, name), ``what`` keeping
     the case weights' streams apart from the unmoved sums'."""
-
     prefix = f"{int(seed)}\x00".encode()
     digests = b"".join(
         hashlib.blake2b(prefix + name.encode(), digest_size=8, person=b"ragvet-" + what).digest() for name in names
@@ -222,7 +214,6 @@ def _splitmix(keys: np.ndarray, start: int, rows: int) -> np.ndarray:
     """Outputs ``start + 1 .. start + rows`` of SplitMix64 seeded by each key (rows x
     keys, uint64): output r is mix(key + r·γ), so any resample of any case is drawn
     directly, without the ones before it."""
-
     gamma, first, second = (np.uint64(c) for c in _SPLITMIX)
     z = keys[None, :] + np.arange(start + 1, start + rows + 1, dtype=np.uint64)[:, None] * gamma
     z ^= z >> np.uint64(30)
@@ -237,7 +228,6 @@ def _poisson_one(bits: np.ndarray) -> np.ndarray:
     """Poisson(1) draws (uint8) from 64-bit outputs: ``searchsorted(cdf, u, "right")``
     of u = :func:`_uniform` (bits), through a table of the top 16 bits, exact for all
     but the few 2⁻¹⁶ intervals a step of the cdf falls in, which search."""
-
     table = _one_table()
     drawn = table[(bits >> np.uint64(48)).astype(np.intp)]
     unsure = drawn == _UNSURE
@@ -249,7 +239,6 @@ def _poisson_one(bits: np.ndarray) -> np.ndarray:
 def _one_table() -> np.ndarray:
     """The Poisson(1) draw of every u in [t/2¹⁶, (t+1)/2¹⁶), or _UNSURE where the cdf
     steps inside that interval."""
-
     cdf = _poisson_cdf(1)[1]
     starts = np.arange(1 << 16, dtype=np.float64) * 2.0**-16
     first = np.searchsorted(cdf, starts, side="right")
@@ -259,7 +248,6 @@ def _one_table() -> np.ndarray:
 
 def _uniform(bits: np.ndarray) -> np.ndarray:
     """The top 53 bits as a float in [0, 1): exact conversions, the same on any CPU."""
-
     return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
@@ -272,7 +260,6 @@ def _poisson_cdf(mean: int) -> tuple[int, np.ndarray]:
     with the CPU's libm: each probability to about 1e-12 relative. A uniform u in
     [0, 1) then draws ``low + searchsorted(cdf, u, side="right")``.
     """
-
     reach = 12 * math.isqrt(mean) + 52
     low, high = max(0, mean - reach), mean + reach
     above = np.cumprod(mean / np.arange(mean + 1, high + 1, dtype=np.float64))

@@ -67,21 +67,18 @@ CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline acc
 def _table(rows: Results) -> pl.DataFrame:
     """Per-case results as the columnar table (:mod:`ragvet.storage.results`): the
     stages pass tables, a list of nested rows is converted."""
-
     return rows if isinstance(rows, pl.DataFrame) else results_frame(list(rows))
 
 
 def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
     """``columns`` of the eval-split cases (a per-case table holds each case once),
     selected before the filter so that the other columns are not copied."""
-
     return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
 
 def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
     """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
     the table does not have it) of the eval-split cases."""
-
     names = [column("metrics", metric) for metric in metrics]
     present = set(_table(rows).columns)
     values = [(pl.col(name) if name in present else pl.lit(None)).cast(pl.Float64) for name in names]
@@ -105,7 +102,6 @@ def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
     a finite value on both sides (:func:`ragvet.text.formatting.is_missing`: None,
     NaN and infinities are no value)."""
-
     paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
     return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
 
@@ -148,7 +144,6 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
     them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
     get alone. Samples over other cases (a None on one side drops a case) group apart.
     """
-
     boot, perm = gate["bootstrap"], permutation_of(gate)
     out: list[tuple] = [()] * len(samples)
     for ids, members in _groups([sample[0] for sample in samples]):
@@ -168,7 +163,6 @@ def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
     """The distinct case id lists, each with the positions of the samples over it, in
     order of first appearance. Equal lists are found by their length and polars' hash
     sum, and confirmed equal value by value (a hash collision only costs a group)."""
-
     groups: list[tuple[pl.Series, list[int]]] = []
     candidates: dict[tuple[int, int], list[int]] = {}
     for i, ids in enumerate(case_ids):
@@ -292,7 +286,6 @@ def slice_comparisons(
     their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
     left for its :meth:`Statistics.fill`, else filled before returning.
     """
-
     metric = gate["slice_metric"]
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
     base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
@@ -351,7 +344,6 @@ def compare_metrics(
 
 def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-
     paired = _paired(baseline_rows, current_rows, f"hit@{k}")
     return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()
 

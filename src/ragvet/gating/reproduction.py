@@ -194,7 +194,6 @@ def rankings(rows: Iterable[Mapping[str, Any]]) -> dict[str, Ranking]:
 
 def run_rankings(source: Any) -> dict[str, Ranking]:
     """Each case's ranking in a run file (a path or a binary file object of its bytes)."""
-
     return rankings(pl.read_parquet(source, columns=list(RUN_COLUMNS)).iter_rows(named=True))
 
 

@@ -60,7 +60,6 @@ def alpha_of(gate: dict) -> float:
 
 def _signs(rows: int, n: int, start: int) -> np.ndarray:
     """Rows ``start..`` of the full enumeration of n signs (row r's bits are its signs)."""
-
     codes = np.arange(start, start + rows, dtype=np.int64)[:, None]
     return ((codes >> np.arange(n, dtype=np.int64)) & 1).astype(np.int8) * 2 - 1
 
@@ -71,7 +70,6 @@ def _heads(raw: np.ndarray, cases: np.ndarray) -> np.ndarray:
     ⌈n/64⌉ raw 64-bit words of the seeded bit generator, case i its bit i
     (little-endian), so the stream depends neither on the batching nor on which
     cases are read."""
-
     octets = raw.astype("<u8", copy=False).view(np.uint8)[:, cases >> 3]  # bit i is bit i % 8 of byte i // 8
     return ((octets >> (cases & 7).astype(np.uint8)) & np.uint8(1)).astype(np.float64)
 
@@ -86,14 +84,12 @@ def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) 
     deltas included). No paired case: None. Every delta zero: 1.0. The one-column
     case of :func:`permutation_ps`, which gives every column this same value.
     """
-
     deltas = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
     return permutation_ps(deltas[:, None], resamples, seed)[0]
 
 
 def _exact_p(deltas: np.ndarray) -> float:
     """The exact sign-flip p-value of nonzero ``deltas``: all 2ⁿ sign vectors."""
-
     n = len(deltas)
     observed = abs(float(deltas.sum()))
     tolerance = 1e-9 * float(np.abs(deltas).sum())  # float noise of equal sums in another order
@@ -120,7 +116,6 @@ def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float 
     does not depend on the other columns. A column's p-value is therefore a pure
     function of that column, ``resamples`` and ``seed``: the same as alone.
     """
-
     deltas = np.asarray(deltas, dtype=np.float64)
     n, m = deltas.shape
     if n == 0:

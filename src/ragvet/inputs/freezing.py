@@ -126,7 +126,6 @@ def jsonl_lines(text: str) -> list[str]:
 def chunk_anchors(path: Path) -> list[str]:
     """The chunkings a valid cases file's ``{chunk, chunking}`` references name, sorted:
     the chunkings whose params the labels depend on, named by the "labels changed" message."""
-
     text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     rows = (
         [json.loads(line) for line in jsonl_lines(text) if _may_anchor(line)]

@@ -332,7 +332,6 @@ def threshold_for(
 
 def write_thresholds(path: Path, thresholds: Mapping[str, dict]) -> None:
     """The params file, configurations sorted, with its header."""
-
     body = (
         yaml.safe_dump({name: thresholds[name] for name in sorted(thresholds)}, sort_keys=True)
         if thresholds

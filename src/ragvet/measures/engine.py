@@ -133,7 +133,6 @@ def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ..
     """Chunk rows sorted by (doc, ordinal) and their doc numbers; per doc of ``docs``
     its number and its ``[first, last)`` positions in that order (empty, number 0,
     for a doc the chunking does not have)."""
-
     names = pl.Series(chunks.doc_ids, dtype=pl.String).unique().sort()
     numbers = pl.int_range(len(names), dtype=pl.Int64, eager=True)
     chunk_doc = pl.Series(chunks.doc_ids, dtype=pl.String).replace_strict(names, numbers).to_numpy()

@@ -94,7 +94,6 @@ def evaluate_table(
     :func:`case_row` of the same case, which stays the readable definition. The
     budget metrics are computed at each of ``budgets`` (``budget.values``; none without).
     """
-
     check_coverage(span_coverage)
     unique_ks = sorted_ks(ks)
     table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)

@@ -57,7 +57,6 @@ def has_judged(frame: pl.DataFrame, ks: Sequence[int]) -> bool:
 
 def _answerable() -> pl.Expr:
     """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
-
     return pl.col("answerable").fill_null(True)
 
 
@@ -70,7 +69,6 @@ def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = 
     exact sum of what the per-case table holds. Abstention cases are counted but
     not averaged.
     """
-
     unique_ks = sorted_ks(ks)
     answerable = frame.filter(_answerable())
     means: dict[str, float | None] = {}
@@ -119,7 +117,6 @@ def _abstention(frame: pl.DataFrame, abstain_below: float | None) -> dict[str, A
     A case with no retrieved chunk (``top1_score`` None) counts as abstaining.
     A rate is None when ``abstain_below`` is None or its denominator is 0.
     """
-
     if "top1_score" not in frame.columns:  # rows without a run: every case abstains
         frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
     abstention = frame.filter(~_answerable())
@@ -172,7 +169,6 @@ def slice_table(
     A case without the tag is left out of that key's slices; a slice with only
     abstention cases is left out.
     """
-
     table: dict[str, Any] = {}
     for split, split_frame in _by_split(frame).items():
         per_key: dict[str, Any] = {}
@@ -197,7 +193,6 @@ def slice_table(
 def dev_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The dev split's ``answerable`` and ``top1_score``, one mapping per case: what
     :func:`ragvet.measures.abstention.sweep` reads, without the rest of each row."""
-
     return frame.filter(pl.col("split") == DEV).select("case_id", "answerable", "top1_score").to_dicts()
 
 

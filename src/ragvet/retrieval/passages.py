@@ -95,7 +95,6 @@ def passage_table(item_ids: Sequence[str]):
     Ordinals number each doc's passages by ``(start, end)``; the engine sorts by
     them to find overlaps, and copes with passages that overlap each other.
     """
-
     ids = sorted(set(item_ids))
     spans = [parse_passage_id(item_id) for item_id in ids]
     if any(span is None for span in spans):

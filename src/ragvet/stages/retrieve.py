@@ -30,7 +30,6 @@ def main(
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``.
 
     It ranks the chunking's chunks, or holds the foreign passages the system returned."""
-
     config = stage_key("retrieve", config)
     settings = stage_params(params, [f"configs.{config}", "retrievers", "depth"])
     chunks, out = fill_path(chunks, chunking=settings["configs"][config]["chunking"]), fill_path(out, key=config)

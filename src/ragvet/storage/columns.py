@@ -269,7 +269,6 @@ class CaseTable:
         """From the validate stage's Parquet case table (:func:`ragvet.storage.tables.write_case_table`),
         a polars frame with one row per case: every column is flattened in C, so
         100,000 cases cost no Python object per unit or target."""
-
         n_cases = len(frame)
         units = frame["units"].explode(empty_as_null=False)
         unit_case = np.repeat(np.arange(n_cases), frame["units"].list.len().to_numpy())

@@ -12,5 +12,4 @@ from tqdm import tqdm
 def progress_bar(items: Iterable[Any] | None = None, *, total: int | None = None, desc: str) -> Any:
     """A tqdm bar over ``items`` (or advanced by hand up to ``total``); stage logs stay clean
     because it is disabled whenever stderr is not a terminal."""
-
     return tqdm(items, total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)

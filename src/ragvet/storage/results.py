@@ -77,7 +77,6 @@ _NULL_DTYPES = {"metrics": "Float64", "counts": "Int64", "tags": "String", "huma
 def mapping_columns(group: str, mappings: Sequence[dict[str, Any] | None]) -> list[pl.Series]:
     """One column per key of ``group`` over the rows' mappings, keys sorted; null
     where a row lacks the key."""
-
     present = [mapping or {} for mapping in mappings]
     out = []
     for key in sorted({key for mapping in present for key in mapping}):
@@ -91,7 +90,6 @@ def results_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     for rows that share their keys. A key missing from some rows is null there
     (``answerable`` defaults to True, as the JSONL readers assumed); a top-level
     key no row has gets no column, except case_id, split and answerable."""
-
     base = [
         pl.Series(name, [row.get(name, True if name == "answerable" else None) for row in rows], dtype=dtype)
         for name, dtype in _base_schema().items()
@@ -106,7 +104,6 @@ def list_column(name: str, rows: np.ndarray, values: Sequence[str], n_rows: int)
     """A list column of ``n_rows`` from flat ``values`` and the row of each (rows
     ascending, values in order within a row); empty lists elsewhere. Built in
     columns: a Python list per row costs a polars Series per row."""
-
     flat = pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64), name: pl.Series(values, dtype=pl.String)})
     grouped = flat.group_by("row", maintain_order=True).agg(pl.col(name))
     every = pl.DataFrame({"row": pl.arange(0, n_rows, eager=True, dtype=pl.Int64)})
@@ -145,7 +142,6 @@ def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
     within 4 ulps of a half-integer, or beyond 2**52 where doubles step by
     more than one, the element goes through ``round_floats`` itself.
     """
-
     values = np.asarray(values, dtype=np.float64)
     scale = 10.0**places
     finite = np.isfinite(values)
@@ -163,7 +159,6 @@ def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
 
 def round_results(frame: pl.DataFrame) -> pl.DataFrame:
     """Every float column rounded (:func:`round_array`), non-finite values null."""
-
     floats = [name for name, dtype in frame.schema.items() if dtype == pl.Float64]
     return frame.with_columns(
         pl.Series(name, round_array(frame[name].fill_null(math.nan).to_numpy()), nan_to_null=True) for name in floats
@@ -186,7 +181,6 @@ def read_results(
     reads only those, a group name (``"metrics"``) standing for all its columns, plus
     case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
     A file that is not such a table is an :class:`InputError`, never a traceback."""
-
     label = where or (str(source) if isinstance(source, (str, Path)) else "per-case table")
     fix = "rerun `dvc repro` to rewrite it, or compare with a revision whose results are intact"
     readable = io.BytesIO(source) if isinstance(source, bytes) else source

@@ -59,7 +59,6 @@ def case_table_schema() -> dict[str, pl.DataType]:
     the units its claims cite (``claim`` is the claim's number in the case, -1
     for the case's own evidence), each with its targets: one span or doc, or
     the alternatives of an ``any`` unit (a doc-level target has no offsets)."""
-
     target = pl.Struct({"doc": pl.String, "start": pl.Int64, "end": pl.Int64})
     unit = pl.Struct({"claim": pl.Int32, "targets": pl.List(target)})
     return {"id": pl.String, "answerable": pl.Boolean, "tags": pl.String, "claims": pl.Int32, "units": pl.List(unit)}
@@ -68,7 +67,6 @@ def case_table_schema() -> dict[str, pl.DataType]:
 def judged_schema() -> pl.DataType:
     """The case table's optional ``judged`` column: each judged doc with its grade,
     null for a case without a judged set."""
-
     return pl.List(pl.Struct({"doc": pl.String, "grade": pl.Int64}))
 
 
@@ -124,7 +122,6 @@ def read_case_table(path: Path) -> CaseTable:
     case_id order, as validate writes it) goes through :func:`read_cases`,
     which names the line that is wrong.
     """
-
     if path.suffix == ".parquet":
         return CaseTable.from_frame(_read_parquet(path, "case table", "the validate stage"))
 
@@ -142,7 +139,6 @@ def read_case_table(path: Path) -> CaseTable:
 
 def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
     """A Parquet file ragvet wrote; one that does not read is a problem naming it."""
-
     try:
         return pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as err:
@@ -191,7 +187,6 @@ def read_chunk_table(path: Path) -> ChunkTable:
     A file that does not parse as chunk rows goes through :func:`read_chunks`,
     which names the line that is wrong.
     """
-
     schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
         frame = pl.read_ndjson(path, schema={**schema, "token_starts": pl.List(pl.Int64)}).sort("chunk_id")
@@ -219,7 +214,6 @@ RUN_METADATA = "ragvet.run"  # the Parquet key-value entry naming what a run's n
 
 def run_schema() -> dict[str, pl.DataType]:
     """The run contract's columns and their types (polars loads only when called)."""
-
     return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
 
 
@@ -245,7 +239,6 @@ def write_run(
     """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
     scores rounded as JSON output rounds them. A ``foreign`` run ranks foreign
     passages (``chunk_ids`` are then its passage ids): its metadata says so."""
-
     frame = pl.DataFrame(
         {
             "case_id": [row["case_id"] for row in rows],
@@ -270,7 +263,6 @@ def write_run_frame(
     ones), whose digests go in the file's metadata. An id outside them is a
     ``ValueError``: the retrievers only return chunks of the chunking.
     """
-
     schema = run_schema()
     frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
     if path.suffix == ".jsonl":
@@ -291,7 +283,6 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
     """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
     ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
     faster than an Enum cast."""
-
     for name, ids in (("case", cases), ("chunk", chunk_ids)):
         numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
         frame = frame.join(numbers, on=f"{name}_id", how="left", maintain_order="left")
@@ -301,7 +292,6 @@ def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[s
 def foreign_passage_ids(path: Path) -> list[str] | None:
     """The passage ids of a run that ranks foreign passages (its metadata says so),
     sorted; None for a run of the chunking's chunks or a JSONL run."""
-
     if path.suffix != ".parquet":
         return None
     try:
@@ -368,7 +358,6 @@ def _numbered_run(path: Path, chunk_ids: Sequence[str], cases: Sequence[str]) ->
 
     Only four numeric columns are read: no string of the run is touched.
     """
-
     try:
         numbering = json.loads(pl.read_parquet_metadata(path).get(RUN_METADATA, "{}"))
         if [numbering.get("cases"), numbering.get("chunks")] != [ids_digest(cases), ids_digest(chunk_ids)]:
@@ -397,7 +386,6 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
     joins. When any check fails, :func:`read_run` reads the file again and names
     every row that is wrong.
     """
-
     cases = sorted(set(case_ids))
     if path.suffix == ".parquet":
         numbered = _numbered_run(path, chunk_ids, cases)

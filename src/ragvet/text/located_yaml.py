@@ -124,7 +124,6 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
     duplicate keys. ``where`` is the file name; ``line_offset`` is added to every
     line, for YAML that starts further down a file (front matter).
     """
-
     global _LOADER
     if _LOADER is None:
         _LOADER = _located_loader()
