@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from ragvet.cli import app
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.schema import Chunk
+from ragvet.settings import Budget, Gate, Measuring
 from ragvet.storage.results import result_rows
 
 
@@ -27,10 +28,34 @@ def text_chunk(chunk_id: str, text: str = "text", **metadata) -> Chunk:
     return Chunk(chunk_id, doc_id, int(ordinal), 0, len(text), text, metadata)
 
 
+def measuring(ks, span_coverage: float = 1.0, budgets=(), unit: str = "chars", tokenizer: str = "chars") -> Measuring:
+    """What evaluate measures by, from the values a test names."""
+    return Measuring(tuple(ks), span_coverage, Budget(unit, tokenizer, tuple(sorted(set(budgets)))))
+
+
 def evaluate_run(cases, chunks, run, split, ks, span_coverage, texts, chunk_level=True, budgets=()) -> list[dict]:
     """The evaluate stage's per-case table (``evaluate_table``) as nested rows (``result_rows``),
     sorted by case id: what a test reads a case's metrics from."""
-    return result_rows(evaluate_table(cases, chunks, run, split, ks, span_coverage, texts, chunk_level, budgets))
+    settings = measuring(ks, span_coverage, budgets)
+    return result_rows(evaluate_table(cases, chunks, run, split, texts, settings, chunk_level))
+
+
+# A whole gate section, for tests that name only the keys they are about.
+GATE_PARAMS = {
+    "configs": ["c"],
+    "metrics": ["recall@5"],
+    "max_drop": 0.02,
+    "min_slice_cases": 3,
+    "slice_max_drop": 0.05,
+    "slice_metric": "recall@5",
+    "require_significance": False,
+    "bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95},
+}
+
+
+def gate_of(gate: dict, slices=()) -> Gate:
+    """The gate settings of ``gate`` (over :data:`GATE_PARAMS`), slicing by ``slices``."""
+    return Gate.from_params({"gate": {**GATE_PARAMS, **gate}, "slices": list(slices)})
 
 
 def invoke(*args, code: int | None = 0) -> Result:

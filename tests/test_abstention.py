@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import gate_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -340,8 +341,8 @@ def test_a_stale_threshold_stops_the_gate_only_where_it_guards_a_figure_the_thre
     (tmp_path / "c.json").write_text(json.dumps({"abstention": {"stale": mark}}))
     (tmp_path / "d.json").write_text(json.dumps({"abstention": {}}))
     assert [name for name in [*METRICS, *REVIEW_METRICS] if reads_threshold(name)] == []
-    assert stale_guards({"configs": ["c", "d"], "metrics": ["recall@5", "unsupported_answer"]}, tmp_path) == []
-    [problem] = stale_guards({"configs": ["c", "d"], "metrics": ["recall@5", "abstain_rate"]}, tmp_path)
+    assert stale_guards(gate_of({"configs": ["c", "d"], "metrics": ["recall@5", "unsupported_answer"]}), tmp_path) == []
+    [problem] = stale_guards(gate_of({"configs": ["c", "d"], "metrics": ["recall@5", "abstain_rate"]}), tmp_path)
     assert (problem.where, problem.fix) == (
         str(tmp_path / "c.json"),
         "run `ragvet tune-abstain --config c`, then `dvc repro`",

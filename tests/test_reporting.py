@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from builders import gate_of
 
 from ragvet.gating.compare import gate_all
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
-from ragvet.reporting.document import COMMENT_MARKER, render_report
-from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.document import COMMENT_MARKER, Contents, render_report
+from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
+from ragvet.settings import Judged
 
 KS = [1, 3, 5, 10]
 
@@ -74,7 +76,7 @@ def test_summary_k_picks_largest_k_up_to_five_else_smallest():
 
 
 def test_report_tables_rows_and_numbers():
-    text = render_report(SUMMARIES, [], PASSED, {}, KS)
+    text = render_report(Contents(SUMMARIES, [], PASSED, {}, KS))
     lines = text.splitlines()
     assert text.index("## eval split") < text.index("## dev split")
     # Evidence recall at every k, configs sorted, denominators beside.
@@ -167,7 +169,7 @@ CUR_ROWS = [
 
 def comparisons(base_fp=FP) -> list[dict]:
     baselines = {CFG: ({"fingerprints": dict(base_fp)}, BASE_ROWS), OTHER: (None, None)}
-    return compare_configs({CFG: CUR_ROWS, OTHER: CUR_ROWS}, baselines, FP, KS, GATE, ["kind"])
+    return compare_configs({CFG: CUR_ROWS, OTHER: CUR_ROWS}, baselines, FP, KS, gate_of(GATE, ["kind"]))
 
 
 def test_compare_configs_pairs_eval_cases_with_deltas_slices_and_case_lists():
@@ -206,8 +208,8 @@ def test_compare_configs_refuses_changed_labels():
 
 def test_the_report_refuses_what_the_gate_refuses_when_both_fingerprints_are_missing():
     baselines = {CFG: ({"fingerprints": {}}, BASE_ROWS)}
-    comp = compare_configs({CFG: CUR_ROWS}, baselines, {}, KS, GATE, ["kind"])[0]
-    verdict = gate_all(GATE, ["kind"], baselines, {CFG: CUR_ROWS}, {})
+    comp = compare_configs({CFG: CUR_ROWS}, baselines, {}, KS, gate_of(GATE, ["kind"]))[0]
+    verdict = gate_all(gate_of(GATE, ["kind"]), baselines, {CFG: CUR_ROWS}, {})
     assert comp["reason"].startswith("eval-split fingerprint differs (baseline None, current None)")
     assert "metrics" not in comp
     assert verdict["configs"][0]["reasons"] == comp["reason"].split("; ")
@@ -280,7 +282,7 @@ INFO = {
 
 
 def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
-    text = render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main", marker=True)
+    text = render_report(Contents(SUMMARIES, comparisons(), FAILED, INFO, KS), against="origin/main", marker=True)
     lines = text.splitlines()
     assert lines[0] == COMMENT_MARKER and lines[2] == "# ragvet retrieval report" and lines[4] == "## ❌ Gate failed"
     assert (
@@ -322,7 +324,9 @@ def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
         f"<summary><code>{OTHER}</code>: no baseline: create it deliberately with `ragvet baseline accept`</summary>"
         in lines
     )
-    assert text == render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main", marker=True)
+    assert text == render_report(
+        Contents(SUMMARIES, comparisons(), FAILED, INFO, KS), against="origin/main", marker=True
+    )
 
 
 def test_passing_verdict_says_what_it_covered():
@@ -330,7 +334,7 @@ def test_passing_verdict_says_what_it_covered():
     cfg = {**FAILED["configs"][0], "passed": True, "newly_missed": []}
     cfg["metrics"] = [{**m, "failed": False} for m in cfg["metrics"]]
     cfg["slices"] = [{**s, "failed": False} for s in cfg["slices"]]
-    text = render_report(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS)
+    text = render_report(Contents(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS))
     assert "## ✅ Gate passed" in text and COMMENT_MARKER not in text
     assert (
         f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
@@ -375,7 +379,7 @@ def test_html_is_self_contained_with_deterministic_charts():
     budget = budget_chart(budget_rows(SUMMARIES, 5), [])
     bars = slice_chart([{"config": CFG, "slice": "kind=y", "evidence_recall": 0.25}], [], [CFG])
     page = render_html(
-        render_report(SUMMARIES, comparisons(), FAILED, INFO, KS), [("a", svg), ("b", budget), ("c", bars)]
+        render_report(Contents(SUMMARIES, comparisons(), FAILED, INFO, KS)), [("a", svg), ("b", budget), ("c", bars)]
     )
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
     assert "<table>" in page and "<details>" in page and "<summary>" in page
@@ -387,16 +391,16 @@ def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figu
     ids = [f"case-{i:03d}" for i in range(100)]
     comps[1] = {**comps[1], "newly_missed": ids}
     info = {cid: {"question": "q" * 200, "evidence": ["e" * 100]} for cid in ids}
-    full = render_report(SUMMARIES, comps, FAILED, info, KS)
+    full = render_report(Contents(SUMMARIES, comps, FAILED, info, KS))
     assert full.count("- **`case-") == 100 and len(full) > 30_000
-    assert render_report(SUMMARIES, comps, FAILED, info, KS, limit=len(full)) == full
+    assert render_report(Contents(SUMMARIES, comps, FAILED, info, KS), limit=len(full)) == full
 
-    capped = render_report(SUMMARIES, comps, FAILED, info, KS, limit=13_500)
+    capped = render_report(Contents(SUMMARIES, comps, FAILED, info, KS), limit=13_500)
     assert len(capped) <= 13_500 and capped.count("- **`case-") == 20
     assert "- … and 80 more: `ragvet report --against` lists them all" in capped
     assert "Absolute figures, both splits" in capped
 
-    small = render_report(SUMMARIES, comps, FAILED, info, KS, limit=5_000)
+    small = render_report(Contents(SUMMARIES, comps, FAILED, info, KS), limit=5_000)
     assert len(small) <= 5_000 and small.count("- **`case-") == 5
     assert "Absolute figures" not in small and "Left out to fit a comment" in small
     assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
@@ -408,7 +412,7 @@ def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
         {"metric": "unsupported_answer", "baseline": 0.1, "current": 0.3, "delta": 0.2, "ci_low": 0.1,
          "ci_high": 0.3, "p_value": 0.01, "p_corrected": 0.02, "cases": 10, "failed": True, "higher_is_better": False},
     ]  # fmt: skip
-    text = render_report(SUMMARIES, [], {"passed": False, "configs": [cfg]}, {}, KS)
+    text = render_report(Contents(SUMMARIES, [], {"passed": False, "configs": [cfg]}, {}, KS))
     assert (
         f"- `{CFG}`: `unsupported_answer` 0.100 → 0.300 (+0.200, 95% CI [+0.100, +0.300], corrected p 0.02), a rise "
         "of more than `max_drop` 0.020" in text
@@ -418,7 +422,7 @@ def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
 def test_each_table_has_one_context_figure_named_with_its_denominator():
     """The budget table averages over every paired eval case, abstention included; the
     per-split retrieval tables over answerable cases. Each header says which."""
-    text = render_report(SUMMARIES, comparisons(), FAILED, INFO, KS, against="origin/main")
+    text = render_report(Contents(SUMMARIES, comparisons(), FAILED, INFO, KS), against="origin/main")
     headers = [line for line in text.splitlines() if line.startswith("| config |") and "context_chars" in line]
     assert [header.count("context_chars") for header in headers] == [1, 1, 1]
     assert headers[0].split(" | ")[3] == "context_chars@5 (mean over all paired eval cases, abstention included)"
@@ -535,7 +539,7 @@ def test_a_judged_share_far_below_the_reference_warns_and_one_at_the_threshold_d
         ]
     else:
         assert lines == []
-    text = render_report(summaries, [], PASSED, {}, KS, judged=lines)
+    text = render_report(Contents(summaries, [], PASSED, {}, KS, judged=lines))
     assert "## Judged share of the top k" in text
     assert f"| {share:.3f} | 40 |" in text  # judged@10, then the cases with a judged set
     assert ("its recall may be an artefact of missing judgements" in text) == warned
@@ -550,8 +554,11 @@ def test_a_judged_share_is_held_against_its_baseline_too_and_the_revision_is_esc
 
 
 def test_native_cases_have_no_judged_section_and_the_defaults_follow_the_ks():
-    assert "Judged share" not in render_report(SUMMARIES, [], PASSED, {}, KS)
+    assert "Judged share" not in render_report(Contents(SUMMARIES, [], PASSED, {}, KS))
     assert judged_warnings(SUMMARIES, judged_references(SUMMARIES, "fixed-300-bm25", {}, None), "judged@10", 0.0) == []
-    assert judged_settings({"ks": [1, 5, 10]}) == ("judged@10", 0.1)
-    assert judged_settings({"ks": [1, 5, 20]}) == ("judged@5", 0.1)
-    assert judged_settings({"ks": [20, 50], "judged": {"metric": "judged@50", "max_drop": 0.25}}) == ("judged@50", 0.25)
+    assert Judged.from_params({"ks": [1, 5, 10]}) == Judged("judged@10", 0.1)
+    assert Judged.from_params({"ks": [1, 5, 20], "judged": None}) == Judged("judged@5", 0.1)
+    assert Judged.from_params({"ks": [20, 50], "judged": {}}) == Judged("judged@20", 0.1)
+    assert Judged.from_params({"ks": [20, 50], "judged": {"metric": "judged@50", "max_drop": 0.25}}) == Judged(
+        "judged@50", 0.25
+    )

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from builders import gate_of
 from conftest import GRID, exp_refs, sh
 from statsmodels.stats.multitest import multipletests
 
@@ -42,7 +43,7 @@ TABLE_ROWS = {
 
 
 def test_every_configuration_against_the_baseline_by_hand():
-    table = side_by_side(TABLE_ROWS, "a-base", [EV, CTX], GATE)
+    table = side_by_side(TABLE_ROWS, "a-base", [EV, CTX], gate_of(GATE))
     by_name = {entry["name"]: entry for entry in table["entries"]}
     ev, ctx = by_name["b"]["metrics"]
     assert (ev["baseline"], ev["current"], ev["delta"], ev["cases"]) == (0.625, 0.625, 0.0, 4)
@@ -68,13 +69,13 @@ def test_significance_marks_follow_the_correction():
     base = rows([0.0] * 6, [100] * 6)
     better = rows([1.0] * 6, [100] * 6)  # 6 wins: exact p = 2/64 = 0.03125
     table_rows = {"base": base, "x": better, "y": better}
-    alone = side_by_side({"base": base, "x": better}, "base", [EV], GATE)
+    alone = side_by_side({"base": base, "x": better}, "base", [EV], gate_of(GATE))
     assert alone["entries"][1]["metrics"][0]["p_corrected"] == pytest.approx(2 / 64)
     assert alone["entries"][1]["metrics"][0]["significant"]
     # two such tests under Holm: 2 x 0.03125 = 0.0625 >= 0.05, no mark; uncorrected, both marked
-    holm = side_by_side(table_rows, "base", [EV], GATE)
+    holm = side_by_side(table_rows, "base", [EV], gate_of(GATE))
     assert [e["metrics"][0]["significant"] for e in holm["entries"][1:]] == [False, False]
-    none = side_by_side(table_rows, "base", [EV], {**GATE, "correction": "none"})
+    none = side_by_side(table_rows, "base", [EV], gate_of({**GATE, "correction": "none"}))
     assert [e["metrics"][0]["significant"] for e in none["entries"][1:]] == [True, True]
     text = "\n".join(side_by_side_section(none, 0.95))
     assert "| `x` | 1.000 | +1.000 ✱ | [+1.000, +1.000] | 0.0312 | 6/0/0 |" in text
@@ -84,7 +85,7 @@ def test_significance_marks_follow_the_correction():
 
 def test_relabelled_entries_are_kept_out_with_the_reason():
     fps = {"base": {"eval_split": "e1", "corpus": "c1"}, "x": {"eval_split": "e2", "corpus": "c1"}}
-    table = side_by_side({"base": BASE, "x": BASE}, "base", [EV], GATE, fps)
+    table = side_by_side({"base": BASE, "x": BASE}, "base", [EV], gate_of(GATE), fps)
     entry = table["entries"][1]
     assert entry["metrics"] == [] and "eval-split fingerprint differs (baseline e1, current e2)" in entry["reason"]
     assert table["family"]["size"] == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from builders import gate_of
 from scipy.stats import permutation_test
 
 from ragvet.gating.compare import family_text, gate_all
@@ -206,7 +207,7 @@ def _false_alarm_rates(runs: int = 200) -> tuple[float, float, float]:
         pairs = {config: _null_rows(rng, 40) for config in gate["configs"]}
         baselines = {config: ({"fingerprints": FP}, base) for config, (base, _) in pairs.items()}
         current = {config: cur for config, (_, cur) in pairs.items()}
-        verdict = gate_all(gate, ["phrasing"], baselines, current, FP)
+        verdict = gate_all(gate_of(gate, ["phrasing"]), baselines, current, FP)
         assert verdict["configs"][0]["family"]["size"] == 12  # 2 configurations x (4 metrics + 2 slices)
         tests = [t for c in verdict["configs"] for t in [*c["metrics"], *c["slices"]]]
         failed += not verdict["passed"]
@@ -271,11 +272,11 @@ def test_the_family_spans_every_gated_configuration():
     pairs = {config: _drop_rows(0.5) for config in gate["configs"]}
     baselines = {config: ({"fingerprints": FP}, base) for config, (base, _) in pairs.items()}
     current = {config: cur for config, (_, cur) in pairs.items()}
-    raw = gate_all({**gate, "correction": "none"}, [], baselines, current, FP)
+    raw = gate_all(gate_of({**gate, "correction": "none"}), baselines, current, FP)
     assert [c["metrics"][0]["p_corrected"] for c in raw["configs"]] == [2 / 64, 2 / 64]
     assert not raw["passed"] and all(c["metrics"][0]["failed"] for c in raw["configs"])
-    holm_verdict = gate_all(gate, [], baselines, current, FP)  # correction absent: Holm
+    holm_verdict = gate_all(gate_of(gate), baselines, current, FP)  # correction absent: Holm
     assert [c["metrics"][0]["p_corrected"] for c in holm_verdict["configs"]] == [4 / 64, 4 / 64]
     assert holm_verdict["passed"] and holm_verdict["configs"][0]["family"]["size"] == 2
     # without require_significance the same drops fail on their size alone, whatever the p-value
-    assert not gate_all({**gate, "require_significance": False}, [], baselines, current, FP)["passed"]
+    assert not gate_all(gate_of({**gate, "require_significance": False}), baselines, current, FP)["passed"]

@@ -21,6 +21,11 @@ from typer.core import TyperCommand, TyperGroup
 # name -> (module, attribute: a command function or a typer app, the summary `ragvet --help` shows)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "validate": ("ragvet.stages.validate", "main", "Validate every input and write the resolved corpus and cases."),
+    "settings": (
+        "ragvet.stages.settings",
+        "main",
+        "Resolve the optional sections of params.yaml and write one file for each.",
+    ),
     "chunk": ("ragvet.stages.chunk", "main", "Chunk every document; ids are ``<doc_id>#<ordinal>``."),
     "split": ("ragvet.stages.split", "main", "Assign each case to eval or dev by a salted hash of its id."),
     "retrieve": (

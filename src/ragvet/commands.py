@@ -15,17 +15,17 @@ import typer
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
 from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
-from ragvet.gating.latency import max_p95_rise
 from ragvet.gating.reproduction import render, verify_results
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import validate_params
-from ragvet.measures.registry import budget_values, metric_problems
+from ragvet.measures.registry import metric_problems
 from ragvet.pinning import installed_version
 from ragvet.project import EXTRAS, create_project
 from ragvet.reporting.metrics_doc import metrics_doc
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import summary_k
 from ragvet.retrieval.endpoints import clear_http_cache
+from ragvet.settings import Budget, Gate
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage
 from ragvet.upgrade import upgrade_project
@@ -54,8 +54,9 @@ def baseline_accept(
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    timed = latency_dir if max_p95_rise(settings["gate"]) is not None else None  # the p95 check is on: keep it too
-    written = accept_baseline(metrics_dir, settings["gate"]["configs"], latency=timed)
+    gate = Gate.from_params(settings)
+    timed = latency_dir if gate.max_p95_rise is not None else None  # the p95 check is on: keep it too
+    written = accept_baseline(metrics_dir, list(gate.configs), latency=timed)
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -161,14 +162,15 @@ def compare(
             ]
         )
     metrics = metric or comparable_metrics(summary_k(settings["ks"]))
-    raise_if(metric_problems(metrics, settings["ks"], "--metric", budgets=budget_values(settings)))
+    raise_if(metric_problems(metrics, settings["ks"], "--metric", budgets=Budget.from_params(settings).values))
+    gate = Gate.from_params(settings)
     if exp:
         base_name, rows, fingerprints = experiment_results(chosen, Path("."))
-        table = side_by_side(rows, base_name, metrics, settings["gate"], fingerprints)
+        table = side_by_side(rows, base_name, metrics, gate, fingerprints)
     else:
         rows = {config: current_table(cases_dir, config) for config in sorted(settings["configs"])}
-        table = side_by_side(rows, chosen, metrics, settings["gate"])
-    confidence = float(settings["gate"]["bootstrap"]["confidence"])
+        table = side_by_side(rows, chosen, metrics, gate)
+    confidence = gate.confidence
     typer.echo("\n".join(side_by_side_section(table, confidence, "experiment" if exp else "configuration")))
     if out is not None:
         write_json(out, table)

@@ -31,18 +31,16 @@ import numpy as np
 import polars as pl
 
 from ragvet.gating.bootstrap import bootstrap_cis
-from ragvet.gating.latency import compare_latency, latency_text, max_p95_rise
+from ragvet.gating.latency import compare_latency, latency_text
 from ragvet.gating.significance import (
-    alpha_of,
     correct_entries,
-    correction_of,
     describe_family,
-    permutation_of,
     permutation_ps,
 )
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS, higher_is_better
 from ragvet.schema import EVAL
+from ragvet.settings import Gate
 from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, results_frame
 from ragvet.text.escaping import visible
@@ -136,7 +134,7 @@ def _samples(
     return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
 
 
-def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: dict) -> list[tuple]:
+def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: Gate) -> list[tuple]:
     """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
 
     Samples over the same case ids (in the same order) are one group
@@ -144,7 +142,7 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
     them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
     get alone. Samples over other cases (a None on one side drops a case) group apart.
     """
-    boot, perm = gate["bootstrap"], permutation_of(gate)
+    boot, perm = gate.bootstrap, gate.permutation
     out: list[tuple] = [()] * len(samples)
     for ids, members in _groups([sample[0] for sample in samples]):
         names = ids.to_list()
@@ -152,8 +150,8 @@ def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate:
         for j, i in enumerate(members):
             _, base, cur = samples[i]
             deltas[:, j] = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-        cis = bootstrap_cis(deltas, int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"]), names)
-        ps = permutation_ps(deltas, int(perm["resamples"]), int(perm["seed"]))
+        cis = bootstrap_cis(deltas, boot.resamples, boot.seed, gate.confidence, names)
+        ps = permutation_ps(deltas, perm.resamples, perm.seed)
         for i, ci, p_value in zip(members, cis, ps):
             out[i] = (*ci, p_value)
     return out
@@ -185,7 +183,7 @@ class Statistics:
     share one draw, and each gets what it would get alone.
     """
 
-    def __init__(self, gate: dict) -> None:
+    def __init__(self, gate: Gate) -> None:
         self.gate = gate
         self.pending: list[tuple[dict, CaseIds, np.ndarray, np.ndarray]] = []
 
@@ -275,8 +273,7 @@ def _compare(
 def slice_comparisons(
     baseline_rows: Results,
     current_rows: Results,
-    gate: dict,
-    slice_keys: Sequence[str],
+    gate: Gate,
     stats: Statistics | None = None,
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
@@ -286,14 +283,14 @@ def slice_comparisons(
     their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
     left for its :meth:`Statistics.fill`, else filled before returning.
     """
-    metric = gate["slice_metric"]
+    metric = gate.slice_metric
     paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
     base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
     case_ids = paired["case_id"]
     out = []
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
-    for key in slice_keys:
+    for key in gate.slices:
         tag = column("tags", key)
         if tag not in _table(current_rows).columns:
             continue
@@ -302,18 +299,18 @@ def slice_comparisons(
         groups = dict(zip(grouped[tag].cast(pl.String).to_list(), grouped["position"].to_list()))
         for value in sorted(groups):
             members = np.asarray(groups[value])
-            if len(members) < int(gate["min_slice_cases"]):
+            if len(members) < gate.min_slice_cases:
                 continue
             entry = {"key": key, "value": value, "metric": metric}
             higher = higher_is_better(metric)
             ids = case_ids.gather(members)
-            out.append(_compare(base[members], cur[members], float(gate["slice_max_drop"]), higher, ids, stats, entry))
+            out.append(_compare(base[members], cur[members], float(gate.slice_max_drop), higher, ids, stats, entry))
     if own:
         stats.fill()
     return out
 
 
-def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, gate: dict) -> dict:
+def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, gate: Gate) -> dict:
     """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
     decision: the report shows every metric this way, the gate decides only on
     guarded ones."""
@@ -324,7 +321,7 @@ def compare_metrics(
     baseline_rows: Results,
     current_rows: Results,
     metrics: Sequence[str],
-    gate: dict,
+    gate: Gate,
     stats: Statistics | None = None,
 ) -> list[dict]:
     """:func:`compare_metric` of each of ``metrics``, the same figures, with the random
@@ -358,11 +355,11 @@ def newly_missed_k(metrics: Sequence[str]) -> int | None:
     return max(ks) if ks else None
 
 
-def gate_metrics(gate_params: dict) -> list[str]:
+def gate_metrics(gate: Gate) -> list[str]:
     """Every metric a gate compares: the guarded ones, the slice metric and ``hit@k`` of
     the newly missed cases. What the gate reads of each per-case table."""
-    k = newly_missed_k(gate_params["metrics"])
-    return list(dict.fromkeys([*gate_params["metrics"], gate_params["slice_metric"], *([f"hit@{k}"] if k else [])]))
+    k = newly_missed_k(gate.metrics)
+    return list(dict.fromkeys([*gate.metrics, gate.slice_metric, *([f"hit@{k}"] if k else [])]))
 
 
 def anchor_note(anchors: Sequence[str]) -> str:
@@ -407,16 +404,13 @@ def compare_config(
     current_rows: Results | None,
     baseline_fp: dict | None,
     current_fp: dict | None,
-    gate_params: dict,
-    slice_keys: Sequence[str],
+    gate: Gate,
     against: str | None = None,
 ) -> dict:
     """Compare one gated configuration with its baseline, its tests a family of
     their own (see :func:`_measure_config` and :func:`decide_family`)."""
-    measured = _measure_config(
-        config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against
-    )
-    return decide_family([measured], gate_params)[0]
+    measured = _measure_config(config, baseline_rows, current_rows, baseline_fp, current_fp, gate, against)
+    return decide_family([measured], gate)[0]
 
 
 def _measure_config(
@@ -425,8 +419,7 @@ def _measure_config(
     current_rows: Sequence[Row] | None,
     baseline_fp: dict | None,
     current_fp: dict | None,
-    gate_params: dict,
-    slice_keys: Sequence[str],
+    gate: Gate,
     against: str | None = None,
     stats: Statistics | None = None,
 ) -> dict:
@@ -444,13 +437,11 @@ def _measure_config(
     so that every configuration's draws are shared; else they are filled here.
     """
     if stats is None:
-        stats = Statistics(gate_params)
-        result = _measure_config(
-            config, baseline_rows, current_rows, baseline_fp, current_fp, gate_params, slice_keys, against, stats
-        )
+        stats = Statistics(gate)
+        result = _measure_config(config, baseline_rows, current_rows, baseline_fp, current_fp, gate, against, stats)
         stats.fill()
         return result
-    metrics: list[str] = list(gate_params["metrics"])
+    metrics: list[str] = list(gate.metrics)
     k_missed = newly_missed_k(metrics)
     result: dict[str, Any] = {
         "config": config,
@@ -460,9 +451,9 @@ def _measure_config(
         "slices": [],
         "newly_missed": [],
         "newly_missed_k": k_missed,
-        "max_drop": float(gate_params["max_drop"]),
-        "slice_max_drop": float(gate_params["slice_max_drop"]),
-        "confidence": float(gate_params["bootstrap"]["confidence"]),
+        "max_drop": float(gate.max_drop),
+        "slice_max_drop": float(gate.slice_max_drop),
+        "confidence": gate.confidence,
         "passed": False,
     }
     reasons: list[str] = result["reasons"]
@@ -515,7 +506,7 @@ def _measure_config(
             )
         result["metrics"].append(entry)
 
-    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate_params, slice_keys, stats)
+    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate, stats)
     if k_missed is not None:
         result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
     result["reasons"] = sorted(set(reasons), key=reasons.index)
@@ -523,7 +514,7 @@ def _measure_config(
     return result
 
 
-def decide_family(results: list[dict], gate_params: dict) -> list[dict]:
+def decide_family(results: list[dict], gate: Gate) -> list[dict]:
     """Correct the p-values of every guarded metric and slice of the valid
     ``results`` as one family, then decide each test and each configuration.
 
@@ -533,8 +524,8 @@ def decide_family(results: list[dict], gate_params: dict) -> list[dict]:
     they fail anyway, with their reasons. Every result records the family it was
     decided in (size, correction, α), so the gate and the report can state it.
     """
-    significance = bool(gate_params["require_significance"])
-    alpha, method = alpha_of(gate_params), correction_of(gate_params)
+    significance = gate.require_significance
+    alpha, method = gate.alpha, gate.correction
     tests = [entry for r in results if r["valid"] for entry in [*r["metrics"], *r["slices"]]]
     size = correct_entries(tests, method)
     family = {"size": size, "correction": method, "alpha": alpha, "significance": significance}
@@ -562,8 +553,7 @@ def gate_verdict(per_config: list[dict]) -> dict:
 
 
 def gate_all(
-    gate_params: dict,
-    slice_keys: Sequence[str],
+    gate: Gate,
     baselines: dict[str, tuple[Summary | None, Results | None]],
     current: dict[str, Results | None],
     fingerprints: dict,
@@ -581,8 +571,8 @@ def gate_all(
     ``(baseline, current)`` latency records (:mod:`ragvet.gating.latency`), and a
     p95 rise beyond it fails the configuration."""
     measured = []
-    stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
-    for config in gate_params["configs"]:
+    stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
+    for config in gate.configs:
         base_summary, base_rows = baselines.get(config, (None, None))
         rows = current.get(config)
         result = _measure_config(
@@ -591,15 +581,14 @@ def gate_all(
             rows,
             (base_summary or {}).get("fingerprints"),
             fingerprints if rows is not None else None,
-            gate_params,
-            slice_keys,
+            gate,
             against,
             stats,
         )
         measured.append(result)
     stats.fill()
-    results = decide_family(measured, gate_params)
-    limit = max_p95_rise(gate_params)
+    results = decide_family(measured, gate)
+    limit = gate.max_p95_rise
     if limit is not None and latency is not None:
         for result in results:
             result["latency"] = compare_latency(*latency.get(result["config"], (None, None)), limit)

@@ -3,7 +3,6 @@ may say, and what each one controls. No numbers here, so checking params loads n
 :mod:`ragvet.gating.significance` applies them."""
 
 CORRECTIONS = ("holm", "bh", "none")
-DEFAULT_CORRECTION = "holm"
 CORRECTION_NAMES = {
     "holm": "Holm (family-wise error rate)",
     "bh": "Benjamini-Hochberg (false discovery rate)",

@@ -31,7 +31,7 @@ from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, missing_latency, rebaselined
 from ragvet.gating.compare import gate_all, gate_metrics
 from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.gating.latency import max_p95_rise
+from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
 
@@ -39,7 +39,7 @@ Latency = Mapping[str, tuple[dict | None, dict | None]]
 
 
 def decide(
-    settings: dict,
+    gate: Gate,
     cases_dir: Path,
     split: Path,
     baseline: Path,
@@ -48,21 +48,18 @@ def decide(
     current: Mapping[str, Any] | None = None,
     baselines: Mapping[str, tuple] | None = None,
 ) -> dict:
-    """The verdict over the gated configurations (``settings`` holds ``gate`` and
-    ``slices``): their per-case tables in ``cases_dir`` against the committed
-    ``baseline`` folder, or against ``against``'s results, with the eval split's
-    fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
+    """The verdict over the gated configurations: their per-case tables in
+    ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
+    results, with the eval split's fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
     check off). A caller that has read the tables already passes them (``current``,
     ``baselines``: wider reads hold what the gate compares)."""
-    gate = settings["gate"]
-    configs, metrics = list(gate["configs"]), gate_metrics(gate)
+    configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
         baselines = baselines_for(configs, baseline, against, metrics)
     return gate_all(
         gate,
-        settings["slices"],
         dict(baselines),
         dict(current),
         read_json(split)["fingerprints"],
@@ -73,7 +70,7 @@ def decide(
 
 
 def decide_gate(
-    settings: dict,
+    gate: Gate,
     cases_dir: Path,
     split: Path,
     baseline: Path,
@@ -86,11 +83,10 @@ def decide_gate(
     stale abstention threshold under a guarded figure, and, with ``gate.latency`` on, a
     latency record missing on either side; then :func:`decide`."""
     refuse_stale([cases_dir, split], "the gate")  # never compare results the current params did not produce
-    raise_if(stale_guards(settings["gate"], summaries_dir))
-    configs = list(settings["gate"]["configs"])
-    latency = latency_pairs(max_p95_rise(settings["gate"]), configs, baseline, latency_dir, against)
+    raise_if(stale_guards(gate, summaries_dir))
+    latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
-    return decide(settings, cases_dir, split, baseline, against, latency)
+    return decide(gate, cases_dir, split, baseline, against, latency)
 
 
 def exact_text(verdict: dict) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ragvet.errors import InputError, Problem
 from ragvet.measures.registry import reads_threshold
+from ragvet.settings import Gate
 from ragvet.storage.files import read_json
 
 if TYPE_CHECKING:  # DVC's API costs a second: it loads only when a command checks
@@ -135,14 +136,14 @@ def refuse_stale(reads: Sequence[str | Path], command: str, project: Path = Path
     raise InputError(details, [summary])
 
 
-def stale_guards(gate_params: dict, summaries_dir: Path) -> list[Problem]:
+def stale_guards(gate: Gate, summaries_dir: Path) -> list[Problem]:
     """A problem for each gated configuration whose abstention threshold is stale (its
     metrics JSON marks it) while the gate guards a figure that threshold moves
     (:func:`ragvet.measures.registry.reads_threshold`): only then does a stale threshold
     stop the gate. Nothing is read when no guarded figure reads a threshold."""
-    guarded = [metric for metric in gate_params["metrics"] if reads_threshold(metric)]
+    guarded = [metric for metric in gate.metrics if reads_threshold(metric)]
     problems = []
-    for config in gate_params["configs"] if guarded else []:
+    for config in gate.configs if guarded else []:
         path = summaries_dir / f"{config}.json"
         stale = (read_json(path).get("abstention") or {}).get("stale") if path.is_file() else None
         if stale:

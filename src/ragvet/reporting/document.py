@@ -11,6 +11,7 @@ and the comparisons always reach the reviewer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ragvet.reporting.absolute import absolute_figures, stale_threshold_lines
 from ragvet.reporting.comparison_tables import budget_section, config_section, headline
@@ -34,17 +35,25 @@ DISCLAIMER = (
 COMMENT_LIMIT = 65_000
 
 
+@dataclass(frozen=True)
+class Contents:
+    """What a report shows: every configuration's summary (``summaries``), the paired
+    comparisons (:func:`ragvet.reporting.comparisons.compare_configs`), the gate's
+    ``verdict``, the questions and evidence of the cases that moved (``case_info``),
+    the cutoffs ``ks``, the many-configuration comparison (``table``,
+    :func:`side_by_side_section`) and the :func:`judged_warnings` lines."""
+
+    summaries: dict[str, Summary]
+    comparisons: list[dict]
+    verdict: dict
+    case_info: dict[str, dict]
+    ks: Sequence[int]
+    table: dict | None = None
+    judged: Sequence[str] = ()
+
+
 def render_report(
-    summaries: dict[str, Summary],
-    comparisons: list[dict],
-    verdict: dict,
-    case_info: dict[str, dict],
-    ks: list[int],
-    against: str | None = None,
-    marker: bool = False,
-    limit: int | None = None,
-    table: dict | None = None,
-    judged: Sequence[str] = (),
+    contents: Contents, against: str | None = None, marker: bool = False, limit: int | None = None
 ) -> str:
     """The pull-request document: the verdict first, then every configuration's
     paired comparison (gated ones open, the others collapsed), then the absolute
@@ -56,13 +65,9 @@ def render_report(
     the comparisons always reach the reviewer instead of a rejected comment; if
     even that is too long (hundreds of configurations or slices), it is cut at a
     line, with a note, by :func:`_fit`.
-    ``table`` is the many-configuration comparison (:func:`side_by_side_section`);
-    ``judged`` the :func:`judged_warnings`.
     """
     for cap, absolute in ((None, True), (20, True), (5, True), (5, False), (0, False)):
-        text = _render(
-            summaries, comparisons, verdict, case_info, sorted(set(ks)), against, marker, cap, absolute, table, judged
-        )
+        text = _render(contents, against, marker, cap, absolute)
         if limit is None or len(text) <= limit:
             return text
     return _fit(text, limit)
@@ -87,20 +92,10 @@ def _fit(text: str, limit: int) -> str:
     return "\n".join([*kept, *["</details>"] * depth, "", CUT_NOTE]) + "\n"
 
 
-def _render(
-    summaries: dict[str, Summary],
-    comparisons: list[dict],
-    verdict: dict,
-    case_info: dict[str, dict],
-    ks: list[int],
-    against: str | None,
-    marker: bool,
-    cap: int | None,
-    with_absolute: bool,
-    table: dict | None = None,
-    judged: Sequence[str] = (),
-) -> str:
+def _render(contents: Contents, against: str | None, marker: bool, cap: int | None, with_absolute: bool) -> str:
     """:func:`render_report` with at most ``cap`` cases per list, with or without the absolute figures."""
+    summaries, comparisons, verdict = contents.summaries, contents.comparisons, contents.verdict
+    ks, case_info = sorted(set(contents.ks)), contents.case_info
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
     lines = [COMMENT_MARKER, ""] if marker else []
     lines += ["# ragvet retrieval report", ""]
@@ -108,8 +103,8 @@ def _render(
     lines += stale_threshold_lines(summaries)  # beside the verdict: a comment may leave the threshold table out
     lines += [DISCLAIMER, ""]
     lines += budget_section(comparisons)
-    lines += judged_section(summaries, ks, judged)
-    lines += side_by_side_section(table, confidence)
+    lines += judged_section(summaries, ks, contents.judged)
+    lines += side_by_side_section(contents.table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
     for comp in gated:

@@ -19,15 +19,6 @@ from ragvet.text.formatting import fmt, is_missing
 JUDGED_WARNING = "its recall may be an artefact of missing judgements"
 
 
-def judged_settings(settings: dict) -> tuple[str, float]:
-    """``(judged.metric, judged.max_drop)``; without the section, judged@10 (or the
-    largest k below 10, else the smallest k) and 0.10."""
-    ks = sorted(settings["ks"])
-    default = 10 if 10 in ks else max([k for k in ks if k < 10], default=ks[0])
-    judged = settings.get("judged") or {}
-    return judged.get("metric", f"judged@{default}"), float(judged.get("max_drop", 0.10))
-
-
 def judged_references(
     summaries: Mapping[str, Summary], reference: str, bases: Mapping[str, tuple], against: str | None
 ) -> dict[str, list[tuple[str, Summary]]]:

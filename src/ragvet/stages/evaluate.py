@@ -9,13 +9,13 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import user_errors
-from ragvet.inputs.params import fill_path, stage_key, stage_params
+from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
 from ragvet.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
 from ragvet.measures.answers import add_reviews, config_answers
 from ragvet.measures.evaluation import evaluate_table
-from ragvet.measures.registry import budget_values
 from ragvet.measures.summary import config_summary, dev_rows, slice_table
 from ragvet.retrieval.passages import passage_table
+from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.results import result_rows, results_frame, round_results, write_results
@@ -36,12 +36,18 @@ def main(
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     sweep_out: Path | None = typer.Option(None, "--sweep", help="Dev-split abstention sweep JSON to write."),
+    budget: Path | None = typer.Option(
+        None, help="The settings stage's budget.json (dvc.yaml's dep), checked against the params."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Score one configuration's run against the projected evidence."""
     config = stage_key("evaluate", config)
     reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget"]
     settings = stage_params(params, reads)
+    if budget is not None:
+        settled(budget, "budget", settings)
+    measuring = Measuring.from_params(settings)
     spec = settings["configs"][config]
     run, chunks = fill_path(run, key=config), fill_path(chunks, chunking=spec["chunking"])
     metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
@@ -57,20 +63,9 @@ def main(
     tuned, stale = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
     membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
-    budgets = budget_values(settings)
-    table = evaluate_table(
-        all_cases,
-        all_chunks,
-        ranked,
-        membership,
-        settings["ks"],
-        settings["evidence"]["span_coverage"],
-        {doc.doc_id: doc.text for doc in read_docs(corpus)},
-        chunk_level=passages is None,
-        budgets=budgets,
-        # foreign passages carry no token starts: their budget metrics stay None when the budget counts tokens
-        budget_counted=passages is None or (settings.get("budget") or {}).get("unit") != "tokens",
-    )
+    budgets = measuring.budget.values
+    texts = {doc.doc_id: doc.text for doc in read_docs(corpus)}
+    table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, chunk_level=passages is None)
     if recorded is not None:
         reviewed = add_reviews(
             result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"]

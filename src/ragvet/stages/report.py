@@ -23,20 +23,19 @@ from ragvet.errors import InputError, Problem, user_errors
 from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
-from ragvet.gating.latency import max_p95_rise
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
-from ragvet.inputs.params import stage_params
-from ragvet.measures.registry import budget_values
+from ragvet.inputs.params import settled, stage_params
 from ragvet.measures.summary import slice_table
 from ragvet.reporting import charts
 from ragvet.reporting.cases import case_details
 from ragvet.reporting.comparisons import compare_configs, compared_metrics
-from ragvet.reporting.document import COMMENT_LIMIT, render_report
-from ragvet.reporting.judged import judged_references, judged_settings, judged_warnings
+from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
+from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
+from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
 from ragvet.storage.results import per_case_path
@@ -89,15 +88,10 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
     return case_details(read_jsonl(cases), texts, ids)
 
 
-def _budget_unit(settings: dict) -> str:
-    """What the budget counts: ``chars``, or the tokens of the named tokenizer."""
-    budget = settings.get("budget") or {}
-    return "chars" if budget.get("unit", "chars") == "chars" else f"tokens of {budget['tokenizer']}"
-
-
 def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
-
-    ks, k = settings["ks"], summary_k(settings["ks"])
+    """The HTML report's charts: recall against k, evidence recall against the budget,
+    the gated configurations' slices, each with its baseline dashed."""
+    ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
     base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
     gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
@@ -108,8 +102,8 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
         (
             "Evidence recall against the context budget",
             charts.budget_chart(
-                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
-                budget_rows(base_summaries, k, budget_values(settings), _budget_unit(settings)),
+                budget_rows(summaries, k, budget.values, budget.label),
+                budget_rows(base_summaries, k, budget.values, budget.label),
             ),
         ),
         (
@@ -121,13 +115,13 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
 
 def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
-    ks, k = settings["ks"], summary_k(settings["ks"])
+    ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
     files = dict(
         zip(
             PLOT_FILES,
             (
                 plot_rows(summaries, ks),
-                budget_rows(summaries, k, budget_values(settings), _budget_unit(settings)),
+                budget_rows(summaries, k, budget.values, budget.label),
                 slice_rows(slices, k),
             ),
             strict=True,
@@ -165,6 +159,12 @@ def main(
     verdict: Path | None = typer.Option(
         None, help="Render the verdict the verdict stage wrote (data/verdict.json) instead of deciding it."
     ),
+    budget: Path | None = typer.Option(
+        None, help="The settings stage's budget.json (dvc.yaml's dep), checked against the params."
+    ),
+    judged: Path | None = typer.Option(
+        None, help="The settings stage's judged.json (dvc.yaml's dep), checked against the params."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write the report of every configuration against the baseline.
@@ -175,44 +175,41 @@ def main(
         fix = "drop --verdict: against a revision the report decides the verdict itself"
         raise InputError([Problem("ragvet report", "--verdict is the committed baseline's verdict", fix)])
     settings = stage_params(params, ["configs", "retrievers", "ks", "gate", "slices", "budget", "judged"])
+    for key, path in (("budget", budget), ("judged", judged)):
+        if path is not None:
+            settled(path, key, settings)
+    gate = Gate.from_params(settings)
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
     read = [cases_dir, slices_dir, split, cases, corpus, *summary_paths, *([verdict] if verdict else [])]
     refuse_stale(read, "the report")
     fingerprints = read_json(split)["fingerprints"]
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
-    metrics = None if format is Format.html else [*compared_metrics(settings["ks"], settings["gate"]), *side_metrics]
+    metrics = None if format is Format.html else [*compared_metrics(settings["ks"], gate), *side_metrics]
     rows = _read_current(settings, cases_dir, metrics)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
-    configs = sorted(settings["configs"]) if against else list(settings["gate"]["configs"])
+    configs = sorted(settings["configs"]) if against else list(gate.configs)
     bases = baselines_for(configs, baseline, against, metrics)
-    gated = list(settings["gate"]["configs"])
+    gated = list(gate.configs)
     if verdict is not None:
         decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
     else:
-        p95_limit = max_p95_rise(settings["gate"]) if latency_dir is not None else None
+        p95_limit = gate.max_p95_rise if latency_dir is not None else None
         timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
-        decided = decide(settings, cases_dir, split, baseline, against, timed, rows, bases)
+        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases)
     comparisons = compare_configs(
-        {c: rows[c] for c in configs if c in rows},
-        bases,
-        fingerprints,
-        settings["ks"],
-        settings["gate"],
-        settings["slices"],
-        against,
+        {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
     )
     info = _case_info(cases, corpus, comparisons)
     limit = COMMENT_LIMIT if comment else None
     # every configuration against the first gated one: the configuration a change is measured by
-    table = side_by_side(rows, gated[0], side_metrics, settings["gate"])
-    metric, max_drop = judged_settings(settings)
+    table = side_by_side(rows, gated[0], side_metrics, gate)
+    judging = Judged.from_params(settings)
     references = judged_references(summaries, gated[0], bases, against)
-    warnings = judged_warnings(summaries, references, metric, max_drop)
-    text = render_report(
-        summaries, comparisons, decided, info, settings["ks"], against, comment, limit, table, warnings
-    )
+    warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
+    contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
+    text = render_report(contents, against, comment, limit)
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}

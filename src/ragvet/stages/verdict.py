@@ -17,6 +17,7 @@ import typer
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
 from ragvet.inputs.params import stage_params
+from ragvet.settings import Gate
 
 
 @user_errors
@@ -39,7 +40,7 @@ def main(
     """Decide the gate's verdict and write it.
 
     It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
-    settings = stage_params(params, ["gate", "slices"])
-    decided = decide_gate(settings, cases_dir, split, baseline, summaries_dir, latency_dir, None)
+    gate = Gate.from_params(stage_params(params, ["gate", "slices"]))
+    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None)
     write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
