@@ -78,9 +78,21 @@ def test_significance_marks_follow_the_correction():
     none = side_by_side(table_rows, "base", [EV], gate_of({**GATE, "correction": "none"}))
     assert [e["metrics"][0]["significant"] for e in none["entries"][1:]] == [True, True]
     text = "\n".join(side_by_side_section(none, 0.95))
-    assert "| `x` | 1.000 | +1.000 ✱ | [+1.000, +1.000] | 0.0312 | 6/0/0 |" in text
-    assert "| `base` (baseline) | 0.000 | – | – | – | – |" in text
+    assert "| `x` | 1.000 | +1.000 ✱ | [+1.000, +1.000] | 0.0312 | 6/0/0 | 6 |\n" in text + "\n"
+    assert "| `base` (baseline) | 0.000 | – | – | – | – | 6 |\n" in text + "\n"
     assert "2 tests (every configuration and metric against the baseline configuration) form one family" in text
+
+
+def test_each_mean_says_over_how_many_cases_it_was_taken():
+    """A configuration with no value on some cases (a span metric on `{any}` evidence) is
+    averaged over the cases it has: the row says how many."""
+    partial = rows([1.0, None, 1.0, None], [100, 200, 300, 400])
+    table = side_by_side({"base": BASE, "x": partial}, "base", [EV], gate_of(GATE))
+    text = "\n".join(side_by_side_section(table, 0.95)) + "\n"
+    # paired over c0 and c2 only: means 1.0 and 0.5 (base c0 = 1, c2 = 0), one win, one tie
+    assert "| `x` | 1.000 | +0.500 | [0.000, +1.000] | 1 | 1/1/0 | 2 |\n" in text
+    assert "| `base` (baseline) | 0.625 | – | – | – | – | 4 |\n" in text
+    assert "each mean is over its row's `cases`" in text
 
 
 def test_relabelled_entries_are_kept_out_with_the_reason():
