@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragvet.errors import InputError
-from ragvet.gating.compare import compare_metric, newly_missed_k
+from ragvet.gating.compare import compare_metrics, newly_missed_k
 from ragvet.inputs.params import validate_params
 from ragvet.measures.reference import (
     SentChunk,
@@ -230,7 +230,7 @@ def test_the_summary_gives_the_budget_needed_as_mean_and_nearest_rank_percentile
 def test_the_gate_guards_a_budget_metric_and_keeps_its_k_for_ranks():
     base = [{"case_id": f"c{i}", "split": "eval", "metrics": {"evidence_recall_budget@512": 1.0}} for i in range(10)]
     cur = [dict(row, metrics={"evidence_recall_budget@512": 0.0 if i < 3 else 1.0}) for i, row in enumerate(base)]
-    entry = compare_metric(base, cur, "evidence_recall_budget@512", gate_of({}))
+    [entry] = compare_metrics(base, cur, ["evidence_recall_budget@512"], gate_of({}))
     assert entry["delta"] == pytest.approx(-0.3)
     assert newly_missed_k(["evidence_recall_budget@512", "recall@5"]) == 5  # a budget is not a rank
 

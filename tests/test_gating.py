@@ -18,7 +18,7 @@ from ragvet.gating.baselines import accept_baseline, read_results_at
 from ragvet.gating.bootstrap import bootstrap_ci, bootstrap_cis
 from ragvet.gating.compare import (
     accept_deliberate,
-    compare_config,
+    gate_all,
     gate_verdict,
     newly_found,
     newly_missed,
@@ -64,6 +64,12 @@ def summary(rows: list[dict], fp: dict = FP) -> dict:
         values = [r["metrics"][metric] for r in rows if r["split"] == "eval" and r["metrics"][metric] is not None]
         means[metric] = sum(values) / len(values) if values else None
     return {"config": CONFIG, "eval": {"metrics": means}, "fingerprints": dict(fp)}
+
+
+def compare_config(config, base_rows, cur_rows, base_fp, cur_fp, settings, against=None) -> dict:
+    """One configuration's verdict entry, through the gate's own gate_all: its tests a family of their own."""
+    baseline = ({"fingerprints": base_fp} if base_fp is not None else None, base_rows)
+    return gate_all(settings, {config: baseline}, {config: cur_rows}, cur_fp, against)["configs"][0]
 
 
 def compare(base_rows, cur_rows, params=None, slice_keys=(), base_fp=None, cur_fp=None):

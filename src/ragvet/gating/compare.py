@@ -310,13 +310,6 @@ def slice_comparisons(
     return out
 
 
-def compare_metric(baseline_rows: Results, current_rows: Results, metric: str, gate: Gate) -> dict:
-    """Paired means, delta, CI and raw p-value of any metric, with no pass/fail
-    decision: the report shows every metric this way, the gate decides only on
-    guarded ones."""
-    return compare_metrics(baseline_rows, current_rows, [metric], gate)[0]
-
-
 def compare_metrics(
     baseline_rows: Results,
     current_rows: Results,
@@ -324,8 +317,10 @@ def compare_metrics(
     gate: Gate,
     stats: Statistics | None = None,
 ) -> list[dict]:
-    """:func:`compare_metric` of each of ``metrics``, the same figures, with the random
-    draws shared by the metrics over the same paired cases (:func:`_statistics`).
+    """Paired means, delta, CI and raw p-value of each of ``metrics``, with no pass/fail
+    decision (the report shows every metric this way, the gate decides only on guarded
+    ones), the random draws shared by the metrics over the same paired cases
+    (:func:`_statistics`).
     With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`."""
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
@@ -398,21 +393,6 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
     return reasons
 
 
-def compare_config(
-    config: str,
-    baseline_rows: Results | None,
-    current_rows: Results | None,
-    baseline_fp: dict | None,
-    current_fp: dict | None,
-    gate: Gate,
-    against: str | None = None,
-) -> dict:
-    """Compare one gated configuration with its baseline, its tests a family of
-    their own (see :func:`_measure_config` and :func:`decide_family`)."""
-    measured = _measure_config(config, baseline_rows, current_rows, baseline_fp, current_fp, gate, against)
-    return decide_family([measured], gate)[0]
-
-
 def _measure_config(
     config: str,
     baseline_rows: Sequence[Row] | None,
@@ -420,8 +400,8 @@ def _measure_config(
     baseline_fp: dict | None,
     current_fp: dict | None,
     gate: Gate,
-    against: str | None = None,
-    stats: Statistics | None = None,
+    against: str | None,
+    stats: Statistics,
 ) -> dict:
     """Measure one gated configuration against its baseline; nothing decided yet.
 
@@ -433,14 +413,9 @@ def _measure_config(
     ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
     an invalid comparison never passes. ``against`` names the git revision the
     baseline was read from, when it is not the committed baseline folder.
-    The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`) when given,
-    so that every configuration's draws are shared; else they are filled here.
+    The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`), so that
+    every configuration's draws are shared.
     """
-    if stats is None:
-        stats = Statistics(gate)
-        result = _measure_config(config, baseline_rows, current_rows, baseline_fp, current_fp, gate, against, stats)
-        stats.fill()
-        return result
     metrics: list[str] = list(gate.metrics)
     k_missed = newly_missed_k(metrics)
     result: dict[str, Any] = {

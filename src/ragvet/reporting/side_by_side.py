@@ -56,6 +56,14 @@ def side_by_side_section(table: dict | None, confidence: float, title: str = "co
                     fmt(m["cases"]),
                 ]
             )
-        header = [md_code(metric, table=True), "mean", "Δ", f"paired {confidence * 100:g}% CI", "corrected p", "W/T/L", "cases"]
+        header = [
+            md_code(metric, table=True),
+            "mean",
+            "Δ",
+            f"paired {confidence * 100:g}% CI",
+            "corrected p",
+            "W/T/L",
+            "cases",
+        ]
         out += md_table(header, rows) + [""]
     return out
