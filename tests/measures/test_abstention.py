@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repos import ROOT
 
 from ragvet.errors import InputError
 from ragvet.measures.abstention import (
@@ -29,8 +30,6 @@ from ragvet.measures.abstention import (
 )
 from ragvet.schema import Case
 from ragvet.storage.tables import write_run
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def rows(*pairs) -> list[dict]:
