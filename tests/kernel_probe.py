@@ -2,7 +2,7 @@
 
     python tests/kernel_probe.py CROSS_ENCODER_DIR BATCH_SIZE PRECISION ORDER THREADS
 
-Run by tests/test_embedding.py under settings that simulate another machine: the
+Run by tests/retrieval/test_embedding.py under settings that simulate another machine: the
 float kernels a CPU would pick (ATEN_CPU_CAPABILITY, MKL_CBWR, ONEDNN_MAX_CPU_ISA),
 the thread count (THREADS, more than the cores allowed: the split of work is what
 changes), the batch size and the input order (ORDER:

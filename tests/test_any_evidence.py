@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import evaluate_run, span_chunk
-from conftest import resolve_reference
+from builders import evaluate_run, resolve_reference, span_chunk
 
 from ragvet.errors import InputError
 from ragvet.evidence import EvidenceResolver, chunks_by_doc, project_unit, relevant_chunks

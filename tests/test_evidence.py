@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from builders import span_chunk
-from conftest import resolve_reference
+from builders import resolve_reference, span_chunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

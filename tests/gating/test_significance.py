@@ -8,12 +8,12 @@ cases, and a seeded simulation of no-change gates for the family-wise error.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from builders import gate_of
+from repos import ROOT
 from scipy.stats import permutation_test
 
 from ragvet.gating.compare import family_text, gate_all
@@ -141,7 +141,7 @@ def test_monte_carlo_p_is_seeded_never_zero_and_close_to_the_exact_value():
 
 @pytest.fixture
 def sample_params() -> dict:
-    return yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
 def test_params_refuse_an_unknown_correction_and_bad_permutation_settings(sample_params):

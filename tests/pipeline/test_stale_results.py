@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import ragvet, sh
-from test_pipeline import set_param
+from repos import ragvet, set_param, sh
 
 GATED = "sentences-600-bm25"
 DROPPED = ["recall@5", "evidence_recall@5", "claim_availability@5", "mrr"]  # of a 40-character packing

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT, ragvet, set_param, sh
+from repos import ROOT, ragvet, set_param, sh
 from typer.testing import CliRunner
 
 from ragvet.cli import app

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_project, edit_params, sh, tool_env
+from repos import ROOT, copy_project, edit_params, sh, tool_env
 from typer.testing import CliRunner
 
 from ragvet.cli import app

@@ -16,6 +16,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+from repos import ROOT
+
 from ragvet.errors import InputError  # noqa: E402
 from ragvet.retrieval import embedding  # noqa: E402
 from ragvet.retrieval.embedding import (  # noqa: E402
@@ -248,7 +250,7 @@ def probe(cross_encoder: Path, cache: Path, machine: tuple, precision: str = "po
     """Digests from tests/kernel_probe.py in a fresh process on a simulated ``machine``
     (kernel variables, threads, batch size, input order), with an empty embedding cache."""
     env, threads, batch_size, order = machine
-    script = Path(__file__).with_name("kernel_probe.py")
+    script = ROOT / "tests" / "kernel_probe.py"
     done = subprocess.run(
         [sys.executable, str(script), str(cross_encoder), str(batch_size), precision, order, str(threads)],
         env={**os.environ, "RAGVET_CACHE_DIR": str(cache), "OMP_NUM_THREADS": str(threads), **env},

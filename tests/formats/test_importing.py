@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from repos import DATA
 
 from ragvet.errors import InputError
 from ragvet.formats.beir import import_beir
@@ -339,7 +340,7 @@ def test_importers_are_deterministic(tmp_path):
 
 # --- bad inputs: tests/data/import/<format>/<case>/ ----------------------------------------
 
-CASES = Path(__file__).parent / "data" / "import"
+CASES = DATA / "import"
 IMPORTERS = {
     "beir": lambda case, options: import_beir(case / "beir", **options),
     "trec": lambda case, options: import_trec(next(case.glob("topics.*")), case / "qrels.txt", case / "docs"),

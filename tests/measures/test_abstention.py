@@ -13,6 +13,7 @@ import yaml
 from builders import gate_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repos import ROOT
 
 from ragvet.errors import InputError
 from ragvet.measures.abstention import (
@@ -30,8 +31,6 @@ from ragvet.measures.abstention import (
 )
 from ragvet.schema import Case
 from ragvet.storage.tables import write_run
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def rows(*pairs) -> list[dict]:

@@ -15,16 +15,15 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from repos import ROOT
 from scipy.stats import poisson
 
 from ragvet.gating import bootstrap as resampling
 from ragvet.gating.bootstrap import MULTINOMIAL_MAX_CASES, bootstrap_ci, bootstrap_cis
 
-ROOT = Path(__file__).resolve().parents[1]
 MASK = (1 << 64) - 1
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from builders import beir_source
-from conftest import ROOT, init_repo, sh
+from repos import DATA, ROOT, init_repo, sh
 from typer.testing import CliRunner
 
 from ragvet.cli import app
@@ -25,7 +25,7 @@ from ragvet.storage.placement import cache_flags_on
 from ragvet.upgrade import upgraded_params, upgraded_pipeline
 
 VERSION = installed_version()
-RELEASE_0_1_0 = Path(__file__).parent / "data" / "release-0.1.0"
+RELEASE_0_1_0 = DATA / "release-0.1.0"
 
 
 @pytest.fixture(scope="module")

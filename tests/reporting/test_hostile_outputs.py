@@ -19,10 +19,10 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 import yaml
+from browser import CHROMIUM, open_in_chromium
 from builders import gate_of
 from cmarkgfm.cmark import Options
-from conftest import sh
-from test_pull_requests import CHROMIUM, open_in_chromium
+from repos import sh
 from test_reporting import GATE, KS, SUMMARIES, case
 
 from ragvet.errors import Problem

@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 import yaml
-from conftest import ROOT
 from dvc.utils.hydra import apply_overrides
+from repos import ROOT
 
 from ragvet.errors import InputError
 from ragvet.inputs.params import run_cache_blind_keys, validate_params

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from conftest import set_param, sh
+from repos import ROOT, set_param, sh
 
 from ragvet.evidence import EvidenceResolver
 from ragvet.gating.compare import RELABEL_FIX, fingerprint_reasons
@@ -20,7 +20,6 @@ from ragvet.inputs.freezing import chunk_anchors, freeze_jsonl, freeze_yaml, spa
 from ragvet.schema import Doc
 from ragvet.splitting import freeze_split
 
-ROOT = Path(__file__).resolve().parents[1]
 # 26 characters; a fixed window of 10 with no overlap makes chunks d#0 [0,10), d#1 [10,20), d#2 [20,26).
 DOC = Doc("d", "abcdefghijklmnopqrstuvwxyz")
 CHUNKINGS = {"w10": {"strategy": "fixed", "unit": "chars", "window": 10, "overlap": 0}}

@@ -12,7 +12,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from conftest import make_cross_encoder  # noqa: E402
+from builders import make_cross_encoder  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
 from ragvet.retrieval import dense  # noqa: E402

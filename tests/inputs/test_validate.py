@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
+from repos import ROOT
 
 
 def run_validate(

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
+from browser import CHROMIUM, open_in_chromium
+from repos import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from ragvet.reporting.document import COMMENT_MARKER
 from ragvet.storage.results import read_results, result_rows
@@ -186,8 +186,6 @@ def test_dvc_plots_show_and_diff_main(harmful_repo):
 
 # ------------------------------------------------------------------ the HTML report in a browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CONSOLE = re.compile(r"CONSOLE[:(]\d+\)?\] (.*)")
 # Appended to a copy of the page: records each chart's rendered size and drawing.
 MEASURE = """<script>
 const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
@@ -196,31 +194,6 @@ const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
 });
 document.body.insertAdjacentHTML("beforeend", "<pre id='measured'>" + JSON.stringify(sizes) + "</pre>");
 </script>"""
-
-
-def open_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:
-    """The DOM after load and the console messages of ``page`` in headless Chromium."""
-    done = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout, [m.group(1) for m in CONSOLE.finditer(done.stderr)]
 
 
 @pytest.mark.skipif(

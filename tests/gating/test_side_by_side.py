@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 from builders import gate_of
-from conftest import GRID, exp_refs, sh
+from repos import GRID, ROOT, exp_refs, sh
 from statsmodels.stats.multitest import multipletests
 
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.storage.results import read_results, result_rows
 
-ROOT = Path(__file__).resolve().parents[1]
 GATE = {
     "correction": "holm",
     "permutation": {"resamples": 5000, "seed": 1},

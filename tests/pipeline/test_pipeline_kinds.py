@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import init_repo, sh
+from repos import init_repo, sh
 
 from ragvet.project import requirements_text, template_text
 from ragvet.storage.tables import iter_run_rows

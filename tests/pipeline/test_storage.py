@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import commit_all, copy_repo, ragvet, set_param, sh, untune
+from repos import commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from ragvet.storage.results import read_results, result_rows
 

@@ -4,13 +4,12 @@ where the two must agree."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 from builders import gate_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repos import ROOT
 
 from ragvet.errors import InputError
 from ragvet.gating.compare import compare_metrics, newly_missed_k
@@ -157,7 +156,7 @@ def test_a_local_tokenizer_folder_and_the_problems_with_one(tmp_path):
 
 @pytest.fixture
 def sample_params() -> dict:
-    return yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
 def budget_problems(sample_params: dict, budget: dict, metrics: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 from builders import MINERALS, beir_source, invoke, squad_source, trec_source
-from conftest import sh
+from repos import sh
 
 
 def test_init_refuses_a_non_empty_folder_and_a_bad_cases_file_writing_nothing(tmp_path):

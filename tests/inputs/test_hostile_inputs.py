@@ -20,6 +20,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repos import ROOT
 
 from ragvet.errors import SHOWN, InputError
 from ragvet.formats.runfiles import read_external_run
@@ -32,7 +33,6 @@ from ragvet.storage.files import read_params
 from ragvet.text.escaping import visible
 from ragvet.text.values import _surrogate_walk, lone_surrogate
 
-ROOT = Path(__file__).resolve().parents[1]
 LEAVE = "---\nyear: '2026'\n---\nYou may carry up to five unused days.\n"
 GOOD_CASE = "- id: c1\n  question: carry?\n  evidence: [{doc: leave, quote: five unused days}]\n"
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import GRID, commit_all, exp_refs, set_param, sh, untune
+from repos import GRID, commit_all, exp_refs, set_param, sh, untune
 
 
 def metrics_bytes(repo: Path) -> dict[str, bytes]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import set_param, sh
+from repos import set_param, sh
 
 from ragvet.storage.results import read_results, result_rows
 

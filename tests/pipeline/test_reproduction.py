@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import commit_all, copy_project, edit_params, sh
+from repos import commit_all, copy_project, edit_params, sh
 
 from ragvet.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
 
