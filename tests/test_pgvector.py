@@ -160,3 +160,28 @@ def test_a_database_without_the_extension_is_named(dsn, monkeypatch):
     monkeypatch.setenv(DSN_ENV, dsn.replace("/postgres?", "/plain?"))
     with pytest.raises(InputError, match="the vector extension is not installed"):
         retrieve(CASES, [], spec, 3, docs={})
+
+
+# A password of 8+ characters, each shape one a user writes by mistake: libpq quotes the
+# piece of the DSN it choked on, and the piece is often the password or a part of it.
+PASSWORD = "Tr0ub4dor{}3xyzzyQuux9"
+BAD_DSNS = [
+    ("%", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # % not percent-encoded
+    ("@", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # @ not percent-encoded: the rest is the host
+    (" ", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # a space in a URI
+    (" ", "host=127.0.0.1 port=1 user=ragvet password={}"),  # a space in a keyword DSN
+    ("'", "host=127.0.0.1 port=1 user=ragvet password='{}"),  # an unterminated quote
+    ("", "postgresql://ragvet:{}@[127.0.0.1/db"),  # libpq quotes the whole URI
+]
+
+
+@pytest.mark.parametrize(("mark", "template"), BAD_DSNS)
+def test_no_piece_of_the_password_is_in_a_connection_error(mark, template, monkeypatch):
+    password = PASSWORD.format(mark)
+    monkeypatch.setenv(DSN_ENV, template.format(password))
+    with pytest.raises(InputError) as caught:
+        retrieve(CASES, [], owned(mode="existing", columns={"doc_id": "d", "text": "t", "embedding": "e"}), 3, docs={})
+    rendered = caught.value.render()
+    assert "cannot connect" in rendered and f"check the DSN in ${DSN_ENV}" in rendered
+    pieces = {password} | {password[i : i + 8] for i in range(len(password) - 7)}
+    assert [piece for piece in sorted(pieces) if piece in rendered] == [], rendered

@@ -73,6 +73,69 @@ def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[str, lis
     return (" AND ".join(clauses) or "TRUE"), params
 
 
+# --- messages that never carry the DSN -------------------------------------------------
+
+QUOTED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)|\'(?:[^\'\\]|\\.)*(?:\'|$)')  # "..." or '...', maybe unclosed
+HIDDEN = '"[hidden]"'
+SHORTEST_SECRET = 8  # a run of this many DSN characters in a message is taken for a piece of the DSN
+DSN_FIX = (
+    "check the DSN in ${env} (libpq's quoted values are hidden: they may hold the password); in a URI a %, @, /, "
+    "? or # in the password must be percent-encoded (%25 %40 %2F %3F %23) and a space written %20; in a "
+    "keyword DSN quote a value with spaces: password='...'"
+)
+
+
+def _keywords() -> frozenset[str]:
+    """libpq's connection option names: a quoted one in a message names an option, not a value."""
+    import psycopg  # deferred: the pgvector extra
+
+    return frozenset(option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults())
+
+
+def _hide_quoted(message: str, keywords: frozenset[str]) -> str:
+    """``message`` with each quoted piece hidden but option names and bare punctuation
+    (``"="``): libpq quotes the piece of a DSN it could not parse, and a DSN that does
+    not parse may have put any part of the password anywhere (a host, a port, a token)."""
+
+    def hide(found: re.Match) -> str:
+        text = found.group(0)
+        inner = text[1:-1] if len(text) > 1 and text.endswith(text[0]) else text[1:]
+        keep = inner in keywords or not any(char.isalnum() for char in inner)
+        return text if keep else HIDDEN
+
+    return QUOTED.sub(hide, message)
+
+
+def _drop_dsn_runs(message: str, dsn: str, keywords: frozenset[str]) -> str:
+    """``message`` without any run of :data:`SHORTEST_SECRET` or more characters that the DSN
+    holds (but an option name such as ``password``): a backstop for a piece of the password
+    that a message carries unquoted."""
+    kept, start = [], 0
+    while start < len(message):
+        end = start
+        while end < len(message) and message[start : end + 1] in dsn:
+            end += 1
+        piece = message[start:end]
+        if end - start >= SHORTEST_SECRET and piece.strip(" =") not in keywords:
+            kept.append("[hidden]")
+            start = end
+        else:
+            kept.append(message[start])
+            start += 1
+    return "".join(kept)
+
+
+def redacted(err: Exception, dsn: str, parse_failed: bool = False) -> str:
+    """The first line of a database error, at most 300 characters, holding no piece of the DSN.
+
+    ``parse_failed`` (a connection error) also hides libpq's quoted values
+    (:func:`_hide_quoted`); once connected, the server's quotes name tables and columns."""
+    keywords = _keywords()
+    lines = str(err).replace(dsn, "[dsn]").splitlines() or [""]
+    line = _hide_quoted(lines[0], keywords) if parse_failed else lines[0]
+    return _drop_dsn_runs(line, dsn, keywords)[:300] if dsn else line[:300]
+
+
 @contextmanager
 def connect(spec: dict) -> Iterator[Any]:
     """A connection to the DSN in ``$<dsn_env>``, with pgvector's types registered.
@@ -91,9 +154,9 @@ def connect(spec: dict) -> Iterator[Any]:
     try:
         conn = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.Error as err:
-        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        reason = redacted(err, dsn, parse_failed=True)
         raise InputError(
-            [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
+            [Problem(_where(spec), f"cannot connect: {reason}", DSN_FIX.format(env=spec["dsn_env"]))]
         ) from None
     backend = conn.info.backend_pid
     try:
@@ -109,9 +172,8 @@ def connect(spec: dict) -> Iterator[Any]:
     except psycopg.Error as err:
         if _crashed(err, conn):
             raise InputError([_crash_problem(spec, dsn, backend, err)]) from None
-        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
         raise InputError(
-            [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
+            [Problem(_where(spec), f"the database said: {redacted(err, dsn)}", "check the table and columns")]
         ) from None
 
 
@@ -161,7 +223,7 @@ def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Proble
     server log tells) or ended by someone, never "check the table"; it holds no DSN."""
     message = str(err).replace(dsn, "[dsn]")
     if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
-        what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
+        what = f"the PostgreSQL backend was ended during the query: {redacted(err, dsn)[:200]}"
         return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
     death = _death_in_text(message) or _logged_death(dsn, backend)
     if death is None:
@@ -264,11 +326,12 @@ def _ensure_extension(conn, spec: dict) -> None:
     except psycopg.Error as err:
         if _crashed(err, conn):
             raise  # the connection's handler names the crash
+        reason = redacted(err, os.environ.get(spec["dsn_env"], ""))[:200]
         raise InputError(
             [
                 Problem(
                     _where(spec),
-                    f"the vector extension cannot be created: {str(err).splitlines()[0][:200]}",
+                    f"the vector extension cannot be created: {reason}",
                     "install pgvector on the server, or have an owner run CREATE EXTENSION vector",
                 )
             ]
