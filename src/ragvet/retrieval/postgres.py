@@ -7,8 +7,11 @@ Two modes (``mode``):
     kind's embeddings, from the same cache) into ``table``, which it owns: the
     table is dropped and rebuilt in the transaction that queries it, so a
     concurrent run waits rather than mixes, and a failure leaves the previous
-    table. ``index: exact`` scans every row; ``index: hnsw`` builds an HNSW index
-    (``hnsw_m``, ``ef_construction``) and searches it with ``ef_search``.
+    table. ragvet marks each table it creates with a comment (:data:`OWNED_MARK`)
+    and never drops or writes a table without it: that one is the team's, and the
+    retriever is refused, naming ``mode: existing``. ``index: exact`` scans every
+    row; ``index: hnsw`` builds an HNSW index (``hnsw_m``, ``ef_construction``) and
+    searches it with ``ef_search``.
     pgvector proposes candidates and ragvet rescores them exactly, as the
     ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
     ``dense`` with ``index: flat`` does.
@@ -348,22 +351,60 @@ def _quoted(name: str) -> str:
 # --- owned mode -------------------------------------------------------------------------
 
 
-def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
-    """Rebuild ragvet's table (in the caller's transaction) and, for hnsw, its index."""
-    name = _quoted(table)
-    conn.execute(f"DROP TABLE IF EXISTS {name}")
-    conn.execute(
-        f"CREATE TABLE {name} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
-        f"metadata jsonb NOT NULL, embedding vector({vectors.shape[1]}) NOT NULL)"
+# The comment ragvet puts on each table it creates: the only tables owned mode drops and writes.
+OWNED_MARK = "ragvet owned table (kind: pgvector, mode: owned): dropped and rebuilt by every run"
+
+
+def _refuse_foreign_table(conn, table: str, spec: dict) -> None:
+    """Stop unless ``table`` is missing or carries :data:`OWNED_MARK`: owned mode drops and
+    refills its table, and a table ragvet did not create is the team's (a spec written for
+    mode: existing that left the mode out). ``to_regclass`` resolves the name through the
+    search path as ``DROP TABLE`` would, so the table checked is the one that would go."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    found = conn.execute(
+        "SELECT c.relkind, obj_description(c.oid, 'pg_class') FROM pg_class c WHERE c.oid = to_regclass(%s)",
+        [sql.Identifier(table).as_string(conn)],
+    ).fetchone()
+    if found is None or (found[0] == "r" and found[1] == OWNED_MARK):
+        return
+    what = (
+        f"the table {table} exists and ragvet did not create it (it lacks ragvet's comment); mode: owned "
+        "drops and rebuilds its table, so nothing was dropped or written"
     )
-    with conn.cursor().copy(f"COPY {name} (row_number, chunk_id, metadata, embedding) FROM STDIN") as copy:
+    fix = (
+        f"to query {table} as it is, add mode: existing and its columns (docs/retrievers.md); for a table "
+        f"ragvet fills, name another table; a table an older ragvet made: DROP TABLE {table} yourself"
+    )
+    raise InputError([Problem(_where(spec), what, fix)])
+
+
+def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
+    """Rebuild ragvet's table (in the caller's transaction), marked as ragvet's, and, for
+    hnsw, its index; a table ragvet did not create is refused (:func:`_refuse_foreign_table`)."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    _refuse_foreign_table(conn, table, spec)
+    name = sql.Identifier(table)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
+            "metadata jsonb NOT NULL, embedding vector({}) NOT NULL)"
+        ).format(name, sql.Literal(int(vectors.shape[1])))
+    )
+    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(name, sql.Literal(OWNED_MARK)))  # no bind in COMMENT
+    copy_sql = sql.SQL("COPY {} (row_number, chunk_id, metadata, embedding) FROM STDIN").format(name)
+    with conn.cursor().copy(copy_sql) as copy:
         for number, (chunk, vector) in enumerate(zip(chunks, vectors)):
             metadata = json.dumps({key: str(value) for key, value in chunk.metadata.items()}, sort_keys=True)
             copy.write_row((number, chunk.chunk_id, metadata, vector))
     if spec.get("index", "exact") == "hnsw":
         m, build = int(spec.get("hnsw_m", 16)), int(spec.get("ef_construction", 64))
         conn.execute(
-            f"CREATE INDEX ON {name} USING hnsw (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {build})"
+            sql.SQL(
+                "CREATE INDEX ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
+            ).format(name, sql.Literal(m), sql.Literal(build))
         )
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(spec.get("ef_search", 40))),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")  # filtered cases keep depth
