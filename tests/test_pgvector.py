@@ -227,3 +227,27 @@ def test_owned_mode_never_drops_or_writes_a_table_ragvet_did_not_create(dsn):
     assert count_rows(dsn, "team_passages_kept") == 3
     retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3)  # its own table, made and marked
     assert retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3) == dense_flat(3)  # rebuilt: it is ragvet's
+
+
+def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(dsn, capsys):
+    """A row whose embedding is NULL has no distance: it cannot be ranked, so it is left out
+    and the run says how many rows were."""
+    from pgvector.psycopg import register_vector
+
+    from ragvet.retrieval.embedding import embed_texts
+
+    docs = {c.doc_id: Doc(c.doc_id, c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
+    vectors, _ = embed_texts([doc.text for doc in docs.values()])
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute("DROP TABLE IF EXISTS team_nulls")
+        conn.execute("CREATE TABLE team_nulls (doc text, body text, emb vector(384))")
+        for number, (doc, vector) in enumerate(zip(docs.values(), vectors)):
+            conn.execute("INSERT INTO team_nulls VALUES (%s, %s, %s)", (doc.doc_id, doc.text, vector))
+            if number < 2:
+                conn.execute("INSERT INTO team_nulls VALUES (%s, %s, NULL)", (doc.doc_id, doc.text[:5]))
+    spec = owned(mode="existing", table="team_nulls", columns={"doc_id": "doc", "text": "body", "embedding": "emb"})
+    rows = retrieve(CASES[:1], [], spec, 50, docs=docs)
+    assert len(rows) == len(docs)  # every row with an embedding, none without
+    assert "skipped 2 rows of team_nulls whose emb is NULL" in capsys.readouterr().err

@@ -20,7 +20,8 @@ Two modes (``mode``):
     (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
     ``metadata``, a jsonb column), embedding each question with ``model``. The
     rows are foreign passages (:mod:`ragvet.retrieval.passages`), scored by the
-    table's own ``distance`` (``cosine``, ``ip`` or ``l2``).
+    table's own ``distance`` (``cosine``, ``ip`` or ``l2``). A row whose embedding
+    is NULL has no distance: it is skipped, and the run says how many were.
 
 A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
 key and the values are bound parameters, never SQL text. Table and column names
@@ -37,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -460,28 +462,65 @@ def owned_run(
 # --- existing mode ----------------------------------------------------------------------
 
 
+def _existing_statement(spec: dict, located: Sequence[str], where: str) -> Any:
+    """The query of the team's table: ``located`` columns, the score of the table's own
+    distance, rows without an embedding left out (they have no distance), ``where`` the
+    filter's clause (:func:`filter_sql`). Identifiers go through psycopg.sql; the query
+    vector (twice), the filter's values and the depth are bound parameters."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    columns = spec["columns"]
+    operator, score = DISTANCES[spec.get("distance", "cosine")]
+    embedding = sql.Identifier(columns["embedding"])
+    distance = sql.SQL("{} {} %s").format(embedding, sql.SQL(operator))
+    return sql.SQL("SELECT {}, {} AS score FROM {} WHERE {} IS NOT NULL AND ({}) ORDER BY {} LIMIT %s").format(
+        sql.SQL(", ").join(sql.Identifier(columns[role]) for role in ["doc_id", *located]),
+        sql.SQL(score).format(d=sql.SQL("({})").format(distance)),
+        sql.Identifier(spec["table"]),
+        embedding,
+        sql.SQL(where),
+        distance,
+    )
+
+
+def _say_unembedded(conn, spec: dict) -> None:
+    """Say on stderr how many rows of the team's table have a NULL embedding: the search
+    leaves them out (no distance ranks them), and a silent gap would read as a weak index."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    column = spec["columns"]["embedding"]
+    statement = sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(
+        sql.Identifier(spec["table"]), sql.Identifier(column)
+    )
+    count = conn.execute(statement).fetchone()[0]
+    if count:
+        print(
+            f"{_where(spec)}: skipped {count} rows of {spec['table']} whose {column} is NULL "
+            "(a row without an embedding has no distance to rank it by)",
+            file=sys.stderr,
+        )
+
+
 def existing_run(
     cases: Sequence[Case], spec: dict, depth: int, docs: Mapping[str, Doc], latency: dict[str, float]
 ) -> list[RunRow]:
     """Query the team's table: its rows are foreign passages, scored by its own
-    distance (two rows of one span keep the better score). Each query is timed
-    into ``latency``."""
+    distance (two rows of one span keep the better score); rows without an embedding
+    are skipped and counted (:func:`_say_unembedded`). Each query is timed into ``latency``."""
     settings = dense_settings(spec)
     columns = spec["columns"]
-    operator, score = DISTANCES[spec.get("distance", "cosine")]
     with EmbeddingCache() as cache:
         questions = [c.question for c in cases]
         queries, _ = embed_texts(
             questions, settings["model"], settings["query_prefix"], settings["batch_size"], cache, settings["precision"]
         )
     located = ["text"] if "text" in columns else ["start", "end"]
-    selected = ", ".join(_quoted(columns[role]) for role in ["doc_id", *located])
-    distance = f"{_quoted(columns['embedding'])} {operator} %s"
     locator = PassageLocator(docs)
     lookup: dict[str, Chunk] = {}
     rows: list[RunRow] = []
     problems: list[Problem] = []
     with connect(spec) as conn:
+        _say_unembedded(conn, spec)
         for case, query in zip(cases, queries):
             if case.filter and "metadata" not in columns:
                 problems.append(
@@ -490,11 +529,7 @@ def existing_run(
                 continue
             where, params = filter_sql(case.filter, _quoted(columns["metadata"]) if case.filter else "")
             started = time.perf_counter()
-            found = conn.execute(
-                f"SELECT {selected}, {score.format(d='(' + distance + ')')} AS score FROM {_quoted(spec['table'])} "
-                f"WHERE {where} ORDER BY {distance} LIMIT %s",
-                [query, *params, query, depth],
-            ).fetchall()
+            found = conn.execute(_existing_statement(spec, located, where), [query, *params, query, depth]).fetchall()
             latency[case.case_id] = time.perf_counter() - started
             scored: dict[str, float] = {}
             for number, row in enumerate(found, start=1):
