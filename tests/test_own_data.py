@@ -2,7 +2,8 @@
 made by `ragvet init`, run through `dvc repro`, given a baseline, then broken by a
 harmful change that fails the gate. After `git add -A` and a
 commit, a second run ends at the gate again, with no error from DVC or git: no sample
-leftovers are read, and no cached output is tracked by git."""
+leftovers are read, and no cached output is tracked by git. And what `ragvet init` refuses:
+a corpus holding the new project."""
 
 from __future__ import annotations
 
@@ -141,3 +142,22 @@ def test_optional_sections_left_out_then_added_rerun_only_what_reads_them(tmp_pa
     assert f"Running stage '{evaluate}'" in ran and "Running stage 'chunk@" not in ran, ran
     summary = json.loads((project / f"metrics/{config}.json").read_text())
     assert "evidence_recall_budget@64" in summary["eval"]["metrics"]
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a folder)."""
+    return {p.relative_to(folder).as_posix(): None if p.is_dir() else p.read_bytes() for p in folder.rglob("*")}
+
+
+def test_init_refuses_a_corpus_that_holds_the_new_project_writing_nothing(tmp_path, monkeypatch):
+    """`ragvet init eval --corpus .` copied the project into its own corpus until Python gave up."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leave.md").write_text("You may carry up to five unused days.\n")
+    monkeypatch.chdir(docs)
+    for corpus in (".", str(docs)):
+        result = invoke("init", "eval", "--corpus", corpus, code=None)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert f"{corpus}: the corpus folder holds the new project (eval)" in result.stderr
+        assert "give --corpus a folder outside eval" in result.stderr
+        assert tree(docs) == {"leave.md": b"You may carry up to five unused days.\n"}

@@ -74,6 +74,15 @@ def _check(target: Path, corpus: Path | None, cases: Path | None, force: bool, e
         problems.append(Problem(str(target), "the folder is not empty", "choose a new folder, or pass --force"))
     if corpus is not None and not corpus.exists():
         problems.append(Problem(str(corpus), "--corpus not found", "give a folder of documents or a corpus.jsonl"))
+    elif corpus is not None and corpus.is_dir() and target.resolve().is_relative_to(corpus.resolve()):
+        problems.append(
+            Problem(
+                str(corpus),
+                f"the corpus folder holds the new project ({target}): copying it in would copy the project "
+                "into its own corpus",
+                f"give --corpus a folder outside {target}, or make the project outside the corpus folder",
+            )
+        )
     if cases is not None and (not cases.is_file() or cases.suffix.lower() not in CASE_SUFFIXES):
         problems.append(Problem(str(cases), "--cases is not a .yaml, .yml or .jsonl file", "give the cases file"))
     for extra in sorted(set(extras) - set(EXTRAS)):
