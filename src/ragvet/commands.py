@@ -129,11 +129,12 @@ def verify(
 
     Run it after `dvc repro -f`. Per configuration and case: every rank-derived
     figure equal, scores within 1e-4, and rankings equal but for named near ties
-    (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
+    (when DVC can bring the committed run); on each side, the metrics JSON and slice
+    table what its per-case table gives. Exits 1, naming what differs, otherwise.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
+    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir, settings)
     typer.echo(render(checks, against))
     if not all(check.reproduced for check in checks):
         raise typer.Exit(1)
