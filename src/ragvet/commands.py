@@ -78,10 +78,12 @@ def cache_clear(
 
 @user_errors
 def init(
-    directory: Path = typer.Argument(..., help="Folder for the new project (created; must be empty)."),
+    directory: Path = typer.Argument(..., help="Folder for the new project (created; empty unless --force)."),
     corpus: Path | None = typer.Option(None, help="Documents to copy into data/corpus/ (a folder or a .jsonl)."),
     cases: Path | None = typer.Option(None, help="Cases file to copy into data/cases/ (.yaml/.yml or .jsonl)."),
-    force: bool = typer.Option(False, "--force", help="Write into a non-empty folder."),
+    force: bool = typer.Option(
+        False, "--force", help="Write into a non-empty folder, beside its files; a file that differs is never replaced."
+    ),
     extra: list[str] = typer.Option([], "--extra", help=f"An extra to pin with ragvet (repeat): {', '.join(EXTRAS)}."),
 ) -> None:
     """Start a project on your own data: the pipeline, one first configuration, git and DVC.
@@ -90,6 +92,9 @@ def init(
     `ragvet` command, and requirements.txt pins this release. Nothing of the bundled
     sample comes along (no metrics, answers, thresholds or baseline). Prints the next
     steps: import your data, `dvc repro report`, `ragvet baseline accept`, `dvc repro`, commit.
+    All or nothing: it refuses a corpus that holds the new folder and any file it would
+    replace (an existing project's params.yaml: use `ragvet upgrade`), and a failure
+    (git, DVC, a full disk) removes what it made.
     """
     typer.echo(create_project(directory, corpus, cases, force, extra))
 
@@ -124,11 +129,12 @@ def verify(
 
     Run it after `dvc repro -f`. Per configuration and case: every rank-derived
     figure equal, scores within 1e-4, and rankings equal but for named near ties
-    (when DVC can bring the committed run). Exits 1, naming what differs, otherwise.
+    (when DVC can bring the committed run); on each side, the metrics JSON and slice
+    table what its per-case table gives. Exits 1, naming what differs, otherwise.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
-    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir)
+    checks = verify_results(list(settings["configs"]), against, Path("."), metrics_dir, runs_dir, settings)
     typer.echo(render(checks, against))
     if not all(check.reproduced for check in checks):
         raise typer.Exit(1)

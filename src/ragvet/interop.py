@@ -5,8 +5,9 @@ Thin commands over the importers (:mod:`ragvet.formats.beir`, ``trec``, ``squad`
 writes its rows to a temporary folder, runs them through the pipeline's own
 validator (:func:`ragvet.schema.collect_corpus`, :func:`ragvet.schema.collect_cases`)
 and moves them into place only when there is no problem, so a failed import
-writes nothing. Output is sorted and canonical: the same input gives
-byte-identical files.
+writes nothing. ``--force`` replaces a corpus folder only when it holds documents
+alone, never a project, and the cases file only together with the corpus. Output is
+sorted and canonical: the same input gives byte-identical files.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from ragvet.formats.imported import Imported
 from ragvet.formats.squad import import_squad
 from ragvet.formats.trec import import_trec
 from ragvet.inputs.cases import collect_cases
-from ragvet.inputs.corpus import collect_corpus
+from ragvet.inputs.corpus import CORPUS_SUFFIXES, collect_corpus
 from ragvet.schema import SPLITS
-from ragvet.storage.atomic import UMASK, write_text
+from ragvet.storage.atomic import UMASK, outputs_together, write_text
 from ragvet.storage.files import dumps_line, read_json, write_jsonl
 from ragvet.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
@@ -48,7 +49,11 @@ _CASE_LABEL = re.compile(r"\(case (?P<id>.+)\)$")
 
 OUT_CORPUS = typer.Option(Path("data/corpus"), help="Corpus folder to write corpus.jsonl into.")
 OUT_CASES = typer.Option(Path("data/cases/cases.yaml"), help="Cases file to write (.yaml/.yml, or .jsonl).")
-FORCE = typer.Option(False, "--force", help="Replace a non-empty corpus folder and an existing cases file.")
+FORCE = typer.Option(
+    False,
+    "--force",
+    help="Replace a corpus folder of documents only (*.jsonl, *.md, *.txt) and an existing cases file.",
+)
 MIN_GRADE = typer.Option(1, help="The lowest grade that counts as relevant (grades ≤ 0 never do).")
 ABSTAIN = typer.Option(
     False, "--abstain-unjudged", help="Import queries with no relevant doc as abstention cases instead of skipping."
@@ -85,13 +90,63 @@ def _relocate(problem: Problem, imported: Imported, temp_corpus: Path, temp_case
     return Problem(where, what, problem.fix)
 
 
-def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
-    problems = []
-    if out_cases.suffix.lower() not in (".jsonl", ".yaml", ".yml"):
-        problems.append(Problem(str(out_cases), "the cases file must end in .jsonl, .yaml or .yml", "rename it"))
+SHOWN_ENTRIES = 5  # what a refusal lists of a folder's non-documents; the walk stops there
+PLACEHOLDERS = frozenset({".gitkeep"})  # empty files that keep a folder in git: no one's data
+
+
+def not_documents(folder: Path, limit: int = SHOWN_ENTRIES) -> list[str]:
+    """Up to ``limit`` entries of ``folder`` that are not corpus documents (``*.jsonl``,
+    ``*.md``, ``*.txt`` outside hidden folders, as :func:`collect_corpus` reads them):
+    hidden files and folders (``.git/``), other files (``params.yaml``), links to folders.
+    A hidden folder is named, not entered, so a project's ``.git`` costs one entry."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root).relative_to(folder)
+        for name in sorted(dirs):
+            if name.startswith(".") or (Path(root) / name).is_symlink():
+                found.append(f"{(here / name).as_posix()}/")
+        dirs[:] = sorted(name for name in dirs if not name.startswith(".") and not (Path(root) / name).is_symlink())
+        for name in sorted(files):
+            hidden = name.startswith(".") and name not in PLACEHOLDERS
+            if hidden or (name not in PLACEHOLDERS and Path(name).suffix.lower() not in CORPUS_SUFFIXES):
+                found.append((here / name).as_posix())
+        if len(found) >= limit:
+            break
+    return sorted(found)[:limit]
+
+
+def _corpus_folder_problems(out_corpus: Path, force: bool) -> list[Problem]:
+    """Why ``out_corpus`` may not become the new corpus: a file, a folder holding what is no
+    document (``--force`` would delete it with the old corpus: a project, its ``.git``),
+    a non-empty folder without ``--force``, or the folder the command runs in (or one
+    above it), which the swap would rename away from under it."""
     if out_corpus.exists() and not out_corpus.is_dir():
-        problems.append(Problem(str(out_corpus), "--out-corpus is a file, not a folder", "give a folder"))
-    elif out_corpus.is_dir() and any(out_corpus.iterdir()) and not force:
+        return [Problem(str(out_corpus), "--out-corpus is a file, not a folder", "give a folder")]
+    if not out_corpus.is_dir():
+        return []
+    problems = []
+    if Path.cwd().resolve().is_relative_to(out_corpus.resolve()):
+        problems.append(
+            Problem(
+                str(out_corpus),
+                f"the corpus folder holds the folder ragvet runs in ({Path.cwd()}); the import replaces the "
+                "corpus folder by a rename, which would move the current folder away",
+                "give --out-corpus a folder below this one, e.g. data/corpus",
+            )
+        )
+    foreign = not_documents(out_corpus)
+    if foreign:
+        what = "--force would replace the whole folder" if force else "the corpus folder is not empty"
+        more = ", ..." if len(foreign) == SHOWN_ENTRIES else ""
+        problems.append(
+            Problem(
+                str(out_corpus),
+                f"{what}, and it holds what is not a document: {', '.join(foreign)}{more}",
+                "give --out-corpus a folder of documents only (*.jsonl, *.md, *.txt), or a new one, e.g. "
+                "data/corpus; ragvet never deletes other files",
+            )
+        )
+    elif any(out_corpus.iterdir()) and not force:
         problems.append(
             Problem(
                 str(out_corpus),
@@ -99,6 +154,14 @@ def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
                 "pass --force to replace its content, or choose another --out-corpus",
             )
         )
+    return problems
+
+
+def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
+    problems = []
+    if out_cases.suffix.lower() not in (".jsonl", ".yaml", ".yml"):
+        problems.append(Problem(str(out_cases), "the cases file must end in .jsonl, .yaml or .yml", "rename it"))
+    problems += _corpus_folder_problems(out_corpus, force)
     if out_cases.is_dir() or any(parent.is_file() for parent in out_cases.parents):
         problems.append(Problem(str(out_cases), "--out-cases is a folder or lies under a file", "give a file path"))
     elif out_cases.exists() and not force:
@@ -110,12 +173,34 @@ def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
     raise_if(problems)
 
 
+def _swap_in(new: Path, target: Path, aside: Path) -> None:
+    """Put the folder ``new`` at ``target``, the old one moved to ``aside``; when either
+    rename fails, the old folder is back where it was and the problem names ``target``."""
+    moved = False
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            os.replace(target, aside)
+            moved = True
+        os.replace(new, target)
+    except OSError as err:
+        if moved:
+            os.replace(aside, target)
+        reason = err.strerror or str(err)
+        raise InputError(
+            [Problem(str(target), f"cannot put the new corpus in place: {reason}", "fix that, then import again")]
+        ) from None
+
+
 def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force: bool = False) -> None:
     """Validate ``imported`` exactly as the pipeline's validate stage would, then
     write ``<out_corpus>/corpus.jsonl`` and ``out_cases``; on any problem raise
     :class:`InputError` (at the user's file and line) with nothing written.
 
-    ``force`` replaces the corpus folder's whole content and the cases file.
+    ``force`` replaces the corpus folder's content, which must be documents only
+    (:func:`not_documents`), and the cases file. Both or neither: the new cases file
+    waits beside its target until the new corpus is in place, and a corpus that
+    cannot be put there leaves the old one and the old cases file as they were.
     """
     _check_targets(out_corpus, out_cases, force)
     suffix = out_cases.suffix.lower()
@@ -135,11 +220,9 @@ def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force:
         if problems:
             raise InputError(_relocate(p, imported, temp_corpus, temp_cases, suffix) for p in problems)
         temp_corpus.chmod(0o777 & ~UMASK)
-        write_text(out_cases, cases_text)  # first: the corpus swap below is two renames that cannot half-fail
-        out_corpus.parent.mkdir(parents=True, exist_ok=True)
-        if out_corpus.exists():
-            os.replace(out_corpus, temp / "replaced")
-        os.replace(temp_corpus, out_corpus)
+        with outputs_together(out_cases):  # the cases file's rename waits for the corpus swap
+            write_text(out_cases, cases_text)
+            _swap_in(temp_corpus, out_corpus.absolute(), temp / "replaced")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -1,14 +1,18 @@
 """The BEIR, TREC and SQuAD parsers: hand-counted rows and skips here, and every bad input
-of tests/data/import/ with the file:line problems written beside it."""
+of tests/data/import/ with the file:line problems written beside it; and the folders an
+import refuses to replace."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from builders import beir_source, invoke
 from repos import DATA
 
+from ragvet import interop
 from ragvet.errors import InputError
 from ragvet.formats.beir import import_beir
 from ragvet.formats.squad import import_squad
@@ -355,3 +359,82 @@ def test_an_importer_names_every_problem_of_a_bad_input_at_its_file_and_line(cas
         IMPORTERS[case.parent.name](case, options)
     found = [f"{problem.where}: {problem.what}".replace(f"{case}/", "") for problem in err.value.problems]
     assert found == (case / "problems.txt").read_text().splitlines()
+
+
+# --- where an import writes: --force replaces a corpus, never a project ------------------
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a folder)."""
+    return {p.relative_to(folder).as_posix(): None if p.is_dir() else p.read_bytes() for p in folder.rglob("*")}
+
+
+def fake_project(folder: Path) -> Path:
+    """A project's files: git, params, pipeline, a corpus and metrics."""
+    for name, text in {
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "params.yaml": "depth: 10\n",
+        "dvc.yaml": "stages: {}\n",
+        "data/corpus/handbook.md": "# Handbook\n",
+        "metrics/sentences-600-bm25.json": "{}\n",
+    }.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("given", [".", "absolute"])
+def test_import_force_refuses_a_folder_holding_more_than_corpus_files_and_changes_nothing(given, tmp_path, monkeypatch):
+    """--force replaced the whole folder: given the project itself, .git, params.yaml,
+    data and metrics went with it. A folder that holds anything but documents is refused."""
+    source = beir_source(tmp_path)
+    project = fake_project(tmp_path / "project")
+    before = tree(project)
+    monkeypatch.chdir(project)
+    out_corpus = "." if given == "." else str(project)
+    result = invoke("import", *source, "--out-corpus", out_corpus, "--out-cases", "../cases.yaml", "--force", code=None)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"{out_corpus}: --force would replace the whole folder" in result.stderr
+    assert (
+        "holds what is not a document: .git/, dvc.yaml, metrics/sentences-600-bm25.json, params.yaml" in result.stderr
+    )
+    assert "give --out-corpus a folder of documents only" in result.stderr
+    assert tree(project) == before and not (tmp_path / "cases.yaml").exists()
+
+
+def test_import_force_into_the_folder_it_runs_in_is_refused_before_the_cases_are_written(tmp_path, monkeypatch):
+    """`--out-corpus .` in a folder of documents: the swap renamed the current folder away
+    (a traceback) after the cases file was written."""
+    source = beir_source(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leave.md").write_text("You may carry up to five unused days.\n")
+    monkeypatch.chdir(docs)
+    result = invoke("import", *source, "--out-corpus", ".", "--out-cases", "../cases.yaml", "--force", code=None)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert ".: the corpus folder holds the folder ragvet runs in" in result.stderr
+    assert tree(docs) == {"leave.md": b"You may carry up to five unused days.\n"}
+    assert not (tmp_path / "cases.yaml").exists()
+
+
+def test_an_import_whose_corpus_cannot_be_put_in_place_leaves_the_cases_file_as_it_was(tmp_path, monkeypatch):
+    """All or nothing: the cases file is replaced only once the corpus is in place."""
+    corpus, cases = tmp_path / "corpus", tmp_path / "cases.yaml"
+    corpus.mkdir()
+    (corpus / "old.md").write_text("# Old\n")
+    cases.write_text("- old cases\n")
+    real_replace = os.replace
+
+    def failing(src, dst):
+        if Path(dst) == corpus and Path(src).name == "corpus":  # the new corpus, not the old one put back
+            raise OSError(5, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(interop.os, "replace", failing)
+    imported = import_beir(Path(beir_source(tmp_path)[1]))
+    with pytest.raises(InputError) as caught:
+        interop.write_imported(imported, corpus, cases, force=True)
+    assert f"{corpus}: cannot put the new corpus in place: Input/output error" in caught.value.render()
+    assert tree(corpus) == {"old.md": b"# Old\n"} and cases.read_text() == "- old cases\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["beir", "cases.yaml", "corpus"]

@@ -14,7 +14,7 @@ from builders import gate_of
 from ragvet.errors import InputError
 from ragvet.gating import bootstrap as resampling
 from ragvet.gating import compare as gating
-from ragvet.gating.baselines import accept_baseline, read_results_at
+from ragvet.gating.baselines import accept_baseline, baseline_problems, read_results_at
 from ragvet.gating.bootstrap import bootstrap_ci, bootstrap_cis
 from ragvet.gating.compare import (
     accept_deliberate,
@@ -25,6 +25,7 @@ from ragvet.gating.compare import (
     paired_values,
     render_verdict,
 )
+from ragvet.gating.decision import decide
 from ragvet.storage import results
 
 CONFIG = "sentences-600-bm25"
@@ -560,3 +561,89 @@ def test_the_gate_stage_exits_by_the_verdict_file_and_decides_nothing(tmp_path, 
     assert "gate: FAILED" in failed.output
     both = CliRunner().invoke(app, ["gate", "--verdict", "verdict.json", "--against", "main"])
     assert both.exit_code == 2 and "--verdict reads a verdict; --against and --out decide one" in both.output
+
+
+# ------------------------------------------------------------------ baseline integrity
+
+TWENTY_FIVE = [f"c{n:02d}" for n in range(25)]
+
+
+def counted(rows: list[dict], fp: dict = FP) -> dict:
+    """:func:`summary` with the eval split's denominators, as evaluate writes them."""
+    found = summary(rows, fp)
+    evals = [r for r in rows if r["split"] == "eval"]
+    answerable = sum(1 for r in evals if r["answerable"])
+    found["eval"]["denominators"] = {"cases": answerable, "abstention_cases": len(evals) - answerable}
+    return found
+
+
+def split_of(rows: list[dict], fp: dict = FP) -> dict:
+    """The frozen split record those rows were evaluated on (data/split.json)."""
+    cases = {r["case_id"]: {"split": r["split"], "fingerprint": f"f-{r['case_id']}"} for r in rows}
+    return {"fingerprints": {**fp, "dev_split": "d1"}, "cases": cases}
+
+
+def project_with(tmp_path: Path, base_rows: list[dict], base_summary: dict, cur_rows: list[dict]) -> dict:
+    """A committed baseline and current results on disk, as the verdict stage reads them."""
+    (tmp_path / "metrics" / "baseline").mkdir(parents=True)
+    (tmp_path / "metrics" / "baseline" / f"{CONFIG}.json").write_text(json.dumps(base_summary))
+    write_table(tmp_path / "metrics" / "baseline" / "cases" / f"{CONFIG}.parquet", base_rows)
+    write_table(tmp_path / "metrics" / "cases" / f"{CONFIG}.parquet", cur_rows)
+    (tmp_path / "split.json").write_text(json.dumps(split_of(cur_rows)))
+    return {
+        "cases_dir": tmp_path / "metrics" / "cases",
+        "split": tmp_path / "split.json",
+        "baseline": tmp_path / "metrics" / "baseline",
+    }
+
+
+def broken_change() -> tuple[list[dict], list[dict]]:
+    """30 eval cases; the change breaks 25 of them."""
+    base = [row(case_id, 1.0) for case_id in TWENTY_FIVE] + [row(f"k{n}", 1.0) for n in range(5)]
+    current = [row(case_id, 0.0, 0.0) for case_id in TWENTY_FIVE] + [row(f"k{n}", 1.0) for n in range(5)]
+    return base, current
+
+
+def test_a_baseline_table_without_the_cases_a_change_broke_is_refused(tmp_path):
+    """A pull request that breaks 25 cases and deletes their rows from the baseline table
+    passed: the gate pairs only the cases both tables hold."""
+    base, current = broken_change()
+    kept = [r for r in base if r["case_id"] not in TWENTY_FIVE]
+    assert compare(kept, current)["passed"]  # the pairing alone cannot see it
+    where = project_with(tmp_path, kept, counted(base), current)
+    with pytest.raises(InputError) as caught:
+        decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
+    rendered = caught.value.render()
+    table = where["baseline"] / "cases" / f"{CONFIG}.parquet"
+    assert (
+        f"{table}: the baseline table holds 5 eval-split cases, and its summary "
+        f"{where['baseline'] / f'{CONFIG}.json'} counts 30" in rendered
+    )
+    assert "ragvet baseline accept" in rendered
+    # With the summary's counts edited to match, the split the summary names still holds them.
+    problems = baseline_problems(CONFIG, counted(kept), results.results_frame(kept), where["baseline"], split_of(base))
+    [problem] = problems
+    assert problem.where == str(table)
+    assert problem.what.startswith(
+        "its summary's eval split fingerprint is the current split's, and it lacks 25 of that split's eval cases "
+        "(c00, c01, c02, c03, c04, ...)"
+    )
+    assert "ragvet baseline accept" in problem.fix
+
+
+def test_a_baseline_table_with_a_duplicated_case_is_refused():
+    base, _ = broken_change()
+    doubled = [*base, row("c00", 1.0)]
+    frame = results.results_frame(doubled)
+    problems = baseline_problems(CONFIG, counted(base), frame, Path("metrics/baseline"), split_of(base))
+    whats = [p.what for p in problems]
+    assert "the baseline table holds case c00 2 times: a comparison pairs each case once" in whats
+    assert all(p.where == f"metrics/baseline/cases/{CONFIG}.parquet" for p in problems)
+
+
+def test_an_intact_baseline_passes_the_integrity_check_and_the_gate_fails_on_the_drop(tmp_path):
+    base, current = broken_change()
+    assert baseline_problems(CONFIG, counted(base), results.results_frame(base), Path("b"), split_of(base)) == []
+    where = project_with(tmp_path, base, counted(base), current)
+    verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
+    assert not verdict["passed"]

@@ -2,16 +2,21 @@
 made by `ragvet init`, run through `dvc repro`, given a baseline, then broken by a
 harmful change that fails the gate. After `git add -A` and a
 commit, a second run ends at the gate again, with no error from DVC or git: no sample
-leftovers are read, and no cached output is tracked by git."""
+leftovers are read, and no cached output is tracked by git. And what `ragvet init` refuses:
+a corpus holding the new project, replacing a project's files, half a project."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from builders import MINERALS, beir_source, invoke, squad_source, trec_source
 from repos import sh
+
+from ragvet import project as making
 
 
 def test_init_refuses_a_non_empty_folder_and_a_bad_cases_file_writing_nothing(tmp_path):
@@ -141,3 +146,69 @@ def test_optional_sections_left_out_then_added_rerun_only_what_reads_them(tmp_pa
     assert f"Running stage '{evaluate}'" in ran and "Running stage 'chunk@" not in ran, ran
     summary = json.loads((project / f"metrics/{config}.json").read_text())
     assert "evidence_recall_budget@64" in summary["eval"]["metrics"]
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a folder)."""
+    return {p.relative_to(folder).as_posix(): None if p.is_dir() else p.read_bytes() for p in folder.rglob("*")}
+
+
+def test_init_refuses_a_corpus_that_holds_the_new_project_writing_nothing(tmp_path, monkeypatch):
+    """`ragvet init eval --corpus .` copied the project into its own corpus until Python gave up."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leave.md").write_text("You may carry up to five unused days.\n")
+    monkeypatch.chdir(docs)
+    for corpus in (".", str(docs)):
+        result = invoke("init", "eval", "--corpus", corpus, code=None)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert f"{corpus}: the corpus folder holds the new project (eval)" in result.stderr
+        assert "give --corpus a folder outside eval" in result.stderr
+        assert tree(docs) == {"leave.md": b"You may carry up to five unused days.\n"}
+
+
+def test_init_force_never_replaces_a_projects_files(tmp_path):
+    """--force writes into a non-empty folder; it replaced params.yaml, abstention.yaml,
+    dvc.yaml and .gitignore of an existing project without a word."""
+    project = tmp_path / "project"
+    invoke("init", str(project))
+    invoke("init", str(project), "--force")  # every file as init writes it: nothing to replace
+    edited = {"params.yaml": "depth: 7\n", "abstention.yaml": "x: 1\n", "dvc.yaml": "stages: {}\n", ".gitignore": "a\n"}
+    for name, text in edited.items():
+        (project / name).write_text(text)
+    before = tree(project)
+    result = invoke("init", str(project), "--force", code=None)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert (
+        f"{project}: ragvet init would replace these files, which differ from what it writes: "
+        ".gitignore, abstention.yaml, dvc.yaml, params.yaml"
+    ) in result.stderr
+    assert "ragvet upgrade" in result.stderr
+    assert tree(project) == before
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_init_that_fails_at_dvc_init_leaves_the_folder_as_it_was(existing, tmp_path, monkeypatch):
+    """A full disk stopped init at `dvc init`, leaving half a project that the next init
+    refused as not empty: now init removes what it made, and runs again."""
+    target = tmp_path / "project"
+    if existing:
+        target.mkdir()
+        (target / "notes.txt").write_text("mine\n")
+    before = tree(target) if existing else None
+    real_run = subprocess.run
+
+    def full_disk(command, *args, **kwargs):
+        if list(command[-3:]) == ["dvc", "init", "-q"]:
+            return subprocess.CompletedProcess(command, 1, "", "ERROR: [Errno 28] No space left on device")
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(making.subprocess, "run", full_disk)
+    force = ["--force"] if existing else []
+    result = invoke("init", str(target), *force, code=None)
+    assert result.exit_code == 2 and "No space left on device" in result.stderr, result.output
+    assert "nothing of the new project was kept" in result.stderr
+    assert (tree(target) == before) if existing else not target.exists()
+    monkeypatch.setattr(making.subprocess, "run", real_run)
+    invoke("init", str(target), *force)
+    assert (target / ".dvc" / "config").is_file() and (target / "params.yaml").is_file()

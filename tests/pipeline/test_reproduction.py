@@ -5,6 +5,7 @@ drive DVC's own CLI across two clones that share only a local-folder remote."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import socket
 import subprocess
@@ -14,9 +15,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import invoke
 from repos import commit_all, copy_project, edit_params, sh
 
-from ragvet.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
+from ragvet.gating.reproduction import (
+    EPSILON,
+    check_config,
+    ranking_difference,
+    row_differences,
+    slices_differences,
+    summary_differences,
+)
+from ragvet.measures.summary import config_summary, slice_table
+from ragvet.project import template_text
+from ragvet.settings import Budget
+from ragvet.storage import results
+from ragvet.storage.files import dumps
 
 ROW = {
     "case_id": "q1",
@@ -274,3 +288,79 @@ def test_an_s3_compatible_remote_carries_the_outputs_to_a_fresh_clone(work_repo,
     run = "data/runs/sentences-600-bm25.parquet"
     assert md5(clone / run) == md5(work_repo / run)
     assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in (clone / ".dvc" / "config").read_text()
+
+
+# --------------------------------------------------------------------------- summaries
+
+SAMPLE_CONFIG = "sentences-600-bm25"  # the template's one configuration
+SPEC = {"chunking": "sentences-600", "retriever": "bm25"}
+
+
+def scored_rows() -> list[dict]:
+    """25 eval cases, 17 of them found (recall@5 0.68), tagged by topic; and one dev case."""
+    rows = [
+        {
+            "case_id": f"q{n:02d}",
+            "split": "eval",
+            "answerable": True,
+            "first_relevant_rank": 1 if n < 17 else None,
+            "top1_score": 0.5,
+            "tags": {"topic": "leave" if n % 2 else "travel"},
+            "metrics": {"recall@5": 1.0 if n < 17 else 0.0, "mrr": 1.0 if n < 17 else 0.0},
+        }
+        for n in range(25)
+    ]
+    return [*rows, {**rows[0], "case_id": "zz-dev", "split": "dev"}]
+
+
+def written_figures(table, settings: dict) -> tuple[dict, dict]:
+    """The summary and slice table evaluate writes from ``table``, as read back from JSON."""
+    ks, budgets, fingerprints = settings["ks"], Budget.from_params(settings).values, {"eval_split": "e", "corpus": "c"}
+    summary = config_summary(SAMPLE_CONFIG, SPEC, table, ks, None, fingerprints, None, budgets)
+    return json.loads(dumps(summary)), json.loads(dumps(slice_table(table, settings["slices"], ks, budgets)))
+
+
+def test_a_summary_or_slice_its_per_case_table_does_not_give_is_a_difference():
+    """verify compared per-case tables only: a metrics JSON saying recall 0.999 beside a
+    per-case table giving 0.68 was reproduced."""
+    settings = {"ks": [5], "slices": ["topic"]}
+    table = results.results_frame(scored_rows())
+    summary, slices = written_figures(table, settings)
+    assert summary["eval"]["metrics"]["recall@5"] == 0.68
+    assert summary_differences(SAMPLE_CONFIG, table, summary, settings, "metrics/c.json") == []
+    assert slices_differences(table, slices, settings, "metrics/slices/c.json") == []
+
+    summary["eval"]["metrics"]["recall@5"] = 0.999
+    slices["eval"]["topic"]["leave"]["metrics"]["mrr"] = 1.0
+    assert summary_differences(SAMPLE_CONFIG, table, summary, settings, "metrics/c.json") == [
+        "metrics/c.json: eval.metrics.recall@5 is 0.999, its per-case table gives 0.68"
+    ]
+    assert slices_differences(table, slices, settings, "metrics/slices/c.json") == [
+        "metrics/slices/c.json: eval.topic.leave.metrics.mrr is 1.0, its per-case table gives 0.666667"
+    ]
+
+
+def test_verify_refuses_a_commit_whose_summary_its_per_case_table_does_not_give(tmp_path, monkeypatch):
+    """End to end, on a commit of hand-written results: tables equal, summary forged."""
+    repo = tmp_path / "repo"
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    (repo / "metrics" / "slices").mkdir()
+    (repo / "params.yaml").write_text(template_text("params.yaml"))
+    settings = yaml.safe_load(template_text("params.yaml"))
+    table = results.results_frame(scored_rows())
+    results.write_results(repo / "metrics" / "cases" / f"{SAMPLE_CONFIG}.parquet", table)
+    summary, slices = written_figures(table, settings)
+    summary["eval"]["metrics"]["recall@5"] = 0.999
+    (repo / "metrics" / f"{SAMPLE_CONFIG}.json").write_text(dumps(summary))
+    (repo / "metrics" / "slices" / f"{SAMPLE_CONFIG}.json").write_text(dumps(slices))
+    sh(repo, "git", "init", "-q", "-b", "main")
+    commit_all(repo, "results with a forged summary")
+    monkeypatch.chdir(repo)
+    result = invoke("verify", "--against", "HEAD", code=None)
+    assert result.exit_code == 1, result.output
+    assert f"DIFFERS {SAMPLE_CONFIG}" in result.output
+    assert (
+        f"differs: metrics/{SAMPLE_CONFIG}.json: eval.metrics.recall@5 is 0.999, its per-case table gives 0.68"
+        in result.output
+    )
+    assert f"differs: HEAD:metrics/{SAMPLE_CONFIG}.json: eval.metrics.recall@5 is 0.999" in result.output

@@ -160,3 +160,94 @@ def test_a_database_without_the_extension_is_named(dsn, monkeypatch):
     monkeypatch.setenv(DSN_ENV, dsn.replace("/postgres?", "/plain?"))
     with pytest.raises(InputError, match="the vector extension is not installed"):
         retrieve(CASES, [], spec, 3, docs={})
+
+
+# A password of 8+ characters, each shape one a user writes by mistake: libpq quotes the
+# piece of the DSN it choked on, and the piece is often the password or a part of it.
+PASSWORD = "Tr0ub4dor{}3xyzzyQuux9"
+BAD_DSNS = [
+    ("%", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # % not percent-encoded
+    ("@", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # @ not percent-encoded: the rest is the host
+    (" ", "postgresql://ragvet:{}@127.0.0.1:1/db"),  # a space in a URI
+    (" ", "host=127.0.0.1 port=1 user=ragvet password={}"),  # a space in a keyword DSN
+    ("'", "host=127.0.0.1 port=1 user=ragvet password='{}"),  # an unterminated quote
+    ("", "postgresql://ragvet:{}@[127.0.0.1/db"),  # libpq quotes the whole URI
+]
+
+
+@pytest.mark.parametrize(("mark", "template"), BAD_DSNS)
+def test_no_piece_of_the_password_is_in_a_connection_error(mark, template, monkeypatch):
+    password = PASSWORD.format(mark)
+    monkeypatch.setenv(DSN_ENV, template.format(password))
+    with pytest.raises(InputError) as caught:
+        retrieve(CASES, [], owned(mode="existing", columns={"doc_id": "d", "text": "t", "embedding": "e"}), 3, docs={})
+    rendered = caught.value.render()
+    assert "cannot connect" in rendered and f"check the DSN in ${DSN_ENV}" in rendered
+    pieces = {password} | {password[i : i + 8] for i in range(len(password) - 7)}
+    assert [piece for piece in sorted(pieces) if piece in rendered] == [], rendered
+
+
+def team_table(dsn: str, name: str = "team_passages_kept", rows: int = 3) -> None:
+    """The team's own table, as ragvet never made it: no ragvet comment."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(f"CREATE TABLE {name} (doc text, body text, emb vector(384))")
+        for number in range(rows):
+            conn.execute(f"INSERT INTO {name} VALUES (%s, 'a passage', NULL)", (f"doc-{number}",))
+
+
+def count_rows(dsn: str, name: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+
+
+def test_the_existing_table_example_without_mode_existing_is_refused_at_validation():
+    """The docs' team-index example with `mode: existing` left out runs in owned mode, which
+    would drop that table: the keys of the other mode are refused, each naming the fix."""
+    spec = owned(table="passages", columns={"doc_id": "doc_id", "text": "body", "embedding": "embedding"})
+    whats = {p.what: p.fix for p in retriever_problems("team-index", {**spec, "distance": "cosine"}, "params.yaml")}
+    assert "`columns` is a key of mode: existing, and this retriever is in mode: owned (the default)" in whats
+    assert "`distance` is a key of mode: existing, and this retriever is in mode: owned (the default)" in whats
+    assert all("mode: existing" in fix for fix in whats.values())
+    existing = owned(mode="existing", index="hnsw", ef_search=40, columns=spec["columns"])
+    whats = [p.what for p in retriever_problems("team-index", existing, "params.yaml")]
+    assert "`index` is a key of mode: owned, and this retriever is in mode: existing" in whats
+    assert "`ef_search` is a key of mode: owned, and this retriever is in mode: existing" in whats
+
+
+def test_owned_mode_never_drops_or_writes_a_table_ragvet_did_not_create(dsn):
+    team_table(dsn)
+    with pytest.raises(InputError) as caught:
+        retrieve(CASES, CHUNKS, owned(table="team_passages_kept"), 3)
+    [problem] = caught.value.problems
+    assert "team_passages_kept" in problem.where
+    assert "the table team_passages_kept exists and ragvet did not create it" in problem.what
+    assert "mode: existing" in problem.fix and "another table" in problem.fix
+    assert count_rows(dsn, "team_passages_kept") == 3
+    retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3)  # its own table, made and marked
+    assert retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3) == dense_flat(3)  # rebuilt: it is ragvet's
+
+
+def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(dsn, capsys):
+    """A row whose embedding is NULL has no distance: it cannot be ranked, so it is left out
+    and the run says how many rows were."""
+    from pgvector.psycopg import register_vector
+
+    from ragvet.retrieval.embedding import embed_texts
+
+    docs = {c.doc_id: Doc(c.doc_id, c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
+    vectors, _ = embed_texts([doc.text for doc in docs.values()])
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute("DROP TABLE IF EXISTS team_nulls")
+        conn.execute("CREATE TABLE team_nulls (doc text, body text, emb vector(384))")
+        for number, (doc, vector) in enumerate(zip(docs.values(), vectors)):
+            conn.execute("INSERT INTO team_nulls VALUES (%s, %s, %s)", (doc.doc_id, doc.text, vector))
+            if number < 2:
+                conn.execute("INSERT INTO team_nulls VALUES (%s, %s, NULL)", (doc.doc_id, doc.text[:5]))
+    spec = owned(mode="existing", table="team_nulls", columns={"doc_id": "doc", "text": "body", "embedding": "emb"})
+    rows = retrieve(CASES[:1], [], spec, 50, docs=docs)
+    assert len(rows) == len(docs)  # every row with an embedding, none without
+    assert "skipped 2 rows of team_nulls whose emb is NULL" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem
 from ragvet.measures.latency import accepted_latency
+from ragvet.schema import EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
@@ -61,6 +62,64 @@ def read_baseline_dir(
     if not (summary.exists() and cases.exists()):
         return None, None
     return read_json(summary), read_results(cases, columns=compared_columns(metrics))
+
+
+SHOWN_IDS = 5  # case ids a problem lists before "..."
+
+
+def _listed(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
+
+
+def baseline_problems(
+    config: str, summary: Summary, table: pl.DataFrame, baseline: Path, split_record: Mapping[str, Any]
+) -> list[Problem]:
+    """Why the committed baseline of ``config`` is not what ``ragvet baseline accept`` wrote.
+
+    The gate pairs the cases both tables hold, so rows deleted from the baseline table
+    (the cases a change broke) or duplicated there would silently change what it compares.
+    The table must hold each case once, as many eval-split cases as its summary counts
+    (``eval.denominators``), and, when the summary's eval split fingerprint is the
+    current split's (``split_record``, data/split.json), exactly that split's eval cases."""
+    where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
+    fix = (
+        f"restore the baseline as `ragvet baseline accept` wrote it (git checkout -- {where} {summary_path}), "
+        "or accept the current results deliberately: `ragvet baseline accept`"
+    )
+    problems = [
+        Problem(where, f"the baseline table holds case {case_id} {count} times: a comparison pairs each case once", fix)
+        for case_id, count in table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
+    ]
+    held = table.filter(pl.col("split") == EVAL)["case_id"].unique().sort().to_list()
+    denominators = (summary.get(EVAL) or {}).get("denominators") or {}
+    if denominators:
+        counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))
+        if len(held) != counted:
+            what = f"the baseline table holds {len(held)} eval-split cases, and its summary {summary_path} counts"
+            problems.append(Problem(where, f"{what} {counted}", fix))
+    fingerprint = (summary.get("fingerprints") or {}).get("eval_split")
+    members = split_record.get("cases")
+    if isinstance(members, Mapping) and fingerprint == (split_record.get("fingerprints") or {}).get("eval_split"):
+        wanted = {case_id for case_id, entry in members.items() if entry.get("split") == EVAL}
+        missing, extra = sorted(wanted - set(held)), sorted(set(held) - wanted)
+        if missing or extra:
+            parts = [f"it lacks {len(missing)} of that split's eval cases ({_listed(missing)})"] if missing else []
+            parts += [f"it holds {len(extra)} eval cases the split has not ({_listed(extra)})"] if extra else []
+            what = f"its summary's eval split fingerprint is the current split's, and {'; '.join(parts)}"
+            problems.append(Problem(where, what, fix))
+    return problems
+
+
+def integrity_problems(
+    baselines: Mapping[str, tuple], baseline: Path, split_record: Mapping[str, Any]
+) -> list[Problem]:
+    """:func:`baseline_problems` of every committed baseline there is."""
+    return [
+        problem
+        for config, (summary, table) in sorted(baselines.items())
+        if summary is not None and table is not None
+        for problem in baseline_problems(config, summary, table, baseline, split_record)
+    ]
 
 
 def baselines_for(

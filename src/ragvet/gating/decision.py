@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, missing_latency, rebaselined
+from ragvet.gating.baselines import (
+    baselines_for,
+    current_table,
+    integrity_problems,
+    latency_pairs,
+    missing_latency,
+    rebaselined,
+)
 from ragvet.gating.compare import gate_all, gate_metrics
 from ragvet.gating.freshness import refuse_stale, stale_guards
 from ragvet.settings import Gate
@@ -58,11 +65,14 @@ def decide(
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
         baselines = baselines_for(configs, baseline, against, metrics)
+    split_record = read_json(split)
+    if against is None:  # the committed baseline, which the pull request itself may have edited
+        raise_if(integrity_problems(baselines, baseline, split_record))
     return gate_all(
         gate,
         dict(baselines),
         dict(current),
-        read_json(split)["fingerprints"],
+        split_record["fingerprints"],
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,

@@ -29,6 +29,13 @@ moved by at most 5.5e-7 of their size. ε sits 50 times above that noise and far
 below the gaps that decide real rankings; a per-case *metric* is never compared
 with ε, so a real swap cannot hide inside it.
 
+**Figures.** A metrics JSON and a slice table are functions of their per-case table:
+on each side (the work tree and the revision) they are recomputed from it with
+evaluate's own functions (:func:`ragvet.measures.summary.config_summary`,
+:func:`~ragvet.measures.summary.slice_table`), under the params of that side, and
+must be what is written, to the printed digit. A summary that says what its table
+does not is a difference, however equal the tables are.
+
 **Evidence.** Per-case rows come from the revision's per-case tables (git,
 or DVC where the project keeps them there). Rankings need both runs: the recomputed one in the work tree and
 the committed one through DVC (cache, else remote). Without the committed run a
@@ -39,15 +46,20 @@ the message says to ``dvc pull``.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import yaml
 
 from ragvet.errors import InputError
 from ragvet.gating.baselines import file_at, read_results_at
+from ragvet.measures.summary import config_summary, slice_table
+from ragvet.settings import Budget
+from ragvet.storage.files import dumps
 from ragvet.storage.results import cases_dir, per_case_path, read_results, result_rows
 from ragvet.storage.tables import run_path
 from ragvet.text.escaping import visible
@@ -217,25 +229,155 @@ def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranki
     return run_rankings(io.BytesIO(data)), ""
 
 
+# --------------------------------------------------------------------------- figures
+
+SHOWN_FIGURES = 10  # differing figures named per file; the rest are counted
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of a JSON value by its dotted path (``eval.metrics.recall@5``)."""
+    if isinstance(value, Mapping) and value:
+        return {path: leaf for key, item in value.items() for path, leaf in _leaves(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def figure_differences(written: Any, derived: Any, where: str) -> list[str]:
+    """Each figure of ``written`` (a file as read) that ``derived`` (what the per-case table
+    gives, printed as evaluate prints it: :func:`ragvet.storage.files.dumps`) does not hold."""
+    expected, found = _leaves(json.loads(dumps(derived))), _leaves(written)
+    missing = object()
+    moved = [
+        f"{where}: {path} is {_shown(found.get(path, missing))}, its per-case table gives "
+        f"{_shown(expected.get(path, missing))}"
+        for path in sorted(expected.keys() | found.keys())
+        if found.get(path, missing) != expected.get(path, missing)
+    ]
+    extra = [f"{where}: and {len(moved) - SHOWN_FIGURES} more figures"] if len(moved) > SHOWN_FIGURES else []
+    return moved[:SHOWN_FIGURES] + extra
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if not isinstance(value, (str, int, float, bool, list, type(None))) else json.dumps(value)
+
+
+def _measured(settings: Mapping[str, Any]) -> tuple[list[int], tuple[int, ...]]:
+    """The cutoffs and context budgets evaluate measured by, from that side's params."""
+    return list(settings.get("ks") or []), Budget.from_params(settings).values
+
+
+def summary_differences(
+    config: str, table: pl.DataFrame, summary: Mapping[str, Any], settings: Mapping[str, Any], where: str
+) -> list[str]:
+    """What the metrics JSON ``summary`` says that ``table`` does not give, recomputed with
+    :func:`config_summary`. What no table holds is taken as the summary records it: the
+    spec names, the fingerprints, the abstention threshold, its source and a stale mark."""
+    ks, budgets = _measured(settings)
+    abstention = summary.get("abstention") or {}
+    spec = {"chunking": summary.get("chunking"), "retriever": summary.get("retriever")}
+    fingerprints = summary.get("fingerprints") or {}
+    if not {"eval_split", "corpus"} <= set(fingerprints):
+        return [f"{where}: it has no eval_split and corpus fingerprints: not a metrics JSON of evaluate"]
+    derived = config_summary(
+        config, spec, table, ks, abstention.get("abstain_below"), fingerprints,
+        abstention.get("abstain_below_source"), budgets,
+    )  # fmt: skip
+    if "stale" in abstention:
+        derived["abstention"]["stale"] = abstention["stale"]
+    return figure_differences(summary, derived, where)
+
+
+def slices_differences(
+    table: pl.DataFrame, slices: Mapping[str, Any], settings: Mapping[str, Any], where: str
+) -> list[str]:
+    """What the slice table ``slices`` says that ``table`` does not give (:func:`slice_table`)."""
+    ks, budgets = _measured(settings)
+    return figure_differences(slices, slice_table(table, list(settings.get("slices") or []), ks, budgets), where)
+
+
+def _side_differences(
+    config: str, table: pl.DataFrame | None, texts: Mapping[str, str | None], settings: Any, label: str
+) -> list[str]:
+    """The figure differences of one side (``texts``: its summary and slice JSON, None when
+    absent); ``label`` prefixes the file names (``REV:`` for the committed side)."""
+    if table is None or settings is None:
+        return []
+    found: list[str] = []
+    for kind, text in texts.items():
+        where = f"{label}{_figure_path(kind, config)}"
+        if text is None:
+            continue
+        try:
+            written = json.loads(text)
+        except json.JSONDecodeError as err:
+            found.append(f"{where}: malformed JSON ({err.msg}, line {err.lineno})")
+            continue
+        if kind == "summary":
+            found += summary_differences(config, table, written, settings, where)
+        else:
+            found += slices_differences(table, written, settings, where)
+    return found
+
+
+def _figure_path(kind: str, config: str) -> str:
+    """Where evaluate writes a configuration's summary or slice table, under ``metrics``."""
+    return f"metrics/{config}.json" if kind == "summary" else f"metrics/slices/{config}.json"
+
+
+def _params_at(rev: str, repo: Path) -> Any:
+    """The params ``rev`` committed (what produced its figures), or None without them."""
+    data = file_at(rev, "params.yaml", repo)
+    try:
+        return yaml.safe_load(data.decode("utf-8")) if data is not None else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return None
+
+
 def verify_results(
-    configs: Sequence[str], against: str, repo: Path, metrics_dir: Path, runs_dir: Path
+    configs: Sequence[str],
+    against: str,
+    repo: Path,
+    metrics_dir: Path,
+    runs_dir: Path,
+    settings: Mapping[str, Any] | None = None,
 ) -> list[ConfigCheck]:
-    """Check each configuration's work-tree results against those committed at ``against``."""
+    """Check each configuration's work-tree results against those committed at ``against``,
+    and each side's summary and slice table against its own per-case table (``settings``:
+    the work tree's params; the committed side is checked under its own)."""
     committed = read_results_at(against, configs, repo)
+    committed_settings = _params_at(against, repo)
     checks = []
     for config in sorted(configs):
         table = per_case_path(cases_dir(metrics_dir), config)
-        recomputed_rows = result_rows(read_results(table)) if table.is_file() else None
+        recomputed = read_results(table) if table.is_file() else None
         run = run_path(runs_dir, config)
         before, why = committed_rankings(run.as_posix(), against, repo)
         after = recomputed_rankings(repo / run)
         runs = (before, after) if before is not None and after is not None else None
         result = committed.get(config)
+        recomputed_rows = None if recomputed is None else result_rows(recomputed)
         check = check_config(config, None if result is None else result_rows(result[1]), recomputed_rows, runs)
         if runs is None:
             check.note = why or f"no recomputed run at {run}"
+        work_tree = {kind: _read_text(metrics_dir, kind, config) for kind in ("summary", "slices")}
+        check.differences += _side_differences(config, recomputed, work_tree, settings, "")
+        if result is not None:
+            at_rev = {
+                "summary": json.dumps(result[0]),
+                "slices": _text_at(against, _figure_path("slices", config), repo),
+            }
+            check.differences += _side_differences(config, result[1], at_rev, committed_settings, f"{against}:")
         checks.append(check)
     return checks
+
+
+def _read_text(metrics_dir: Path, kind: str, config: str) -> str | None:
+    path = Path(metrics_dir) / Path(_figure_path(kind, config)).relative_to("metrics")
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def _text_at(rev: str, path: str, repo: Path) -> str | None:
+    data = file_at(rev, path, repo)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 # --------------------------------------------------------------------------- rendering

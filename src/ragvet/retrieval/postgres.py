@@ -7,8 +7,11 @@ Two modes (``mode``):
     kind's embeddings, from the same cache) into ``table``, which it owns: the
     table is dropped and rebuilt in the transaction that queries it, so a
     concurrent run waits rather than mixes, and a failure leaves the previous
-    table. ``index: exact`` scans every row; ``index: hnsw`` builds an HNSW index
-    (``hnsw_m``, ``ef_construction``) and searches it with ``ef_search``.
+    table. ragvet marks each table it creates with a comment (:data:`OWNED_MARK`)
+    and never drops or writes a table without it: that one is the team's, and the
+    retriever is refused, naming ``mode: existing``. ``index: exact`` scans every
+    row; ``index: hnsw`` builds an HNSW index (``hnsw_m``, ``ef_construction``) and
+    searches it with ``ef_search``.
     pgvector proposes candidates and ragvet rescores them exactly, as the
     ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
     ``dense`` with ``index: flat`` does.
@@ -17,7 +20,8 @@ Two modes (``mode``):
     (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
     ``metadata``, a jsonb column), embedding each question with ``model``. The
     rows are foreign passages (:mod:`ragvet.retrieval.passages`), scored by the
-    table's own ``distance`` (``cosine``, ``ip`` or ``l2``).
+    table's own ``distance`` (``cosine``, ``ip`` or ``l2``). A row whose embedding
+    is NULL has no distance: it is skipped, and the run says how many were.
 
 A case's metadata filter becomes ``(metadata ->> %s) = ANY(%s)`` per key: the
 key and the values are bound parameters, never SQL text. Table and column names
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -73,6 +78,69 @@ def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[str, lis
     return (" AND ".join(clauses) or "TRUE"), params
 
 
+# --- messages that never carry the DSN -------------------------------------------------
+
+QUOTED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)|\'(?:[^\'\\]|\\.)*(?:\'|$)')  # "..." or '...', maybe unclosed
+HIDDEN = '"[hidden]"'
+SHORTEST_SECRET = 8  # a run of this many DSN characters in a message is taken for a piece of the DSN
+DSN_FIX = (
+    "check the DSN in ${env} (libpq's quoted values are hidden: they may hold the password); in a URI a %, @, /, "
+    "? or # in the password must be percent-encoded (%25 %40 %2F %3F %23) and a space written %20; in a "
+    "keyword DSN quote a value with spaces: password='...'"
+)
+
+
+def _keywords() -> frozenset[str]:
+    """libpq's connection option names: a quoted one in a message names an option, not a value."""
+    import psycopg  # deferred: the pgvector extra
+
+    return frozenset(option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults())
+
+
+def _hide_quoted(message: str, keywords: frozenset[str]) -> str:
+    """``message`` with each quoted piece hidden but option names and bare punctuation
+    (``"="``): libpq quotes the piece of a DSN it could not parse, and a DSN that does
+    not parse may have put any part of the password anywhere (a host, a port, a token)."""
+
+    def hide(found: re.Match) -> str:
+        text = found.group(0)
+        inner = text[1:-1] if len(text) > 1 and text.endswith(text[0]) else text[1:]
+        keep = inner in keywords or not any(char.isalnum() for char in inner)
+        return text if keep else HIDDEN
+
+    return QUOTED.sub(hide, message)
+
+
+def _drop_dsn_runs(message: str, dsn: str, keywords: frozenset[str]) -> str:
+    """``message`` without any run of :data:`SHORTEST_SECRET` or more characters that the DSN
+    holds (but an option name such as ``password``): a backstop for a piece of the password
+    that a message carries unquoted."""
+    kept, start = [], 0
+    while start < len(message):
+        end = start
+        while end < len(message) and message[start : end + 1] in dsn:
+            end += 1
+        piece = message[start:end]
+        if end - start >= SHORTEST_SECRET and piece.strip(" =") not in keywords:
+            kept.append("[hidden]")
+            start = end
+        else:
+            kept.append(message[start])
+            start += 1
+    return "".join(kept)
+
+
+def redacted(err: Exception, dsn: str, parse_failed: bool = False) -> str:
+    """The first line of a database error, at most 300 characters, holding no piece of the DSN.
+
+    ``parse_failed`` (a connection error) also hides libpq's quoted values
+    (:func:`_hide_quoted`); once connected, the server's quotes name tables and columns."""
+    keywords = _keywords()
+    lines = str(err).replace(dsn, "[dsn]").splitlines() or [""]
+    line = _hide_quoted(lines[0], keywords) if parse_failed else lines[0]
+    return _drop_dsn_runs(line, dsn, keywords)[:300] if dsn else line[:300]
+
+
 @contextmanager
 def connect(spec: dict) -> Iterator[Any]:
     """A connection to the DSN in ``$<dsn_env>``, with pgvector's types registered.
@@ -91,9 +159,9 @@ def connect(spec: dict) -> Iterator[Any]:
     try:
         conn = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.Error as err:
-        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
+        reason = redacted(err, dsn, parse_failed=True)
         raise InputError(
-            [Problem(_where(spec), f"cannot connect: {reason}", f"check the DSN in ${spec['dsn_env']}")]
+            [Problem(_where(spec), f"cannot connect: {reason}", DSN_FIX.format(env=spec["dsn_env"]))]
         ) from None
     backend = conn.info.backend_pid
     try:
@@ -109,9 +177,8 @@ def connect(spec: dict) -> Iterator[Any]:
     except psycopg.Error as err:
         if _crashed(err, conn):
             raise InputError([_crash_problem(spec, dsn, backend, err)]) from None
-        reason = str(err).replace(dsn, "[dsn]").splitlines()[0][:300]
         raise InputError(
-            [Problem(_where(spec), f"the database said: {reason}", "check the table and columns")]
+            [Problem(_where(spec), f"the database said: {redacted(err, dsn)}", "check the table and columns")]
         ) from None
 
 
@@ -161,7 +228,7 @@ def _crash_problem(spec: dict, dsn: str, backend: int, err: Exception) -> Proble
     server log tells) or ended by someone, never "check the table"; it holds no DSN."""
     message = str(err).replace(dsn, "[dsn]")
     if getattr(err, "sqlstate", None) == ADMIN_SHUTDOWN:
-        what = f"the PostgreSQL backend was ended during the query: {message.splitlines()[0][:200]}"
+        what = f"the PostgreSQL backend was ended during the query: {redacted(err, dsn)[:200]}"
         return Problem(_where(spec), what, "run it again once the server is up; ask who ends its connections")
     death = _death_in_text(message) or _logged_death(dsn, backend)
     if death is None:
@@ -264,11 +331,12 @@ def _ensure_extension(conn, spec: dict) -> None:
     except psycopg.Error as err:
         if _crashed(err, conn):
             raise  # the connection's handler names the crash
+        reason = redacted(err, os.environ.get(spec["dsn_env"], ""))[:200]
         raise InputError(
             [
                 Problem(
                     _where(spec),
-                    f"the vector extension cannot be created: {str(err).splitlines()[0][:200]}",
+                    f"the vector extension cannot be created: {reason}",
                     "install pgvector on the server, or have an owner run CREATE EXTENSION vector",
                 )
             ]
@@ -285,22 +353,60 @@ def _quoted(name: str) -> str:
 # --- owned mode -------------------------------------------------------------------------
 
 
-def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
-    """Rebuild ragvet's table (in the caller's transaction) and, for hnsw, its index."""
-    name = _quoted(table)
-    conn.execute(f"DROP TABLE IF EXISTS {name}")
-    conn.execute(
-        f"CREATE TABLE {name} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
-        f"metadata jsonb NOT NULL, embedding vector({vectors.shape[1]}) NOT NULL)"
+# The comment ragvet puts on each table it creates: the only tables owned mode drops and writes.
+OWNED_MARK = "ragvet owned table (kind: pgvector, mode: owned): dropped and rebuilt by every run"
+
+
+def _refuse_foreign_table(conn, table: str, spec: dict) -> None:
+    """Stop unless ``table`` is missing or carries :data:`OWNED_MARK`: owned mode drops and
+    refills its table, and a table ragvet did not create is the team's (a spec written for
+    mode: existing that left the mode out). ``to_regclass`` resolves the name through the
+    search path as ``DROP TABLE`` would, so the table checked is the one that would go."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    found = conn.execute(
+        "SELECT c.relkind, obj_description(c.oid, 'pg_class') FROM pg_class c WHERE c.oid = to_regclass(%s)",
+        [sql.Identifier(table).as_string(conn)],
+    ).fetchone()
+    if found is None or (found[0] == "r" and found[1] == OWNED_MARK):
+        return
+    what = (
+        f"the table {table} exists and ragvet did not create it (it lacks ragvet's comment); mode: owned "
+        "drops and rebuilds its table, so nothing was dropped or written"
     )
-    with conn.cursor().copy(f"COPY {name} (row_number, chunk_id, metadata, embedding) FROM STDIN") as copy:
+    fix = (
+        f"to query {table} as it is, add mode: existing and its columns (docs/retrievers.md); for a table "
+        f"ragvet fills, name another table; a table an older ragvet made: DROP TABLE {table} yourself"
+    )
+    raise InputError([Problem(_where(spec), what, fix)])
+
+
+def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
+    """Rebuild ragvet's table (in the caller's transaction), marked as ragvet's, and, for
+    hnsw, its index; a table ragvet did not create is refused (:func:`_refuse_foreign_table`)."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    _refuse_foreign_table(conn, table, spec)
+    name = sql.Identifier(table)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
+            "metadata jsonb NOT NULL, embedding vector({}) NOT NULL)"
+        ).format(name, sql.Literal(int(vectors.shape[1])))
+    )
+    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(name, sql.Literal(OWNED_MARK)))  # no bind in COMMENT
+    copy_sql = sql.SQL("COPY {} (row_number, chunk_id, metadata, embedding) FROM STDIN").format(name)
+    with conn.cursor().copy(copy_sql) as copy:
         for number, (chunk, vector) in enumerate(zip(chunks, vectors)):
             metadata = json.dumps({key: str(value) for key, value in chunk.metadata.items()}, sort_keys=True)
             copy.write_row((number, chunk.chunk_id, metadata, vector))
     if spec.get("index", "exact") == "hnsw":
         m, build = int(spec.get("hnsw_m", 16)), int(spec.get("ef_construction", 64))
         conn.execute(
-            f"CREATE INDEX ON {name} USING hnsw (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {build})"
+            sql.SQL(
+                "CREATE INDEX ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
+            ).format(name, sql.Literal(m), sql.Literal(build))
         )
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(spec.get("ef_search", 40))),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")  # filtered cases keep depth
@@ -356,28 +462,65 @@ def owned_run(
 # --- existing mode ----------------------------------------------------------------------
 
 
+def _existing_statement(spec: dict, located: Sequence[str], where: str) -> Any:
+    """The query of the team's table: ``located`` columns, the score of the table's own
+    distance, rows without an embedding left out (they have no distance), ``where`` the
+    filter's clause (:func:`filter_sql`). Identifiers go through psycopg.sql; the query
+    vector (twice), the filter's values and the depth are bound parameters."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    columns = spec["columns"]
+    operator, score = DISTANCES[spec.get("distance", "cosine")]
+    embedding = sql.Identifier(columns["embedding"])
+    distance = sql.SQL("{} {} %s").format(embedding, sql.SQL(operator))
+    return sql.SQL("SELECT {}, {} AS score FROM {} WHERE {} IS NOT NULL AND ({}) ORDER BY {} LIMIT %s").format(
+        sql.SQL(", ").join(sql.Identifier(columns[role]) for role in ["doc_id", *located]),
+        sql.SQL(score).format(d=sql.SQL("({})").format(distance)),
+        sql.Identifier(spec["table"]),
+        embedding,
+        sql.SQL(where),
+        distance,
+    )
+
+
+def _say_unembedded(conn, spec: dict) -> None:
+    """Say on stderr how many rows of the team's table have a NULL embedding: the search
+    leaves them out (no distance ranks them), and a silent gap would read as a weak index."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    column = spec["columns"]["embedding"]
+    statement = sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(
+        sql.Identifier(spec["table"]), sql.Identifier(column)
+    )
+    count = conn.execute(statement).fetchone()[0]
+    if count:
+        print(
+            f"{_where(spec)}: skipped {count} rows of {spec['table']} whose {column} is NULL "
+            "(a row without an embedding has no distance to rank it by)",
+            file=sys.stderr,
+        )
+
+
 def existing_run(
     cases: Sequence[Case], spec: dict, depth: int, docs: Mapping[str, Doc], latency: dict[str, float]
 ) -> list[RunRow]:
     """Query the team's table: its rows are foreign passages, scored by its own
-    distance (two rows of one span keep the better score). Each query is timed
-    into ``latency``."""
+    distance (two rows of one span keep the better score); rows without an embedding
+    are skipped and counted (:func:`_say_unembedded`). Each query is timed into ``latency``."""
     settings = dense_settings(spec)
     columns = spec["columns"]
-    operator, score = DISTANCES[spec.get("distance", "cosine")]
     with EmbeddingCache() as cache:
         questions = [c.question for c in cases]
         queries, _ = embed_texts(
             questions, settings["model"], settings["query_prefix"], settings["batch_size"], cache, settings["precision"]
         )
     located = ["text"] if "text" in columns else ["start", "end"]
-    selected = ", ".join(_quoted(columns[role]) for role in ["doc_id", *located])
-    distance = f"{_quoted(columns['embedding'])} {operator} %s"
     locator = PassageLocator(docs)
     lookup: dict[str, Chunk] = {}
     rows: list[RunRow] = []
     problems: list[Problem] = []
     with connect(spec) as conn:
+        _say_unembedded(conn, spec)
         for case, query in zip(cases, queries):
             if case.filter and "metadata" not in columns:
                 problems.append(
@@ -386,11 +529,7 @@ def existing_run(
                 continue
             where, params = filter_sql(case.filter, _quoted(columns["metadata"]) if case.filter else "")
             started = time.perf_counter()
-            found = conn.execute(
-                f"SELECT {selected}, {score.format(d='(' + distance + ')')} AS score FROM {_quoted(spec['table'])} "
-                f"WHERE {where} ORDER BY {distance} LIMIT %s",
-                [query, *params, query, depth],
-            ).fetchall()
+            found = conn.execute(_existing_statement(spec, located, where), [query, *params, query, depth]).fetchall()
             latency[case.case_id] = time.perf_counter() - started
             scored: dict[str, float] = {}
             for number, row in enumerate(found, start=1):

@@ -138,6 +138,12 @@ def write_text(path: str | Path, text: str) -> None:
         handle.write(text)
 
 
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write bytes atomically, as :func:`write_text` writes text."""
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
+
+
 def write_copy(path: str | Path, source: str | Path) -> None:
     """Write at ``path`` a byte-for-byte copy of ``source``, atomically as :func:`write_text`."""
     with atomic_output(path) as tmp:

@@ -27,10 +27,34 @@ PGVECTOR_KEYS = {
     "abstain_below",
 }
 MODES = ("owned", "existing")
+# Keys only one mode reads. One of the other mode's is a mistake that can cost a table: the
+# docs' existing-table example without `mode: existing` runs in owned mode.
+MODE_KEYS = {
+    "owned": ("index", "hnsw_m", "ef_construction", "ef_search", "passage_prefix"),
+    "existing": ("columns", "distance"),
+}
 INDEXES = ("exact", "hnsw")
 DISTANCES = {"cosine": ("<=>", "1 - {d}"), "ip": ("<#>", "-{d}"), "l2": ("<->", "-{d}")}  # operator, score of d
 COLUMN_ROLES = ("doc_id", "text", "start", "end", "embedding", "metadata")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _other_mode_problems(spec: dict, mode: str, where: str) -> list[Problem]:
+    """A problem per key of the other mode: owned mode drops and rebuilds ``table``, so a
+    spec written for the team's table must not run in it by a missing ``mode: existing``."""
+    problems = []
+    for other, keys in MODE_KEYS.items():
+        if other == mode or mode not in MODES:
+            continue
+        default = " (the default)" if "mode" not in spec else ""
+        for key in (key for key in keys if key in spec):
+            what = f"`{key}` is a key of mode: {other}, and this retriever is in mode: {mode}{default}"
+            if other == "existing":
+                fix = "to query your own table, add mode: existing; for a table ragvet fills, remove the key"
+            else:
+                fix = "remove the key: mode: existing queries your table as it is (or use mode: owned)"
+            problems.append(Problem(where, what, fix))
+    return problems
 
 
 def pgvector_problems(spec: dict, where: str) -> list[Problem]:
@@ -39,6 +63,7 @@ def pgvector_problems(spec: dict, where: str) -> list[Problem]:
     mode = spec.get("mode", "owned")
     if mode not in MODES:
         problems.append(Problem(where, f"unknown mode {mode!r}", "use mode: owned or mode: existing"))
+    problems += _other_mode_problems(spec, mode, where)
     if not isinstance(spec.get("dsn_env"), str) or not spec["dsn_env"]:
         problems.append(
             Problem(where, "pgvector needs `dsn_env`", "name an environment variable: dsn_env: RAGVET_PG_DSN")
