@@ -1,0 +1,203 @@
+"""``kind: http`` against hostile and broken endpoints (issue 31).
+
+Every endpoint is a real server on 127.0.0.1 (or 127.0.0.2) started by the test:
+:class:`Endpoint`, a raw socket server that reads one request and answers it with
+whatever bytes the test scripts, malformed or not. The tests that carry a secret run
+the installed ``ragvet retrieve`` in a subprocess, as DVC does, and search its stdout,
+stderr and every file it left (the cache under ``.ragvet/cache/http/``,
+``.ragvet/problems.txt``) for the secret and for every 8-character piece of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragvet.cli import app
+from ragvet.retrieval.specs.registry import retriever_problems
+from ragvet.schema import Case, Doc
+
+LEAVE = "Employees get 25 days.\nCarry up to five unused days into the next year.\nThe plan year is 2026."
+DOCS = {"leave": Doc("leave", LEAVE)}
+CASES = [Case("c1", "carry unused days")]
+CARRY = "Carry up to five unused days into the next year."
+GOOD = {"hits": [{"doc_id": "leave", "text": CARRY, "score": 2.0}]}
+SECRET = "Bearer s3cr3t-0123456789-abcdefghij"
+RAGVET = Path(sys.executable).parent / "ragvet"
+
+
+# --- the endpoint ---------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """One request as the endpoint read it (header names in lower case)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Answer = Callable[[Seen, socket.socket], None]
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.server.connections += 1
+        reader = self.request.makefile("rb")
+        line = reader.readline(100_000)
+        if not line.strip():
+            return
+        method, path, _ = line.decode("latin-1").split(" ", 2)
+        headers = {}
+        while (line := reader.readline(100_000)) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        seen = Seen(method, path, headers, reader.read(int(headers.get("content-length", 0))))
+        self.server.seen.append(seen)
+        try:
+            self.server.answer(seen, self.request)
+        except OSError:  # the client hung up: what a size limit or a deadline does
+            pass
+
+
+class Endpoint(socketserver.ThreadingTCPServer):
+    """A server on ``host`` answering every request with ``answer(seen, socket)``."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, answer: Answer, host: str = "127.0.0.1"):
+        super().__init__((host, 0), _Handler)
+        self.answer, self.seen, self.connections = answer, [], 0
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.server_address[0]}:{self.server_address[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def reply(status: int, body: bytes, headers: tuple[str, ...] = ()) -> bytes:
+    head = [f"HTTP/1.1 {status} Status", "Content-Type: application/json", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join([*head, "Connection: close"]) + "\r\n\r\n").encode("latin-1") + body
+
+
+def answering(status: int, body: object, headers: tuple[str, ...] = ()) -> Answer:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return lambda seen, sock: sock.sendall(reply(status, raw, headers))
+
+
+# --- the project and the run ----------------------------------------------------------
+
+
+def spec_for(url: str, **extra) -> dict:
+    return {
+        "kind": "http",
+        "url": url,
+        "body": {"q": "{question}", "k": "{k}"},
+        "response": {"hits": "hits", "doc_id": "doc_id", "text": "text", "score": "score"},
+        "secret_headers": {"Authorization": "SEARCH_AUTH"},
+        "retries": 0,
+        "timeout_s": 5,
+        **extra,
+    }
+
+
+def project(folder: Path, spec: dict) -> Path:
+    """A ragvet project of one configuration, ``es``, whose retriever is ``spec``."""
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c.to_row()) + "\n" for c in CASES))
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d.to_row()) + "\n" for d in DOCS.values()))
+    (folder / "chunks.jsonl").write_text("")
+    params = {"retrievers": {"es": spec}, "configs": {"es": {"chunking": "x", "retriever": "es"}}, "depth": 3}
+    params["chunking"] = {"x": {"strategy": "fixed", "unit": "chars", "window": 40, "overlap": 0}}
+    (folder / "params.yaml").write_text(json.dumps(params))
+    return folder
+
+
+ARGS = ["retrieve", "es", "--chunks", "chunks.jsonl", "--cases", "cases.jsonl", "--corpus", "corpus.jsonl"]
+ARGS += ["--out", "run.parquet"]
+
+
+def ragvet(folder: Path, secret: str = SECRET) -> subprocess.CompletedProcess:
+    """``ragvet retrieve es`` in ``folder``, as DVC runs it, with ``$SEARCH_AUTH`` set to ``secret``."""
+    env = {key: value for key, value in os.environ.items() if key != "RAGVET_CACHE_DIR"}
+    env["SEARCH_AUTH"] = secret
+    return subprocess.run([str(RAGVET), *ARGS], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+
+
+def pieces(secret: str) -> set[str]:
+    """The secret and every 8-character piece of it."""
+    return {secret} | {secret[i : i + 8] for i in range(len(secret) - 7)}
+
+
+def leaks(folder: Path, result: subprocess.CompletedProcess, secret: str = SECRET) -> list[str]:
+    """Where the secret, or a piece of it, shows: the output, the errors, any file left behind."""
+    places = {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
+    places |= {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    forms = {form for piece in pieces(secret) for form in (piece.encode(), json.dumps(piece)[1:-1].encode())}
+    return sorted(f"{place}: {form!r}" for place, data in places.items() for form in forms if form in data)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEARCH_AUTH", SECRET)
+    return tmp_path / "cache" / "http"
+
+
+def cached(folder: Path) -> list[Path]:
+    return sorted((folder / ".ragvet" / "cache" / "http").glob("*"))
+
+
+# --- 9. params the checks let through -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "where", "fragment"),
+    [
+        ("method", 5, "method", "method must be GET or POST, got a number 5"),
+        ("secret_headers", {"Authorization": 5}, "secret_headers.Authorization", "must name an environment variable"),
+        ("secret_headers", {"Bad Name": "X"}, "secret_headers", "'Bad Name' is not a header name"),
+        ("headers", {"X-Team": "a\nb"}, "headers.X-Team", "a header value must be one line of Latin-1 text"),
+        ("headers", {"X-Team": 5}, "headers.X-Team", "a header value must be one line of Latin-1 text"),
+        ("timeout_s", 1.5e308, "timeout_s", "timeout_s must be a number of seconds over 0 and at most 600"),
+        ("timeout_s", 0, "timeout_s", "timeout_s must be a number of seconds over 0 and at most 600"),
+        ("retries", 1100, "retries", "retries must be a whole number from 0 to 10"),
+        ("backoff_s", 1e300, "backoff_s", "backoff_s must be a number of seconds from 0 to 60"),
+        ("concurrency", 10_000, "concurrency", "concurrency must be a whole number from 1 to 64"),
+        ("max_response_bytes", 2**40, "max_response_bytes", "from 1 to 1,073,741,824"),
+    ],
+)
+def test_params_the_checks_let_through_are_refused_at_their_key(key, value, where, fragment):
+    problems = retriever_problems("es", spec_for("http://127.0.0.1:9/x", **{key: value}), "params.yaml: retrievers.es")
+    assert [(p.where, fragment in p.what) for p in problems] == [(f"params.yaml: retrievers.es.{where}", True)]
+
+
+def test_a_backoff_that_would_wait_over_60_s_is_refused():
+    (problem,) = retriever_problems("es", spec_for("http://127.0.0.1:9/x", retries=8), "params.yaml: retrievers.es")
+    assert problem.where == "params.yaml: retrievers.es.retries"
+    assert "retries 8 with backoff_s 0.5 would wait 64 s before the last retry" in problem.what
+
+
+def test_the_stage_refuses_a_bad_method_at_its_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    project(tmp_path, spec_for("http://127.0.0.1:9/x", method=5))
+    result = CliRunner().invoke(app, ARGS)
+    assert result.exit_code == 2, result.exception
+    assert "params.yaml:1 (retrievers.es.method): method must be GET or POST, got a number 5" in result.output
