@@ -165,6 +165,23 @@ def cached(folder: Path) -> list[Path]:
     return sorted((folder / ".ragvet" / "cache" / "http").glob("*"))
 
 
+# --- 2. a secret no header can carry ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [f"{SECRET}\n", f"{SECRET}\r\n", f"{SECRET[:12]}\n{SECRET[12:]}", f"{SECRET}€"],
+    ids=["newline", "crlf", "inner-newline", "not-latin-1"],
+)
+def test_a_secret_no_header_can_carry_is_named_by_its_variable(tmp_path, value):
+    with Endpoint(answering(200, GOOD)) as endpoint:
+        result = ragvet(project(tmp_path, spec_for(f"{endpoint.url}/search")), secret=value)
+        assert endpoint.connections == 0
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "environment variable SEARCH_AUTH (secret header Authorization)" in result.stderr
+    assert leaks(tmp_path, result, value.strip()) == [] and leaks(tmp_path, result, value) == []
+
+
 # --- 9. params the checks let through -------------------------------------------------
 
 

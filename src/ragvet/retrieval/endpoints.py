@@ -42,7 +42,7 @@ from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.plugins import add_score, item_id
 from ragvet.retrieval.ranking import RunRow, rank_scored
 from ragvet.retrieval.request import Request
-from ragvet.retrieval.specs.http import RESPONSE_KEYS
+from ragvet.retrieval.specs.http import RESPONSE_KEYS, header_value_flaw
 from ragvet.schema import Case
 from ragvet.storage.atomic import write_text
 from ragvet.text.values import is_number
@@ -119,9 +119,23 @@ def build_request(spec: dict, case: Case, depth: int, env: Mapping[str, str]) ->
     return HttpRequest(method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret)
 
 
-def missing_secrets(spec: dict, env: Mapping[str, str]) -> list[str]:
-    """The environment variables named in ``secret_headers`` that are not set."""
-    return sorted(name for name in (spec.get("secret_headers") or {}).values() if not env.get(name))
+def secret_problems(spec: dict, env: Mapping[str, str], where: str) -> list[Problem]:
+    """What keeps a secret header from being sent: its environment variable is not set, or
+    its value cannot be a header value (a CI secret pasted with a trailing newline, a
+    ``.env`` saved with CRLF, a character outside Latin-1). http.client would raise with
+    the value in its message; this names the variable, never the value."""
+    secret_headers = spec.get("secret_headers") or {}
+    missing = sorted(name for name in secret_headers.values() if not env.get(name))
+    if missing:
+        return [Problem(where, f"environment variable {', '.join(missing)} is not set", "export it before dvc repro")]
+    problems = []
+    for header, name in sorted(secret_headers.items()):
+        flaw = header_value_flaw(env[name])
+        if flaw is not None:
+            what = f"environment variable {name} (secret header {header}) {flaw}"
+            fix = f"set {name} to the header's value alone: no line break (a pasted newline, a CRLF .env), Latin-1 only"
+            problems.append(Problem(where, what, fix))
+    return problems
 
 
 # --- fetching -----------------------------------------------------------------------
@@ -260,12 +274,8 @@ def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[
     returned, so no partial run is written.
     """
     env = os.environ
-    missing = missing_secrets(spec, env)
     where = f"http retriever {spec.get('method', 'POST').upper()} {spec['url']}"
-    if missing:
-        raise InputError(
-            [Problem(where, f"environment variable {', '.join(missing)} is not set", "export it before dvc repro")]
-        )
+    raise_if(secret_problems(spec, env, where))
     requests = [build_request(spec, case, depth, env) for case in cases]
     secrets = [value for request in requests[:1] for value in request.secret.values()]
     items: dict[str, list[dict]] = {}
