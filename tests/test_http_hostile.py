@@ -17,7 +17,8 @@ import socketserver
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,45 @@ def cached(folder: Path) -> list[Path]:
     return sorted((folder / ".ragvet" / "cache" / "http").glob("*"))
 
 
+# --- 1. redirects ---------------------------------------------------------------------
+
+
+@contextmanager
+def redirecting(status: int, target: str) -> Iterator[tuple[Endpoint, Endpoint]]:
+    """The endpoint, answering ``status`` to ``target`` (``port``, ``host``, ``ftp``, ``same``),
+    and the server the redirect points at, which answers well: a client that follows it
+    would get a valid answer."""
+    host = "127.0.0.2" if target == "host" else "127.0.0.1"
+    with Endpoint(answering(200, GOOD), host) as other:
+        location = {
+            "port": f"{other.url}/elsewhere",
+            "host": f"{other.url}/elsewhere",
+            "ftp": f"ftp://127.0.0.1:{other.server_address[1]}/pub",
+        }.get(target, "/final")
+
+        def answer(seen: Seen, sock: socket.socket) -> None:
+            if seen.path == "/final":
+                return answering(200, GOOD)(seen, sock)
+            sock.sendall(reply(status, b"moved", (f"Location: {location}",)))
+
+        with Endpoint(answer) as endpoint:
+            yield endpoint, other
+
+
+@pytest.mark.parametrize(
+    ("status", "target"), [(302, "port"), (301, "host"), (303, "ftp"), (307, "port"), (308, "same")]
+)
+def test_no_redirect_is_followed_so_the_secret_goes_nowhere_else(tmp_path, status, target):
+    with redirecting(status, target) as (endpoint, other):
+        result = ragvet(project(tmp_path, spec_for(f"{endpoint.url}/search", timeout_s=2)))
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert f"status {status} redirects to " in result.stderr and "follows no redirect" in result.stderr
+        assert [(seen.method, seen.path) for seen in endpoint.seen] == [("POST", "/search")]
+        assert endpoint.seen[0].body and other.connections == 0  # nothing asked the other origin
+    assert not (tmp_path / "run.parquet").exists() and cached(tmp_path) == []
+    assert leaks(tmp_path, result) == []
+
+
 # --- 2. a secret no header can carry ------------------------------------------------
 
 
@@ -180,6 +220,40 @@ def test_a_secret_no_header_can_carry_is_named_by_its_variable(tmp_path, value):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "environment variable SEARCH_AUTH (secret header Authorization)" in result.stderr
     assert leaks(tmp_path, result, value.strip()) == [] and leaks(tmp_path, result, value) == []
+
+
+# --- 7. malformed responses -----------------------------------------------------------
+
+MALFORMED = {
+    "short body": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + b'{"hits": [',
+        "the response was cut short: 10 of its 1,000 bytes (Content-Length) came",
+    ),
+    "status line": (b"HTTP/1.1 two hundred OK\r\nContent-Length: 2\r\n\r\n{}", "malformed status line"),
+    "many headers": (
+        b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(101)) + b"Content-Length: 2\r\n\r\n{}",
+        "malformed response: got more than 100 headers",
+    ),
+    "long header": (
+        b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}",
+        "a header line longer than 65,536 bytes",
+    ),
+    "deep json": (reply(200, b"[" * 100_000 + b"]" * 100_000), "the JSON nests too deeply to read"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_malformed_response_is_a_located_error(tmp_path, monkeypatch, case):
+    raw, fragment = MALFORMED[case]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGVET_CACHE_DIR", raising=False)
+    monkeypatch.setenv("SEARCH_AUTH", SECRET)
+    with Endpoint(lambda seen, sock: sock.sendall(raw)) as endpoint:
+        project(tmp_path, spec_for(f"{endpoint.url}/search"))
+        result = CliRunner().invoke(app, ARGS)
+    assert result.exit_code == 2, result.exception  # an InputError, no traceback
+    assert f"http retriever POST {endpoint.url}/search (case c1): {fragment}" in result.output
+    assert not (tmp_path / "run.parquet").exists() and cached(tmp_path) == []
 
 
 # --- 9. params the checks let through -------------------------------------------------

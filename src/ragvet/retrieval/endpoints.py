@@ -26,10 +26,7 @@ import hashlib
 import json
 import os
 import shutil
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,13 +39,12 @@ from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.plugins import add_score, item_id
 from ragvet.retrieval.ranking import RunRow, rank_scored
 from ragvet.retrieval.request import Request
-from ragvet.retrieval.specs.http import RESPONSE_KEYS, header_value_flaw
+from ragvet.retrieval.specs.http import RESPONSE_KEYS, header_value_flaw, setting
+from ragvet.retrieval.transport import CHECK_FIX, Limits, Refused, fetch
 from ragvet.schema import Case
 from ragvet.storage.atomic import write_text
 from ragvet.text.values import is_number
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as failing
 CACHE_FOLDER = "http"
 
 
@@ -143,61 +139,31 @@ def secret_problems(spec: dict, env: Mapping[str, str], where: str) -> list[Prob
 
 @dataclass(frozen=True)
 class Fetched:
-    """A response: its parsed JSON and the seconds it took, or why it failed."""
+    """A response: its parsed JSON and the seconds it took, or why it failed and the fix."""
 
     body: Any = None
     seconds: float = 0.0
     failure: str | None = None
+    fix: str = CHECK_FIX
 
 
-def _retry_after(error: urllib.error.HTTPError, fallback: float) -> float:
-    """The server's ``Retry-After`` in seconds when it gives a number, else ``fallback``."""
-    value = error.headers.get("Retry-After") if error.headers else None
-    try:
-        return max(0.0, float(value)) if value is not None else fallback
-    except ValueError:
-        return fallback
+def limits(spec: dict) -> Limits:
+    """The spec's bounds on one request, defaults filled in."""
+    return Limits(float(setting(spec, "timeout_s")), setting(spec, "retries"), float(setting(spec, "backoff_s")))
 
 
-def _excerpt(raw: bytes) -> str:
-    return raw[:200].decode("utf-8", "replace").replace("\n", " ")
-
-
-def fetch(request: HttpRequest, timeout: float, retries: int, backoff: float) -> Fetched:
-    """One request, retried on 429, 5xx, a timeout or a refused connection, up to
-    ``retries`` times, waiting ``backoff * 2**attempt`` seconds or the server's
-    ``Retry-After``. The latency is that of the attempt that succeeded."""
+def ask(request: HttpRequest, spec: dict) -> Fetched:
+    """One case's request over :mod:`ragvet.retrieval.transport`: no redirect followed,
+    retried on 429, 5xx, a timeout or a refused connection."""
     data = None if request.body is None else json.dumps(request.body, sort_keys=True).encode()
-    headers = {"Accept": "application/json", **request.headers, **request.secret}
+    headers = {"Accept": "application/json", "User-Agent": "ragvet", **request.headers, **request.secret}
     if data is not None:
         headers["Content-Type"] = "application/json"
-    failure = ""
-    for attempt in range(retries + 1):
-        wait = backoff * 2**attempt
-        started = time.perf_counter()
-        try:
-            message = urllib.request.Request(request.url, data=data, headers=headers, method=request.method)
-            with urllib.request.urlopen(message, timeout=timeout) as answer:
-                raw = answer.read()
-            seconds = time.perf_counter() - started
-        except urllib.error.HTTPError as error:
-            failure = f"status {error.code}: {_excerpt(error.read())}"
-            if error.code not in RETRY_STATUSES:
-                return Fetched(failure=failure)
-            wait = _retry_after(error, wait)
-            if wait > MAX_RETRY_AFTER_S:
-                return Fetched(failure=f"{failure} (Retry-After {wait:g} s is too long)")
-        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
-            reason = getattr(error, "reason", error)
-            failure = f"timed out after {timeout:g} s" if isinstance(reason, TimeoutError) else f"no answer: {reason}"
-        else:
-            try:
-                return Fetched(json.loads(raw), seconds)
-            except ValueError:
-                return Fetched(failure=f"status 200 but the response is not JSON: {_excerpt(raw)!r}")
-        if attempt < retries:
-            time.sleep(wait)
-    return Fetched(failure=f"{failure} (after {retries} retries)" if retries else failure)
+    try:
+        body, seconds = fetch(request.method, request.url, data, headers, limits(spec))
+    except Refused as refused:
+        return Fetched(failure=refused.what, fix=refused.fix)
+    return Fetched(body, seconds)
 
 
 def cached_fetch(request: HttpRequest, spec: dict, folder: Path) -> Fetched:
@@ -206,7 +172,7 @@ def cached_fetch(request: HttpRequest, spec: dict, folder: Path) -> Fetched:
     if path.is_file():
         stored = json.loads(path.read_text(encoding="utf-8"))
         return Fetched(stored["response"], stored["seconds"])
-    fetched = fetch(request, spec.get("timeout_s", 10), spec.get("retries", 3), spec.get("backoff_s", 0.5))
+    fetched = ask(request, spec)
     if fetched.failure is None:
         write_text(path, json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True))
     return fetched
@@ -217,7 +183,7 @@ def fetch_all(
 ) -> list[Fetched]:
     """Every request, at most ``concurrency`` (default 4) at a time, in request order."""
     folder = http_cache_dir()
-    with ThreadPoolExecutor(max_workers=spec.get("concurrency", 4)) as pool:
+    with ThreadPoolExecutor(max_workers=setting(spec, "concurrency")) as pool:
         return list(pool.map(lambda request: fetcher(request, spec, folder), requests))
 
 
@@ -284,7 +250,7 @@ def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[
     for case, fetched in zip(cases, fetch_all(requests, spec)):
         mapped = fetched.failure or map_hits(fetched.body, spec["response"])
         if isinstance(mapped, str):
-            fix = "check the endpoint and the response mapping in params.yaml, then re-run"
+            fix = fetched.fix if fetched.failure else CHECK_FIX
             problems.append(Problem(f"{where} (case {case.case_id})", redact(mapped, secrets), fix))
         else:
             items[case.case_id], latency[case.case_id] = mapped, fetched.seconds

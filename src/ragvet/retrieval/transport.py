@@ -1,0 +1,196 @@
+"""One request to a team's endpoint, over http.client, and its retries.
+
+The exchange is bounded so that no endpoint, broken or hostile, can do more than fail
+with a message:
+
+- **No redirect is followed.** A client that follows one sends the request, and its
+  secret headers, wherever the ``Location`` points (another port, another host, even
+  ``ftp://``), and a 302 turns a POST into a GET without its body, so another
+  server's answer would be scored as this one's. A 3xx fails, naming where it points.
+- **A malformed answer is a message**, not a traceback: a status line that is not
+  one, more headers or longer header lines than http.client reads, a body shorter
+  than its ``Content-Length``.
+
+A failure is a :class:`Refused`, worded for the problem ragvet prints, which says
+whether another attempt may succeed (a 429, a 5xx, a timeout, a connection refused).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import ssl
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+
+from ragvet.retrieval.specs.http import MAX_WAIT_S
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+EXCERPT_BYTES = 200  # of a failing answer's body, in its message
+HTTP_CLIENT_MAX_LINE = 65_536  # the longest status or header line http.client reads
+CHECK_FIX = "check the endpoint and the response mapping in params.yaml, then re-run"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long one attempt may take and how often it is retried: the spec's knobs."""
+
+    timeout: float
+    retries: int
+    backoff: float
+
+
+class Refused(Exception):
+    """An attempt that failed: ``what`` for the message, ``retry`` when another attempt
+    may succeed, ``retry_after`` the seconds the server asked for, if it did."""
+
+    def __init__(self, what: str, retry: bool = False, retry_after: float | None = None, fix: str = CHECK_FIX):
+        super().__init__(what)
+        self.what, self.retry, self.retry_after, self.fix = what, retry, retry_after, fix
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A 2xx answer: its body, undecoded, and the seconds the attempt took."""
+
+    status: int
+    raw: bytes
+    seconds: float
+
+
+def excerpt(raw: bytes) -> str:
+    """The start of a body, for a message (secrets are redacted by the caller)."""
+    return raw[:EXCERPT_BYTES].decode("utf-8", "replace").replace("\n", " ")
+
+
+def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection to the URL's host and the request target (path and query) to ask it."""
+    parts = urllib.parse.urlsplit(url)
+    target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    if parts.scheme == "https":
+        context = ssl.create_default_context()
+        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context), target
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout), target
+
+
+def _shown_location(url: str, location: str | None) -> str:
+    """Where a redirect points, resolved against ``url``, without credentials or query."""
+    if not location:
+        return "nowhere (no Location header)"
+    parts = urllib.parse.urlsplit(urllib.parse.urljoin(url, location.strip()))
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))[:EXCERPT_BYTES]
+
+
+def _status_refusal(url: str, status: int, headers: Message, raw: bytes) -> Refused:
+    """Why a non-2xx answer fails, and whether it is retried."""
+    if status in REDIRECT_STATUSES:
+        what = f"status {status} redirects to {_shown_location(url, headers.get('Location'))}"
+        return Refused(
+            f"{what}: ragvet follows no redirect, so neither the request nor a secret header goes elsewhere",
+            fix="if that address is the endpoint, set url to it",
+        )
+    what = f"status {status}: {excerpt(raw)}"
+    if status in RETRY_STATUSES:
+        return Refused(what, retry=True, retry_after=_retry_after(headers.get("Retry-After")))
+    return Refused(what)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """The server's ``Retry-After`` in seconds when it is a number (not a date), else ``None``."""
+    try:
+        seconds = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _read_body(response: http.client.HTTPResponse) -> bytes:
+    """The whole body; one shorter than its ``Content-Length`` fails (http.client's
+    ``read(amt)`` returns what came and leaves ``length`` at what did not)."""
+    parts, total = [], 0
+    try:
+        while chunk := response.read(1 << 16):
+            parts.append(chunk)
+            total += len(chunk)
+    except http.client.IncompleteRead as error:  # a chunked body that stopped
+        raise Refused(f"the response was cut short after {total + len(error.partial):,} bytes") from None
+    if response.length:
+        expected = total + response.length
+        raise Refused(f"the response was cut short: {total:,} of its {expected:,} bytes (Content-Length) came")
+    return b"".join(parts)
+
+
+def _refusal(error: Exception, timeout: float) -> Refused:
+    """An exception of http.client or the socket, as a message."""
+    if isinstance(error, Refused):
+        return error
+    if isinstance(error, TimeoutError):
+        return Refused(f"timed out after {timeout:g} s", retry=True)
+    if isinstance(error, http.client.RemoteDisconnected):
+        return Refused("the server closed the connection without answering", retry=True)
+    if isinstance(error, http.client.LineTooLong):
+        line = str(error).rpartition("when reading ")[2] or "line"
+        return Refused(f"a {line} longer than {HTTP_CLIENT_MAX_LINE:,} bytes")
+    if isinstance(error, http.client.BadStatusLine):
+        return Refused(f"malformed status line {str(error.line).strip()!r:.100}")
+    if isinstance(error, http.client.HTTPException):
+        return Refused(f"malformed response: {str(error)[:EXCERPT_BYTES]}")
+    if isinstance(error, ssl.SSLError):
+        return Refused(f"TLS failed: {error}")
+    return Refused(f"no answer: {error}", retry=True)
+
+
+def exchange(method: str, url: str, data: bytes | None, headers: Mapping[str, str], limits: Limits) -> Reply:
+    """One attempt: a 2xx :class:`Reply`, or :class:`Refused`."""
+    connection, target = _connection(url, limits.timeout)
+    started = time.perf_counter()
+    try:
+        connection.request(method, target, body=data, headers=dict(headers))
+        response = connection.getresponse()
+        if not 200 <= response.status < 300:
+            raise _status_refusal(url, response.status, response.headers, response.read(EXCERPT_BYTES))
+        raw = _read_body(response)
+    except (http.client.HTTPException, OSError, Refused) as error:
+        raise _refusal(error, limits.timeout) from None
+    finally:
+        connection.close()
+    return Reply(response.status, raw, time.perf_counter() - started)
+
+
+def parse(reply: Reply) -> Any:
+    """The answer's JSON, or :class:`Refused` saying why it is not."""
+    try:
+        return json.loads(reply.raw)
+    except RecursionError:
+        raise Refused("the JSON nests too deeply to read") from None
+    except ValueError:
+        raise Refused(f"status {reply.status} but the response is not JSON: {excerpt(reply.raw)!r}") from None
+
+
+def fetch(method: str, url: str, data: bytes | None, headers: Mapping[str, str], limits: Limits) -> tuple[Any, float]:
+    """The parsed answer and the seconds its attempt took, retried on 429, 5xx, a timeout
+    or no answer, up to ``retries`` times, waiting ``backoff * 2**attempt`` seconds or
+    the server's ``Retry-After``; :class:`Refused` when every attempt failed."""
+    failure = Refused("no attempt")
+    for attempt in range(limits.retries + 1):
+        try:
+            reply = exchange(method, url, data, headers, limits)
+            return parse(reply), reply.seconds
+        except Refused as refused:
+            if not refused.retry:
+                raise
+            failure = refused
+        wait = limits.backoff * 2**attempt if failure.retry_after is None else failure.retry_after
+        if wait > MAX_WAIT_S:
+            raise Refused(f"{failure.what} (Retry-After {wait:g} s is too long)")
+        if attempt < limits.retries:
+            time.sleep(wait)
+    note = f" (after {limits.retries} retries)" if limits.retries else ""
+    raise Refused(f"{failure.what}{note}", fix=failure.fix)
