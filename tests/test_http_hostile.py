@@ -17,6 +17,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragvet.cli import app
+from ragvet.errors import InputError
+from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.schema import Case, Doc
 
@@ -254,6 +257,38 @@ def test_a_malformed_response_is_a_located_error(tmp_path, monkeypatch, case):
     assert result.exit_code == 2, result.exception  # an InputError, no traceback
     assert f"http retriever POST {endpoint.url}/search (case c1): {fragment}" in result.output
     assert not (tmp_path / "run.parquet").exists() and cached(tmp_path) == []
+
+
+# --- 8. size and time -----------------------------------------------------------------
+
+
+def test_a_response_declared_over_the_limit_is_refused_unread(cache_dir):
+    def answer(seen: Seen, sock: socket.socket) -> None:
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 300000000\r\n\r\n" + b" " * 1_000_000)
+        time.sleep(3)
+
+    with Endpoint(answer) as endpoint, pytest.raises(InputError) as caught:
+        started = time.monotonic()
+        retrieve(CASES, [], spec_for(endpoint.url), 3, docs=DOCS)
+    assert time.monotonic() - started < 2.5  # refused on the header, not read
+    assert "the response is 300,000,000 bytes, over max_response_bytes (33,554,432)" in caught.value.render()
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+
+
+def test_a_stream_over_the_limit_is_cut_off(cache_dir):
+    sent = []
+
+    def answer(seen: Seen, sock: socket.socket) -> None:  # no Content-Length: the body ends with the connection
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+        for _ in range(32):
+            sock.sendall(b" " * 1_000_000)
+            sent.append(1_000_000)
+
+    with Endpoint(answer) as endpoint, pytest.raises(InputError) as caught:
+        retrieve(CASES, [], spec_for(endpoint.url, max_response_bytes=1_000_000), 3, docs=DOCS)
+    assert "the response is over max_response_bytes (1,000,000)" in caught.value.render()
+    assert sum(sent) < 16_000_000  # the client stopped reading and hung up
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
 
 
 # --- 9. params the checks let through -------------------------------------------------

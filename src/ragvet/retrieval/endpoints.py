@@ -149,7 +149,8 @@ class Fetched:
 
 def limits(spec: dict) -> Limits:
     """The spec's bounds on one request, defaults filled in."""
-    return Limits(float(setting(spec, "timeout_s")), setting(spec, "retries"), float(setting(spec, "backoff_s")))
+    timeout, backoff = float(setting(spec, "timeout_s")), float(setting(spec, "backoff_s"))
+    return Limits(timeout, setting(spec, "retries"), backoff, setting(spec, "max_response_bytes"))
 
 
 def ask(request: HttpRequest, spec: dict) -> Fetched:

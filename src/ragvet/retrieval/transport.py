@@ -7,6 +7,9 @@ with a message:
   secret headers, wherever the ``Location`` points (another port, another host, even
   ``ftp://``), and a 302 turns a POST into a GET without its body, so another
   server's answer would be scored as this one's. A 3xx fails, naming where it points.
+- **An answer has a size limit** (``max_response_bytes``, 32 MiB by default): one
+  that declares more is refused before its body is read, one that streams more is cut
+  off at the limit. Nothing larger is held in memory or cached.
 - **A malformed answer is a message**, not a traceback: a status line that is not
   one, more headers or longer header lines than http.client reads, a body shorter
   than its ``Content-Length``.
@@ -39,11 +42,13 @@ CHECK_FIX = "check the endpoint and the response mapping in params.yaml, then re
 
 @dataclass(frozen=True)
 class Limits:
-    """How long one attempt may take and how often it is retried: the spec's knobs."""
+    """How long one attempt may take, how large its answer may be and how often it is
+    retried: the spec's knobs."""
 
     timeout: float
     retries: int
     backoff: float
+    max_bytes: int
 
 
 class Refused(Exception):
@@ -111,14 +116,20 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def _read_body(response: http.client.HTTPResponse) -> bytes:
-    """The whole body; one shorter than its ``Content-Length`` fails (http.client's
+def _read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
+    """The whole body, at most ``max_bytes``: a larger declared ``Content-Length`` fails
+    unread, a longer stream (chunked, or ended by the connection) fails at the first byte
+    over. A body shorter than its ``Content-Length`` fails too (http.client's
     ``read(amt)`` returns what came and leaves ``length`` at what did not)."""
+    if response.length is not None and response.length > max_bytes:
+        raise Refused(f"the response is {response.length:,} bytes, over max_response_bytes ({max_bytes:,})")
     parts, total = [], 0
     try:
-        while chunk := response.read(1 << 16):
+        while chunk := response.read(min(1 << 16, max_bytes + 1 - total)):
             parts.append(chunk)
             total += len(chunk)
+            if total > max_bytes:
+                raise Refused(f"the response is over max_response_bytes ({max_bytes:,})")
     except http.client.IncompleteRead as error:  # a chunked body that stopped
         raise Refused(f"the response was cut short after {total + len(error.partial):,} bytes") from None
     if response.length:
@@ -156,7 +167,7 @@ def exchange(method: str, url: str, data: bytes | None, headers: Mapping[str, st
         response = connection.getresponse()
         if not 200 <= response.status < 300:
             raise _status_refusal(url, response.status, response.headers, response.read(EXCERPT_BYTES))
-        raw = _read_body(response)
+        raw = _read_body(response, limits.max_bytes)
     except (http.client.HTTPException, OSError, Refused) as error:
         raise _refusal(error, limits.timeout) from None
     finally:
