@@ -291,6 +291,24 @@ def test_a_stream_over_the_limit_is_cut_off(cache_dir):
     assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
 
 
+@pytest.mark.parametrize("phase", ["status line", "body"])
+def test_timeout_s_bounds_the_whole_request(cache_dir, phase):
+    raw = reply(200, json.dumps(GOOD).encode())
+    head = raw.index(b"\r\n\r\n") + 4 if phase == "body" else 0
+
+    def answer(seen: Seen, sock: socket.socket) -> None:  # each byte 1.5 s after the last: no single read times out
+        sock.sendall(raw[:head])
+        for byte in raw[head : head + 8]:
+            time.sleep(1.5)
+            sock.sendall(bytes([byte]))
+
+    with Endpoint(answer) as endpoint, pytest.raises(InputError) as caught:
+        started = time.monotonic()
+        retrieve(CASES, [], spec_for(endpoint.url, timeout_s=3), 3, docs=DOCS)
+    assert time.monotonic() - started < 5
+    assert "timed out after 3 s" in caught.value.render()
+
+
 # --- 9. params the checks let through -------------------------------------------------
 
 

@@ -10,6 +10,10 @@ with a message:
 - **An answer has a size limit** (``max_response_bytes``, 32 MiB by default): one
   that declares more is refused before its body is read, one that streams more is cut
   off at the limit. Nothing larger is held in memory or cached.
+- **``timeout_s`` bounds the whole attempt**, connecting, sending and reading
+  together: a socket's timeout bounds each read alone, so a server sending one byte
+  every 1.5 s held a request with ``timeout_s: 3`` for as long as it liked.
+  :class:`Deadline` shuts the socket when the time is up.
 - **A malformed answer is a message**, not a traceback: a status line that is not
   one, more headers or longer header lines than http.client reads, a body shorter
   than its ``Content-Length``.
@@ -23,7 +27,9 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -158,19 +164,68 @@ def _refusal(error: Exception, timeout: float) -> Refused:
     return Refused(f"no answer: {error}", retry=True)
 
 
+class Deadline:
+    """Shuts a socket once ``seconds`` have passed, which wakes any read or write blocked
+    on it; ``expired`` then tells a timeout from the server closing.
+
+    It holds the socket itself: http.client hands a connection's socket to the response
+    when the server says ``Connection: close``, and the connection forgets it."""
+
+    def __init__(self, seconds: float):
+        self.expired, self._socket = False, None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self.expired = True  # set before the socket is read, as watch sets the socket before checking
+        if self._socket is not None:
+            _shut(self._socket)
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """Shut ``sock`` at the deadline (now, if it passed while connecting)."""
+        self._socket = sock
+        self.check()
+
+    def check(self) -> None:
+        """Raise a timeout if the deadline has passed."""
+        if self.expired:
+            raise TimeoutError
+
+    def stop(self) -> None:
+        """Cancel the timer and wait for it, so it never touches a socket being closed."""
+        self._timer.cancel()
+        self._timer.join()
+
+
+def _shut(sock: socket.socket) -> None:
+    """The plain socket's shutdown, under any TLS layer: it wakes a blocked reader and
+    closes nothing (a socket already closed refuses, harmlessly)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 def exchange(method: str, url: str, data: bytes | None, headers: Mapping[str, str], limits: Limits) -> Reply:
-    """One attempt: a 2xx :class:`Reply`, or :class:`Refused`."""
+    """One attempt, within ``limits.timeout`` from connecting to the last byte read: a
+    2xx :class:`Reply`, or :class:`Refused`."""
     connection, target = _connection(url, limits.timeout)
+    deadline = Deadline(limits.timeout)
     started = time.perf_counter()
     try:
+        connection.connect()
+        deadline.watch(connection.sock)
         connection.request(method, target, body=data, headers=dict(headers))
         response = connection.getresponse()
         if not 200 <= response.status < 300:
             raise _status_refusal(url, response.status, response.headers, response.read(EXCERPT_BYTES))
         raw = _read_body(response, limits.max_bytes)
+        deadline.check()  # a shut socket reads as the end of a body the connection delimits
     except (http.client.HTTPException, OSError, Refused) as error:
-        raise _refusal(error, limits.timeout) from None
+        raise _refusal(TimeoutError() if deadline.expired else error, limits.timeout) from None
     finally:
+        deadline.stop()
         connection.close()
     return Reply(response.status, raw, time.perf_counter() - started)
 
