@@ -345,3 +345,24 @@ def test_the_stage_refuses_a_bad_method_at_its_key(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ARGS)
     assert result.exit_code == 2, result.exception
     assert "params.yaml:1 (retrievers.es.method): method must be GET or POST, got a number 5" in result.output
+
+
+def test_many_retries_do_not_overflow_the_backoff(cache_dir):
+    with Endpoint(answering(429, b"slow down", ("Retry-After: 0",))) as endpoint, pytest.raises(InputError) as caught:
+        retrieve(CASES, [], spec_for(endpoint.url, retries=1100, backoff_s=0.01), 3, docs=DOCS)
+    assert "status 429: slow down (after 1100 retries)" in caught.value.render()
+    assert len(endpoint.seen) == 1101
+
+
+# --- 18. the cache --------------------------------------------------------------------
+
+
+def test_a_backoff_over_60_s_is_not_called_a_retry_after(cache_dir):
+    with Endpoint(answering(503, b"backend down")) as endpoint, pytest.raises(InputError) as caught:
+        retrieve(CASES, [], spec_for(endpoint.url, retries=1, backoff_s=61), 3, docs=DOCS)
+    rendered = caught.value.render()
+    assert "status 503: backend down (the next wait, backoff_s × 2^0 = 61 s, is over 60 s)" in rendered
+    assert "Retry-After" not in rendered
+    with Endpoint(answering(503, b"backend down", ("Retry-After: 120",))) as endpoint, pytest.raises(InputError) as c:
+        retrieve(CASES, [], spec_for(endpoint.url, retries=1), 3, docs=DOCS)
+    assert "status 503: backend down (the server's Retry-After, 120 s, is over 60 s)" in c.value.render()

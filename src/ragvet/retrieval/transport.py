@@ -240,23 +240,32 @@ def parse(reply: Reply) -> Any:
         raise Refused(f"status {reply.status} but the response is not JSON: {excerpt(reply.raw)!r}") from None
 
 
+def _wait(failure: Refused, backoff: float, attempt: int) -> float:
+    """Seconds before the next attempt: the server's ``Retry-After``, else the backoff
+    ``backoff * 2**attempt``; :class:`Refused` when that is over :data:`MAX_WAIT_S`,
+    saying which it was. The power is taken in floats, capped, so no number of retries
+    overflows it."""
+    if failure.retry_after is not None:
+        wait, why = failure.retry_after, f"the server's Retry-After, {failure.retry_after:g} s,"
+    else:
+        wait = backoff * 2.0 ** min(attempt, 1023)
+        why = f"the next wait, backoff_s × 2^{attempt} = {wait:g} s,"
+    if wait > MAX_WAIT_S:
+        raise Refused(f"{failure.what} ({why} is over {MAX_WAIT_S:g} s)")
+    return wait
+
+
 def fetch(method: str, url: str, data: bytes | None, headers: Mapping[str, str], limits: Limits) -> tuple[Any, float]:
     """The parsed answer and the seconds its attempt took, retried on 429, 5xx, a timeout
-    or no answer, up to ``retries`` times, waiting ``backoff * 2**attempt`` seconds or
-    the server's ``Retry-After``; :class:`Refused` when every attempt failed."""
-    failure = Refused("no attempt")
+    or no answer, up to ``retries`` times, waiting as :func:`_wait` says; :class:`Refused`
+    when every attempt failed."""
     for attempt in range(limits.retries + 1):
         try:
             reply = exchange(method, url, data, headers, limits)
             return parse(reply), reply.seconds
         except Refused as refused:
-            if not refused.retry:
-                raise
-            failure = refused
-        wait = limits.backoff * 2**attempt if failure.retry_after is None else failure.retry_after
-        if wait > MAX_WAIT_S:
-            raise Refused(f"{failure.what} (Retry-After {wait:g} s is too long)")
-        if attempt < limits.retries:
-            time.sleep(wait)
-    note = f" (after {limits.retries} retries)" if limits.retries else ""
-    raise Refused(f"{failure.what}{note}", fix=failure.fix)
+            if not refused.retry or attempt == limits.retries:
+                note = f" (after {attempt} retries)" if refused.retry and attempt else ""
+                raise Refused(f"{refused.what}{note}", fix=refused.fix) from None
+            time.sleep(_wait(refused, limits.backoff, attempt))
+    raise AssertionError("unreachable: the last attempt returns or raises")
