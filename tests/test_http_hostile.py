@@ -225,6 +225,41 @@ def test_a_secret_no_header_can_carry_is_named_by_its_variable(tmp_path, value):
     assert leaks(tmp_path, result, value.strip()) == [] and leaks(tmp_path, result, value) == []
 
 
+# --- 3. an endpoint that echoes the credential ----------------------------------------
+
+
+def echoing(where: str) -> Answer:
+    """An endpoint that puts the ``Authorization`` it was sent ``where`` in its answer."""
+
+    def answer(seen: Seen, sock: socket.socket) -> None:
+        auth = seen.headers.get("authorization", "")
+        if where == "error":  # cut at the 200-byte excerpt with 20 characters of the token in
+            return sock.sendall(reply(401, ("denied " + "." * 173 + auth).encode()))
+        if where == "chunk_id":
+            body = json.dumps({"hits": [{"id": auth, "score": 1.0}]}).encode()
+        elif where == "text":
+            body = json.dumps({"hits": [{"doc_id": "leave", "text": auth, "score": 1.0}]}).encode()
+        elif where == "anywhere":
+            body = json.dumps({**GOOD, "debug": {"headers": {"Authorization": auth}}}).encode()
+        else:  # escaped: the JSON text spells each character as \\uXXXX, its value is the token
+            body = json.dumps({**GOOD, "debug": ""}).encode()[:-2] + b"".join(b"\\u%04x" % ord(c) for c in auth) + b'"}'
+        sock.sendall(reply(200, body))
+
+    return answer
+
+
+@pytest.mark.parametrize("where", ["chunk_id", "text", "anywhere", "escaped", "error"])
+def test_a_credential_echoed_back_reaches_no_message_and_no_cache(tmp_path, where):
+    extra = {"response": {"hits": "hits", "chunk_id": "id", "score": "score"}} if where == "chunk_id" else {}
+    with Endpoint(echoing(where)) as endpoint:
+        result = ragvet(project(tmp_path, spec_for(f"{endpoint.url}/search", **extra)))
+        assert endpoint.seen[0].headers["authorization"] == SECRET  # it was sent, and came back
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"http retriever POST {endpoint.url}/search (case c1)" in result.stderr
+    assert leaks(tmp_path, result) == []
+    assert cached(tmp_path) == [] and not (tmp_path / "run.parquet").exists()
+
+
 # --- 7. malformed responses -----------------------------------------------------------
 
 MALFORMED = {

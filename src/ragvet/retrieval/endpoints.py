@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +46,7 @@ from ragvet.storage.atomic import write_text
 from ragvet.text.values import is_number
 
 CACHE_FOLDER = "http"
+PIECE = 8  # this many characters of a secret in a row are redacted from a message, refused in a response
 
 
 def http_cache_dir() -> Path:
@@ -111,8 +112,22 @@ def build_request(spec: dict, case: Case, depth: int, env: Mapping[str, str]) ->
     url_values = {"question": urllib.parse.quote(case.question), "k": str(depth)}
     method = spec.get("method", "POST").upper()
     body = _fill(spec["body"], values) if "body" in spec else None
-    secret = {header: env[name] for header, name in (spec.get("secret_headers") or {}).items()}
-    return HttpRequest(method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret)
+    return HttpRequest(
+        method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret_values(spec, env)
+    )
+
+
+def secret_values(spec: dict, env: Mapping[str, str]) -> dict[str, str]:
+    """Each secret header's value, from the environment variable it names."""
+    return {header: env.get(name, "") for header, name in (spec.get("secret_headers") or {}).items()}
+
+
+def _where(spec: dict) -> str:
+    """Where an endpoint's problems are: its method and URL template, without credentials
+    (params refuses a URL holding any; a spec given in code may not have been checked)."""
+    parts = urllib.parse.urlsplit(spec["url"])
+    url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return f"http retriever {str(spec.get('method', 'POST')).upper()} {url}"
 
 
 def secret_problems(spec: dict, env: Mapping[str, str], where: str) -> list[Problem]:
@@ -167,15 +182,39 @@ def ask(request: HttpRequest, spec: dict) -> Fetched:
     return Fetched(body, seconds)
 
 
+def _echoed(request: HttpRequest, spec: dict, text: str, fix: str) -> Fetched | None:
+    """The failure of a response whose text holds a secret header's value, or a piece of
+    it (:func:`holds_secret`): an endpoint that echoes the credential it was sent."""
+    echoed = [header for header, value in sorted(request.secret.items()) if holds_secret(text, [value])]
+    if not echoed:
+        return None
+    names = ", ".join(f"{header} (${spec['secret_headers'][header]})" for header in echoed)
+    what = f"the response holds the value of secret header {names}, or {PIECE} or more characters of it in a row"
+    return Fetched(failure=f"{what}: ragvet neither uses nor caches such a response", fix=fix)
+
+
 def cached_fetch(request: HttpRequest, spec: dict, folder: Path) -> Fetched:
-    """The cached response of ``request``, else a fresh one (cached only when it succeeded)."""
+    """The cached response of ``request``, else a fresh one, cached only when it succeeded
+    and holds no secret: a response that echoes a credential is refused before it is
+    cached or mapped, so that no message, log or cache file can carry it."""
     path = folder / f"{request.key()}.json"
     if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        echo = _echoed(request, spec, text, f"delete {path}, or run `ragvet cache clear --http`, then re-run")
+        if echo is not None:
+            return echo
+        stored = json.loads(text)
         return Fetched(stored["response"], stored["seconds"])
     fetched = ask(request, spec)
     if fetched.failure is None:
-        write_text(path, json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True))
+        try:
+            text = json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True)
+        except RecursionError:
+            return Fetched(failure="the JSON nests too deeply to read")
+        echo = _echoed(request, spec, text, "make the endpoint stop returning the credential it was sent")
+        if echo is not None:
+            return echo
+        write_text(path, text)
     return fetched
 
 
@@ -225,12 +264,39 @@ def map_hits(body: Any, mapping: Mapping[str, str]) -> list[dict] | str:
     return items
 
 
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret value replaced, so no message can carry a credential."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
+def secret_pieces(secret: str) -> set[str]:
+    """Every run of :data:`PIECE` characters of ``secret`` (the whole of a shorter one),
+    as written and as JSON escapes it (a cache file's spelling)."""
+    forms = {secret, json.dumps(secret)[1:-1]}
+    return {form[start : start + PIECE] for form in forms for start in range(max(1, len(form) - PIECE + 1))}
+
+
+def holds_secret(text: str, secrets: Iterable[str]) -> bool:
+    """Whether ``text`` holds any :data:`PIECE` characters of a secret in a row."""
+    return any(piece in text for secret in secrets if secret for piece in secret_pieces(secret))
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret, and every run of :data:`PIECE` or more of its
+    characters, replaced: an excerpt cut at 200 bytes can end inside a token, and an
+    exact match of the whole value would leave that part in the message."""
+    spans = []
+    for piece in {piece for secret in secrets if secret for piece in secret_pieces(secret)}:
+        start = text.find(piece)
+        while start != -1:
+            spans.append((start, start + len(piece)))
+            start = text.find(piece, start + 1)
+    merged: list[list[int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    kept, end = [], 0
+    for start, stop in merged:
+        kept += [text[end:start], "[redacted]"]
+        end = stop
+    return "".join(kept) + text[end:]
 
 
 def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[str, list[dict]], dict[str, float]]:
@@ -241,10 +307,10 @@ def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[
     returned, so no partial run is written.
     """
     env = os.environ
-    where = f"http retriever {spec.get('method', 'POST').upper()} {spec['url']}"
+    where = _where(spec)
     raise_if(secret_problems(spec, env, where))
     requests = [build_request(spec, case, depth, env) for case in cases]
-    secrets = [value for request in requests[:1] for value in request.secret.values()]
+    secrets = list(secret_values(spec, env).values())
     items: dict[str, list[dict]] = {}
     latency: dict[str, float] = {}
     problems = []
@@ -265,15 +331,16 @@ def http_run(request: Request, spec: dict) -> list[RunRow]:
     returned: chunk ids of the chunking, or foreign passages located in the corpus."""
     returned, latency = endpoint_items(spec, request.cases, request.depth)
     request.latency.update(latency)
+    secrets = list(secret_values(spec, os.environ).values())
     locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
     scored: dict[str, dict[str, float]] = {}
     problems: list[Problem] = []
     for case_id, items in returned.items():
         for number, item in enumerate(items, start=1):
-            where = f"http retriever {spec['url']} (case {case_id}, hit {number})"
+            where = f"{_where(spec)} (case {case_id}, hit {number})"
             found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, where)
             problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], where)
-    raise_if(problems)
+    raise_if([Problem(problem.where, redact(problem.what, secrets), problem.fix) for problem in problems])
     return [
         row for case in request.cases for row in rank_scored(case, scored.get(case.case_id, {}), lookup, request.depth)
     ]
