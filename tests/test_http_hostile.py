@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from ragvet.cli import app
 from ragvet.errors import InputError
+from ragvet.retrieval.endpoints import build_request
 from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.specs.registry import retriever_problems
 from ragvet.schema import Case, Doc
@@ -390,6 +391,68 @@ def test_many_retries_do_not_overflow_the_backoff(cache_dir):
 
 
 # --- 18. the cache --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"hits": "nope"}, {"hits": [{"doc_id": "leave", "text": CARRY, "score": "high"}]}],
+    ids=["hits-not-a-list", "text-score"],
+)
+def test_a_response_that_fails_to_map_is_never_cached(cache_dir, bad):
+    with Endpoint(answering(200, bad)) as endpoint:
+        for _ in range(2):
+            with pytest.raises(InputError):
+                retrieve(CASES, [], spec_for(endpoint.url), 3, docs=DOCS)
+        assert len(endpoint.seen) == 2  # the re-run asked again
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+
+
+def test_a_response_whose_hits_are_not_found_is_never_cached(cache_dir):
+    stale = {"hits": [{"doc_id": "leave", "text": "A line the corpus no longer holds.", "score": 1.0}]}
+    with Endpoint(answering(200, stale)) as endpoint:
+        for _ in range(2):
+            with pytest.raises(InputError, match="not found in doc 'leave'"):
+                retrieve(CASES, [], spec_for(endpoint.url), 3, docs=DOCS)
+        assert len(endpoint.seen) == 2  # the index may be rebuilt between runs: ask again
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+
+
+def cache_file(spec: dict) -> Path:
+    """Where the response of :data:`CASES`' request is cached."""
+    key = build_request(spec, CASES[0], 3, {"SEARCH_AUTH": SECRET}).key()
+    return Path(os.environ["RAGVET_CACHE_DIR"]) / "http" / f"{key}.json"
+
+
+def test_a_cached_response_that_fails_to_map_says_how_to_ask_again(cache_dir):
+    with Endpoint(answering(200, GOOD)) as endpoint:
+        spec = spec_for(endpoint.url)
+        path = cache_file(spec)
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"response": {"hits": "nope"}, "seconds": 0.1}))  # as an older ragvet kept it
+        with pytest.raises(InputError) as caught:
+            retrieve(CASES, [], spec, 3, docs=DOCS)
+        assert endpoint.seen == []
+    (problem,) = caught.value.problems
+    assert "`hits` is not a list" in problem.what and f"the response was read from the cache ({path})" in problem.what
+    assert "ragvet cache clear --http" in problem.fix
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not json{", b"[1, 2]", b'{"response": {}}', b'{"response": {}, "seconds": "fast"}', b"\xff\xfe"],
+    ids=["not-json", "a-list", "no-seconds", "text-seconds", "not-utf-8"],
+)
+def test_a_cache_file_ragvet_did_not_write_is_a_clear_error(cache_dir, content):
+    with Endpoint(answering(200, GOOD)) as endpoint:
+        spec = spec_for(endpoint.url)
+        path = cache_file(spec)
+        path.parent.mkdir(parents=True)
+        path.write_bytes(content)
+        with pytest.raises(InputError) as caught:
+            retrieve(CASES, [], spec, 3, docs=DOCS)
+    (problem,) = caught.value.problems
+    assert problem.where == str(path) and "is not a response ragvet cached" in problem.what
+    assert "ragvet cache clear --http" in problem.fix
 
 
 def test_a_backoff_over_60_s_is_not_called_a_retry_after(cache_dir):
