@@ -362,10 +362,15 @@ def test_timeout_s_bounds_the_whole_request(cache_dir, phase):
         ("backoff_s", 1e300, "backoff_s", "backoff_s must be a number of seconds from 0 to 60"),
         ("concurrency", 10_000, "concurrency", "concurrency must be a whole number from 1 to 64"),
         ("max_response_bytes", 2**40, "max_response_bytes", "from 1 to 1,073,741,824"),
+        ("url", "http://127.0.0.1:99999/x", "url", "the url's port is not a number from 0 to 65535"),
+        ("url", "http:///x", "url", "the url names no host"),
+        ("url", "http://127.0.0.1:9/a b", "url", "the url holds a space or a control character"),
+        ("url", "http://token@127.0.0.1:9/x", "url", "the url holds a user name"),
     ],
 )
 def test_params_the_checks_let_through_are_refused_at_their_key(key, value, where, fragment):
-    problems = retriever_problems("es", spec_for("http://127.0.0.1:9/x", **{key: value}), "params.yaml: retrievers.es")
+    spec = {**spec_for("http://127.0.0.1:9/x"), key: value}
+    problems = retriever_problems("es", spec, "params.yaml: retrievers.es")
     assert [(p.where, fragment in p.what) for p in problems] == [(f"params.yaml: retrievers.es.{where}", True)]
 
 
@@ -381,6 +386,19 @@ def test_the_stage_refuses_a_bad_method_at_its_key(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ARGS)
     assert result.exit_code == 2, result.exception
     assert "params.yaml:1 (retrievers.es.method): method must be GET or POST, got a number 5" in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("http://127.0.0.1:99999/x", "the url's port is not a number"),
+        ("http://127.0.0.1:9/a b", "the url holds a space"),
+    ],
+)
+def test_a_url_the_checks_would_refuse_is_a_problem_at_run_time_too(cache_dir, url, fragment):
+    with pytest.raises(InputError) as caught:  # a spec given in code, never checked
+        retrieve(CASES, [], spec_for(url), 3, docs=DOCS)
+    assert fragment in caught.value.render()
 
 
 def test_many_retries_do_not_overflow_the_backoff(cache_dir):

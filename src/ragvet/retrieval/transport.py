@@ -27,6 +27,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import re
 import socket
 import ssl
 import threading
@@ -83,11 +84,19 @@ def excerpt(raw: bytes) -> str:
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     """A connection to the URL's host and the request target (path and query) to ask it."""
     parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise Refused("the url's port is not a number from 0 to 65535", fix="fix url in params.yaml") from None
+    if not parts.hostname:
+        raise Refused("the url names no host", fix="fix url in params.yaml")
+    if re.search(r"[\x00-\x20\x7f]", url):  # http.client would refuse it, but only after connecting
+        raise Refused("the url holds a space or a control character", fix="percent-encode it in params.yaml")
     target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
     if parts.scheme == "https":
         context = ssl.create_default_context()
-        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context), target
-    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout), target
+        return http.client.HTTPSConnection(parts.hostname, port, timeout=timeout, context=context), target
+    return http.client.HTTPConnection(parts.hostname, port, timeout=timeout), target
 
 
 def _shown_location(url: str, location: str | None) -> str:
@@ -120,6 +129,14 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         return None
     return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _read_excerpt(response: http.client.HTTPResponse) -> bytes:
+    """The start of a failing answer's body, for its message: what came, even if it stopped."""
+    try:
+        return response.read(EXCERPT_BYTES)
+    except http.client.IncompleteRead as error:
+        return error.partial
 
 
 def _read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
@@ -219,7 +236,7 @@ def exchange(method: str, url: str, data: bytes | None, headers: Mapping[str, st
         connection.request(method, target, body=data, headers=dict(headers))
         response = connection.getresponse()
         if not 200 <= response.status < 300:
-            raise _status_refusal(url, response.status, response.headers, response.read(EXCERPT_BYTES))
+            raise _status_refusal(url, response.status, response.headers, _read_excerpt(response))
         raw = _read_body(response, limits.max_bytes)
         deadline.check()  # a shut socket reads as the end of a body the connection delimits
     except (http.client.HTTPException, OSError, Refused) as error:

@@ -142,6 +142,15 @@ def _url_problems(spec: dict, where: str) -> list[Problem]:
     if parts.password is not None or parts.username is not None:
         what = "the url holds a password" if parts.password is not None else "the url holds a user name"
         return [Problem(f"{where}.url", what, "move the credential to secret_headers (an env var name)")]
+    try:
+        _ = parts.port  # urlsplit parses the port only when asked
+    except ValueError:
+        return [Problem(f"{where}.url", "the url's port is not a number from 0 to 65535", "e.g. :9200")]
+    if not parts.hostname:
+        return [Problem(f"{where}.url", "the url names no host", "e.g. url: http://127.0.0.1:9200/x")]
+    if re.search(r"[\x00-\x20\x7f]", url):
+        fix = "percent-encode it (a space is %20)"
+        return [Problem(f"{where}.url", "the url holds a space or a control character", fix)]
     return []
 
 
