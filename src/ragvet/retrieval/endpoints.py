@@ -11,13 +11,16 @@ inside a longer string is replaced by its text. The URL takes ``{question}`` and
 The response is mapped to passages by dot paths (``response.hits``, then per
 hit ``chunk_id``, or ``doc_id`` with ``start``/``end`` or ``text``, and ``score``).
 
-Every response is cached under ``<cache>/http/`` by the hash of its request
-(method, URL, body and the non-secret headers), with the latency measured when
-it was fetched: a re-run is deterministic and does not load the cluster again.
-``ragvet cache clear --http`` empties it. Secret headers come from environment
-variables named in params (``secret_headers: {Authorization: SEARCH_AUTH}``);
-they are not part of the cache key and their values are redacted from every
-message, so they reach no output, log or error.
+Every response whose hits mapped and were found is cached under ``<cache>/http/``
+by the hash of its request (method, URL, body and the non-secret headers), with the
+latency measured when it was fetched: a re-run is deterministic and does not load
+the cluster again, and a failing answer is asked for again. ``ragvet cache clear
+--http`` empties it. Secret headers come from environment variables named in params
+(``secret_headers: {Authorization: SEARCH_AUTH}``); they are not part of the cache
+key, every run of :data:`PIECE` of their characters is redacted from every message,
+and a response holding such a run is refused before it is cached or mapped, so they
+reach no output, log, error or cache file. The exchange itself (no redirect, a
+deadline, a size limit) is :mod:`ragvet.retrieval.transport`'s.
 """
 
 from __future__ import annotations
