@@ -11,13 +11,16 @@ inside a longer string is replaced by its text. The URL takes ``{question}`` and
 The response is mapped to passages by dot paths (``response.hits``, then per
 hit ``chunk_id``, or ``doc_id`` with ``start``/``end`` or ``text``, and ``score``).
 
-Every response is cached under ``<cache>/http/`` by the hash of its request
-(method, URL, body and the non-secret headers), with the latency measured when
-it was fetched: a re-run is deterministic and does not load the cluster again.
-``ragvet cache clear --http`` empties it. Secret headers come from environment
-variables named in params (``secret_headers: {Authorization: SEARCH_AUTH}``);
-they are not part of the cache key and their values are redacted from every
-message, so they reach no output, log or error.
+Every response whose hits mapped and were found is cached under ``<cache>/http/``
+by the hash of its request (method, URL, body and the non-secret headers), with the
+latency measured when it was fetched: a re-run is deterministic and does not load
+the cluster again, and a failing answer is asked for again. ``ragvet cache clear
+--http`` empties it. Secret headers come from environment variables named in params
+(``secret_headers: {Authorization: SEARCH_AUTH}``); they are not part of the cache
+key, every run of :data:`PIECE` of their characters is redacted from every message,
+and a response holding such a run is refused before it is cached or mapped, so they
+reach no output, log, error or cache file. The exchange itself (no redirect, a
+deadline, a size limit) is :mod:`ragvet.retrieval.transport`'s.
 """
 
 from __future__ import annotations
@@ -26,30 +29,27 @@ import hashlib
 import json
 import os
 import shutil
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragvet.errors import InputError, Problem, raise_if
+from ragvet.errors import Problem, raise_if
 from ragvet.retrieval.embedding import default_cache_dir
 from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.plugins import add_score, item_id
 from ragvet.retrieval.ranking import RunRow, rank_scored
 from ragvet.retrieval.request import Request
-from ragvet.retrieval.specs.http import RESPONSE_KEYS
+from ragvet.retrieval.specs.http import RESPONSE_KEYS, header_value_flaw, setting
+from ragvet.retrieval.transport import CHECK_FIX, Limits, Refused, fetch
 from ragvet.schema import Case
 from ragvet.storage.atomic import write_text
-from ragvet.text.values import is_number
+from ragvet.text.values import is_number, kind_of
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as failing
 CACHE_FOLDER = "http"
+PIECE = 8  # this many characters of a secret in a row are redacted from a message, refused in a response
 
 
 def http_cache_dir() -> Path:
@@ -115,13 +115,93 @@ def build_request(spec: dict, case: Case, depth: int, env: Mapping[str, str]) ->
     url_values = {"question": urllib.parse.quote(case.question), "k": str(depth)}
     method = spec.get("method", "POST").upper()
     body = _fill(spec["body"], values) if "body" in spec else None
-    secret = {header: env[name] for header, name in (spec.get("secret_headers") or {}).items()}
-    return HttpRequest(method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret)
+    return HttpRequest(
+        method, _fill(spec["url"], url_values), body, dict(spec.get("headers") or {}), secret_values(spec, env)
+    )
 
 
-def missing_secrets(spec: dict, env: Mapping[str, str]) -> list[str]:
-    """The environment variables named in ``secret_headers`` that are not set."""
-    return sorted(name for name in (spec.get("secret_headers") or {}).values() if not env.get(name))
+def secret_values(spec: dict, env: Mapping[str, str]) -> dict[str, str]:
+    """Each secret header's value, from the environment variable it names."""
+    return {header: env.get(name, "") for header, name in (spec.get("secret_headers") or {}).items()}
+
+
+def _where(spec: dict) -> str:
+    """Where an endpoint's problems are: its method and URL template, without credentials
+    (params refuses a URL holding any; a spec given in code may not have been checked)."""
+    parts = urllib.parse.urlsplit(spec["url"])
+    url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return f"http retriever {str(spec.get('method', 'POST')).upper()} {url}"
+
+
+def secret_problems(spec: dict, env: Mapping[str, str], where: str) -> list[Problem]:
+    """What keeps a secret header from being sent: its environment variable is not set, or
+    its value cannot be a header value (a CI secret pasted with a trailing newline, a
+    ``.env`` saved with CRLF, a character outside Latin-1). http.client would raise with
+    the value in its message; this names the variable, never the value."""
+    secret_headers = spec.get("secret_headers") or {}
+    missing = sorted(name for name in secret_headers.values() if not env.get(name))
+    if missing:
+        return [Problem(where, f"environment variable {', '.join(missing)} is not set", "export it before dvc repro")]
+    problems = []
+    for header, name in sorted(secret_headers.items()):
+        flaw = header_value_flaw(env[name])
+        if flaw is not None:
+            what = f"environment variable {name} (secret header {header}) {flaw}"
+            fix = f"set {name} to the header's value alone: no line break (a pasted newline, a CRLF .env), Latin-1 only"
+            problems.append(Problem(where, what, fix))
+    return problems
+
+
+# --- secrets in responses and messages ----------------------------------------------
+
+
+def secret_pieces(secret: str) -> set[str]:
+    """Every run of :data:`PIECE` characters of ``secret`` (the whole of a shorter one),
+    as written and as JSON escapes it (a cache file's spelling)."""
+    forms = {secret, json.dumps(secret)[1:-1]}
+    return {form[start : start + PIECE] for form in forms for start in range(max(1, len(form) - PIECE + 1))}
+
+
+def holds_secret(text: str, secrets: Iterable[str]) -> bool:
+    """Whether ``text`` holds any :data:`PIECE` characters of a secret in a row."""
+    return any(piece in text for secret in secrets if secret for piece in secret_pieces(secret))
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret, and every run of :data:`PIECE` or more of its
+    characters, replaced: an excerpt cut at 200 bytes can end inside a token, and an
+    exact match of the whole value would leave that part in the message."""
+    spans = []
+    for piece in {piece for secret in secrets if secret for piece in secret_pieces(secret)}:
+        start = text.find(piece)
+        while start != -1:
+            spans.append((start, start + len(piece)))
+            start = text.find(piece, start + 1)
+    merged: list[list[int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    kept, end = [], 0
+    for start, stop in merged:
+        kept += [text[end:start], "[redacted]"]
+        end = stop
+    return "".join(kept) + text[end:]
+
+
+def _echo(request: HttpRequest, spec: dict, text: str) -> str | None:
+    """What is wrong with a response whose text holds a secret header's value, or a piece
+    of it (:func:`holds_secret`): an endpoint that echoes the credential it was sent."""
+    echoed = [header for header, value in sorted(request.secret.items()) if holds_secret(text, [value])]
+    if not echoed:
+        return None
+    names = ", ".join(f"{header} (${spec['secret_headers'][header]})" for header in echoed)
+    what = f"the response holds the value of secret header {names}, or {PIECE} or more characters of it in a row"
+    return f"{what}: ragvet neither uses nor caches such a response"
+
+
+ECHO_FIX = "make the endpoint stop returning the credential it was sent"
 
 
 # --- fetching -----------------------------------------------------------------------
@@ -129,82 +209,32 @@ def missing_secrets(spec: dict, env: Mapping[str, str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A response: its parsed JSON and the seconds it took, or why it failed."""
+    """A response: its parsed JSON and the seconds it took, or why it failed and the fix."""
 
     body: Any = None
     seconds: float = 0.0
     failure: str | None = None
+    fix: str = CHECK_FIX
 
 
-def _retry_after(error: urllib.error.HTTPError, fallback: float) -> float:
-    """The server's ``Retry-After`` in seconds when it gives a number, else ``fallback``."""
-    value = error.headers.get("Retry-After") if error.headers else None
-    try:
-        return max(0.0, float(value)) if value is not None else fallback
-    except ValueError:
-        return fallback
+def limits(spec: dict) -> Limits:
+    """The spec's bounds on one request, defaults filled in."""
+    timeout, backoff = float(setting(spec, "timeout_s")), float(setting(spec, "backoff_s"))
+    return Limits(timeout, setting(spec, "retries"), backoff, setting(spec, "max_response_bytes"))
 
 
-def _excerpt(raw: bytes) -> str:
-    return raw[:200].decode("utf-8", "replace").replace("\n", " ")
-
-
-def fetch(request: HttpRequest, timeout: float, retries: int, backoff: float) -> Fetched:
-    """One request, retried on 429, 5xx, a timeout or a refused connection, up to
-    ``retries`` times, waiting ``backoff * 2**attempt`` seconds or the server's
-    ``Retry-After``. The latency is that of the attempt that succeeded."""
+def ask(request: HttpRequest, spec: dict) -> Fetched:
+    """One case's request over :mod:`ragvet.retrieval.transport`: no redirect followed,
+    retried on 429, 5xx, a timeout or a refused connection."""
     data = None if request.body is None else json.dumps(request.body, sort_keys=True).encode()
-    headers = {"Accept": "application/json", **request.headers, **request.secret}
+    headers = {"Accept": "application/json", "User-Agent": "ragvet", **request.headers, **request.secret}
     if data is not None:
         headers["Content-Type"] = "application/json"
-    failure = ""
-    for attempt in range(retries + 1):
-        wait = backoff * 2**attempt
-        started = time.perf_counter()
-        try:
-            message = urllib.request.Request(request.url, data=data, headers=headers, method=request.method)
-            with urllib.request.urlopen(message, timeout=timeout) as answer:
-                raw = answer.read()
-            seconds = time.perf_counter() - started
-        except urllib.error.HTTPError as error:
-            failure = f"status {error.code}: {_excerpt(error.read())}"
-            if error.code not in RETRY_STATUSES:
-                return Fetched(failure=failure)
-            wait = _retry_after(error, wait)
-            if wait > MAX_RETRY_AFTER_S:
-                return Fetched(failure=f"{failure} (Retry-After {wait:g} s is too long)")
-        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
-            reason = getattr(error, "reason", error)
-            failure = f"timed out after {timeout:g} s" if isinstance(reason, TimeoutError) else f"no answer: {reason}"
-        else:
-            try:
-                return Fetched(json.loads(raw), seconds)
-            except ValueError:
-                return Fetched(failure=f"status 200 but the response is not JSON: {_excerpt(raw)!r}")
-        if attempt < retries:
-            time.sleep(wait)
-    return Fetched(failure=f"{failure} (after {retries} retries)" if retries else failure)
-
-
-def cached_fetch(request: HttpRequest, spec: dict, folder: Path) -> Fetched:
-    """The cached response of ``request``, else a fresh one (cached only when it succeeded)."""
-    path = folder / f"{request.key()}.json"
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        return Fetched(stored["response"], stored["seconds"])
-    fetched = fetch(request, spec.get("timeout_s", 10), spec.get("retries", 3), spec.get("backoff_s", 0.5))
-    if fetched.failure is None:
-        write_text(path, json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True))
-    return fetched
-
-
-def fetch_all(
-    requests: Sequence[HttpRequest], spec: dict, fetcher: Callable[[HttpRequest, dict, Path], Fetched] = cached_fetch
-) -> list[Fetched]:
-    """Every request, at most ``concurrency`` (default 4) at a time, in request order."""
-    folder = http_cache_dir()
-    with ThreadPoolExecutor(max_workers=spec.get("concurrency", 4)) as pool:
-        return list(pool.map(lambda request: fetcher(request, spec, folder), requests))
+    try:
+        body, seconds = fetch(request.method, request.url, data, headers, limits(spec))
+    except Refused as refused:
+        return Fetched(failure=refused.what, fix=refused.fix)
+    return Fetched(body, seconds)
 
 
 # --- the response -------------------------------------------------------------------
@@ -224,7 +254,8 @@ def at_path(value: Any, path: str) -> Any:
 
 def map_hits(body: Any, mapping: Mapping[str, str]) -> list[dict] | str:
     """The response's hits as run-file items (``chunk_id`` or a passage, and a score),
-    or what is wrong with the response."""
+    or what is wrong with the response. A hit's fields are single values: a list or an
+    object where an id or a text belongs is refused here, not quoted whole later."""
     try:
         hits = at_path(body, mapping["hits"])
     except KeyError:
@@ -240,63 +271,149 @@ def map_hits(body: Any, mapping: Mapping[str, str]) -> list[dict] | str:
             return f"hit {number} has no `{missing.args[0]}`"
         if not is_number(item.get("score")):
             return f"hit {number}: score {item.get('score')!r:.40} is not a number"
+        nested = [name for name in fields if isinstance(item[name], (list, dict))]
+        if nested:
+            return f"hit {number}: `{mapping[nested[0]]}` is {kind_of(item[nested[0]])}, not a single value"
         items.append(item)
     return items
 
 
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret value replaced, so no message can carry a credential."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
+# --- the cache ----------------------------------------------------------------------
+
+CACHE_FIX = "delete it, or run `ragvet cache clear --http`, then re-run: the endpoint is asked again"
 
 
-def endpoint_items(spec: dict, cases: Sequence[Case], depth: int) -> tuple[dict[str, list[dict]], dict[str, float]]:
-    """Each case's mapped hits and the latency of its request, in seconds.
+@dataclass(frozen=True)
+class Answer:
+    """One case's mapped hits and the seconds its request took, or why not (``where``
+    overrides the endpoint as the place, for a cache file). ``cached`` is the file it was
+    read from; ``keep`` the file and text to cache once its hits are located."""
 
-    Every failure (a status, a timeout, a malformed response) is collected and
-    raised together, naming the case, the request and the status: nothing is
-    returned, so no partial run is written.
-    """
+    items: list[dict] | None = None
+    seconds: float = 0.0
+    failure: str | None = None
+    fix: str = CHECK_FIX
+    where: str | None = None
+    cached: Path | None = None
+    keep: tuple[Path, str] | None = None
+
+
+def _stored(path: Path) -> tuple[dict, str] | str:
+    """A cache file's ``{"response", "seconds"}`` and its text, or why it is not one ragvet wrote."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        stored = json.loads(text)
+    except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return "not UTF-8 JSON"
+    if not isinstance(stored, dict) or set(stored) != {"response", "seconds"}:
+        return "not a mapping of `response` and `seconds`"
+    if not is_number(stored["seconds"]) or stored["seconds"] < 0:
+        return f"its seconds are {kind_of(stored['seconds'])}, not a number ≥ 0"
+    return stored, text
+
+
+def _from_cache(request: HttpRequest, spec: dict, path: Path) -> Answer:
+    """The answer a cache file holds. A file ragvet did not write is an error at the file;
+    a response that fails now (an older ragvet cached it, or the mapping changed) says it
+    came from the cache and how to ask the endpoint again."""
+    read = _stored(path)
+    if isinstance(read, str):
+        return Answer(failure=f"is not a response ragvet cached ({read})", fix=CACHE_FIX, where=str(path))
+    stored, text = read
+    note = f"; the response was read from the cache ({path})"
+    echo = _echo(request, spec, text)
+    if echo is not None:
+        return Answer(failure=echo + note, fix=f"{ECHO_FIX}; then {CACHE_FIX}", cached=path)
+    mapped = map_hits(stored["response"], spec["response"])
+    if isinstance(mapped, str):
+        fix = f"check the response mapping in params.yaml; if the endpoint answers otherwise now, {CACHE_FIX}"
+        return Answer(failure=mapped + note, fix=fix, cached=path)
+    return Answer(mapped, stored["seconds"], cached=path)
+
+
+def answer(request: HttpRequest, spec: dict, folder: Path) -> Answer:
+    """The answer to ``request``: the cached one, else the endpoint's. A fresh response is
+    checked before anything keeps it: one that holds a secret is refused, one whose hits
+    do not map fails, and only a good one is offered for the cache (``keep``), so that a
+    re-run asks the endpoint again rather than reading a bad answer for ever."""
+    path = folder / f"{request.key()}.json"
+    if path.exists():
+        return _from_cache(request, spec, path)
+    fetched = ask(request, spec)
+    if fetched.failure is not None:
+        return Answer(failure=fetched.failure, fix=fetched.fix)
+    try:
+        text = json.dumps({"response": fetched.body, "seconds": fetched.seconds}, sort_keys=True)
+    except RecursionError:
+        return Answer(failure="the JSON nests too deeply to read")
+    echo = _echo(request, spec, text)
+    if echo is not None:
+        return Answer(failure=echo, fix=ECHO_FIX)
+    mapped = map_hits(fetched.body, spec["response"])
+    if isinstance(mapped, str):
+        return Answer(failure=mapped)
+    return Answer(mapped, fetched.seconds, keep=(path, text))
+
+
+def endpoint_answers(spec: dict, cases: Sequence[Case], depth: int) -> list[Answer]:
+    """Each case's answer, in case order, at most ``concurrency`` requests at a time.
+    Only an environment variable that is missing or unusable raises: then nothing is sent."""
     env = os.environ
-    missing = missing_secrets(spec, env)
-    where = f"http retriever {spec.get('method', 'POST').upper()} {spec['url']}"
-    if missing:
-        raise InputError(
-            [Problem(where, f"environment variable {', '.join(missing)} is not set", "export it before dvc repro")]
-        )
+    raise_if(secret_problems(spec, env, _where(spec)))
     requests = [build_request(spec, case, depth, env) for case in cases]
-    secrets = [value for request in requests[:1] for value in request.secret.values()]
-    items: dict[str, list[dict]] = {}
-    latency: dict[str, float] = {}
-    problems = []
-    for case, fetched in zip(cases, fetch_all(requests, spec)):
-        mapped = fetched.failure or map_hits(fetched.body, spec["response"])
-        if isinstance(mapped, str):
-            fix = "check the endpoint and the response mapping in params.yaml, then re-run"
-            problems.append(Problem(f"{where} (case {case.case_id})", redact(mapped, secrets), fix))
-        else:
-            items[case.case_id], latency[case.case_id] = mapped, fetched.seconds
-    if problems:
-        raise InputError(problems)
-    return items, latency
+    folder = http_cache_dir()
+    with ThreadPoolExecutor(max_workers=setting(spec, "concurrency")) as pool:
+        return list(pool.map(lambda request: answer(request, spec, folder), requests))
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+def _located(
+    answered: Answer, case_id: str, endpoint: str, lookup: dict, locator: PassageLocator, scored: dict
+) -> list[Problem]:
+    """Score one answer's hits into ``scored``, locating foreign passages; its problems."""
+    problems: list[Problem] = []
+    for number, item in enumerate(answered.items or [], start=1):
+        at = f"{endpoint} (case {case_id}, hit {number})"
+        found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, at)
+        problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], at)
+    if answered.cached is not None:
+        note = f"; the response was read from the cache ({answered.cached})"
+        problems = [
+            Problem(p.where, p.what + note, f"{p.fix}; or, if the endpoint answers otherwise now, {CACHE_FIX}")
+            for p in problems
+        ]
+    return problems
 
 
 def http_run(request: Request, spec: dict) -> list[RunRow]:
-    """``kind: http``: ask the team's endpoint (:func:`endpoint_items`) and rank what it
-    returned: chunk ids of the chunking, or foreign passages located in the corpus."""
-    returned, latency = endpoint_items(spec, request.cases, request.depth)
-    request.latency.update(latency)
+    """``kind: http``: ask the team's endpoint (:func:`endpoint_answers`) and rank what it
+    returned: chunk ids of the chunking, or foreign passages located in the corpus.
+
+    Every failure (a status, a timeout, a malformed response, a hit not found) is
+    collected and raised together, naming the case, the request and the status, with
+    every secret redacted: no run is written. A case whose hits all located has its
+    fresh response cached, whatever the other cases did.
+    """
+    answers = endpoint_answers(spec, request.cases, request.depth)
+    secrets = list(secret_values(spec, os.environ).values())
     locator, lookup = PassageLocator(request.docs), request.chunk_by_id()
     scored: dict[str, dict[str, float]] = {}
     problems: list[Problem] = []
-    for case_id, items in returned.items():
-        for number, item in enumerate(items, start=1):
-            where = f"http retriever {spec['url']} (case {case_id}, hit {number})"
-            found = item_id({key: value for key, value in item.items() if key != "score"}, lookup, locator, where)
-            problems += found if isinstance(found, list) else add_score(scored, case_id, found, item["score"], where)
-    raise_if(problems)
+    endpoint = _where(spec)
+    for case, answered in zip(request.cases, answers):
+        if answered.failure is not None:
+            where = answered.where or f"{endpoint} (case {case.case_id})"
+            problems.append(Problem(where, answered.failure, answered.fix))
+            continue
+        found = _located(answered, case.case_id, endpoint, lookup, locator, scored)
+        problems += found
+        if not found:
+            request.latency[case.case_id] = answered.seconds
+            if answered.keep is not None:
+                write_text(*answered.keep)
+    raise_if([Problem(problem.where, redact(problem.what, secrets), problem.fix) for problem in problems])
     return [
         row for case in request.cases for row in rank_scored(case, scored.get(case.case_id, {}), lookup, request.depth)
     ]
