@@ -168,7 +168,8 @@ def test_upgrade_brings_a_release_0_1_0_project_to_the_installed_release_and_its
     done = sh(project, sys.executable, "-m", "ragvet.cli", "upgrade", "--no-repro")
     changes = done.stdout.splitlines()
     assert changes[0].startswith("stages/: removed (") and changes[1] == f"requirements.txt: pinned ragvet=={VERSION}"
-    assert [line for line in changes if line.startswith("dvc.yaml")] == ["dvc.yaml: added stage verdict"] + [
+    added = ["dvc.yaml: added stage settings", "dvc.yaml: added stage verdict"]
+    assert [line for line in changes if line.startswith("dvc.yaml")] == added + [
         f"dvc.yaml: changed stage {stage}"
         for stage in ("validate", "chunk", "split", "retrieve", "evaluate", "report", "gate")
     ]
