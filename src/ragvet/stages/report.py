@@ -39,6 +39,7 @@ from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
 from ragvet.storage.results import per_case_path
+from ragvet.text.escaping import csv_cell
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
@@ -49,10 +50,11 @@ class Format(StrEnum):
 
 
 def csv_text(rows: list[dict]) -> str:
+    """Rows as CSV, floats rounded as in every output and each cell inert in a spreadsheet."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(round_floats(rows))
+    writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in round_floats(rows))
     return buffer.getvalue()
 
 
