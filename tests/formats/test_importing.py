@@ -438,3 +438,20 @@ def test_an_import_whose_corpus_cannot_be_put_in_place_leaves_the_cases_file_as_
     assert f"{corpus}: cannot put the new corpus in place: Input/output error" in caught.value.render()
     assert tree(corpus) == {"old.md": b"# Old\n"} and cases.read_text() == "- old cases\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["beir", "cases.yaml", "corpus"]
+
+
+def test_a_squad_or_beir_file_nested_too_deeply_is_refused_at_its_line(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    squad = tmp_path / "squad.json"
+    squad.write_text('{"version": "v2.0",\n "data": ' + deep + "}\n")
+    with pytest.raises(InputError) as caught:
+        import_squad(squad)
+    assert [(p.where, "nested too deeply" in p.what) for p in caught.value.problems] == [(f"{squad}:2", True)]
+    folder = Path(beir_source(tmp_path)[1])
+    with (folder / "queries.jsonl").open("a") as queries:
+        queries.write('{"_id": "q99", "text": ' + deep + "}\n")
+    with pytest.raises(InputError) as caught:
+        import_beir(folder)
+    assert [(p.where, "nested too deeply" in p.what) for p in caught.value.problems] == [
+        (f"{folder / 'queries.jsonl'}:11", True)
+    ]

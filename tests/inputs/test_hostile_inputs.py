@@ -584,3 +584,31 @@ _VALUES = st.recursive(
 def test_property_the_surrogate_fast_path_agrees_with_the_walk(value):
     """One json.dumps proving strict UTF-8 gives the walk's answer: the same first text, or none."""
     assert lone_surrogate(value) == _surrogate_walk(value)
+
+
+# --- 11: nesting too deep for Python's parsers ---------------------------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("cases", "corpus", "where"),
+    [
+        (
+            '{"id": "c1", "question": "q", "evidence": [{"doc": "leave"}]}\n{"id": "c2", "x": ' + DEEP_JSON + "}\n",
+            None,
+            "data/cases/cases.jsonl:2",
+        ),
+        (
+            GOOD_CASE,
+            {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "t"}\n' + DEEP_JSON},
+            "data/corpus/more.jsonl:2",
+        ),
+        (GOOD_CASE + "- id: c2\n  tags: " + "[" * 5_000 + "]" * 5_000 + "\n", None, "data/cases/cases.yaml:5"),
+    ],
+)
+def test_input_nested_too_deeply_is_refused_at_its_line(tmp_path, cases, corpus, where):
+    folder = project(tmp_path, cases, corpus)
+    message = refused(validate(folder), folder)
+    assert f"{where}: " in message and "nested too deeply" in message, message
+    assert len(message) < 2000, message

@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from ragvet.text.nesting import NESTING_FIX, TOO_DEEP
+
 
 class YamlProblem(NamedTuple):
     """What is wrong with a YAML text, as :class:`ragvet.errors.Problem` takes it: ``Problem(*found)``."""
@@ -63,9 +65,11 @@ def _located_loader() -> type:
         def __init__(self, stream: str):
             super().__init__(stream)
             self.duplicates: list[tuple[Any, int, int]] = []
+            self.deepest: Any = None
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
+            self.deepest = event.start_mark  # where a RecursionError is reported: the node it reached last
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
                 name = event.anchor
                 raise yaml.composer.ComposerError(
@@ -138,6 +142,10 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
         what = f"malformed YAML: {reason}" + (f" ({context})" if context else "")
         fix = "fix the YAML syntax on that line (a value with ': ' or '#' needs quotes)"
         return None, [YamlProblem(at, what, ALIAS_FIX if "anchor or alias" in reason else fix)]
+    except RecursionError:
+        mark = loader.deepest
+        at = f"{where}:{mark.line + 1 + line_offset}" if mark else where
+        return None, [YamlProblem(at, f"malformed YAML: {TOO_DEEP}", NESTING_FIX)]
     finally:
         loader.dispose()
     problems = [
