@@ -388,6 +388,18 @@ def test_yaml_11_number_forms_keep_the_id_as_written(tmp_path):
     assert sorted(row["id"] for row in rows) == sorted(ids)
 
 
+def test_yaml_integers_with_underscores_or_a_plus_keep_the_id_as_written(tmp_path):
+    """``1_000`` and ``+5`` are YAML integers: the ids became ``1000`` and ``5``, so
+    ``1_000`` and ``1000`` were one id. An integer id keeps the text as written."""
+    ids = ["1_000", "1000", "+5", "-7", "12"]
+    cases = "".join(f"- id: {i}\n  question: carry?\n  evidence: [{{doc: leave}}]\n" for i in ids)
+    folder = project(tmp_path, cases)
+    done = validate(folder)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (folder / "data" / "validated" / "cases.jsonl").read_text().splitlines()]
+    assert sorted(row["id"] for row in rows) == sorted(ids)
+
+
 @pytest.mark.parametrize(
     ("written", "got"), [("yes", "true/false True"), ("1.5", "a number 1.5"), ("[a]", "a list ['a']")]
 )

@@ -36,6 +36,13 @@ class LocatedList(list):
     item_lines: list[int]
 
 
+class WrittenInt(int):
+    """A YAML integer written other than as its digits (``1_000``, ``+5``), which keeps
+    that ``text``: as an id it is the text as written, not ``1000`` or ``5``."""
+
+    text: str = ""
+
+
 # YAML 1.1 reads `010` as 8, `0x1F` as 31 and `1:30` as 90, which silently rewrites
 # an id such as `id: 010`. Only plain decimal numbers are numbers here; the other
 # forms stay the text the user wrote. (PyYAML's own decimal and float patterns,
@@ -85,7 +92,17 @@ def _located_loader() -> type:
     # the safe dumper knows dict and list, not their subclasses.
     yaml.SafeDumper.add_representer(LocatedDict, yaml.SafeDumper.represent_dict)
     yaml.SafeDumper.add_representer(LocatedList, yaml.SafeDumper.represent_list)
+    yaml.SafeDumper.add_representer(WrittenInt, yaml.SafeDumper.represent_int)
     Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(_INT), list("-+0123456789"))
+
+    def construct_int(loader: Any, node: Any) -> int:
+        value = loader.construct_yaml_int(node)
+        if isinstance(node.value, str) and node.value != str(value):
+            value = WrittenInt(value)
+            value.text = node.value
+        return value
+
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
 
     def construct_map(loader: Any, node: Any):
