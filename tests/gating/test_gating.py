@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from builders import gate_of
 
 from ragvet.errors import InputError
 from ragvet.gating import bootstrap as resampling
 from ragvet.gating import compare as gating
-from ragvet.gating.baselines import accept_baseline, baseline_problems, read_results_at
+from ragvet.gating.baselines import accept_baseline, baseline_problems, latency_pairs, read_results_at
 from ragvet.gating.bootstrap import bootstrap_ci, bootstrap_cis
 from ragvet.gating.compare import (
     accept_deliberate,
@@ -647,3 +649,80 @@ def test_an_intact_baseline_passes_the_integrity_check_and_the_gate_fails_on_the
     where = project_with(tmp_path, base, counted(base), current)
     verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
     assert not verdict["passed"]
+
+
+# ------------------------------------------------------------------ committed artefacts of the wrong types
+
+
+def _retyped_table(path: Path, name: str, values: list) -> None:
+    frame = results.read_results(path)
+    results.write_results(path, frame.with_columns(pl.Series(name, values)))
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "where", "what"),
+    [
+        (
+            lambda w: _retyped_table(w["table"], "case_id", list(range(30))),
+            "table",
+            "column case_id holds Int64 values, a per-case table's holds String",
+        ),
+        (
+            lambda w: _retyped_table(w["table"], "metrics.recall@5", ["1.0"] * 30),
+            "table",
+            "column metrics.recall@5 holds String values, a per-case table's holds numbers",
+        ),
+        (lambda w: w["summary"].write_text("[]"), "summary", "a summary is a JSON object, this one is a list"),
+        (
+            lambda w: w["summary"].write_text(json.dumps({**counted(broken_change()[0]), "fingerprints": ["e1"]})),
+            "summary",
+            "`fingerprints` must be an object, got a list",
+        ),
+        (
+            lambda w: w["split"].write_text(json.dumps({**split_of(broken_change()[1]), "fingerprints": "e1"})),
+            "split",
+            "`fingerprints` must be an object, got text",
+        ),
+    ],
+)
+def test_a_committed_artefact_of_the_wrong_types_is_refused_at_its_file(tmp_path, corrupt, where, what):
+    """Each parsed, then crashed the gate (a traceback) or compared nonsense."""
+    base, current = broken_change()
+    paths = project_with(tmp_path, base, counted(base), current)
+    files = {
+        "table": paths["baseline"] / "cases" / f"{CONFIG}.parquet",
+        "summary": paths["baseline"] / f"{CONFIG}.json",
+        "split": paths["split"],
+    }
+    corrupt(files)
+    with pytest.raises(InputError) as caught:
+        decide(gate_of(gate()), paths["cases_dir"], paths["split"], paths["baseline"], None, None)
+    [problem] = caught.value.problems
+    assert (problem.where, problem.what) == (str(files[where]), what)
+    assert problem.fix
+
+
+LATENCY = {"p95_ms": 10.0, "p50_ms": 5.0, "machine": {"cpu": "x"}, "per_query": "timed"}
+
+
+@pytest.mark.parametrize(
+    ("record", "what"),
+    [
+        ([LATENCY], "a latency record is a JSON object, this one is a list"),
+        ({**LATENCY, "p95_ms": "10"}, "`p95_ms` must be a finite number of milliseconds or null, got text '10'"),
+        ({**LATENCY, "p95_ms": math.nan}, "`p95_ms` must be a finite number of milliseconds or null, got a number nan"),
+        ({**LATENCY, "machine": ["x"]}, "`machine` must be an object, got a list"),
+    ],
+)
+def test_a_baseline_latency_record_of_the_wrong_types_is_refused(tmp_path, record, what):
+    """A list or a text p95 crashed the check; a NaN p95 passed it as "+nan%"."""
+    accepted, measured = tmp_path / "metrics" / "baseline" / "latency", tmp_path / "latency"
+    accepted.mkdir(parents=True)
+    measured.mkdir()
+    (accepted / f"{CONFIG}.json").write_text(json.dumps(record))
+    (measured / f"{CONFIG}.json").write_text(json.dumps(LATENCY))
+    with pytest.raises(InputError) as caught:
+        latency_pairs(0.1, [CONFIG], tmp_path / "metrics" / "baseline", measured, None)
+    [problem] = caught.value.problems
+    assert (problem.where, problem.what) == (str(accepted / f"{CONFIG}.json"), what)
+    assert "ragvet baseline accept" in problem.fix

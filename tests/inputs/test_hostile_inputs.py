@@ -388,6 +388,18 @@ def test_yaml_11_number_forms_keep_the_id_as_written(tmp_path):
     assert sorted(row["id"] for row in rows) == sorted(ids)
 
 
+def test_yaml_integers_with_underscores_or_a_plus_keep_the_id_as_written(tmp_path):
+    """``1_000`` and ``+5`` are YAML integers: the ids became ``1000`` and ``5``, so
+    ``1_000`` and ``1000`` were one id. An integer id keeps the text as written."""
+    ids = ["1_000", "1000", "+5", "-7", "12"]
+    cases = "".join(f"- id: {i}\n  question: carry?\n  evidence: [{{doc: leave}}]\n" for i in ids)
+    folder = project(tmp_path, cases)
+    done = validate(folder)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (folder / "data" / "validated" / "cases.jsonl").read_text().splitlines()]
+    assert sorted(row["id"] for row in rows) == sorted(ids)
+
+
 @pytest.mark.parametrize(
     ("written", "got"), [("yes", "true/false True"), ("1.5", "a number 1.5"), ("[a]", "a list ['a']")]
 )
@@ -584,3 +596,31 @@ _VALUES = st.recursive(
 def test_property_the_surrogate_fast_path_agrees_with_the_walk(value):
     """One json.dumps proving strict UTF-8 gives the walk's answer: the same first text, or none."""
     assert lone_surrogate(value) == _surrogate_walk(value)
+
+
+# --- 11: nesting too deep for Python's parsers ---------------------------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("cases", "corpus", "where"),
+    [
+        (
+            '{"id": "c1", "question": "q", "evidence": [{"doc": "leave"}]}\n{"id": "c2", "x": ' + DEEP_JSON + "}\n",
+            None,
+            "data/cases/cases.jsonl:2",
+        ),
+        (
+            GOOD_CASE,
+            {"leave.md": LEAVE, "more.jsonl": '{"doc_id": "ok", "text": "t"}\n' + DEEP_JSON},
+            "data/corpus/more.jsonl:2",
+        ),
+        (GOOD_CASE + "- id: c2\n  tags: " + "[" * 5_000 + "]" * 5_000 + "\n", None, "data/cases/cases.yaml:5"),
+    ],
+)
+def test_input_nested_too_deeply_is_refused_at_its_line(tmp_path, cases, corpus, where):
+    folder = project(tmp_path, cases, corpus)
+    message = refused(validate(folder), folder)
+    assert f"{where}: " in message and "nested too deeply" in message, message
+    assert len(message) < 2000, message

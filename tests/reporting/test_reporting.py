@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from pathlib import Path
+
 import pytest
 from builders import gate_of
 
 from ragvet.gating.compare import gate_all
+from ragvet.inputs.params import stage_params
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
@@ -15,6 +20,8 @@ from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Judged
+from ragvet.stages.report import PLOT_FILES, csv_text, write_plots
+from ragvet.storage.files import read_json
 
 KS = [1, 3, 5, 10]
 
@@ -562,3 +569,33 @@ def test_native_cases_have_no_judged_section_and_the_defaults_follow_the_ks():
     assert Judged.from_params({"ks": [20, 50], "judged": {"metric": "judged@50", "max_drop": 0.25}}) == Judged(
         "judged@50", 0.25
     )
+
+
+def test_plot_csvs_quote_cells_a_spreadsheet_would_run(tmp_path):
+    """A slice key or value, a config name or a unit starting with ``= + - @``, a tab
+    or a CR is a formula in a spreadsheet: each such cell starts with ``'``; numbers,
+    negative ones included, stay numbers."""
+    slices = {"=cfg": {"eval": {"@key": {"+v": {"cases": 3, "metrics": {"recall@1": -0.5}}}}}}
+    summaries = {"-cfg": {"eval": {"metrics": {"context_chars@1": 7.0, "evidence_recall@1": 0.25}}}}
+    settings = {"ks": [1]}
+    write_plots(tmp_path, settings, summaries, slices)
+    assert (tmp_path / "slices.csv").read_text().splitlines() == [
+        "config,slice,cases,recall,evidence_recall",
+        "'=cfg,'@key=+v,3,-0.5,",
+    ]
+    budget = list(csv.reader(io.StringIO((tmp_path / "budget.csv").read_text())))
+    assert budget[1] == ["'-cfg", "7.0", "chars in the top 1", "0.25"]
+    assert csv_text([{"a": "\tx", "b": "\rx", "c": "x=1", "d": "'", "e": -1}]) == "a,b,c,d,e\n'\tx,'\rx,x=1,',-1\n"
+
+
+def test_sample_plot_csvs_unchanged(tmp_path):
+    """The sample has no value a spreadsheet would run: its committed plots are the
+    bytes the report's code writes from its committed summaries and slice tables."""
+    root = Path(__file__).resolve().parents[2]
+    settings = stage_params(root / "params.yaml", ["configs", "ks", "budget"])
+    configs = sorted(settings["configs"])
+    summaries = {c: read_json(root / "metrics" / f"{c}.json") for c in configs}
+    slices = {c: read_json(root / "metrics" / "slices" / f"{c}.json") for c in configs}
+    write_plots(tmp_path, settings, summaries, slices)
+    for name in PLOT_FILES:
+        assert (tmp_path / name).read_bytes() == (root / "metrics" / "plots" / name).read_bytes()

@@ -308,3 +308,18 @@ def test_a_bad_chunk_file_fails_in_the_column_reader_as_in_the_validating_reader
 def test_only_bm25_reads_chunk_columns():
     with pytest.raises(ValueError, match="needs Chunk objects"):
         retrieve([], ChunkTexts.from_chunks(CHUNKS), {"kind": "hybrid", "members": ["bm25"]}, 5, {"bm25": BM25})
+
+
+def test_top_ranked_keeps_the_order_of_scores_too_large_to_round():
+    """Rounding 1.7e308 to 6 places overflowed to inf, which ranked nowhere: huge
+    scores stay as they are (they have no digits to round) and keep their order."""
+    scores = np.array([1e308, 1.7e308, -1.7e308, 2e302, 0.1234567])
+    with np.errstate(all="raise"):
+        rows = top_ranked("q", scores, np.ones(5, dtype=bool), list("abcde"), depth=10, min_score=None)
+    assert [(r["chunk_id"], r["score"]) for r in rows] == [
+        ("b", 1.7e308),
+        ("a", 1e308),
+        ("d", 2e302),
+        ("e", 0.123457),
+        ("c", -1.7e308),
+    ]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import Problem
+from ragvet.text.nesting import loads
 from ragvet.text.values import is_scalar, kind_of
 
 Row = dict[str, Any]
@@ -92,7 +93,7 @@ def jsonl_objects(path: Path, problems: list[Problem], what: str, example: str) 
     for number, line in numbered_lines(text):
         where = f"{path}:{number}"
         try:
-            value = json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError as err:
             problems.append(Problem(where, f"malformed JSON: {err.msg} (column {err.colno})", f"write {example}"))
             continue

@@ -24,6 +24,7 @@ from ragvet.formats.imported import (
     sorted_imported,
     unique,
 )
+from ragvet.text.nesting import loads
 from ragvet.text.values import as_id, kind_of
 
 
@@ -188,13 +189,13 @@ def import_squad(path: str | Path) -> Imported:
     raise_if(problems)
     assert text is not None
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as err:
         raise_if([Problem(f"{path}:{err.lineno}", f"malformed JSON: {err.msg}", "fix the JSON syntax")])
     docs, cases, doc_sources, case_sources = _parse_squad(path, data, problems, skipped)
     if problems:  # parse again, slowly, to name the line of each problem
         problems, skipped = [], Counter()
-        _parse_squad(path, _load_located_json(text), problems, skipped)
+        _parse_squad(path, loads(text, _load_located_json), problems, skipped)
     if not docs and not problems:
         problems.append(no_docs_problem(path, 0))
     raise_if(problems)

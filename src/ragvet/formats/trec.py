@@ -27,7 +27,10 @@ from ragvet.formats.imported import (
 )
 from ragvet.text.values import as_id
 
-_TAG = re.compile(r"<(/?)([A-Za-z]+)[^>]*>")
+# A tag holds no ``<``, and neither part gives back what it matched (possessive): an
+# unclosed ``<a`` fails at the next ``<`` instead of rescanning the rest of its block,
+# so 200 KB of them parse in one pass, not in minutes. Such an ``<a`` stays text.
+_TAG = re.compile(r"<(/?)([A-Za-z]++)[^<>]*+>")
 _PREFIXES = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
 TOPIC_FIELDS = ("title", "desc")
 

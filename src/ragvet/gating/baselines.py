@@ -15,13 +15,14 @@ from typing import Any
 
 import polars as pl
 
-from ragvet.errors import InputError, Problem
+from ragvet.errors import InputError, Problem, raise_if
 from ragvet.measures.latency import accepted_latency
-from ragvet.schema import EVAL
+from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
+from ragvet.text.values import is_number, kind_of
 
 Summary = dict[str, Any]
 # What a comparison reads of each per-case table (ragvet.gating.compare) besides the metrics
@@ -61,7 +62,55 @@ def read_baseline_dir(
         )
     if not (summary.exists() and cases.exists()):
         return None, None
-    return read_json(summary), read_results(cases, columns=compared_columns(metrics))
+    found = checked_summary(str(summary), read_json(summary), baseline_fix(summary, cases))
+    return found, read_results(cases, columns=compared_columns(metrics))
+
+
+def baseline_fix(*paths: Path | str) -> str:
+    """How to mend a committed baseline file ragvet did not write."""
+    return (
+        f"restore the baseline as `ragvet baseline accept` wrote it (git checkout -- {' '.join(map(str, paths))}), "
+        "or accept the current results deliberately: `ragvet baseline accept`"
+    )
+
+
+def object_problems(where: str, value: Any, what: str, fix: str, objects: Sequence[str] = ()) -> list[Problem]:
+    """Why ``value``, read from a committed JSON file, is not a JSON object whose keys
+    ``objects`` are objects (or absent): such a file parses, then crashes whatever
+    reads a key of it, so it is refused at its file first."""
+    if not isinstance(value, dict):
+        return [Problem(where, f"{what} is a JSON object, this one is {kind_of(value)}", fix)]
+    return [
+        Problem(where, f"`{key}` must be an object, got {kind_of(value[key])}", fix)
+        for key in objects
+        if value.get(key) is not None and not isinstance(value[key], dict)
+    ]
+
+
+def checked_summary(where: str, summary: Any, fix: str) -> Summary:
+    """A baseline's metrics summary, refused (exit 2) unless it has the shape evaluate writes."""
+    raise_if(object_problems(where, summary, "a summary", fix, ("fingerprints", EVAL, DEV)))
+    return summary
+
+
+def checked_latency(where: str, record: Any, fix: str) -> dict:
+    """A latency record, refused unless its p95 is a finite number (or null) and its
+    machine an object: a NaN p95 compared as a "+nan%" rise and passed the check."""
+    problems = object_problems(where, record, "a latency record", fix, ("machine",))
+    p95 = record.get("p95_ms") if not problems else None
+    if p95 is not None and not is_number(p95):
+        what = f"`p95_ms` must be a finite number of milliseconds or null, got {kind_of(p95)} {p95!r}"
+        problems.append(Problem(where, what, fix))
+    raise_if(problems)
+    return record
+
+
+def read_split_record(path: Path) -> dict:
+    """The frozen split (``data/split.json``), refused unless its fingerprints and cases are objects."""
+    record = read_json(path)
+    fix = "run `dvc repro` (the split stage writes it), or restore it: git checkout -- " + str(path)
+    raise_if(object_problems(str(path), record, "a split record", fix, ("fingerprints", "cases")))
+    return record
 
 
 SHOWN_IDS = 5  # case ids a problem lists before "..."
@@ -82,10 +131,7 @@ def baseline_problems(
     (``eval.denominators``), and, when the summary's eval split fingerprint is the
     current split's (``split_record``, data/split.json), exactly that split's eval cases."""
     where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
-    fix = (
-        f"restore the baseline as `ragvet baseline accept` wrote it (git checkout -- {where} {summary_path}), "
-        "or accept the current results deliberately: `ragvet baseline accept`"
-    )
+    fix = baseline_fix(where, summary_path)
     problems = [
         Problem(where, f"the baseline table holds case {case_id} {count} times: a comparison pairs each case once", fix)
         for case_id, count in table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
@@ -164,8 +210,15 @@ def latency_pairs(
             base = None if text is None else _summary_at(against, path, text.decode("utf-8"))
         else:
             base = read_json(Path(path)) if Path(path).is_file() else None
+        if base is not None:
+            base = checked_latency(f"{against}:{path}" if against else path, base, baseline_fix(path))
         current = latency_path(latency_dir, config)
-        pairs[config] = (base, read_json(current) if current.is_file() else None)
+        measured = None
+        if current.is_file():
+            measured = checked_latency(
+                str(current), read_json(current), f"measure it again: `dvc repro -f -s retrieve@{config}`"
+            )
+        pairs[config] = (base, measured)
     return pairs
 
 
@@ -415,7 +468,8 @@ def read_results_at(
             results[config] = None
             continue
         found = read_results(table, where=f"{rev}:{cases_path}", columns=columns)
-        results[config] = (_summary_at(rev, summary_path, summary.stdout), found)
+        where, fix = f"{rev}:{summary_path}", "compare with a revision with intact results"
+        results[config] = (checked_summary(where, _summary_at(rev, summary_path, summary.stdout), fix), found)
     return results
 
 

@@ -34,6 +34,7 @@ from ragvet.gating.baselines import (
     integrity_problems,
     latency_pairs,
     missing_latency,
+    read_split_record,
     rebaselined,
 )
 from ragvet.gating.compare import gate_all, gate_metrics
@@ -65,7 +66,7 @@ def decide(
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
         baselines = baselines_for(configs, baseline, against, metrics)
-    split_record = read_json(split)
+    split_record = read_split_record(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
     return gate_all(

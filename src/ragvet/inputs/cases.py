@@ -16,6 +16,7 @@ from ragvet.evidence import EvidenceResolver
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, matches_filter
 from ragvet.storage.files import decode_utf8, dumps_line, link_out_of_project, text_lines
 from ragvet.text.located_yaml import LocatedList, line_of, load_located_yaml
+from ragvet.text.nesting import loads
 from ragvet.text.values import (
     ID_FIX,
     ID_FLAW_FIX,
@@ -88,7 +89,7 @@ def _read_case_items(path: Path, problems: list[Problem]) -> list[tuple[int, Any
         items = []
         for number, line in text_lines(path, problems):
             try:
-                items.append((number, json.loads(line)))
+                items.append((number, loads(line)))
             except json.JSONDecodeError as err:
                 problems.append(
                     Problem(

@@ -16,6 +16,7 @@ from ragvet.errors import Problem, raise_if
 from ragvet.schema import Doc, Scalar
 from ragvet.storage.files import decode_utf8, link_out_of_project, text_lines
 from ragvet.text.located_yaml import load_located_yaml
+from ragvet.text.nesting import loads
 from ragvet.text.values import (
     ID_FLAW_FIX,
     SURROGATE_FIX,
@@ -190,7 +191,7 @@ def _jsonl_docs(path: Path, problems: list[Problem]) -> list[tuple[Doc, str]]:
     for number, line in text_lines(path, problems):
         where = f"{path}:{number}"
         try:
-            row = json.loads(line)
+            row = loads(line)
         except json.JSONDecodeError as err:
             problems.append(
                 Problem(

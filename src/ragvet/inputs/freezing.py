@@ -24,6 +24,7 @@ import yaml
 
 from ragvet.errors import Problem
 from ragvet.evidence import EvidenceResolver
+from ragvet.text.nesting import loads
 
 _SCALAR = r"""(?:"[^"\n]*"|'[^'\n]*'|[^,{}\s][^,{}\n]*?)"""
 FLOW_CHUNK = re.compile(
@@ -106,7 +107,7 @@ def freeze_jsonl(text: str, path: Path, freeze: Freezer) -> tuple[str, int, list
     lines = []
     for number, line in enumerate(jsonl_lines(text), start=1):
         try:
-            row = json.loads(line) if line.strip() else None
+            row = loads(line) if line.strip() else None
         except json.JSONDecodeError:
             row = None  # left as it is: validate names the broken line
         new, frozen = _freeze_value(row, f"{path}:{number}", freeze, problems)

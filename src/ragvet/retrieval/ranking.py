@@ -27,6 +27,15 @@ def allowed_mask(case: Case, chunks: Sequence[Chunk]) -> np.ndarray:
     return np.array([matches_filter(chunk.metadata, case.filter) for chunk in chunks], dtype=bool)
 
 
+def rounded_scores(scores: np.ndarray) -> np.ndarray:
+    """Finite scores rounded to :data:`SCORE_PLACES`. Above about 1.8e302 the scaling
+    inside ``np.round`` overflows to inf, which would tie such scores and rank 1.7e308
+    below 1e308; a double that large has no fractional digits, so it stays as it is."""
+    with np.errstate(over="ignore"):
+        rounded = np.round(scores, SCORE_PLACES)
+    return np.where(np.isfinite(rounded), rounded, scores)
+
+
 def top_ranked(
     case_id: str,
     scores: np.ndarray,
@@ -51,7 +60,7 @@ def top_ranked(
         values = scores[keep]
         cut = np.partition(values, len(values) - depth)[len(values) - depth]
         keep = keep[values >= cut - 10.0**-SCORE_PLACES]  # anything that may round to the cut's value stays
-    rounded = np.round(scores[keep], SCORE_PLACES)
+    rounded = rounded_scores(scores[keep])
     if min_score is not None:
         keep, rounded = keep[rounded > min_score], rounded[rounded > min_score]
     order = np.argsort(-rounded, kind="stable")[:depth]

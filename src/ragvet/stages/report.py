@@ -20,7 +20,7 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, read_split_record
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
@@ -39,6 +39,7 @@ from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
 from ragvet.storage.results import per_case_path
+from ragvet.text.escaping import csv_cell
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
@@ -49,10 +50,11 @@ class Format(StrEnum):
 
 
 def csv_text(rows: list[dict]) -> str:
+    """Rows as CSV, floats rounded as in every output and each cell inert in a spreadsheet."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(round_floats(rows))
+    writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in round_floats(rows))
     return buffer.getvalue()
 
 
@@ -182,7 +184,7 @@ def main(
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
     read = [cases_dir, slices_dir, split, cases, corpus, *summary_paths, *([verdict] if verdict else [])]
     refuse_stale(read, "the report")
-    fingerprints = read_json(split)["fingerprints"]
+    fingerprints = read_split_record(split)["fingerprints"]
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
     metrics = None if format is Format.html else [*compared_metrics(settings["ks"], gate), *side_metrics]

@@ -17,6 +17,7 @@ from typing import Any
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.storage.atomic import write_text
 from ragvet.text.located_yaml import load_located_yaml
+from ragvet.text.nesting import loads
 
 FLOAT_PLACES = 6
 
@@ -60,7 +61,7 @@ def read_json(path: str | Path) -> Any:
     """Read a JSON file; a syntax error becomes a Problem naming the line."""
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError([Problem(str(path), "file not found", "run the stage that writes it (dvc repro)")]) from None
     except json.JSONDecodeError as err:
@@ -120,7 +121,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     rows: list[tuple[int, Any]] = []
     for number, line in text_lines(path, problems):
         try:
-            rows.append((number, json.loads(line)))
+            rows.append((number, loads(line)))
         except json.JSONDecodeError as err:
             problems.append(Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", "make each line one JSON object"))
     if problems:

@@ -25,7 +25,7 @@ from typing import IO, Any
 import numpy as np
 import polars as pl
 
-from ragvet.errors import InputError, Problem
+from ragvet.errors import InputError, Problem, raise_if
 from ragvet.storage.atomic import atomic_output
 from ragvet.storage.files import FLOAT_PLACES, round_floats
 
@@ -182,7 +182,10 @@ def read_results(
     case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
     A file that is not such a table is an :class:`InputError`, never a traceback."""
     label = where or (str(source) if isinstance(source, (str, Path)) else "per-case table")
-    fix = "rerun `dvc repro` to rewrite it, or compare with a revision whose results are intact"
+    fix = (
+        "rerun `dvc repro` to rewrite it (a baseline's: `ragvet baseline accept`), "
+        "or compare with a revision whose results are intact"
+    )
     readable = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
         names = pl.read_parquet_schema(readable).keys()
@@ -201,4 +204,20 @@ def read_results(
     missing = [name for name in _REQUIRED if name not in frame.columns]
     if missing:
         raise InputError([Problem(label, f"per-case table lacks column(s) {', '.join(missing)}", fix)])
+    raise_if([Problem(label, what, fix) for what in _type_flaws(frame)])
     return frame
+
+
+def _type_flaws(frame: pl.DataFrame) -> list[str]:
+    """Columns of the wrong type: an integer case_id never pairs with the text ids of the
+    other side, and a text metric cannot be averaged; a committed table can hold either."""
+    flaws = [
+        f"column {name} holds {frame.schema[name]} values, a per-case table's holds {_base_schema()[name]}"
+        for name in _REQUIRED
+        if frame.schema[name] not in (_base_schema()[name], pl.Null)
+    ]
+    return flaws + [
+        f"column {name} holds {dtype} values, a per-case table's holds numbers"
+        for name, dtype in frame.schema.items()
+        if name.startswith("metrics.") and not (dtype.is_numeric() or dtype == pl.Null)
+    ]

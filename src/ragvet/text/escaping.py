@@ -16,6 +16,8 @@ inert in its format.
 - Terminal and CI logs (:func:`visible`): control characters, line breaks and
   bidirectional overrides shown as backslash escapes, so no text starts a new
   log line (``::error::``, ``::set-output``) or repaints the terminal.
+- CSV cells (:func:`csv_cell`): a cell a spreadsheet would read as a formula
+  starts with ``'``.
 - Chart labels (:func:`chart_label`): one visible line, short enough for an
   axis; the charts also turn matplotlib's mathtext off.
 
@@ -135,3 +137,13 @@ def chart_label(text: str) -> str:
     """A chart label: one line of at most :data:`CHART_CHARS` characters, drawn as
     written (a backslash stays single: nothing reads a chart's text back)."""
     return _one_line(text, CHART_CHARS)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell: text starting with ``= + - @``, a tab or a CR gets a leading ``'``
+    (OWASP's advice against CSV injection), so a slice named ``=HYPERLINK(...)`` opens
+    in a spreadsheet as text; numbers, negative ones too, stay numbers."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value

@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from ragvet.text.nesting import NESTING_FIX, TOO_DEEP
+
 
 class YamlProblem(NamedTuple):
     """What is wrong with a YAML text, as :class:`ragvet.errors.Problem` takes it: ``Problem(*found)``."""
@@ -32,6 +34,13 @@ class LocatedList(list):
 
     line: int = 0
     item_lines: list[int]
+
+
+class WrittenInt(int):
+    """A YAML integer written other than as its digits (``1_000``, ``+5``), which keeps
+    that ``text``: as an id it is the text as written, not ``1000`` or ``5``."""
+
+    text: str = ""
 
 
 # YAML 1.1 reads `010` as 8, `0x1F` as 31 and `1:30` as 90, which silently rewrites
@@ -63,9 +72,11 @@ def _located_loader() -> type:
         def __init__(self, stream: str):
             super().__init__(stream)
             self.duplicates: list[tuple[Any, int, int]] = []
+            self.deepest: Any = None
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
+            self.deepest = event.start_mark  # where a RecursionError is reported: the node it reached last
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
                 name = event.anchor
                 raise yaml.composer.ComposerError(
@@ -81,7 +92,17 @@ def _located_loader() -> type:
     # the safe dumper knows dict and list, not their subclasses.
     yaml.SafeDumper.add_representer(LocatedDict, yaml.SafeDumper.represent_dict)
     yaml.SafeDumper.add_representer(LocatedList, yaml.SafeDumper.represent_list)
+    yaml.SafeDumper.add_representer(WrittenInt, yaml.SafeDumper.represent_int)
     Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(_INT), list("-+0123456789"))
+
+    def construct_int(loader: Any, node: Any) -> int:
+        value = loader.construct_yaml_int(node)
+        if isinstance(node.value, str) and node.value != str(value):
+            value = WrittenInt(value)
+            value.text = node.value
+        return value
+
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
 
     def construct_map(loader: Any, node: Any):
@@ -138,6 +159,10 @@ def load_located_yaml(text: str, where: str, line_offset: int = 0) -> tuple[Any,
         what = f"malformed YAML: {reason}" + (f" ({context})" if context else "")
         fix = "fix the YAML syntax on that line (a value with ': ' or '#' needs quotes)"
         return None, [YamlProblem(at, what, ALIAS_FIX if "anchor or alias" in reason else fix)]
+    except RecursionError:
+        mark = loader.deepest
+        at = f"{where}:{mark.line + 1 + line_offset}" if mark else where
+        return None, [YamlProblem(at, f"malformed YAML: {TOO_DEEP}", NESTING_FIX)]
     finally:
         loader.dispose()
     problems = [

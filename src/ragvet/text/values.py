@@ -45,10 +45,13 @@ def is_scalar(value: Any) -> bool:
 
 
 def as_id(value: Any) -> str | None:
-    """An id written as a number (``id: 42``) is read as its text; other types are not ids."""
+    """An id written as a number (``id: 42``) is read as its text, as written (``1_000``
+    stays ``1_000``: the YAML loader keeps it); other types are not ids."""
     if isinstance(value, str):
         return value if value.strip() else None
-    return str(value) if is_int(value) else None
+    if not is_int(value):
+        return None
+    return getattr(value, "text", None) or str(value)
 
 
 def id_problem(value: Any, name: str = "id") -> str:
