@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from repos import ROOT, set_param, sh
+from repos import ROOT, ragvet, set_param, sh
 
 from ragvet.evidence import EvidenceResolver
 from ragvet.gating.compare import RELABEL_FIX, fingerprint_reasons
@@ -128,7 +128,7 @@ def test_freezing_the_sample_through_dvc_keeps_every_figure(work_repo):
     fixed-300 window afterwards leaves the split as it was, with no anchor left to name."""
     before = _figures(work_repo)
     split = json.loads((work_repo / "data" / "split.json").read_text())
-    done = sh(work_repo, "python", "-m", "ragvet.cli", "freeze-labels")
+    done = ragvet(work_repo, "freeze-labels", check=True)
     assert done.stdout == "froze 13 chunk references into spans -> data/cases/cases.yaml\n"
     sh(work_repo, "dvc", "repro")
     assert _figures(work_repo) == before

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import yaml
-from repos import set_param, sh
+from repos import ragvet, set_param, sh
 
 from ragvet.storage.results import read_results, result_rows
 
 CONFIG = "sentences-600-bm25"
 ANSWERS = Path("data/answers") / f"{CONFIG}.jsonl"
 EVALUATE = [
-    *("python", "-m", "ragvet.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
+    *("evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet"),
     *("--chunks", "data/chunks/sentences-600.jsonl", "--cases", "data/validated/cases.jsonl"),
     *("--corpus", "data/validated/corpus.jsonl"),
     *(
@@ -99,7 +99,7 @@ def test_bad_answers_name_file_and_line_and_write_nothing(work_repo):
     outputs = [f"metrics/{CONFIG}.json", f"metrics/cases/{CONFIG}.parquet", f"metrics/abstention/{CONFIG}.json"]
     before = {name: (work_repo / name).read_bytes() for name in outputs}
     # The stage by hand (DVC itself deletes a stage's outputs before running it): it writes nothing.
-    by_hand = sh(work_repo, *EVALUATE, check=False)
+    by_hand = ragvet(work_repo, *EVALUATE)
     assert by_hand.returncode == 2 and "Traceback" not in by_hand.stderr
     assert {name: (work_repo / name).read_bytes() for name in outputs} == before
     done = sh(work_repo, "dvc", "repro", check=False)
@@ -123,7 +123,7 @@ def test_answers_for_a_configuration_that_does_not_exist(work_repo):
 
 
 def test_tuned_threshold_is_read_by_the_pipeline_and_judged_on_eval(work_repo):
-    done = sh(work_repo, "python", "-m", "ragvet.cli", "tune-abstain", "--config", "fixed-300-bm25")
+    done = ragvet(work_repo, "tune-abstain", "--config", "fixed-300-bm25", check=True)
     assert "chosen on dev" in done.stdout and "eval: abstains on" in done.stdout
     tuned = yaml.safe_load((work_repo / "abstention.yaml").read_text())
     threshold = tuned["fixed-300-bm25"]["abstain_below"]

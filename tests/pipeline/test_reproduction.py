@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from repos import commit_all, copy_project, edit_params, sh
+from repos import commit_all, copy_project, edit_params, ragvet, sh
 
 from ragvet.gating.reproduction import EPSILON, check_config, ranking_difference, row_differences
 
@@ -173,7 +173,7 @@ def test_recomputed_on_other_kernels_the_results_are_byte_for_byte(clones):
     assert md5(b / run) == committed
     sh(b, "dvc", "repro", "-s", f"evaluate@{DENSE}")
     assert sh(b, "git", "status", "--porcelain").stdout == ""
-    done = sh(b, "ragvet", "verify", "--against", "HEAD")
+    done = ragvet(b, "verify", "--against", "HEAD", check=True)
     assert f"reproduced {DENSE}: 181 cases, identical rankings at every k except 0 near-tie" in done.stdout
     assert "(largest move 0.0e+00)" in done.stdout
 
@@ -189,7 +189,7 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
     sh(b, "dvc", "repro", "-s", f"retrieve@{DENSE}", **OTHER_CPU)
     assert md5(b / run) != committed  # float32 noise reached the scores
     sh(b, "dvc", "repro", "-s", f"evaluate@{DENSE}")
-    done = sh(b, "ragvet", "verify", "--against", "HEAD")
+    done = ragvet(b, "verify", "--against", "HEAD", check=True)
     (line,) = [line for line in done.stdout.splitlines() if line.startswith(f"reproduced {DENSE}: ")]
     assert line.startswith(f"reproduced {DENSE}: 181 cases, identical rankings at every k")
     assert "(largest move 0.0e+00)" not in line
@@ -203,7 +203,7 @@ def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
     edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
     for stage in ("retrieve@sentences-600-bm25", "evaluate@sentences-600-bm25"):
         sh(a, "dvc", "repro", "-s", stage)
-    done = sh(a, "ragvet", "verify", "--against", "HEAD", check=False)
+    done = ragvet(a, "verify", "--against", "HEAD")
     assert done.returncode == 1
     assert "DIFFERS sentences-600-bm25" in done.stdout and f"reproduced {DENSE}" in done.stdout
     assert "  differs: case " in done.stdout
