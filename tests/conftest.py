@@ -28,6 +28,8 @@ UNITS = {
     "tests/pipeline/test_pull_requests.py::test_dvc_plots_show": "pr-harmful",
     "tests/pipeline/test_pull_requests.py::test_html_report": "pr-harmful",
     "tests/reporting/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
+    "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold": "tuned",  # tuned_then_moved
+    "tests/pipeline/test_pipeline_answers.py::test_a_changed_anchoring": "tuned",
     "tests/retrieval/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/retrieval/test_http_kind.py": "http",  # one search app per module
     "tests/pipeline/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
@@ -52,9 +54,8 @@ SLOWEST_FIRST = [
     "tests/pipeline/test_pull_requests.py::test_label_edit",
     "tests/pipeline/test_pull_requests.py::test_improvement",
     "tests/measures/test_latency.py::test_the_gate_fails",
-    "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold",
+    "unit:tuned",
     "tests/retrieval/test_embedding.py::test_portable_precision",
-    "tests/inputs/test_freezing.py::test_a_changed_anchoring",
     "unit:hostile-project",
     "tests/pipeline/test_pipeline_answers.py",
     "tests/inputs/test_freezing.py::test_freezing_the_sample",

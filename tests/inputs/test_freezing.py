@@ -153,18 +153,6 @@ def test_labels_changed_names_the_anchoring_chunkings_and_the_way_out():
     assert fingerprint_reasons(base, {**base, "anchors": ["fixed-300"]}) == []
 
 
-def test_a_changed_anchoring_chunking_fails_the_gate_naming_it(work_repo):
-    """Through DVC's CLI: the sample's labels are anchored on fixed-300; a new window moves
-    labels of both splits, so evaluate marks the sample's tuned threshold stale (its dev
-    split changed) and goes on, and the gate fails naming fixed-300."""
-    set_param(work_repo, ["chunking", "fixed-300", "window"], 280)
-    done = sh(work_repo, "dvc", "repro", check=False)
-    assert "(sentences-600-bm25): threshold stale: the dev split (its cases or labels) changed" in done.stderr
-    assert done.returncode != 0 and "gate: FAILED" in done.stdout
-    assert "Labels are anchored on chunking 'fixed-300' ({chunk, chunking} evidence)" in done.stdout + done.stderr
-    assert json.loads((work_repo / "data" / "split.json").read_text())["fingerprints"]["anchors"] == ["fixed-300"]
-
-
 def test_chunk_anchors_reads_a_chunk_key_spelt_with_an_escape(tmp_path):
     """Lines that cannot name `chunk` are skipped unparsed; one spelling it as `\\u0063hunk`
     still counts, and a line without either counts nothing."""
