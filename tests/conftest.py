@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from builders import make_cross_encoder
-from repos import GRID, build_sample, copy_repo, sh, shared_build
+from repos import GRID, ROOT, build_sample, copy_repo, sh, shared_build
 
 # Work units for xdist: the tests of one module-scoped fixture run on one worker (a split
 # unit builds the fixture on each), in collection order; every other test is a unit of its
@@ -19,6 +19,7 @@ from repos import GRID, build_sample, copy_repo, sh, shared_build
 UNITS = {
     "tests/pipeline/test_reproduction.py::test_an_old_commit": "clones",  # the clones fixture, in this order
     "tests/pipeline/test_reproduction.py::test_recomputed": "clones",
+    "tests/pipeline/test_reproduction.py::test_fast_precision": "clones",
     "tests/pipeline/test_reproduction.py::test_a_changed_ranking": "clones",
     "tests/pipeline/test_storage.py": "storage",  # history
     "tests/pipeline/test_pipeline_kinds.py": "kinds",  # kinds_repo
@@ -27,6 +28,8 @@ UNITS = {
     "tests/pipeline/test_pull_requests.py::test_dvc_plots_show": "pr-harmful",
     "tests/pipeline/test_pull_requests.py::test_html_report": "pr-harmful",
     "tests/reporting/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
+    "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold": "tuned",  # tuned_then_moved
+    "tests/pipeline/test_pipeline_answers.py::test_a_changed_anchoring": "tuned",
     "tests/retrieval/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/retrieval/test_http_kind.py": "http",  # one search app per module
     "tests/pipeline/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
@@ -51,9 +54,8 @@ SLOWEST_FIRST = [
     "tests/pipeline/test_pull_requests.py::test_label_edit",
     "tests/pipeline/test_pull_requests.py::test_improvement",
     "tests/measures/test_latency.py::test_the_gate_fails",
-    "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold",
-    "tests/retrieval/test_embedding.py::test_pinned_kernels",
-    "tests/inputs/test_freezing.py::test_a_changed_anchoring",
+    "unit:tuned",
+    "tests/retrieval/test_embedding.py::test_portable_precision",
     "unit:hostile-project",
     "tests/pipeline/test_pipeline_answers.py",
     "tests/inputs/test_freezing.py::test_freezing_the_sample",
@@ -68,6 +70,20 @@ def work_unit(nodeid: str) -> str:
     return next((f"unit:{unit}" for prefix, unit in UNITS.items() if nodeid.startswith(prefix)), nodeid)
 
 
+def stale_prefixes(items: list[pytest.Item]) -> list[str]:
+    """The entries of UNITS and SLOWEST_FIRST that name no test: a file that is gone, a
+    collected module without a test of that name, a unit that UNITS lacks. A test renamed
+    or moved would otherwise leave its unit (its fixture built twice) or its place silently."""
+    modules = {item.nodeid.split("::")[0]: item.module for item in items if getattr(item, "module", None)}
+    stale = [entry for entry in SLOWEST_FIRST if entry.startswith("unit:") and entry[5:] not in UNITS.values()]
+    for prefix in [*UNITS, *(entry for entry in SLOWEST_FIRST if not entry.startswith("unit:"))]:
+        path, _, name = prefix.partition("::")
+        module = modules.get(path)
+        if not (ROOT / path).is_file() or (module and name and not any(attr.startswith(name) for attr in vars(module))):
+            stale.append(prefix)
+    return stale
+
+
 def _cost_rank(item: pytest.Item) -> int:
     unit = work_unit(item.nodeid)
     return next((i for i, prefix in enumerate(SLOWEST_FIRST) if unit.startswith(prefix)), len(SLOWEST_FIRST))
@@ -75,6 +91,8 @@ def _cost_rank(item: pytest.Item) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if stale := stale_prefixes(items):
+        raise pytest.UsageError(f"tests/conftest.py: UNITS or SLOWEST_FIRST name no test: {', '.join(stale)}")
     items.sort(key=_cost_rank)  # stable: a unit's tests keep their order
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from builders import gate_of
-from repos import GRID, ROOT, exp_refs, sh
+from repos import GRID, ROOT, exp_refs, ragvet, sh
 from statsmodels.stats.multitest import multipletests
 
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
@@ -121,7 +121,7 @@ def _mean(table: Path | bytes, metric: str) -> float:
 
 
 def test_ragvet_compare_on_the_committed_sample():
-    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--metric", "evidence_recall@5")
+    done = ragvet(ROOT, "compare", "--metric", "evidence_recall@5", check=True)
     expected = _mean(ROOT / "metrics/cases/sentences-600-dense.parquet", "evidence_recall@5")
     assert "## Every configuration against `sentences-600-bm25`" in done.stdout
     assert f"| `sentences-600-dense` | {expected:.3f} |" in done.stdout
@@ -129,10 +129,10 @@ def test_ragvet_compare_on_the_committed_sample():
 
 
 def test_ragvet_compare_refuses_an_unknown_baseline_and_metric():
-    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--baseline", "nope", check=False)
+    done = ragvet(ROOT, "compare", "--baseline", "nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--baseline: unknown configuration 'nope'" in done.stderr + done.stdout
-    done = sh(ROOT, "python", "-m", "ragvet.cli", "compare", "--metric", "recal@5", check=False)
+    done = ragvet(ROOT, "compare", "--metric", "recal@5")
     assert done.returncode == 2 and "unknown metric 'recal@5'" in done.stderr + done.stdout
 
 
@@ -142,7 +142,7 @@ def test_ragvet_compare_exp_reads_real_dvc_experiments(experiments, tmp_path):
     config = "headings-1200-bm25"
     head = sh(experiments, "git", "rev-parse", "HEAD").stdout.strip()
     out = tmp_path / "table.json"
-    done = sh(experiments, "python", "-m", "ragvet.cli", "compare", "--exp", "--baseline", config, "--out", str(out))
+    done = ragvet(experiments, "compare", "--exp", "--baseline", config, "--out", str(out), check=True)
     table = json.loads(out.read_text())
     base_name = f"{config}@{head[:7]}"
     assert table["baseline"] == base_name and f"## Every experiment against `{base_name}`" in done.stdout

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from repos import GRID, commit_all, exp_refs, set_param, sh, untune
+from repos import GRID, commit_all, exp_refs, ragvet, set_param, sh, untune
 
 
 def metrics_bytes(repo: Path) -> dict[str, bytes]:
@@ -69,7 +69,7 @@ def test_unchanged_tree_passes_the_gate(work_repo):
     done = sh(work_repo, "dvc", "repro", "-f", "-s", "gate")
     assert "gate: PASSED" in done.stdout
     assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
-    against = sh(work_repo, "python", "-m", "ragvet.cli", "gate", "--against", "HEAD")
+    against = ragvet(work_repo, "gate", "--against", "HEAD", check=True)
     assert "gate: PASSED" in against.stdout
 
 
@@ -123,7 +123,7 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     assert message.index("Running stage 'report'") < message.index("Running stage 'gate'")
     report = (work_repo / "metrics" / "report.md").read_text()
     assert report.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
-    against = sh(work_repo, "python", "-m", "ragvet.cli", "gate", "--against", "HEAD", check=False)
+    against = ragvet(work_repo, "gate", "--against", "HEAD")
     assert against.returncode == 1 and "gate: FAILED" in against.stdout
 
     commit_all(work_repo, "a harmful change, committed with git add -A")

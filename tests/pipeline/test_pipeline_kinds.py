@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from repos import init_repo, sh
+from repos import init_repo, ragvet, sh
 
 from ragvet.project import requirements_text, template_text
 from ragvet.storage.tables import iter_run_rows
@@ -143,7 +143,7 @@ def kinds_repo(tmp_path_factory) -> Path:
     cache = str(repo.parent / "cache-cold")
     first = sh(repo, "dvc", "repro", check=False, RAGVET_CACHE_DIR=cache)
     assert "no baseline for sent-dense" in first.stdout + first.stderr
-    sh(repo, "python", "-m", "ragvet.cli", "baseline", "accept")
+    ragvet(repo, "baseline", "accept", check=True)
     sh(repo, "dvc", "repro", RAGVET_CACHE_DIR=cache)
     (repo / "first-stdout.txt").write_text(first.stdout)
     return repo

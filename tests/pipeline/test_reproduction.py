@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from builders import invoke
-from repos import commit_all, copy_project, edit_params, sh
+from repos import ROOT, commit_all, copy_repo, edit_params, ragvet, sh, untune
 
 from ragvet.gating.reproduction import (
     EPSILON,
@@ -123,7 +123,11 @@ def test_missing_tables_cases_and_unexplained_changes_are_differences():
 
 # Another CPU, as far as torch is concerned: its portable kernels instead of AVX2.
 OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default"}
-DENSE = "headings-1200-dense"  # the sample's fewest chunks: the cheapest dense run
+# MiniLM over whole documents: the sample's fewest chunks, each cut at the model's 256 tokens,
+# so the cheapest dense run of its corpus (14k tokens to encode with the questions; 26k on headings-1200).
+DENSE = "whole-dense"
+GATED = "sentences-600-bm25"
+RESULTS = [("cases", "parquet"), ("slices", "json"), ("abstention", "json")]  # evaluate's outputs beside the summary
 
 
 def md5(path: Path) -> str:
@@ -135,22 +139,31 @@ def locked_md5(repo: Path, stage: str, out: str) -> str:
     return next(o["md5"] for o in lock["stages"][stage]["outs"] if o["path"] == out)
 
 
-def keep_two_configs(params: dict) -> None:
-    params["configs"] = {name: params["configs"][name] for name in ("sentences-600-bm25", DENSE)}
+def gated_and_dense(params: dict) -> None:
+    """The sample's gated BM25 configuration and one dense configuration, nothing else."""
+    sample = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["chunking"]["whole"] = {"strategy": "document"}
+    params["retrievers"]["minilm"] = sample["retrievers"]["minilm"]
+    params["configs"] = {GATED: params["configs"][GATED], DENSE: {"chunking": "whole", "retriever": "minilm"}}
     params["gate"]["max_drop"] = params["gate"]["slice_max_drop"] = 1.0  # these tests are not about the gate
 
 
 @pytest.fixture(scope="module")
-def clones(tmp_path_factory) -> tuple[Path, Path]:
-    """Clone A reproduces the sample (its gated BM25 configuration and one dense one) at two
-    commits and pushes both to a local-folder remote; clone B is a git clone of A that shares
-    nothing else with it: no DVC cache, no embedding cache."""
+def clones(sample_repo: Path, tmp_path_factory) -> tuple[Path, Path]:
+    """Clone A is a copy of the session's reproduced sample that keeps its gated BM25
+    configuration and adds a dense one, reproduced at two commits, each pushed to a
+    local-folder remote; clone B is a git clone of A that shares nothing else with it: no
+    DVC cache, no embedding cache."""
     pytest.importorskip("sentence_transformers", reason="needs the dense extra")
     root = tmp_path_factory.mktemp("clones")
-    a = copy_project(root / "a")
-    edit_params(a, keep_two_configs)
+    a = copy_repo(sample_repo, root / "a")
+    dropped = [config for config in yaml.safe_load((a / "params.yaml").read_text())["configs"] if config != GATED]
+    edit_params(a, gated_and_dense)
+    for config in dropped:  # the committed results of the configurations left out, which no stage writes now
+        paths = [f"metrics/{config}.json", *(f"metrics/{kind}/{config}.{suffix}" for kind, suffix in RESULTS)]
+        sh(a, "git", "rm", "-q", "--ignore-unmatch", *paths)
     # The sample's tuned threshold would be refused once bm25 changes (its spec is fingerprinted).
-    (a / "abstention.yaml").write_text("{}\n")
+    untune(a)
     sh(a, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
     sh(a, "dvc", "repro")
     commit_all(a, "first")
@@ -187,7 +200,7 @@ def test_recomputed_on_other_kernels_the_results_are_byte_for_byte(clones):
     assert md5(b / run) == committed
     sh(b, "dvc", "repro", "-s", f"evaluate@{DENSE}")
     assert sh(b, "git", "status", "--porcelain").stdout == ""
-    done = sh(b, "ragvet", "verify", "--against", "HEAD")
+    done = ragvet(b, "verify", "--against", "HEAD", check=True)
     assert f"reproduced {DENSE}: 181 cases, identical rankings at every k except 0 near-tie" in done.stdout
     assert "(largest move 0.0e+00)" in done.stdout
 
@@ -203,7 +216,7 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
     sh(b, "dvc", "repro", "-s", f"retrieve@{DENSE}", **OTHER_CPU)
     assert md5(b / run) != committed  # float32 noise reached the scores
     sh(b, "dvc", "repro", "-s", f"evaluate@{DENSE}")
-    done = sh(b, "ragvet", "verify", "--against", "HEAD")
+    done = ragvet(b, "verify", "--against", "HEAD", check=True)
     (line,) = [line for line in done.stdout.splitlines() if line.startswith(f"reproduced {DENSE}: ")]
     assert line.startswith(f"reproduced {DENSE}: 181 cases, identical rankings at every k")
     assert "(largest move 0.0e+00)" not in line
@@ -215,11 +228,11 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
 def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
     a, _ = clones
     edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
-    for stage in ("retrieve@sentences-600-bm25", "evaluate@sentences-600-bm25"):
+    for stage in (f"retrieve@{GATED}", f"evaluate@{GATED}"):
         sh(a, "dvc", "repro", "-s", stage)
-    done = sh(a, "ragvet", "verify", "--against", "HEAD", check=False)
+    done = ragvet(a, "verify", "--against", "HEAD")
     assert done.returncode == 1
-    assert "DIFFERS sentences-600-bm25" in done.stdout and f"reproduced {DENSE}" in done.stdout
+    assert f"DIFFERS {GATED}" in done.stdout and f"reproduced {DENSE}" in done.stdout
     assert "  differs: case " in done.stdout
     assert done.stdout.rstrip().endswith("NOT reproduced: 2 configuration(s) against HEAD")
 

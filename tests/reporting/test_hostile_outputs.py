@@ -22,7 +22,7 @@ import yaml
 from browser import CHROMIUM, open_in_chromium
 from builders import gate_of
 from cmarkgfm.cmark import Options
-from repos import sh
+from repos import ragvet, sh
 from test_reporting import GATE, KS, SUMMARIES, case
 
 from ragvet.errors import Problem
@@ -334,7 +334,7 @@ def hostile_project(tmp_path_factory) -> Path:
     questions carry payloads, baselined, then harmed: BM25 made case-sensitive, so
     every case is newly missed (the questions name each mineral in lower case)."""
     project = tmp_path_factory.mktemp("hostile") / "project"
-    sh(project.parent, "python", "-m", "ragvet.cli", "init", str(project))
+    ragvet(project.parent, "init", str(project), check=True)
     doc_ids = [E2E_DOC, *(f"d{n}" for n in range(1, len(MINERALS)))]
     docs = [{"doc_id": d, "text": f"{m} is mined in valley {n}."} for n, (d, m) in enumerate(zip(doc_ids, MINERALS))]
     docs += [{"doc_id": f"a{n:02d}", "text": f"Filler text number {n}."} for n in range(20)]  # first among ties
@@ -359,7 +359,7 @@ def hostile_project(tmp_path_factory) -> Path:
     sh(project, "git", "config", "user.email", "test@example.com")
     sh(project, "git", "config", "user.name", "test")
     sh(project, "dvc", "repro", "report")
-    sh(project, "python", "-m", "ragvet.cli", "baseline", "accept")
+    ragvet(project, "baseline", "accept", check=True)
     settings["retrievers"]["bm25"]["lowercase"] = False
     (project / "params.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     sh(project, "dvc", "repro", "report")
@@ -367,7 +367,7 @@ def hostile_project(tmp_path_factory) -> Path:
 
 
 def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
-    gate = sh(hostile_project, "python", "-m", "ragvet.cli", "gate", check=False)
+    gate = ragvet(hostile_project, "gate")
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
     assert f"newly missed at hit@5 (hit in baseline, missed now): q1, q2, q3, q4, q5, {E2E_CASE}\n" in gate.stdout
     assert f"FAIL {CFG} slice kind={visible(E2E_TAG)} " in gate.stdout and "\\n::error::tag" in gate.stdout
@@ -375,7 +375,7 @@ def test_a_hostile_project_gate_prints_no_ci_command(hostile_project: Path):
 
 
 def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Path, tmp_path: Path):
-    comment = sh(hostile_project, "python", "-m", "ragvet.cli", "report", "--comment").stdout
+    comment = ragvet(hostile_project, "report", "--comment", check=True).stdout
     elements = Elements(github_html(comment))
     assert_inert(elements)
     assert E2E_CASE in elements.codes and E2E_DOC in elements.codes and f"kind={one_line(E2E_TAG)}" in elements.codes
@@ -383,7 +383,7 @@ def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Pa
     if CHROMIUM is None and os.environ.get("CI") != "true":
         pytest.skip("chromium not installed (CI installs it)")
     page = tmp_path / "report.html"
-    sh(hostile_project, "python", "-m", "ragvet.cli", "report", "--format", "html", "--out", str(page))
+    ragvet(hostile_project, "report", "--format", "html", "--out", str(page), check=True)
     assert_inert_page(page.read_text(encoding="utf-8"))
     dom, console = open_in_chromium(page, tmp_path / "profile")
     assert PWNED not in dom and console == [], console
