@@ -56,11 +56,13 @@ from ragvet.inputs.corpus import load_corpus  # noqa: E402
 from ragvet.measures.evaluation import evaluate_table  # noqa: E402
 from ragvet.measures.summary import summarise  # noqa: E402
 from ragvet.retrieval.kinds import retrieve  # noqa: E402
+from ragvet.settings import Measuring  # noqa: E402
 from ragvet.storage.results import result_rows, results_frame  # noqa: E402
 from ragvet.storage.tables import run_path as run_file  # noqa: E402
 from ragvet.storage.tables import write_cases, write_chunks, write_run  # noqa: E402
 
 KS = [1, 5, 10, 20]
+MEASURING = Measuring(tuple(KS), 1.0)
 DEPTH = 100
 BM25 = {"kind": "bm25", "k1": 1.2, "b": 0.75, "lowercase": True, "stopwords": "en", "stemmer": "english"}
 CONFIGS = {"cranfield-bm25": BM25, "cranfield-bm25-nostem": {**BM25, "stemmer": "none"}}
@@ -229,7 +231,7 @@ def evaluate_config(work: Path, config: str, retriever: dict, cases, chunks, cor
         by_case.setdefault(row["case_id"], []).append(row)
     per_case = result_rows(
         evaluate_table(
-            cases, chunks, by_case, {c.case_id: "eval" for c in cases}, KS, 1.0, {d.doc_id: d.text for d in corpus}
+            cases, chunks, by_case, {c.case_id: "eval" for c in cases}, {d.doc_id: d.text for d in corpus}, MEASURING
         )
     )
     ours = summarise(results_frame(per_case), KS, None)["eval"]

@@ -41,6 +41,7 @@ from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.summary import summarise
 from ragvet.retrieval.kinds import retrieve
 from ragvet.retrieval.ranking import by_case
+from ragvet.settings import Measuring
 from ragvet.storage.results import result_rows, results_frame
 from ragvet.storage.tables import write_cases, write_chunks
 
@@ -160,7 +161,9 @@ def pytrec_check(cases, chunks, rows) -> float:
     theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     texts = {chunk.doc_id: chunk.text for chunk in chunks}  # one chunk per doc: the doc's text
     per_case = result_rows(
-        evaluate_table(cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, KS, 1.0, texts)
+        evaluate_table(
+            cases, chunks, by_case(rows), {c.case_id: "eval" for c in cases}, texts, Measuring(tuple(KS), 1.0)
+        )
     )
     ours = summarise(results_frame(per_case), KS, None)["eval"]["metrics"]
     names = {f"recall@{k}": f"recall_{k}" for k in KS} | {"mrr": "recip_rank"}

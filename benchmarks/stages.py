@@ -147,6 +147,7 @@ def check_rounding(workdir: Path, ks: list[int]) -> int:
 
     sys.path.insert(0, str(HERE.parent))
     from ragvet.measures.evaluation import evaluate_table
+    from ragvet.settings import Measuring
     from ragvet.storage.files import round_floats
     from ragvet.storage.results import round_array
     from ragvet.storage.tables import read_case_table, read_chunk_table, read_docs, read_run_table
@@ -156,7 +157,7 @@ def check_rounding(workdir: Path, ks: list[int]) -> int:
     run = read_run_table(workdir / "run.parquet", chunks.chunk_ids, cases.case_ids)
     split = dict.fromkeys(cases.case_ids, "eval")
     texts = {doc.doc_id: doc.text for doc in read_docs(workdir / "corpus.jsonl")}
-    frame = evaluate_table(cases, chunks, run, split, ks, 1.0, texts)
+    frame = evaluate_table(cases, chunks, run, split, texts, Measuring(tuple(ks), 1.0))
     compared = 0
     for name, dtype in frame.schema.items():
         if dtype.is_float():

@@ -18,6 +18,7 @@ from ragvet.gating.compare import render_verdict
 from ragvet.gating.decision import decide_gate, read_verdict, write_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.inputs.params import stage_params
+from ragvet.settings import Gate
 
 
 @user_errors
@@ -50,8 +51,8 @@ def main(
         refuse_stale([verdict], "the gate")  # the verdict and everything it was decided from are current
         decided = read_verdict(verdict)
     else:
-        settings = stage_params(params, ["gate", "slices"])
-        decided = decide_gate(settings, cases_dir, split, baseline, summaries_dir, latency_dir, against)
+        gate = Gate.from_params(stage_params(params, ["gate", "slices"]))
+        decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, against)
         if out is not None:
             write_verdict(decided, out)
     typer.echo(render_verdict(decided))
