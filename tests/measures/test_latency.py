@@ -139,7 +139,7 @@ def test_the_latency_param_is_checked(latency, fragment):
 def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_machine(work_repo):
     repo, gated = work_repo, "sentences-600-bm25"
     set_param(repo, ["gate", "latency"], {"max_p95_rise": 0.5})
-    sh(repo, "dvc", "repro", "validate")  # it checks every params section: until it ran, the gate refuses
+    sh(repo, "dvc", "repro", "validate", "settings")  # both read all of params.yaml: until they ran, the gate refuses
     assert ragvet(repo, "baseline", "accept").returncode == 0
     accepted = repo / "metrics" / "baseline" / "latency" / f"{gated}.json"
     measured = json.loads((repo / ".ragvet" / "latency" / f"{gated}.json").read_text())
@@ -194,7 +194,7 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     refused = ragvet(repo, "gate")
     assert refused.returncode == 2 and "gate.latency.max_p95_rise" in refused.stdout + refused.stderr
     set_param(repo, ["gate", "latency"], {"max_p95_rise": None})
-    sh(repo, "dvc", "repro", "validate")
+    sh(repo, "dvc", "repro", "validate", "settings")
     assert ragvet(repo, "baseline", "accept").returncode == 0 and not accepted.exists()  # off: no latency kept
     unchecked = ragvet(repo, "gate")
     assert unchecked.returncode == 0 and "p95" not in unchecked.stdout

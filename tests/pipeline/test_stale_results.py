@@ -46,7 +46,9 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
     for command in ("gate", "report"):
         stale = ragvet(repo, command, "--against", "main")
         assert stale.returncode == 2 and "Traceback" not in stale.stderr and "PASSED" not in stale.stdout
-        assert "dvc.lock: 2 stages are out of date (chunk@sentences-600, validate): the results " in stale.stderr
+        assert (
+            "dvc.lock: 3 stages are out of date (chunk@sentences-600, settings, validate): the results " in stale.stderr
+        )
         assert "dvc.lock: validate: out of date: params.yaml: chunking modified" in stale.stderr
         assert "dvc.lock: chunk@sentences-600: out of date: params.yaml: chunking.sentences-600 modified" in (
             stale.stderr
@@ -54,8 +56,9 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
         assert "fix: run `dvc repro`, then the " in stale.stderr
     # The gate stage refuses too, from inside `dvc repro` (which holds its own locks meanwhile).
     staged = sh(repo, "dvc", "repro", "-s", "-f", "gate", check=False)
-    assert staged.returncode == 255 and "dvc.lock: 2 stages are out of date (chunk@sentences-600, validate)" in (
-        staged.stderr
+    assert (
+        staged.returncode == 255
+        and "dvc.lock: 3 stages are out of date (chunk@sentences-600, settings, validate)" in (staged.stderr)
     )
 
     # As when `dvc repro` stops at validate (here on a malformed threshold): its outputs are
@@ -66,7 +69,7 @@ def test_stale_results_are_refused_and_a_stale_threshold_costs_only_its_figures(
     assert stopped.returncode == 255 and "failed to reproduce 'validate'" in stopped.stderr
     gate = ragvet(repo, "gate", "--against", "main", "--out", "verdict.json")
     assert gate.returncode == 2 and "Traceback" not in gate.stderr and not (repo / "verdict.json").exists()
-    assert "dvc.lock: 11 stages are out of date (chunk@fixed-300, " in gate.stderr  # all that read validate's
+    assert "dvc.lock: 12 stages are out of date (chunk@fixed-300, " in gate.stderr  # all that read validate's
     validate = "params.yaml: chunking modified; abstention.yaml: sentences-600-bm25 modified; output data/validated/"
     assert f"dvc.lock: validate: out of date: {validate}" in gate.stderr
     (repo / "abstention.yaml").write_text(thresholds)
