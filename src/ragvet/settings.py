@@ -29,19 +29,17 @@ JUDGED_K = 10
 
 @dataclass(frozen=True)
 class Resampling:
-    """Seeded resampling: the bootstrap's (with its interval's confidence) or the permutation test's."""
+    """Seeded resampling: the bootstrap's or the permutation test's."""
 
     resamples: int
     seed: int
-    confidence: float | None = None
 
 
 @dataclass(frozen=True)
 class Gate:
     """``gate`` with the ``slices`` it breaks each comparison down by.
 
-    Numbers keep the type params.yaml gave them (``max_drop: 0`` stays an int) where
-    they are written out; :attr:`alpha` is one minus the bootstrap's confidence, so the
+    ``confidence`` is the bootstrap interval's; :attr:`alpha` is one minus it, so the
     interval and the test speak of the same error rate."""
 
     configs: tuple[str, ...]
@@ -52,14 +50,11 @@ class Gate:
     slice_metric: str
     require_significance: bool
     bootstrap: Resampling
+    confidence: float
     permutation: Resampling
     slices: tuple[str, ...] = ()
     correction: str = DEFAULT_CORRECTION
     max_p95_rise: float | None = None
-
-    @property
-    def confidence(self) -> float:
-        return float(self.bootstrap.confidence)  # type: ignore[arg-type]
 
     @property
     def alpha(self) -> float:
@@ -80,7 +75,8 @@ class Gate:
             slice_max_drop=gate["slice_max_drop"],
             slice_metric=gate["slice_metric"],
             require_significance=bool(gate["require_significance"]),
-            bootstrap=Resampling(int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"])),
+            bootstrap=Resampling(int(boot["resamples"]), int(boot["seed"])),
+            confidence=float(boot["confidence"]),
             permutation=Resampling(int(perm["resamples"]), int(perm["seed"])),
             slices=tuple(params.get("slices") or ()),
             correction=str(gate.get("correction", DEFAULT_CORRECTION)),
