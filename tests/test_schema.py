@@ -359,8 +359,7 @@ def test_the_judged_section_and_a_gated_judged_share_are_checked(dense_extra, pa
     ]
     bad["judged"] = {"metric": "judged@7"}
     bad["gate"]["metrics"] = ["recall@5"]
-    assert where_what(params_problems(bad)) == [
-        ("params.yaml: judged.max_drop", "`judged.max_drop` is missing"),
+    assert where_what(params_problems(bad)) == [  # each key is optional: max_drop defaults to 0.1
         ("params.yaml: judged.metric", "metric 'judged@7' uses k=7, which is not computed"),
     ]
     del bad["judged"]  # optional: the report then warns at judged@10 with max_drop 0.1
