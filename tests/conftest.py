@@ -5,11 +5,13 @@ repositories, the commands run in them) and builders.py (inputs built in memory)
 
 from __future__ import annotations
 
+import itertools
+import time
 from pathlib import Path
 
 import pytest
 from builders import make_cross_encoder
-from repos import GRID, ROOT, build_sample, copy_repo, sh, shared_build
+from repos import EXP_TARGET, GRID, ROOT, build_sample, copy_repo, exp_refs, sh, shared_build
 
 # Work units for xdist: the tests of one module-scoped fixture run on one worker (a split
 # unit builds the fixture on each), in collection order; every other test is a unit of its
@@ -30,6 +32,8 @@ UNITS = {
     "tests/reporting/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
     "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold": "tuned",  # tuned_then_moved
     "tests/pipeline/test_pipeline_answers.py::test_a_changed_anchoring": "tuned",
+    "tests/pipeline/test_pipeline.py::test_experiment_queue": "experiments",  # the session's grid: built once,
+    "tests/gating/test_side_by_side.py::test_ragvet_compare_exp": "experiments",  # on one worker, the other not waiting
     "tests/retrieval/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/retrieval/test_http_kind.py": "http",  # one search app per module
     "tests/pipeline/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
@@ -43,7 +47,7 @@ SLOWEST_FIRST = [
     "unit:clones",  # test_reproduction: the dense sample run, and again on other kernels
     "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run
     "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold
-    "tests/pipeline/test_pipeline.py::test_experiment_queue",  # builds the session's grid of experiments
+    "unit:experiments",  # builds the session's grid of experiments
     "tests/pipeline/test_pipeline.py::test_a_harmful_change",
     "tests/pipeline/test_pipeline.py::test_a_chunking_change",
     "unit:pr-harmful",
@@ -128,23 +132,33 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
 def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
     """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
     experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
-    queue run by two workers. Built once per session and read-only: test_pipeline checks
+    queue run by two workers. Each runs the stages up to the figures both tests read, those
+    of ``EXP_TARGET`` (the verdict, the report and the gate after it would add a third of its
+    cost, and no test reads them). Built once per session and read-only: test_pipeline checks
     the queue against the sequential runs, test_side_by_side reads them with `ragvet compare --exp`."""
 
     def build(repo: Path) -> Path:
-        import time
-
         copy_repo(sample_repo, repo)
         for size in GRID:
-            setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
+            setting = [EXP_TARGET, "-S", f"chunking.headings-1200.max_chars={size}"]
             sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
             sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
         sh(repo, "dvc", "queue", "start", "-j", "2")
-        deadline = time.monotonic() + 600
-        while "Queued" in (status := sh(repo, "dvc", "queue", "status").stdout) or "Running" in status:
+        # Wait for each queued experiment's ref, read from git: a `dvc queue status` a second
+        # would start DVC sixty times beside the two workers. Its status is read now and then.
+        queued, deadline, status = {f"q-{size}" for size in GRID}, time.monotonic() + 600, ""
+        for tick in itertools.count():
+            if queued <= set(exp_refs(repo)):
+                break
+            if tick % 15 == 14:
+                status = sh(repo, "dvc", "queue", "status").stdout
+                assert "Failed" not in status, status
             assert time.monotonic() < deadline, status
             time.sleep(1)
-        assert "Failed" not in status, status
+        while "Running" in (status := sh(repo, "dvc", "queue", "status").stdout):
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert "Failed" not in status and "Queued" not in status, status
         return repo
 
     return shared_build(tmp_path_factory, "experiments", build)
