@@ -5,6 +5,7 @@ repositories, the commands run in them) and builders.py (inputs built in memory)
 
 from __future__ import annotations
 
+import compileall
 import itertools
 import time
 from pathlib import Path
@@ -40,33 +41,36 @@ UNITS = {
     "tests/pipeline/test_packaging.py::test_pip_show": "wheel",
     "tests/pipeline/test_packaging.py::test_a_team": "wheel",
 }
-# The costliest units first, so that two workers end together (measured with --durations
-# on 2 cores); the rest keep their collection order. No result depends on the order: every
-# test works in a copy of its own, and the shared builds below are read-only.
+# The costliest units first (CPU seconds with their subprocesses, measured on 2 cores), so
+# that two workers end together; the rest keep their collection order. The first unit builds
+# the session's sample (in its fixture); the second needs none, so no worker waits for the
+# other's build. No result depends on the order: every test works in a copy of its own, and
+# the shared builds below are read-only.
 SLOWEST_FIRST = [
-    "unit:clones",  # test_reproduction: the dense sample run, and again on other kernels
-    "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run
-    "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold
-    "unit:experiments",  # builds the session's grid of experiments
-    "tests/pipeline/test_pipeline.py::test_a_harmful_change",
-    "tests/pipeline/test_pipeline.py::test_a_chunking_change",
-    "unit:pr-harmful",
-    "tests/retrieval/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
-    "tests/pipeline/test_own_data.py::test_own_data_from_init",
+    "unit:clones",  # test_reproduction: the sample, then the dense runs, again on other kernels (170 s)
+    "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold; no sample (60 s)
+    "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run (90 s)
+    "unit:pr-harmful",  # (75 s)
+    "tests/pipeline/test_pipeline.py::test_a_chunking_change",  # (60 s)
+    "tests/pipeline/test_pipeline.py::test_a_harmful_change",  # (60 s)
+    "tests/pipeline/test_stale_results.py",  # (55 s)
+    "unit:tuned",  # (50 s)
+    "tests/retrieval/test_embedding.py::test_portable_precision",  # four fresh processes (45 s)
+    "tests/pipeline/test_pull_requests.py::test_label_edit",  # (45 s)
+    "unit:experiments",  # the session's grid, and the queue's two workers beside it
+    "tests/pipeline/test_own_data.py::test_own_data_from_init",  # (35 s)
     "unit:wheel",
-    "tests/pipeline/test_packaging.py::test_upgrade_brings",
-    "tests/pipeline/test_pull_requests.py::test_label_edit",
-    "tests/pipeline/test_pull_requests.py::test_improvement",
-    "tests/measures/test_latency.py::test_the_gate_fails",
-    "unit:tuned",
-    "tests/retrieval/test_embedding.py::test_portable_precision",
-    "unit:hostile-project",
-    "tests/pipeline/test_pipeline_answers.py",
-    "tests/inputs/test_freezing.py::test_freezing_the_sample",
-    "tests/measures/test_scoring.py::test_engine_equals_the_reference",
-    "tests/pipeline/test_pipeline.py",
+    "tests/pipeline/test_pull_requests.py::test_improvement",  # (30 s)
+    "tests/measures/test_latency.py::test_the_gate_fails",  # (30 s)
+    "tests/inputs/test_freezing.py::test_freezing_the_sample",  # (25 s)
+    "tests/pipeline/test_pipeline_answers.py",  # (30 s)
+    "unit:hostile-project",  # (25 s)
+    "tests/pipeline/test_packaging.py::test_upgrade_brings",  # (15 s)
+    "tests/pipeline/test_reproduction.py",  # the S3-compatible remote
     "tests/pipeline/test_hostile_faults.py",
-    "tests/pipeline/test_reproduction.py",
+    "tests/measures/test_scoring.py::test_engine_equals_the_reference",
+    "tests/retrieval/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
+    "tests/pipeline/test_pipeline.py",
 ]
 
 
@@ -91,6 +95,15 @@ def stale_prefixes(items: list[pytest.Item]) -> list[str]:
 def _cost_rank(item: pytest.Item) -> int:
     unit = work_unit(item.nodeid)
     return next((i for i, prefix in enumerate(SLOWEST_FIRST) if unit.startswith(prefix)), len(SLOWEST_FIRST))
+
+
+def pytest_configure(config) -> None:
+    """Compile ragvet's source once, before any worker starts: the stages of every `dvc repro`
+    import it in fresh processes, and where PYTHONDONTWRITEBYTECODE is set (as in many CI
+    images) each would otherwise compile every module again (0.2 s of CPU each, hundreds of
+    processes). The bytecode goes where Python writes it, __pycache__/, ignored by git."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(ROOT / "src" / "ragvet", quiet=1)
 
 
 @pytest.hookimpl(tryfirst=True)
