@@ -146,7 +146,7 @@ def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
     """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
     experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
     queue run by two workers. Each runs the stages up to the figures both tests read, those
-    of ``EXP_TARGET`` (the verdict, the report and the gate after it would add a third of its
+    of ``EXP_TARGET`` (the verdict, the report and the gate after it would add almost half its
     cost, and no test reads them). Built once per session and read-only: test_pipeline checks
     the queue against the sequential runs, test_side_by_side reads them with `ragvet compare --exp`."""
 
