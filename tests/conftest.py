@@ -5,11 +5,14 @@ repositories, the commands run in them) and builders.py (inputs built in memory)
 
 from __future__ import annotations
 
+import compileall
+import itertools
+import time
 from pathlib import Path
 
 import pytest
 from builders import make_cross_encoder
-from repos import GRID, ROOT, build_sample, copy_repo, sh, shared_build
+from repos import EXP_TARGET, GRID, ROOT, build_sample, copy_repo, exp_refs, sh, shared_build
 
 # Work units for xdist: the tests of one module-scoped fixture run on one worker (a split
 # unit builds the fixture on each), in collection order; every other test is a unit of its
@@ -30,39 +33,44 @@ UNITS = {
     "tests/reporting/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
     "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold": "tuned",  # tuned_then_moved
     "tests/pipeline/test_pipeline_answers.py::test_a_changed_anchoring": "tuned",
+    "tests/pipeline/test_pipeline.py::test_experiment_queue": "experiments",  # the session's grid: built once,
+    "tests/gating/test_side_by_side.py::test_ragvet_compare_exp": "experiments",  # on one worker, the other not waiting
     "tests/retrieval/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/retrieval/test_http_kind.py": "http",  # one search app per module
     "tests/pipeline/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
     "tests/pipeline/test_packaging.py::test_pip_show": "wheel",
     "tests/pipeline/test_packaging.py::test_a_team": "wheel",
 }
-# The costliest units first, so that two workers end together (measured with --durations
-# on 2 cores); the rest keep their collection order. No result depends on the order: every
-# test works in a copy of its own, and the shared builds below are read-only.
+# The costliest units first (CPU seconds with their subprocesses, measured on 2 cores), so
+# that two workers end together; the rest keep their collection order. The first unit builds
+# the session's sample (in its fixture); the second needs none, so no worker waits for the
+# other's build. No result depends on the order: every test works in a copy of its own, and
+# the shared builds below are read-only.
 SLOWEST_FIRST = [
-    "unit:clones",  # test_reproduction: the dense sample run, and again on other kernels
-    "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run
-    "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold
-    "tests/pipeline/test_pipeline.py::test_experiment_queue",  # builds the session's grid of experiments
-    "tests/pipeline/test_pipeline.py::test_a_harmful_change",
-    "tests/pipeline/test_pipeline.py::test_a_chunking_change",
-    "unit:pr-harmful",
-    "tests/retrieval/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
-    "tests/pipeline/test_own_data.py::test_own_data_from_init",
+    "unit:clones",  # test_reproduction: the sample, then the dense runs, again on other kernels (170 s)
+    "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold; no sample (60 s)
+    "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run (90 s)
+    "unit:pr-harmful",  # (75 s)
+    "tests/pipeline/test_pipeline.py::test_a_chunking_change",  # (60 s)
+    "tests/pipeline/test_pipeline.py::test_a_harmful_change",  # (60 s)
+    "tests/pipeline/test_stale_results.py",  # (55 s)
+    "unit:tuned",  # (50 s)
+    "tests/retrieval/test_embedding.py::test_portable_precision",  # four fresh processes (45 s)
+    "tests/pipeline/test_pull_requests.py::test_label_edit",  # (45 s)
+    "unit:experiments",  # the session's grid, and the queue's two workers beside it
+    "tests/pipeline/test_own_data.py::test_own_data_from_init",  # (35 s)
     "unit:wheel",
-    "tests/pipeline/test_packaging.py::test_upgrade_brings",
-    "tests/pipeline/test_pull_requests.py::test_label_edit",
-    "tests/pipeline/test_pull_requests.py::test_improvement",
-    "tests/measures/test_latency.py::test_the_gate_fails",
-    "unit:tuned",
-    "tests/retrieval/test_embedding.py::test_portable_precision",
-    "unit:hostile-project",
-    "tests/pipeline/test_pipeline_answers.py",
-    "tests/inputs/test_freezing.py::test_freezing_the_sample",
-    "tests/measures/test_scoring.py::test_engine_equals_the_reference",
-    "tests/pipeline/test_pipeline.py",
+    "tests/pipeline/test_pull_requests.py::test_improvement",  # (30 s)
+    "tests/measures/test_latency.py::test_the_gate_fails",  # (30 s)
+    "tests/inputs/test_freezing.py::test_freezing_the_sample",  # (25 s)
+    "tests/pipeline/test_pipeline_answers.py",  # (30 s)
+    "unit:hostile-project",  # (25 s)
+    "tests/pipeline/test_packaging.py::test_upgrade_brings",  # (15 s)
+    "tests/pipeline/test_reproduction.py",  # the S3-compatible remote
     "tests/pipeline/test_hostile_faults.py",
-    "tests/pipeline/test_reproduction.py",
+    "tests/measures/test_scoring.py::test_engine_equals_the_reference",
+    "tests/retrieval/test_fusion.py::test_fusion_equals_ranx",  # numba compiles ranx's fusion kernels
+    "tests/pipeline/test_pipeline.py",
 ]
 
 
@@ -87,6 +95,15 @@ def stale_prefixes(items: list[pytest.Item]) -> list[str]:
 def _cost_rank(item: pytest.Item) -> int:
     unit = work_unit(item.nodeid)
     return next((i for i, prefix in enumerate(SLOWEST_FIRST) if unit.startswith(prefix)), len(SLOWEST_FIRST))
+
+
+def pytest_configure(config) -> None:
+    """Compile ragvet's source once, before any worker starts: the stages of every `dvc repro`
+    import it in fresh processes, and where PYTHONDONTWRITEBYTECODE is set (as in many CI
+    images) each would otherwise compile every module again (0.2 s of CPU each, hundreds of
+    processes). The bytecode goes where Python writes it, __pycache__/, ignored by git."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(ROOT / "src" / "ragvet", quiet=1)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -128,23 +145,33 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
 def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
     """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
     experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
-    queue run by two workers. Built once per session and read-only: test_pipeline checks
+    queue run by two workers. Each runs the stages up to the figures both tests read, those
+    of ``EXP_TARGET`` (the verdict, the report and the gate after it would add almost half its
+    cost, and no test reads them). Built once per session and read-only: test_pipeline checks
     the queue against the sequential runs, test_side_by_side reads them with `ragvet compare --exp`."""
 
     def build(repo: Path) -> Path:
-        import time
-
         copy_repo(sample_repo, repo)
         for size in GRID:
-            setting = ["-S", f"chunking.headings-1200.max_chars={size}"]
+            setting = [EXP_TARGET, "-S", f"chunking.headings-1200.max_chars={size}"]
             sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
             sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
         sh(repo, "dvc", "queue", "start", "-j", "2")
-        deadline = time.monotonic() + 600
-        while "Queued" in (status := sh(repo, "dvc", "queue", "status").stdout) or "Running" in status:
+        # Wait for each queued experiment's ref, read from git: a `dvc queue status` a second
+        # would start DVC sixty times beside the two workers. Its status is read now and then.
+        queued, deadline, status = {f"q-{size}" for size in GRID}, time.monotonic() + 600, ""
+        for tick in itertools.count():
+            if queued <= set(exp_refs(repo)):
+                break
+            if tick % 15 == 14:
+                status = sh(repo, "dvc", "queue", "status").stdout
+                assert "Failed" not in status, status
             assert time.monotonic() < deadline, status
             time.sleep(1)
-        assert "Failed" not in status, status
+        while "Running" in (status := sh(repo, "dvc", "queue", "status").stdout):
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert "Failed" not in status and "Queued" not in status, status
         return repo
 
     return shared_build(tmp_path_factory, "experiments", build)

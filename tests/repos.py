@@ -180,6 +180,7 @@ def shared_build(tmp_path_factory, name: str, build) -> Path:
 
 
 GRID = (600, 2000)  # the experiments' headings-1200 max_chars (the sample's is 1200)
+EXP_TARGET = "evaluate@headings-1200-bm25"  # the stage whose figures the experiments compare
 
 
 def exp_refs(repo: Path) -> dict[str, tuple[str, str]]:

@@ -100,8 +100,9 @@ def test_a_rise_in_unsupported_answers_fails_the_gate(work_repo):
         }
     )
     path.write_text("\n".join(lines) + "\n")
-    done = sh(work_repo, "dvc", "repro", check=False)
-    assert done.returncode != 0
+    sh(work_repo, "dvc", "repro", "verdict")  # evaluate, which reads the answers, then the verdict on its figures
+    done = ragvet(work_repo, "gate", "--verdict", "data/verdict.json")  # the gate stage's command
+    assert done.returncode == 1
     assert f"FAIL {CONFIG} unsupported_answer: 0.154 -> 0.231 (delta +0.077" in done.stdout + done.stderr
     assert summary(work_repo)["human_review"]["eval"]["abstention_cases"]["figures"]["unsupported_answer"] == 0.230769
 

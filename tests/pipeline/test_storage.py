@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from repos import commit_all, copy_repo, ragvet, set_param, sh, untune
+from repos import commit_all, copy_repo, ragvet, set_param, sh
 
 from ragvet.storage.results import read_results, result_rows
 
@@ -39,7 +39,6 @@ def history(sample_repo: Path, tmp_path_factory) -> tuple[Path, dict[str, str], 
     (a 300-character sentence packing, reproduced up to the report, pushed)."""
     root = tmp_path_factory.mktemp("storage")
     repo = copy_repo(sample_repo, root / "repo")
-    untune(repo)
     ragvet(repo, "baseline", "accept", check=True)
     sh(repo, "dvc", "repro")
     revs = {"git": commit_all(repo, "baseline accepted, tables in git")}

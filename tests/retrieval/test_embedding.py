@@ -246,19 +246,34 @@ def test_cache_file_is_sqlite_with_one_row_per_text(tmp_path):
 # --- float kernels ----------------------------------------------------------
 
 
-def probe(cross_encoder: Path, cache: Path, machine: tuple, precision: str = "portable") -> dict:
-    """Digests from tests/kernel_probe.py in a fresh process on a simulated ``machine``
-    (kernel variables, threads, batch size, input order), with an empty embedding cache."""
-    env, threads, batch_size, order = machine
+def probes(cross_encoder: Path, folder: Path, machines: list[tuple], precision: str = "portable") -> list[dict]:
+    """Digests from tests/kernel_probe.py, one fresh process per simulated machine (kernel
+    variables, threads, batch size, input order), each with an empty embedding cache of its
+    own. The processes run side by side: most of each is loading torch and the model, and
+    none shares anything with another."""
     script = ROOT / "tests" / "kernel_probe.py"
-    done = subprocess.run(
-        [sys.executable, str(script), str(cross_encoder), str(batch_size), precision, order, str(threads)],
-        env={**os.environ, "RAGVET_CACHE_DIR": str(cache), "OMP_NUM_THREADS": str(threads), **env},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    running = []
+    for number, (env, threads, batch_size, order) in enumerate(machines):
+        running.append(
+            subprocess.Popen(
+                [sys.executable, str(script), str(cross_encoder), str(batch_size), precision, order, str(threads)],
+                env={
+                    **os.environ,
+                    "RAGVET_CACHE_DIR": str(folder / str(number)),
+                    "OMP_NUM_THREADS": str(threads),
+                    **env,
+                },
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    found = []
+    for process in running:
+        stdout, stderr = process.communicate()
+        assert process.returncode == 0, stderr
+        found.append(json.loads(stdout.splitlines()[-1]))
+    return found
 
 
 def test_kernels_are_pinned_only_with_avx2_and_never_over_the_users_choice(monkeypatch):
@@ -303,10 +318,9 @@ OTHER_MACHINES = [
 def test_portable_precision_gives_the_same_bits_on_every_simulated_machine(tiny_cross_encoder, tmp_path):
     """Vectors, a dense run and cross-encoder scores, byte for byte, whatever the kernels, threads,
     batch size or input order; the raw float vectors show that the settings did change the arithmetic."""
-    here = probe(tiny_cross_encoder, tmp_path / "here", HERE)
+    here, *others = probes(tiny_cross_encoder, tmp_path, [HERE, *OTHER_MACHINES])
     seen_raw = {here["raw"]}
-    for number, machine in enumerate(OTHER_MACHINES):
-        other = probe(tiny_cross_encoder, tmp_path / str(number), machine)
+    for machine, other in zip(OTHER_MACHINES, others):
         assert other["threads"] == machine[1]
         assert (other["vectors"], other["run"], other["cross"]) == (here["vectors"], here["run"], here["cross"]), (
             machine
