@@ -101,9 +101,25 @@ def stale_stages(reads: Sequence[str | Path], project: Path = Path(".")) -> dict
             checked = {up for stage in producers for up in (stage, *nx.descendants(graph, stage))}
             found = {stage.addressing: stage_changes(stage) for stage in checked}
     except DvcException as err:
-        fix = "fix what DVC names (`dvc status` shows it), then run this command again"
-        raise InputError([Problem(str(project / "dvc.yaml"), f"DVC cannot check the pipeline: {err}", fix)]) from None
+        raise InputError([_unreadable_pipeline(project, err)]) from None
     return {name: changes for name, changes in sorted(found.items()) if changes}
+
+
+def _unreadable_pipeline(project: Path, err: Exception) -> Problem:
+    """Why DVC could not read the pipeline, and the fix. A ``dvc.lock`` DVC cannot parse or
+    validate is almost always one cut short: DVC rewrites it in place, so a ``dvc repro``
+    killed while writing it leaves part of it, and every later ``dvc repro`` refuses until
+    the committed one is restored. The stages the restored lock does not match re-run."""
+    if os.path.basename(str(getattr(err, "path", "") or "")) == "dvc.lock":
+        return Problem(
+            str(project / "dvc.lock"),
+            f"DVC cannot read it ({err}): it is most likely cut short, by a `dvc repro` or "
+            "`dvc exp run` killed while DVC rewrote it",
+            "restore the committed one with `git checkout dvc.lock`, then run `dvc repro` "
+            "(it re-runs only the stages the restored lock does not match)",
+        )
+    fix = "fix what DVC names (`dvc status` shows it), then run this command again"
+    return Problem(str(project / "dvc.yaml"), f"DVC cannot check the pipeline: {err}", fix)
 
 
 def _fix(changes: Sequence[str]) -> str:
