@@ -56,10 +56,12 @@ def owned(**extra) -> dict:
 
 
 def test_filters_are_bound_parameters():
-    sql, params = filter_sql({"doc_type": ["howto", "facility"], "year": 2026}, '"metadata"')
-    assert sql == '("metadata" ->> %s) = ANY(%s) AND ("metadata" ->> %s) = ANY(%s)'
+    clause, params = filter_sql({"doc_type": ["howto", "facility"], "year": 2026}, "metadata")
+    assert clause.as_string(None) == '("metadata" ->> %s) = ANY(%s) AND ("metadata" ->> %s) = ANY(%s)'
     assert params == ["doc_type", ["howto", "facility"], "year", ["2026"]]
-    assert filter_sql({}, '"m"') == ("TRUE", [])
+    clause, params = filter_sql({"k": "v"}, 'meta"; DROP TABLE t; --')  # a column name is an identifier, quoted whole
+    assert clause.as_string(None) == '("meta""; DROP TABLE t; --" ->> %s) = ANY(%s)'
+    assert (filter_sql({}, "m")[0].as_string(None), filter_sql({}, "m")[1]) == ("TRUE", [])
 
 
 def test_exact_search_ranks_exactly_as_the_dense_kind_with_a_flat_index():

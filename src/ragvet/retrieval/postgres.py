@@ -53,7 +53,7 @@ from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.ranking import RunRow, rank_scored
 from ragvet.retrieval.request import Request
 from ragvet.retrieval.specs.dense import dense_settings
-from ragvet.retrieval.specs.pgvector import DISTANCES, IDENTIFIER
+from ragvet.retrieval.specs.pgvector import DISTANCES
 from ragvet.schema import Case, Chunk, Doc
 
 INSTALL_FIX = "pip install ragvet[pgvector] (this repository: pip install -r requirements-pgvector.lock)"
@@ -63,19 +63,22 @@ def _where(spec: dict) -> str:
     return f"pgvector retriever (table {spec.get('table')!r}, DSN from ${spec.get('dsn_env')})"
 
 
-def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[str, list[Any]]:
-    """The WHERE clause of a metadata filter and its parameters.
+def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[Any, list[Any]]:
+    """The WHERE clause of a metadata filter (a psycopg ``Composable``) and its parameters.
 
-    Each key is ``(<column> ->> %s) = ANY(%s)``: the key and its values (as text,
-    as :func:`ragvet.schema.matches_filter` compares them) are bound, so neither
-    can change the statement. ``column`` is a quoted identifier. ``TRUE`` for no filter.
+    Each key is ``("<column>" ->> %s) = ANY(%s)``: ``column`` is composed as an
+    identifier, and the key and its values (as text, as
+    :func:`ragvet.schema.matches_filter` compares them) are bound, so none of them can
+    change the statement. ``TRUE`` for no filter.
     """
-    clauses, params = [], []
+    from psycopg import sql  # deferred: the pgvector extra
+
+    clause = sql.SQL("({} ->> %s) = ANY(%s)").format(sql.Identifier(column))
+    params: list[Any] = []
     for key, wanted in sorted((filter_ or {}).items()):
         options = wanted if isinstance(wanted, list) else [wanted]
-        clauses.append(f"({column} ->> %s) = ANY(%s)")
         params += [str(key), [str(option) for option in options]]
-    return (" AND ".join(clauses) or "TRUE"), params
+    return (sql.SQL(" AND ").join([clause] * (len(params) // 2)) if params else sql.SQL("TRUE")), params
 
 
 # --- messages that never carry the DSN -------------------------------------------------
@@ -343,13 +346,6 @@ def _ensure_extension(conn, spec: dict) -> None:
         ) from None
 
 
-def _quoted(name: str) -> str:
-    """A validated identifier, double-quoted (spec checks refuse anything else)."""
-    if not IDENTIFIER.fullmatch(name):
-        raise ValueError(f"not an identifier: {name!r}")
-    return f'"{name}"'
-
-
 # --- owned mode -------------------------------------------------------------------------
 
 
@@ -419,13 +415,15 @@ def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.nd
     ``depth + SEARCH_MARGIN`` rows, and for twice as many while the last one could
     still tie with the depth-th after exact rescoring.
     """
+    from psycopg import sql  # deferred: the pgvector extra
+
     where, params = filter_sql(case.filter, "metadata")
+    statement = sql.SQL("SELECT row_number, embedding <#> %s AS d FROM {} WHERE {} ORDER BY d LIMIT %s").format(
+        sql.Identifier(table), where
+    )
     k = depth + SEARCH_MARGIN
     while True:
-        rows = conn.execute(
-            f"SELECT row_number, embedding <#> %s AS d FROM {_quoted(table)} WHERE {where} ORDER BY d LIMIT %s",
-            [query, *params, k],
-        ).fetchall()
+        rows = conn.execute(statement, [query, *params, k]).fetchall()
         ids = np.asarray([row[0] for row in rows], dtype=np.int64)
         if len(ids) < k or depth <= 0:
             return ids
@@ -462,7 +460,7 @@ def owned_run(
 # --- existing mode ----------------------------------------------------------------------
 
 
-def _existing_statement(spec: dict, located: Sequence[str], where: str) -> Any:
+def _existing_statement(spec: dict, located: Sequence[str], where: Any) -> Any:
     """The query of the team's table: ``located`` columns, the score of the table's own
     distance, rows without an embedding left out (they have no distance), ``where`` the
     filter's clause (:func:`filter_sql`). Identifiers go through psycopg.sql; the query
@@ -478,7 +476,7 @@ def _existing_statement(spec: dict, located: Sequence[str], where: str) -> Any:
         sql.SQL(score).format(d=sql.SQL("({})").format(distance)),
         sql.Identifier(spec["table"]),
         embedding,
-        sql.SQL(where),
+        where,
         distance,
     )
 
@@ -527,7 +525,7 @@ def existing_run(
                     Problem(f"{_where(spec)} (case {case.case_id})", "the case has a filter", "map columns.metadata")
                 )
                 continue
-            where, params = filter_sql(case.filter, _quoted(columns["metadata"]) if case.filter else "")
+            where, params = filter_sql(case.filter, columns.get("metadata", ""))
             started = time.perf_counter()
             found = conn.execute(_existing_statement(spec, located, where), [query, *params, query, depth]).fetchall()
             latency[case.case_id] = time.perf_counter() - started
