@@ -32,7 +32,8 @@ from ragvet.inputs.cases import collect_cases
 from ragvet.inputs.corpus import CORPUS_SUFFIXES, collect_corpus
 from ragvet.schema import SPLITS
 from ragvet.storage.atomic import UMASK, outputs_together, write_text
-from ragvet.storage.files import dumps_line, read_json, write_jsonl
+from ragvet.storage.files import dumps_line, write_jsonl
+from ragvet.storage.records import read_split_record
 from ragvet.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(
@@ -387,10 +388,7 @@ def export_qrels(
     members = None
     if split != "all":
         _need(split_file, "split file")
-        frozen = read_json(split_file)
-        entries = frozen.get("cases") if isinstance(frozen, dict) else None
-        if not isinstance(entries, dict) or not all(isinstance(e, dict) and "split" in e for e in entries.values()):
-            raise_if([Problem(str(split_file), "not a split file of the split stage", "pass data/split.json")])
+        entries = read_split_record(split_file)["cases"]
         members = {cid for cid, entry in entries.items() if entry["split"] == split}
     lines = trec_qrels_lines(read_cases(cases), read_chunks(chunk_path), members)
     _emit(lines, out)

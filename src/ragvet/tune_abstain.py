@@ -26,7 +26,8 @@ from ragvet.measures.abstention import (
     write_thresholds,
 )
 from ragvet.schema import DEV, EVAL
-from ragvet.storage.files import read_json, read_params
+from ragvet.storage.files import read_params
+from ragvet.storage.records import read_split_record
 from ragvet.storage.tables import read_cases, read_chunks, read_run, run_path
 from ragvet.text.formatting import fmt
 
@@ -68,7 +69,7 @@ def main(
     missing = [path for path in (run_path(runs, config), cases, split) if not path.is_file()]
     raise_if([Problem(str(path), "not found", "run `dvc repro` first") for path in missing])
     all_cases = read_cases(cases)
-    frozen = read_json(split)
+    frozen = read_split_record(split)
     chunk_ids = {chunk.chunk_id for chunk in read_chunks(chunks / f"{configs[config]['chunking']}.jsonl")}
     run = read_run(run_path(runs, config), chunk_ids, {c.case_id for c in all_cases})
     grouped = score_rows(all_cases, run, {cid: entry["split"] for cid, entry in frozen["cases"].items()})

@@ -683,6 +683,25 @@ def _retyped_table(path: Path, name: str, values: list) -> None:
             "split",
             "`fingerprints` must be an object, got text",
         ),
+        (
+            lambda w: w["split"].write_text(
+                json.dumps({**split_of(broken_change()[1]), "fingerprints": {**FP, "dev_split": 7}})
+            ),
+            "split",
+            "`fingerprints.dev_split` must be text, got a number",
+        ),
+        (
+            lambda w: w["split"].write_text(json.dumps({"fingerprints": {**FP, "dev_split": "d1"}})),
+            "split",
+            "`cases` is missing: the split of each case",
+        ),
+        (
+            lambda w: w["split"].write_text(
+                json.dumps({**split_of(broken_change()[1]), "cases": {"q1": {"split": "test"}, "q2": "eval"}})
+            ),
+            "split",
+            "cases q1, q2 have no split 'dev' or 'eval'",
+        ),
     ],
 )
 def test_a_committed_artefact_of_the_wrong_types_is_refused_at_its_file(tmp_path, corrupt, where, what):

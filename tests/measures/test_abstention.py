@@ -368,3 +368,17 @@ def test_the_report_names_a_stale_threshold_and_its_fix():
     hostile = {"reason": "r", "fix": "ragvet tune-abstain --config a_b`x"}  # a name with markdown in it
     (line, _) = stale_threshold_lines({"a_b`x": {"abstention": {"stale": hostile}}})
     assert line.endswith("Fix: ``ragvet tune-abstain --config a_b`x``, then `dvc repro`.")  # verbatim, one span
+
+
+def test_tune_abstain_and_evaluate_refuse_a_split_record_without_its_fingerprints(tmp_path):
+    """A data/split.json whose dev fingerprint is gone: both read it before anything else
+    (it was a KeyError traceback), exit 2 at the file, and write nothing."""
+    root = project(tmp_path, True, 0.0)
+    split = root / "data" / "split.json"
+    split.write_text(json.dumps({**json.loads(split.read_text()), "fingerprints": {"eval_split": "ev0", "corpus": 3}}))
+    for done in (tune(root), evaluate(root)):
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "data/split.json: `fingerprints.corpus` must be text, got a number" in done.stderr
+        assert "data/split.json: `fingerprints.dev_split` must be text, got nothing (null)" in done.stderr
+    assert not (root / "abstention.yaml").exists() and not (root / "m.json").exists()

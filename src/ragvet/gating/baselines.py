@@ -21,6 +21,7 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from ragvet.storage.records import object_problems
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
 from ragvet.text.values import is_number, kind_of
 
@@ -74,19 +75,6 @@ def baseline_fix(*paths: Path | str) -> str:
     )
 
 
-def object_problems(where: str, value: Any, what: str, fix: str, objects: Sequence[str] = ()) -> list[Problem]:
-    """Why ``value``, read from a committed JSON file, is not a JSON object whose keys
-    ``objects`` are objects (or absent): such a file parses, then crashes whatever
-    reads a key of it, so it is refused at its file first."""
-    if not isinstance(value, dict):
-        return [Problem(where, f"{what} is a JSON object, this one is {kind_of(value)}", fix)]
-    return [
-        Problem(where, f"`{key}` must be an object, got {kind_of(value[key])}", fix)
-        for key in objects
-        if value.get(key) is not None and not isinstance(value[key], dict)
-    ]
-
-
 def checked_summary(where: str, summary: Any, fix: str) -> Summary:
     """A baseline's metrics summary, refused (exit 2) unless it has the shape evaluate writes."""
     raise_if(object_problems(where, summary, "a summary", fix, ("fingerprints", EVAL, DEV)))
@@ -102,14 +90,6 @@ def checked_latency(where: str, record: Any, fix: str) -> dict:
         what = f"`p95_ms` must be a finite number of milliseconds or null, got {kind_of(p95)} {p95!r}"
         problems.append(Problem(where, what, fix))
     raise_if(problems)
-    return record
-
-
-def read_split_record(path: Path) -> dict:
-    """The frozen split (``data/split.json``), refused unless its fingerprints and cases are objects."""
-    record = read_json(path)
-    fix = "run `dvc repro` (the split stage writes it), or restore it: git checkout -- " + str(path)
-    raise_if(object_problems(str(path), record, "a split record", fix, ("fingerprints", "cases")))
     return record
 
 

@@ -34,7 +34,6 @@ from ragvet.gating.baselines import (
     integrity_problems,
     latency_pairs,
     missing_latency,
-    read_split_record,
     rebaselined,
 )
 from ragvet.gating.compare import gate_all, gate_metrics
@@ -42,6 +41,7 @@ from ragvet.gating.freshness import refuse_stale, stale_guards
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
+from ragvet.storage.records import read_split_record
 
 Latency = Mapping[str, tuple[dict | None, dict | None]]
 

@@ -17,7 +17,8 @@ from ragvet.measures.summary import config_summary, dev_rows, slice_table
 from ragvet.retrieval.passages import passage_table
 from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
-from ragvet.storage.files import read_json, write_json
+from ragvet.storage.files import write_json
+from ragvet.storage.records import read_split_record
 from ragvet.storage.results import result_rows, results_frame, round_results, write_results
 from ragvet.storage.tables import foreign_passage_ids, read_case_table, read_chunk_table, read_docs, read_run_table
 
@@ -56,7 +57,7 @@ def main(
     passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
     all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
     all_cases = read_case_table(cases)
-    frozen = read_json(split)
+    frozen = read_split_record(split)
     ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
     recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
     retriever = settings["retrievers"][spec["retriever"]]

@@ -20,7 +20,7 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, read_split_record
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
@@ -38,6 +38,7 @@ from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
+from ragvet.storage.records import read_split_record
 from ragvet.storage.results import per_case_path
 from ragvet.text.escaping import csv_cell
 
