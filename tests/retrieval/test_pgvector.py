@@ -61,7 +61,8 @@ def test_filters_are_bound_parameters():
     assert params == ["doc_type", ["howto", "facility"], "year", ["2026"]]
     clause, params = filter_sql({"k": "v"}, 'meta"; DROP TABLE t; --')  # a column name is an identifier, quoted whole
     assert clause.as_string(None) == '("meta""; DROP TABLE t; --" ->> %s) = ANY(%s)'
-    assert (filter_sql({}, "m")[0].as_string(None), filter_sql({}, "m")[1]) == ("TRUE", [])
+    clause, params = filter_sql({}, "m")
+    assert (clause.as_string(None), params) == ("TRUE", [])
 
 
 def test_exact_search_ranks_exactly_as_the_dense_kind_with_a_flat_index():

@@ -21,7 +21,7 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from ragvet.storage.records import object_problems
+from ragvet.storage.records import listed_ids, object_problems
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
 from ragvet.text.values import is_number, kind_of
 
@@ -93,13 +93,6 @@ def checked_latency(where: str, record: Any, fix: str) -> dict:
     return record
 
 
-SHOWN_IDS = 5  # case ids a problem lists before "..."
-
-
-def _listed(ids: Sequence[str]) -> str:
-    return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
-
-
 def baseline_problems(
     config: str, summary: Summary, table: pl.DataFrame, baseline: Path, split_record: Mapping[str, Any]
 ) -> list[Problem]:
@@ -129,8 +122,8 @@ def baseline_problems(
         wanted = {case_id for case_id, entry in members.items() if entry.get("split") == EVAL}
         missing, extra = sorted(wanted - set(held)), sorted(set(held) - wanted)
         if missing or extra:
-            parts = [f"it lacks {len(missing)} of that split's eval cases ({_listed(missing)})"] if missing else []
-            parts += [f"it holds {len(extra)} eval cases the split has not ({_listed(extra)})"] if extra else []
+            parts = [f"it lacks {len(missing)} of that split's eval cases ({listed_ids(missing)})"] if missing else []
+            parts += [f"it holds {len(extra)} eval cases the split has not ({listed_ids(extra)})"] if extra else []
             what = f"its summary's eval split fingerprint is the current split's, and {'; '.join(parts)}"
             problems.append(Problem(where, what, fix))
     return problems

@@ -73,12 +73,14 @@ def filter_sql(filter_: Mapping[str, Any] | None, column: str) -> tuple[Any, lis
     """
     from psycopg import sql  # deferred: the pgvector extra
 
+    if not filter_:
+        return sql.SQL("TRUE"), []
     clause = sql.SQL("({} ->> %s) = ANY(%s)").format(sql.Identifier(column))
     params: list[Any] = []
-    for key, wanted in sorted((filter_ or {}).items()):
+    for key, wanted in sorted(filter_.items()):
         options = wanted if isinstance(wanted, list) else [wanted]
         params += [str(key), [str(option) for option in options]]
-    return (sql.SQL(" AND ").join([clause] * (len(params) // 2)) if params else sql.SQL("TRUE")), params
+    return sql.SQL(" AND ").join([clause] * len(filter_)), params
 
 
 # --- messages that never carry the DSN -------------------------------------------------

@@ -14,6 +14,12 @@ from ragvet.storage.files import read_json
 from ragvet.text.values import kind_of
 
 SPLIT_FINGERPRINTS = ("corpus", "dev_split", "eval_split")  # what the readers of data/split.json compare
+SHOWN_IDS = 5  # case ids a problem lists before "..."
+
+
+def listed_ids(ids: Sequence[str]) -> str:
+    """The first :data:`SHOWN_IDS` of ``ids``, then "..." when there are more."""
+    return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
 
 
 def object_problems(where: str, value: Any, what: str, fix: str, objects: Sequence[str] = ()) -> list[Problem]:
@@ -43,7 +49,7 @@ def _split_problems(where: str, record: dict, fix: str) -> list[Problem]:
     if "cases" not in record:
         problems.append(Problem(where, "`cases` is missing: the split of each case", fix))
     if wrong:
-        problems.append(Problem(where, f"cases {', '.join(sorted(wrong)[:5])} have no split {DEV!r} or {EVAL!r}", fix))
+        problems.append(Problem(where, f"cases {listed_ids(sorted(wrong))} have no split {DEV!r} or {EVAL!r}", fix))
     return problems
 
 
