@@ -659,6 +659,13 @@ def _retyped_table(path: Path, name: str, values: list) -> None:
     results.write_results(path, frame.with_columns(pl.Series(name, values)))
 
 
+def _summary_with(fingerprints: dict | None = None, **figures) -> dict:
+    """The intact baseline's summary with its ``fingerprints`` or eval ``figures`` replaced."""
+    found = counted(broken_change()[0])
+    found["eval"].update(figures)
+    return {**found, "fingerprints": fingerprints or found["fingerprints"]}
+
+
 @pytest.mark.parametrize(
     ("corrupt", "where", "what"),
     [
@@ -677,6 +684,31 @@ def _retyped_table(path: Path, name: str, values: list) -> None:
             lambda w: w["summary"].write_text(json.dumps({**counted(broken_change()[0]), "fingerprints": ["e1"]})),
             "summary",
             "`fingerprints` must be an object, got a list",
+        ),
+        (
+            lambda w: w["summary"].write_text(json.dumps(_summary_with(fingerprints={**FP, "corpus": 7}))),
+            "summary",
+            "`fingerprints.corpus` must be text, got a number",
+        ),
+        (
+            lambda w: w["summary"].write_text(json.dumps(_summary_with(metrics={"recall@5": "0.9", "mrr": 0.5}))),
+            "summary",
+            "`eval.metrics` holds text '0.9' for recall@5: each must be a finite number, or null when no case counted",
+        ),
+        (
+            lambda w: w["summary"].write_text(json.dumps(_summary_with(denominators={"cases": "25"}))),
+            "summary",
+            "`eval.denominators` holds text '25' for cases: each must be a whole number of at least 0",
+        ),
+        (
+            lambda w: w["summary"].write_text(json.dumps(_summary_with(denominators={"cases": 25.5}))),
+            "summary",
+            "`eval.denominators` holds a number 25.5 for cases: each must be a whole number of at least 0",
+        ),
+        (
+            lambda w: w["summary"].write_text(json.dumps(_summary_with(metrics=[0.9]))),
+            "summary",
+            "`eval.metrics` must be an object, got a list",
         ),
         (
             lambda w: w["split"].write_text(json.dumps({**split_of(broken_change()[1]), "fingerprints": "e1"})),

@@ -23,7 +23,7 @@ from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.records import listed_ids, object_problems
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
-from ragvet.text.values import is_number, kind_of
+from ragvet.text.values import is_int, is_number, kind_of
 
 Summary = dict[str, Any]
 # What a comparison reads of each per-case table (ragvet.gating.compare) besides the metrics
@@ -75,10 +75,48 @@ def baseline_fix(*paths: Path | str) -> str:
     )
 
 
+# The figures of each split of a summary, and what each of their values must be.
+_FIGURES = {
+    "metrics": "a finite number, or null when no case counted",
+    "denominators": "a whole number of at least 0",
+    "counted": "a whole number of at least 0",
+}
+
+
 def checked_summary(where: str, summary: Any, fix: str) -> Summary:
     """A baseline's metrics summary, refused (exit 2) unless it has the shape evaluate writes."""
     raise_if(object_problems(where, summary, "a summary", fix, ("fingerprints", EVAL, DEV)))
+    raise_if(_value_problems(where, summary, fix))
     return summary
+
+
+def _value_problems(where: str, summary: Summary, fix: str) -> list[Problem]:
+    """Why a summary's figures are not what evaluate writes: the fingerprints text, and per
+    split :data:`_FIGURES` objects of the values :func:`_is_figure` allows. A text metric
+    or count parses, then crashes the comparison or prints as a figure in the report."""
+    problems = [
+        Problem(where, f"`fingerprints.{name}` must be text, got {kind_of(value)}", fix)
+        for name, value in (summary.get("fingerprints") or {}).items()
+        if not isinstance(value, str)
+    ]
+    for split, section in ((split, section) for split in (EVAL, DEV) for section in _FIGURES):
+        figures = (summary.get(split) or {}).get(section)
+        if figures is not None and not isinstance(figures, dict):
+            problems.append(Problem(where, f"`{split}.{section}` must be an object, got {kind_of(figures)}", fix))
+            continue
+        wrong = sorted(key for key, value in (figures or {}).items() if not _is_figure(section, value))
+        if wrong:
+            example = figures[wrong[0]]
+            what = f"`{split}.{section}` holds {kind_of(example)} {example!r} for {listed_ids(wrong)}"
+            problems.append(Problem(where, f"{what}: each must be {_FIGURES[section]}", fix))
+    return problems
+
+
+def _is_figure(section: str, value: Any) -> bool:
+    """A metric's mean is a finite number or null; a count is a whole number of at least 0."""
+    if section == "metrics":
+        return value is None or is_number(value)
+    return is_int(value) and value >= 0
 
 
 def checked_latency(where: str, record: Any, fix: str) -> dict:
