@@ -150,13 +150,16 @@ def gated_and_dense(params: dict) -> None:
 
 @pytest.fixture(scope="module")
 def clones(sample_repo: Path, tmp_path_factory) -> tuple[Path, Path]:
-    """Clone A is a copy of the session's reproduced sample that keeps its gated BM25
-    configuration and adds a dense one, reproduced at two commits, each pushed to a
-    local-folder remote; clone B is a git clone of A that shares nothing else with it: no
+    """Clone A is a copy of the session's reproduced sample, pushed as it is to a local-folder
+    remote, then a second commit that keeps its gated BM25 configuration, adds a dense one,
+    reproduced and pushed; clone B is a git clone of A that shares nothing else with it: no
     DVC cache, no embedding cache."""
     pytest.importorskip("sentence_transformers", reason="needs the dense extra")
     root = tmp_path_factory.mktemp("clones")
     a = copy_repo(sample_repo, root / "a")
+    sh(a, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
+    commit_all(a, "a remote for the team")
+    sh(a, "dvc", "push")
     dropped = [config for config in yaml.safe_load((a / "params.yaml").read_text())["configs"] if config != GATED]
     edit_params(a, gated_and_dense)
     for config in dropped:  # the committed results of the configurations left out, which no stage writes now
@@ -164,13 +167,8 @@ def clones(sample_repo: Path, tmp_path_factory) -> tuple[Path, Path]:
         sh(a, "git", "rm", "-q", "--ignore-unmatch", *paths)
     # The sample's tuned threshold would be refused once bm25 changes (its spec is fingerprinted).
     untune(a)
-    sh(a, "dvc", "remote", "add", "-d", "shared", str(root / "remote"))
     sh(a, "dvc", "repro")
-    commit_all(a, "first")
-    sh(a, "dvc", "push")
-    edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=1.2))
-    sh(a, "dvc", "repro")
-    commit_all(a, "second")
+    commit_all(a, "a dense configuration")
     sh(a, "dvc", "push")
     b = root / "b"
     sh(root, "git", "clone", "-q", str(a), str(b))
@@ -178,14 +176,17 @@ def clones(sample_repo: Path, tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_an_old_commit_comes_back_byte_for_byte_through_the_remote_on_other_kernels(clones):
+    """The sample's own commit, whose three BM25 configurations the newer commit dropped."""
     _, b = clones
     sh(b, "git", "checkout", "-q", "HEAD~1")
     sh(b, "dvc", "pull", **OTHER_CPU)
     out = sh(b, "dvc", "repro", **OTHER_CPU).stdout
     assert "Running stage" not in out  # nothing recomputed: every output came from the remote
     assert sh(b, "git", "status", "--porcelain").stdout == ""
-    run = f"data/runs/{DENSE}.parquet"
-    assert md5(b / run) == locked_md5(b, f"retrieve@{DENSE}", run)
+    for config in ("fixed-300-bm25", "headings-1200-bm25"):
+        run = f"data/runs/{config}.parquet"
+        assert md5(b / run) == locked_md5(b, f"retrieve@{config}", run)
+        assert (b / "metrics" / f"{config}.json").is_file()
     sh(b, "git", "checkout", "-q", "main")
 
 
