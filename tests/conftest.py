@@ -144,7 +144,7 @@ def work_repo(sample_repo: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
     """The docs' grid recipe (docs/pipeline.md) on a copy of the sample: for each size, one
-    experiment run with `dvc exp run` (``seq-<size>``) and one queued (``q-<size>``), the
+    experiment run with `dvc exp run --temp` (``seq-<size>``) and one queued (``q-<size>``), the
     queue run by two workers. Each runs the stages up to the figures both tests read, those
     of ``EXP_TARGET`` (the verdict, the report and the gate after it would add almost half its
     cost, and no test reads them). Built once per session and read-only: test_pipeline checks
@@ -154,7 +154,7 @@ def experiments_build(sample_repo: Path, tmp_path_factory) -> Path:
         copy_repo(sample_repo, repo)
         for size in GRID:
             setting = [EXP_TARGET, "-S", f"chunking.headings-1200.max_chars={size}"]
-            sh(repo, "dvc", "exp", "run", *setting, "--name", f"seq-{size}")
+            sh(repo, "dvc", "exp", "run", "--temp", *setting, "--name", f"seq-{size}")
             sh(repo, "dvc", "exp", "run", "--queue", *setting, "--name", f"q-{size}")
         sh(repo, "dvc", "queue", "start", "-j", "2")
         # Wait for each queued experiment's ref, read from git: a `dvc queue status` a second

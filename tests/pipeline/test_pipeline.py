@@ -73,6 +73,18 @@ def test_unchanged_tree_passes_the_gate(work_repo):
     assert "gate: PASSED" in against.stdout
 
 
+def test_a_failing_temporary_experiment_leaves_the_work_tree_as_it_was(work_repo):
+    """The docs' experiment forms (`--temp`, the queue) run in a copy of the workspace: a
+    failing one changes nothing here. A workspace `dvc exp run` that fails leaves params.yaml
+    edited and outputs removed, so the next experiment would carry its change too."""
+    params = (work_repo / "params.yaml").read_bytes()
+    done = sh(work_repo, "dvc", "exp", "run", "--temp", "-S", "chunking.headings-1200.max_chars=0", check=False)
+    assert done.returncode != 0
+    assert "headings-1200" in done.stdout + done.stderr  # the failing stage named the bad chunking
+    assert sh(work_repo, "git", "status", "--porcelain").stdout == ""
+    assert (work_repo / "params.yaml").read_bytes() == params
+
+
 def test_experiment_queue_with_two_workers_equals_sequential_runs(experiments):
     """The README's grid recipe: queued experiments run by two workers give the
     same committed metrics as the same experiments run one after another."""
