@@ -520,7 +520,13 @@ def experiment_results(config: str, repo: Path) -> tuple[str, dict[str, pl.DataF
     base_rev, runs = _experiments(repo)
     if not runs:
         raise InputError(
-            [Problem(str(repo), "`dvc exp show` lists no experiments", "run some first, e.g. `dvc exp run --temp -S ...` (docs/pipeline.md)")]
+            [
+                Problem(
+                    str(repo),
+                    "`dvc exp show` lists no experiments",
+                    "run some first, e.g. `dvc exp run --temp -S ...` (docs/pipeline.md)",
+                )
+            ]
         )
     baseline = f"{config}@{base_rev[:7]}"
     rows: dict[str, pl.DataFrame | None] = {}
