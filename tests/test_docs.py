@@ -15,6 +15,7 @@ import typer.main
 
 from ragvet.chunking import STRATEGIES, strategies_doc
 from ragvet.cli import app
+from ragvet.inputs.corpus import load_corpus
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS
 from ragvet.reporting.metrics_doc import metrics_doc
@@ -107,3 +108,17 @@ def test_the_where_things_are_table_names_functions_its_command_module_calls():
             module, _, function = f"ragvet.{dotted}".rpartition(".")
             assert callable(getattr(importlib.import_module(module), function)), dotted
             assert (f"{module}.{function}", function) in imported and function in used, (path, dotted)
+
+
+def test_the_front_matter_offsets_example_reads_as_the_corpus_loader_reads_it(tmp_path):
+    """docs/inputs.md's span example: offsets count from after the front matter."""
+    page = (ROOT / "docs" / "inputs.md").read_text(encoding="utf-8")
+    example = re.search(r"In this file, .*?```text\n(.*?)```", page, flags=re.DOTALL)
+    claimed = re.search(r"`\{doc: leave, start: (\d+), end: (\d+)\}` is `(\w+)`", page)
+    top = re.search(r"from the top of the file it would be (\d+) to (\d+)", page)
+    assert example and claimed and top
+    (tmp_path / "leave.md").write_text(example[1], encoding="utf-8")
+    (doc,) = load_corpus(tmp_path)
+    start, end = int(claimed[1]), int(claimed[2])
+    assert (doc.doc_id, doc.title, doc.text[start:end]) == ("leave", "Leave policy", claimed[3])
+    assert example[1][int(top[1]) : int(top[2])] == claimed[3]
