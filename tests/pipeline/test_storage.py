@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from repos import commit_all, copy_repo, ragvet, set_param, sh
 
+from ragvet.storage import placement
 from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
@@ -179,3 +182,57 @@ def test_baseline_accept_keeps_the_baselines_tables_in_dvc_once_migrated(cold):
     assert in_cache(repo, pointer["outs"][0]["md5"].removesuffix(".dir") + ".dir")
     assert (repo / f"metrics/baseline/cases/{GATED}.parquet").read_bytes() == (repo / TABLE).read_bytes()
     assert ragvet(repo, "gate").returncode == 0  # the accepted change passes against its own baseline
+
+
+# A migration killed in the child process at the point named: after the step runs for track_with_dvc,
+# before it otherwise. The kill is a real SIGKILL of a real run; only where it strikes is chosen.
+KILLED_AT = """
+import os, signal, sys
+from pathlib import Path
+from ragvet.storage import placement
+step = getattr(placement, sys.argv[1])
+def killed(*args, **kwargs):
+    if sys.argv[1] == "track_with_dvc":
+        step(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(placement, sys.argv[1], killed)
+placement.migrate_storage(Path("."))
+"""
+
+
+def migration_state(repo: Path) -> dict[str, str]:
+    """What a migration leaves for the commit: git's view, DVC's, and the files it edits."""
+    return {
+        "git status": sh(repo, "git", "status", "--porcelain", "--untracked-files=all").stdout,
+        "git index": sh(repo, "git", "ls-files", "-s").stdout,
+        "dvc status": sh(repo, "dvc", "status").stdout,
+        **{
+            name: (repo / name).read_text()
+            for name in ("dvc.yaml", "dvc.lock", ".gitignore", "metrics/baseline/cases.dvc")
+        },
+    }
+
+
+def test_a_migration_cut_short_anywhere_is_finished_by_running_it_again(work_repo, tmp_path):
+    ragvet(work_repo, "baseline", "accept", check=True)
+    sh(work_repo, "dvc", "repro")
+    commit_all(work_repo, "baseline accepted, tables in git")
+    whole = copy_repo(work_repo, tmp_path / "whole")
+    ragvet(whole, "migrate-storage", check=True)
+    # Another git holds the index lock (an editor's commit): the dvc.yaml flags are flipped, git fails.
+    (work_repo / ".git" / "index.lock").touch()
+    done = ragvet(work_repo, "migrate-storage")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "`git rm --cached` failed: fatal: Unable to create" in done.stderr
+    assert "run `ragvet migrate-storage` again: it resumes where it stopped" in done.stderr
+    (work_repo / ".git" / "index.lock").unlink()
+    src = str(Path(placement.__file__).parents[2])
+    for step in ("_commit_all", "track_with_dvc"):  # killed before the dvc commit, then after the dvc add
+        killed = sh(work_repo, sys.executable, "-c", KILLED_AT, step, check=False, PYTHONPATH=src)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert sh(work_repo, "git", "status", "--porcelain").stdout  # half done: tables out of git, not yet in DVC
+    done = ragvet(work_repo, "migrate-storage")
+    assert done.returncode == 0, done.stderr
+    assert migration_state(work_repo) == migration_state(whole)
+    assert "Data and pipelines are up to date." in migration_state(work_repo)["dvc status"]
+    assert not (work_repo / placement.STARTED).exists()
