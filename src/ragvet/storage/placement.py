@@ -191,11 +191,12 @@ def _untrack(project: Path, paths: list[str]) -> list[str]:
     git holding the index lock) is an error naming git's own message, for a re-run resumes."""
     done = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *paths)
     if done.returncode != 0:
+        said = done.stderr.strip().partition("\n")[0]  # git's reason; the advice after it is about git's own use
         raise InputError(
             [
                 Problem(
                     str(project),
-                    f"`git rm --cached` failed: {done.stderr.strip().splitlines()[0]}",
+                    f"`git rm --cached` failed: {said}",
                     "fix what git says, then run `ragvet migrate-storage` again: it resumes where it stopped",
                 )
             ]
