@@ -121,7 +121,7 @@ def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
         "from pathlib import Path; from ragvet.storage.tables import write_case_table;"
         "write_case_table(Path('t.parquet'), [{'id': __import__('os').urandom(3000).hex()} for i in range(9)])"
     )
-    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT))
+    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT / "src"))
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1] == (
         "ragvet.storage.atomic.WriteFailed: cannot write t.parquet: the file-size limit (ulimit -f) was reached"
