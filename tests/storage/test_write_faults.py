@@ -10,14 +10,16 @@ and a file-size limit (RLIMIT_FSIZE, failing writes with EFBIG as a full disk fa
 from __future__ import annotations
 
 import os
+import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
-import pytest
+import yaml
 from repos import ROOT, tool_env
 
 import ragvet
@@ -42,27 +44,44 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
-READ_ONLY = ("unshare", "-m", "sh", "-c", 'mount --bind out out && mount -o remount,bind,ro out out && exec "$@"', "-")
+READ_ONLY = 'mount --bind . . && mount -o remount,bind,ro . . && cd "$PWD"'  # the folder, read-only, in a namespace
 NO_DAC_OVERRIDE = ("setpriv", "--bounding-set=-all", "--inh-caps=-all")  # root that file modes bind
 
 
-@pytest.mark.parametrize(
-    ("confine", "reason"),
-    [(READ_ONLY, "the file system is read-only"), (NO_DAC_OVERRIDE, "permission denied")],
-    ids=["read-only-file-system", "permission-denied"],
-)
-def test_a_stage_whose_output_folder_cannot_be_written_says_where_why_and_the_fix(tmp_path, confine, reason):
+def test_every_stage_on_a_read_only_file_system_says_where_why_and_the_fix(work_repo):
+    """Each stage's own command (dvc.lock's, one instance of each foreach), as DVC would run it."""
+    lock = yaml.safe_load((work_repo / "dvc.lock").read_text())["stages"]
+    stages = {
+        name.partition("@")[0]: (name, stage["cmd"]) for name, stage in reversed(lock.items()) if stage.get("outs")
+    }
+    script = [READ_ONLY]
+    for name, cmd in stages.values():
+        script.append(f"echo '== {name}' >&2; DVC_STAGE={shlex.quote(name)} {cmd}; echo \"== exit $?\" >&2")
+    done = run(work_repo, "unshare", "-m", "sh", "-c", "\n".join(script))
+    told = {
+        name: (code, said) for name, said, code in re.findall(r"== (\S+)\n(.*?)== exit (\d+)\n", done.stderr, re.DOTALL)
+    }
+    assert sorted(told) == sorted(name for name, _ in stages.values()), done.stderr
+    for name, (code, said) in told.items():
+        assert code == "2", (name, said)
+        assert said.startswith("ragvet: cannot write "), (name, said)
+        assert said.endswith(f": the file system is read-only: {FOLDER_FIX} (no output was changed)\n"), (name, said)
+    assert "Traceback" not in done.stderr
+
+
+def test_a_stage_whose_output_folder_the_user_may_not_write_says_where_why_and_the_fix(tmp_path):
     for name in ("data/corpus", "data/cases"):
         shutil.copytree(ROOT / name, tmp_path / name)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
-    (tmp_path / "out").mkdir(mode=0o555)
+    (tmp_path / "out").mkdir()
     os.chmod(tmp_path / "out", 0o555)
     validate = ("python", "-m", "ragvet.cli", "validate", "--corpus", "data/corpus", "--cases", "data/cases")
-    done = run(tmp_path, *confine, *validate, "--out", "out/validated")
+    done = run(tmp_path, *NO_DAC_OVERRIDE, *validate, "--out", "out/validated")
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.startswith("ragvet: cannot write out/validated"), done.stderr
-    assert done.stderr.endswith(f": {reason}: {FOLDER_FIX} (no output was changed)\n"), done.stderr
+    assert done.stderr == (
+        f"ragvet: cannot write out/validated/corpus.jsonl: permission denied: {FOLDER_FIX} (no output was changed)\n"
+    )
     assert leftovers(tmp_path / "out") == []
 
 
