@@ -10,6 +10,8 @@ repository's tables from git to DVC (``ragvet migrate-storage``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import subprocess
@@ -33,7 +35,7 @@ IGNORED = (f"/{GROWING_OUTS[0]}*{SUFFIX}", f"/{BASELINE_TABLES.as_posix()}/")
 CACHE_OFF = re.compile(r"^(\s*cache:\s*)false(\s*(#.*)?)$")
 # Written before the first change and removed after the last: its presence says a migration
 # was cut short (a kill, a full disk, a git lock), so the next run resumes it (under .ragvet/, git-ignored).
-STARTED = Path(".ragvet/migrate-storage.started")
+STARTED = Path(".ragvet/migrate-storage.started")  # JSON: the baseline folder's files as the run found them
 
 
 def dvc_pointer(path: Path) -> Path:
@@ -146,12 +148,31 @@ def _ignore(project: Path) -> list[str]:
     return missing
 
 
-def _resumable(changes: list, pointer: bool) -> bool:
+def _baseline_files(project: Path) -> dict[str, str]:
+    """The baseline folder's files by relative path, with their SHA-256, except the ``.dvc``
+    pointer and the .gitignore entry that ``dvc add`` of its tables writes there."""
+    folder = project / BASELINE_TABLES.parent
+    added = {dvc_pointer(BASELINE_TABLES).name, ".gitignore"}
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file() and p.relative_to(folder).as_posix() not in added)
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def _baseline_as_started(project: Path) -> bool:
+    """Whether the baseline folder holds what it held when the cut-short run began (recorded
+    in :data:`STARTED`), its new ``.dvc`` pointer aside: then its change is the run's own."""
+    try:
+        recorded = json.loads((project / STARTED).read_text(encoding="utf-8"))["baseline"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return dvc_pointer(project / BASELINE_TABLES).exists() and recorded == _baseline_files(project)
+
+
+def _resumable(changes: list, baseline_as_started: bool) -> bool:
     """Whether a stage's ``dvc status`` changes are only those a cut-short migration leaves:
-    tables it moved not yet in the cache, and, once the baseline's tables are ``dvc add``-ed
-    (``pointer``), the baseline folder changed by their new ``.dvc`` file."""
+    tables it moved not yet in the cache, and the baseline folder changed by the ``.dvc``
+    pointer of its tables alone (``baseline_as_started``)."""
     left = {"changed outs": lambda path, state: _is_growing(path) and state == "not in cache"}
-    if pointer:
+    if baseline_as_started:
         left["changed deps"] = lambda path, state: path == BASELINE_TABLES.parent.as_posix() and state == "modified"
     return all(
         isinstance(change, dict)
@@ -166,14 +187,14 @@ def _resumable(changes: list, pointer: bool) -> bool:
 def _check_up_to_date(project: Path, resuming: bool) -> None:
     """Refuse to move outputs that ``dvc status`` calls stale: committing them would hide it.
     Resuming, the tables the cut-short run had started moving are "not in cache" by its own
-    doing, as is the baseline folder's change once it holds their ``.dvc`` file; any other
-    change (another dependency, a modified output) is still refused."""
+    doing, as is the baseline folder's change once it holds their ``.dvc`` file and is
+    otherwise as the run found it; any other change is still refused."""
     from dvc.repo import Repo  # deferred: DVC's import costs a second
 
     with Repo(str(project)) as repo:
         status = repo.status()
-    pointer = dvc_pointer(project / BASELINE_TABLES).exists()
-    stale = sorted(stage for stage, changes in status.items() if not (resuming and _resumable(changes, pointer)))
+    as_started = resuming and _baseline_as_started(project)
+    stale = sorted(stage for stage, changes in status.items() if not (resuming and _resumable(changes, as_started)))
     if stale:
         raise InputError(
             [
@@ -222,7 +243,8 @@ def migrate_storage(project: Path) -> list[str]:
     started = project / STARTED
     resuming = started.exists()
     _check_up_to_date(project, resuming)
-    write_text(started, "ragvet migrate-storage began here; running it again resumes it\n")
+    if not resuming:  # what the baseline folder held, for a resumed run to tell its own change from another
+        write_text(started, json.dumps({"baseline": _baseline_files(project)}, indent=1, sort_keys=True) + "\n")
     flipped = _flip_cache_flags(project)
     untrack = [path for path in (*GROWING_OUTS, BASELINE_TABLES.as_posix()) if (project / path).exists()]
     removed = _untrack(project, untrack)
