@@ -225,6 +225,7 @@ def test_a_migration_cut_short_anywhere_is_finished_by_running_it_again(history,
     done = ragvet(repo, "migrate-storage")
     assert done.returncode == 2, done.stderr
     assert "dvc.yaml: stages not up to date: report, verdict" in done.stderr
+    assert "a migration cut short here left the tables half moved, which `dvc repro` refuses" in done.stderr
     summary.write_bytes(accepted)
     done = ragvet(repo, "migrate-storage")
     assert done.returncode == 0, done.stderr

@@ -195,16 +195,15 @@ def _check_up_to_date(project: Path, resuming: bool) -> None:
         status = repo.status()
     as_started = resuming and _baseline_as_started(project)
     stale = sorted(stage for stage, changes in status.items() if not (resuming and _resumable(changes, as_started)))
-    if stale:
-        raise InputError(
-            [
-                Problem(
-                    str(project / DVC_YAML),
-                    f"stages not up to date: {', '.join(stale)}",
-                    "run `dvc repro` (or `dvc pull`) first: the tables move as they are, never recomputed",
-                )
-            ]
-        )
+    if not stale:
+        return
+    fix = (
+        "a migration cut short here left the tables half moved, which `dvc repro` refuses: restore what changed"
+        " since it began (the stages' inputs, as `dvc status` lists them), then run `ragvet migrate-storage` again"
+        if resuming
+        else "run `dvc repro` (or `dvc pull`) first: the tables move as they are, never recomputed"
+    )
+    raise InputError([Problem(str(project / DVC_YAML), f"stages not up to date: {', '.join(stale)}", fix)])
 
 
 def _untrack(project: Path, paths: list[str]) -> list[str]:
