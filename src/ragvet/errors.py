@@ -113,10 +113,11 @@ def raise_if(problems: list[Problem]) -> None:
 
 
 def _write_failed(err: OSError) -> WriteFailed | None:
-    """A write fault raised by a write outside :mod:`ragvet.storage.atomic` (a folder made,
-    a file opened), as the :class:`WriteFailed` it names, or None."""
+    """A fault of :data:`~ragvet.storage.atomic.WRITE_FAULTS` met outside
+    :mod:`ragvet.storage.atomic` (a folder made, a file opened for reading or writing), as
+    the :class:`WriteFailed` naming its file, or None."""
     code = write_fault(err)
-    return None if code is None or err.filename is None else WriteFailed(err.filename, code)
+    return None if code is None or err.filename is None else WriteFailed(err.filename, code, written=False)
 
 
 def user_errors(fn: F) -> F:

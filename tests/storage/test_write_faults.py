@@ -23,7 +23,7 @@ import yaml
 from repos import ROOT, tool_env
 
 import ragvet
-from ragvet.storage.atomic import FOLDER_FIX, SPACE_FIX
+from ragvet.storage.atomic import ACCESS_FIX, FOLDER_FIX, SPACE_FIX
 
 SRC = str(Path(ragvet.__file__).parents[1])  # this checkout's code, in every child process
 LIMIT_REASON = "the file-size limit (ulimit -f) was reached"
@@ -69,7 +69,7 @@ def test_every_stage_on_a_read_only_file_system_says_where_why_and_the_fix(work_
     assert "Traceback" not in done.stderr
 
 
-def test_a_stage_whose_output_folder_the_user_may_not_write_says_where_why_and_the_fix(tmp_path):
+def test_a_folder_or_file_the_user_may_not_write_or_read_says_which_why_and_the_fix(tmp_path):
     for name in ("data/corpus", "data/cases"):
         shutil.copytree(ROOT / name, tmp_path / name)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
@@ -82,6 +82,15 @@ def test_a_stage_whose_output_folder_the_user_may_not_write_says_where_why_and_t
     assert done.stderr == (
         f"ragvet: cannot write out/validated/corpus.jsonl: permission denied: {FOLDER_FIX} (no output was changed)\n"
     )
+    assert leftovers(tmp_path / "out") == []
+    # An input the user may not read is told as such, not as a write.
+    os.chmod(tmp_path / "out", 0o755)
+    unreadable = min((tmp_path / "data/corpus").iterdir())
+    os.chmod(unreadable, 0)
+    done = run(tmp_path, *NO_DAC_OVERRIDE, *validate, "--out", "out/validated")
+    assert done.returncode == 2, done.stderr
+    where = unreadable.relative_to(tmp_path).as_posix()
+    assert done.stderr == f"ragvet: cannot access {where}: permission denied: {ACCESS_FIX} (no output was changed)\n"
     assert leftovers(tmp_path / "out") == []
 
 

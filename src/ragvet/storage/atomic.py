@@ -27,6 +27,7 @@ UMASK = os.umask(0)  # read once: os.umask can only be read by setting it
 os.umask(UMASK)
 SPACE_FIX = "free space (or raise the limit) and re-run"
 FOLDER_FIX = "run in a writable clone of the project, or make the folder writable, and re-run"
+ACCESS_FIX = "give this user access to it, or run in a clone of the project this user owns, and re-run"
 # Why a write fails when the fault is the user's to fix, not a bug: what it means, and the fix.
 WRITE_FAULTS = {
     errno.ENOSPC: ("no space left on the device", SPACE_FIX),
@@ -36,26 +37,37 @@ WRITE_FAULTS = {
     errno.EACCES: ("permission denied", FOLDER_FIX),
     errno.EPERM: ("operation not permitted", FOLDER_FIX),
 }
+# Only a write can run out of space or meet a read-only file system; a refused permission
+# may be a read's, so it counts for a write only when it names the file being written.
+WRITES_ONLY = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 PROBE_BYTES = 1 << 16  # appended to a temporary file whose writer failed without an errno
 
 
 class WriteFailed(Exception):
     """Writing ``path`` failed for a reason of :data:`WRITE_FAULTS` (a full disk, a read-only
-    folder); :func:`ragvet.errors.user_errors` says so with the fix and exits 2."""
+    folder); :func:`ragvet.errors.user_errors` says so with the fix and exits 2. A refused
+    permission met outside a write ragvet knows for one (``written=False``) may be a read's:
+    it is told as access to ``path``."""
 
-    def __init__(self, path: str | Path, code: int):
+    def __init__(self, path: str | Path, code: int, written: bool = True):
         self.path = Path(path)
         self.reason, self.fix = WRITE_FAULTS[code]
-        super().__init__(f"cannot write {path}: {self.reason}")
+        action = "write" if written or code in WRITES_ONLY else "access"
+        if action == "access":
+            self.fix = ACCESS_FIX
+        super().__init__(f"cannot {action} {path}: {self.reason}")
 
 
-def write_fault(err: BaseException | None) -> int | None:
+def write_fault(err: BaseException | None, target: str | Path | None = None) -> int | None:
     """The :data:`WRITE_FAULTS` errno of an OSError, raised directly or chained, or reported
-    by a Rust library in its message (polars: ``... File too large (os error 27)``)."""
+    by a Rust library in its message (polars: ``... File too large (os error 27)``). Given
+    the ``target`` being written, a refused permission naming another file (a read inside
+    the writer) is none."""
     while err is not None:
         if isinstance(err, OSError) and err.errno in WRITE_FAULTS:
-            return err.errno
+            other = target is not None and err.filename is not None and Path(err.filename) != Path(target)
+            return None if other and err.errno not in WRITES_ONLY else err.errno
         codes = [int(code) for code in _OS_ERROR.findall(str(err)) if int(code) in WRITE_FAULTS]
         if codes:
             return codes[0]
@@ -149,7 +161,7 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual mode
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        code = write_fault(err)
+        code = write_fault(err, tmp)
         if code is not None:
             raise WriteFailed(path, code) from None
         raise
