@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ragvet.storage.atomic import DiskFull, write_text
+from ragvet.storage.atomic import WriteFailed, write_fault, write_text
 from ragvet.text.escaping import visible
 
 EXIT_USER_ERROR = 2
@@ -84,11 +84,17 @@ class InputError(Exception):
         """Every problem, for the full list and for tests."""
         return "\n".join([f"{_counted(len(self.problems))} found:", *(p.render() for p in self.problems)])
 
-    def render_capped(self, full_list: Path) -> str:
+    def render_capped(self, full_list: Path, unwritten: WriteFailed | None = None) -> str:
         """The first :data:`SHOWN` problems, then how many of each kind there are
-        in all, pointing to ``full_list`` where :func:`user_errors` wrote them all."""
+        in all, pointing to ``full_list`` where :func:`user_errors` wrote them all,
+        or saying why it could not (``unwritten``)."""
         count = len(self.problems)
-        head = f"{_counted(count)} found; the first {SHOWN} follow, and all of them are in {full_list}:"
+        where = (
+            f"all of them are in {full_list}"
+            if unwritten is None
+            else f"the full list could not be written ({unwritten}; {unwritten.fix})"
+        )
+        head = f"{_counted(count)} found; the first {SHOWN} follow, and {where}:"
         kinds = Counter(problem.kind for problem in self.problems).most_common()
         tally = [f"  {n} × {kind}" for kind, n in kinds[:SHOWN]]
         rest = [f"  ... and {len(kinds) - SHOWN} other kinds"] if len(kinds) > SHOWN else []
@@ -106,14 +112,25 @@ def raise_if(problems: list[Problem]) -> None:
         raise InputError(problems)
 
 
+def _write_failed(err: OSError) -> WriteFailed | None:
+    """A fault of :data:`~ragvet.storage.atomic.WRITE_FAULTS` met outside
+    :mod:`ragvet.storage.atomic` (a folder made, a file opened for reading or writing), as
+    the :class:`WriteFailed` naming its file, or None."""
+    code = write_fault(err)
+    return None if code is None or err.filename is None else WriteFailed(err.filename, code, written=False)
+
+
 def user_errors(fn: F) -> F:
     """CLI boundary: print an :class:`InputError` without a traceback and exit 2.
-    A full disk (:class:`~ragvet.storage.atomic.DiskFull`) is told the same way: the
-    outputs were committed all or none, so re-running after freeing space is enough.
+    A write fault (:class:`~ragvet.storage.atomic.WriteFailed`: a full disk, a read-only
+    folder, or an OSError of the same kinds from any other write) is told the same way,
+    with its path, reason and fix: the outputs were committed all or none, so re-running
+    after the fix is enough.
 
     More than :data:`SHOWN` problems would flood the terminal: they are written in
     full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
-    root under DVC) and the terminal gets the capped rendering that names it.
+    root under DVC) and the terminal gets the capped rendering that names it, or that
+    says why the full list could not be written.
     """
 
     @functools.wraps(fn)
@@ -121,15 +138,30 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except InputError as err:
-            if len(err.problems) <= SHOWN:
-                message = err.render()
-            else:
-                write_text(PROBLEMS_FILE, err.render() + "\n")
-                message = err.render_capped(PROBLEMS_FILE)
-            print(f"ragvet: {message}", file=sys.stderr)
+            print(f"ragvet: {_shown(err)}", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
-        except DiskFull as err:
-            print(f"ragvet: {visible(str(err), None)}: free space and re-run (no output was changed)", file=sys.stderr)
-            raise SystemExit(EXIT_USER_ERROR) from None
+        except WriteFailed as err:
+            _exit_write_failed(err)
+        except OSError as err:
+            failed = _write_failed(err)
+            if failed is None:
+                raise
+            _exit_write_failed(failed)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _shown(err: InputError) -> str:
+    """The terminal's rendering of ``err``: whole, or capped with the full list in :data:`PROBLEMS_FILE`."""
+    if len(err.problems) <= SHOWN:
+        return err.render()
+    try:
+        write_text(PROBLEMS_FILE, err.render() + "\n")
+    except WriteFailed as unwritten:
+        return err.render_capped(PROBLEMS_FILE, unwritten)
+    return err.render_capped(PROBLEMS_FILE)
+
+
+def _exit_write_failed(err: WriteFailed) -> None:
+    print(f"ragvet: {visible(str(err), None)}: {err.fix} (no output was changed)", file=sys.stderr)
+    raise SystemExit(EXIT_USER_ERROR) from None

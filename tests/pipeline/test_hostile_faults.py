@@ -105,7 +105,10 @@ def test_validate_under_a_file_size_limit_leaves_the_previous_outputs_and_says_d
     limit = len(before["corpus.jsonl"]) + 10_000  # the new corpus fits; the new cases do not
     done = run_limited(repo, limit, *VALIDATE, "--out", "data/validated")
     assert done.returncode == 2, done.stderr
-    assert "disk full writing data/validated/cases.jsonl: free space and re-run" in done.stderr
+    assert (
+        "cannot write data/validated/cases.jsonl: the file-size limit (ulimit -f) was reached: free space"
+        in done.stderr
+    )
     assert "Traceback" not in done.stderr
     assert snapshot(repo / "data" / "validated") == before  # no new corpus beside the old cases, no temp file
     sh(repo, *VALIDATE, "--out", "data/validated")  # with space again, it goes through
@@ -118,9 +121,11 @@ def test_a_parquet_write_past_the_size_limit_is_disk_full_too(tmp_path):
         "from pathlib import Path; from ragvet.storage.tables import write_case_table;"
         "write_case_table(Path('t.parquet'), [{'id': __import__('os').urandom(3000).hex()} for i in range(9)])"
     )
-    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT))
+    done = run_limited(tmp_path, 4096, sys.executable, "-c", code, PYTHONPATH=str(ROOT / "src"))
     assert done.returncode != 0
-    assert done.stderr.strip().splitlines()[-1] == "ragvet.storage.atomic.DiskFull: disk full writing t.parquet"
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ragvet.storage.atomic.WriteFailed: cannot write t.parquet: the file-size limit (ulimit -f) was reached"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -136,7 +141,7 @@ def test_evaluate_out_of_space_halfway_changes_none_of_its_outputs(work_repo, mo
     args += ["--split", "data/split.json", "--metrics", outputs[2], "--per-case", outputs[0], "--slices", outputs[1]]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
-    assert f"disk full writing metrics/slices/{GATED}.json: free space and re-run" in result.output
+    assert f"cannot write metrics/slices/{GATED}.json: no space left on the device: free space" in result.output
     assert [Path(path).read_text() for path in outputs] == ["old\n"] * 3
     assert temps(work_repo / "metrics") == []
 
@@ -148,7 +153,7 @@ def test_report_out_of_space_in_its_plot_data_keeps_the_old_report(work_repo, mo
     monkeypatch.setattr(report, "write_text", out_of_space_at(report.write_text, 2))  # report.md, then at_k.csv
     result = CliRunner().invoke(app, ["report", "--out", "metrics/report.md", "--plots", "metrics/plots"])
     assert result.exit_code == 2, result.output
-    assert "disk full writing metrics/plots/at_k.csv" in result.output
+    assert "cannot write metrics/plots/at_k.csv: no space left on the device" in result.output
     assert snapshot(work_repo / "metrics") == {**before, "plots/stale.csv": b"k,recall\n"}
 
 
@@ -168,7 +173,7 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
     accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--params", str(ROOT / "params.yaml")]
     result = CliRunner().invoke(app, accept)
     assert result.exit_code == 2, result.output
-    assert f"disk full writing {metrics}/baseline/cases/{GATED}.parquet" in result.output
+    assert f"cannot write {metrics}/baseline/cases/{GATED}.parquet: no space left on the device" in result.output
     assert snapshot(metrics / "baseline") == before
     monkeypatch.undo()
     assert CliRunner().invoke(app, accept).exit_code == 0

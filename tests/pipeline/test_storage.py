@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from repos import commit_all, copy_repo, ragvet, set_param, sh
 
+from ragvet.storage import placement
 from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
@@ -179,3 +182,57 @@ def test_baseline_accept_keeps_the_baselines_tables_in_dvc_once_migrated(cold):
     assert in_cache(repo, pointer["outs"][0]["md5"].removesuffix(".dir") + ".dir")
     assert (repo / f"metrics/baseline/cases/{GATED}.parquet").read_bytes() == (repo / TABLE).read_bytes()
     assert ragvet(repo, "gate").returncode == 0  # the accepted change passes against its own baseline
+
+
+# A migration killed in the child process at the point named: after the step runs for track_with_dvc,
+# before it otherwise. The kill is a real SIGKILL of a real run; only where it strikes is chosen.
+KILLED_AT = """
+import os, signal, sys
+from pathlib import Path
+from ragvet.storage import placement
+step = getattr(placement, sys.argv[1])
+def killed(*args, **kwargs):
+    if sys.argv[1] == "track_with_dvc":
+        step(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(placement, sys.argv[1], killed)
+placement.migrate_storage(Path("."))
+"""
+
+
+def test_a_migration_cut_short_anywhere_is_finished_by_running_it_again(history, tmp_path):
+    source, revs, seen = history
+    repo = copy_repo(source, tmp_path / "repo")
+    sh(repo, "git", "checkout", "-q", "-f", revs["git"])  # the tables in git again, as before the migration
+    sh(repo, "dvc", "checkout", "-q", "-f")
+    assert "Data and pipelines are up to date." in sh(repo, "dvc", "status").stdout
+    # Another git holds the index lock (an editor's commit): the dvc.yaml flags are flipped, git fails.
+    (repo / ".git" / "index.lock").touch()
+    done = ragvet(repo, "migrate-storage")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "`git rm --cached` failed: fatal: Unable to create" in done.stderr
+    assert "run `ragvet migrate-storage` again: it resumes where it stopped" in done.stderr
+    (repo / ".git" / "index.lock").unlink()
+    src = str(Path(placement.__file__).parents[2])
+    for step in ("_commit_all", "track_with_dvc"):  # killed before the dvc commit, then after the dvc add
+        killed = sh(repo, sys.executable, "-c", KILLED_AT, step, check=False, PYTHONPATH=src)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert sh(repo, "git", "status", "--porcelain").stdout  # half done: tables out of git, not yet in DVC
+    # A baseline edited meanwhile is a stale stage still, not a change the resumed run may commit.
+    summary = repo / f"metrics/baseline/{GATED}.json"
+    accepted = summary.read_bytes()
+    summary.write_bytes(accepted.replace(b"{", b"{ ", 1))
+    done = ragvet(repo, "migrate-storage")
+    assert done.returncode == 2, done.stderr
+    assert "dvc.yaml: stages not up to date: report, verdict" in done.stderr
+    assert "a migration cut short here left the tables half moved, which `dvc repro` refuses" in done.stderr
+    summary.write_bytes(accepted)
+    done = ragvet(repo, "migrate-storage")
+    assert done.returncode == 0, done.stderr
+    assert not (repo / placement.STARTED).exists()
+    assert "Data and pipelines are up to date." in sh(repo, "dvc", "status").stdout
+    # The same files for the commit as the uninterrupted migration's, which `history` committed.
+    assert sh(repo, "git", "status", "--porcelain", "--untracked-files=all").stdout == seen["dirty"]
+    sh(repo, "git", "add", "-A")
+    tree = sh(repo, "git", "rev-parse", f"{revs['migrated']}^{{tree}}").stdout
+    assert sh(repo, "git", "write-tree").stdout == tree

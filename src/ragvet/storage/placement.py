@@ -10,6 +10,8 @@ repository's tables from git to DVC (``ragvet migrate-storage``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import subprocess
@@ -31,6 +33,9 @@ OUT_ENTRY = re.compile(r"^\s*- (?P<path>[^\s:#]+):\s*(#.*)?$")  # an out with fl
 # run fails (a failing gate fails `dvc repro`): the project's own patterns keep `git add -A` safe.
 IGNORED = (f"/{GROWING_OUTS[0]}*{SUFFIX}", f"/{BASELINE_TABLES.as_posix()}/")
 CACHE_OFF = re.compile(r"^(\s*cache:\s*)false(\s*(#.*)?)$")
+# Written before the first change and removed after the last: its presence says a migration
+# was cut short (a kill, a full disk, a git lock), so the next run resumes it (under .ragvet/, git-ignored).
+STARTED = Path(".ragvet/migrate-storage.started")  # JSON: the baseline folder's files as the run found them
 
 
 def dvc_pointer(path: Path) -> Path:
@@ -143,22 +148,80 @@ def _ignore(project: Path) -> list[str]:
     return missing
 
 
-def _check_up_to_date(project: Path) -> None:
-    """Refuse to move outputs that ``dvc status`` calls stale: committing them would hide it."""
+def _baseline_files(project: Path) -> dict[str, str]:
+    """The baseline folder's files by relative path, with their SHA-256, except the ``.dvc``
+    pointer and the .gitignore entry that ``dvc add`` of its tables writes there."""
+    folder = project / BASELINE_TABLES.parent
+    added = {dvc_pointer(BASELINE_TABLES).name, ".gitignore"}
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file() and p.relative_to(folder).as_posix() not in added)
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def _baseline_as_started(project: Path) -> bool:
+    """Whether the baseline folder holds what it held when the cut-short run began (recorded
+    in :data:`STARTED`), its new ``.dvc`` pointer aside: then its change is the run's own."""
+    try:
+        recorded = json.loads((project / STARTED).read_text(encoding="utf-8"))["baseline"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return dvc_pointer(project / BASELINE_TABLES).exists() and recorded == _baseline_files(project)
+
+
+def _resumable(changes: list, baseline_as_started: bool) -> bool:
+    """Whether a stage's ``dvc status`` changes are only those a cut-short migration leaves:
+    tables it moved not yet in the cache, and the baseline folder changed by the ``.dvc``
+    pointer of its tables alone (``baseline_as_started``)."""
+    left = {"changed outs": lambda path, state: _is_growing(path) and state == "not in cache"}
+    if baseline_as_started:
+        left["changed deps"] = lambda path, state: path == BASELINE_TABLES.parent.as_posix() and state == "modified"
+    return all(
+        isinstance(change, dict)
+        and all(
+            kind in left and isinstance(paths, dict) and all(left[kind](*item) for item in paths.items())
+            for kind, paths in change.items()
+        )
+        for change in changes
+    )
+
+
+def _check_up_to_date(project: Path, resuming: bool) -> None:
+    """Refuse to move outputs that ``dvc status`` calls stale: committing them would hide it.
+    Resuming, the tables the cut-short run had started moving are "not in cache" by its own
+    doing, as is the baseline folder's change once it holds their ``.dvc`` file and is
+    otherwise as the run found it; any other change is still refused."""
     from dvc.repo import Repo  # deferred: DVC's import costs a second
 
     with Repo(str(project)) as repo:
-        stale = sorted(repo.status())
-    if stale:
+        status = repo.status()
+    as_started = resuming and _baseline_as_started(project)
+    stale = sorted(stage for stage, changes in status.items() if not (resuming and _resumable(changes, as_started)))
+    if not stale:
+        return
+    fix = (
+        "a migration cut short here left the tables half moved, which `dvc repro` refuses: restore what changed"
+        " since it began (the stages' inputs, as `dvc status` lists them), then run `ragvet migrate-storage` again"
+        if resuming
+        else "run `dvc repro` (or `dvc pull`) first: the tables move as they are, never recomputed"
+    )
+    raise InputError([Problem(str(project / DVC_YAML), f"stages not up to date: {', '.join(stale)}", fix)])
+
+
+def _untrack(project: Path, paths: list[str]) -> list[str]:
+    """``git rm --cached`` the paths; those git stopped tracking. A git that fails (another
+    git holding the index lock) is an error naming git's own message, for a re-run resumes."""
+    done = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *paths)
+    if done.returncode != 0:
+        said = done.stderr.strip().partition("\n")[0]  # git's reason; the advice after it is about git's own use
         raise InputError(
             [
                 Problem(
-                    str(project / DVC_YAML),
-                    f"stages not up to date: {', '.join(stale)}",
-                    "run `dvc repro` (or `dvc pull`) first: the tables move as they are, never recomputed",
+                    str(project),
+                    f"`git rm --cached` failed: {said}",
+                    "fix what git says, then run `ragvet migrate-storage` again: it resumes where it stopped",
                 )
             ]
         )
+    return [line[len("rm '") : -1] for line in done.stdout.splitlines() if line.startswith("rm '")]
 
 
 def migrate_storage(project: Path) -> list[str]:
@@ -169,21 +232,29 @@ def migrate_storage(project: Path) -> list[str]:
     turned on, git stops tracking the files (``git rm --cached``), ``dvc commit``
     puts them in the cache with the hashes dvc.lock already records, and the
     baseline's tables are ``dvc add``-ed. Running it twice does nothing more.
+
+    Each step is idempotent and :data:`STARTED` marks a run in progress, so a run cut
+    short anywhere (kill -9, a full disk, a git lock) is finished by running it again,
+    to the same files as one uninterrupted run.
     """
     project = Path(project)
     _check_project(project)
-    _check_up_to_date(project)
+    started = project / STARTED
+    resuming = started.exists()
+    _check_up_to_date(project, resuming)
+    if not resuming:  # what the baseline folder held, for a resumed run to tell its own change from another
+        write_text(started, json.dumps({"baseline": _baseline_files(project)}, indent=1, sort_keys=True) + "\n")
     flipped = _flip_cache_flags(project)
     untrack = [path for path in (*GROWING_OUTS, BASELINE_TABLES.as_posix()) if (project / path).exists()]
-    listed = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *untrack).stdout.splitlines()
-    removed = [line[len("rm '") : -1] for line in listed if line.startswith("rm '")]
+    removed = _untrack(project, untrack)
     done = [f"dvc.yaml: cache on for {path}" for path in flipped] + [f"git: stopped tracking {p}" for p in removed]
     done += [f".gitignore: {pattern}" for pattern in _ignore(project)]
-    if flipped or removed:
+    if flipped or removed or resuming:
         _commit_all(project)  # every stage was up to date: record the moved files' new homes
         done.append("dvc commit: every stage's hashes recorded, nothing recomputed")
     baseline = project / BASELINE_TABLES
     if baseline.is_dir() and any(baseline.iterdir()) and not dvc_pointer(baseline).exists():
         done.append(f"dvc add {BASELINE_TABLES.as_posix()} -> {track_with_dvc(project, BASELINE_TABLES)}")
         _commit_all(project)  # the stages that read the baseline folder see its new .dvc file
+    started.unlink()
     return done

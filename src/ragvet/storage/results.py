@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.storage.atomic import atomic_output
+from ragvet.storage.atomic import write_parquet
 from ragvet.storage.files import FLOAT_PLACES, round_floats
 
 GROUPS = ("metrics", "counts", "tags", "human_review")
@@ -168,10 +168,8 @@ def round_results(frame: pl.DataFrame) -> pl.DataFrame:
 def write_results(path: Path, frame: pl.DataFrame) -> None:
     """Write the table sorted by case_id, columns by name (as the JSONL rows sorted
     their keys), atomically; the same frame gives the same bytes."""
-    with atomic_output(path) as tmp:
-        frame.select(sorted(frame.columns)).sort("case_id").write_parquet(
-            tmp, compression="zstd", statistics=False, row_group_size=1 << 30
-        )
+    table = frame.select(sorted(frame.columns)).sort("case_id")
+    write_parquet(path, table, compression="zstd", statistics=False, row_group_size=1 << 30)
 
 
 def read_results(
