@@ -1,0 +1,224 @@
+"""Anchors of labelled text, and finding that text again in an edited document.
+
+An anchor is what a span or quote label says about its document, in the W3C Web
+Annotation model that Hypothesis uses for annotations that survive edits: the exact
+text (``TextQuoteSelector.exact``), up to :data:`CONTEXT` characters before and after
+it (``prefix``, ``suffix``) and where it started (``TextPositionSelector.start``).
+
+Placing an anchor in the edited document gives one of three answers:
+
+``moved``
+    The exact text occurs there, and exactly one occurrence has the best agreement
+    of context (its prefix or its suffix, or both, read the same): the label's text
+    is unchanged and only its position moved, so it can be applied without review.
+``changed``
+    The best approximate candidate scores at least ``min_similarity`` (Hypothesis's
+    weighting of quote, prefix, suffix and position similarity), or the exact text
+    occurs but the context cannot tell which occurrence is meant: a person decides.
+``orphaned``
+    Nothing scores high enough: the labelled text was deleted or rewritten.
+
+Whitespace runs compare as one space (a change of line endings moves nothing), and
+text compares in its NFC spelling, offsets mapped back to the document's own.
+Similarity is rapidfuzz's normalised Indel similarity; no edit distance is computed here.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from ragvet.evidence import find_quote, normalise_whitespace
+from ragvet.text.values import nfc
+
+CONTEXT = 32  # characters of prefix and suffix, as Hypothesis stores them
+WEIGHTS = (50, 20, 20, 2)  # quote, prefix, suffix, position: Hypothesis's (dom-anchor-text-quote) weighting
+MIN_QUOTE_SIMILARITY = 0.5  # Hypothesis drops a candidate with more errors than half the quote's length
+SIDE_AGREES = 90  # a prefix or suffix agrees when its similarity (0-100) is at least this
+NEAR_WINDOW = 64  # characters either side of the old position searched for a local candidate
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A label's text with its context and position in the document it was written for."""
+
+    exact: str
+    prefix: str
+    suffix: str
+    start: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an anchor landed in the edited document: ``status`` is moved, changed or
+    orphaned; ``start``/``end`` are the new offsets (``None`` for an orphan); ``note`` says why."""
+
+    status: str
+    start: int | None
+    end: int | None
+    similarity: float
+    note: str = ""
+
+
+def anchor_at(text: str, start: int, end: int) -> Anchor:
+    """The anchor of ``text[start:end]``."""
+    return Anchor(text[start:end], text[max(0, start - CONTEXT) : start], text[end : end + CONTEXT], start)
+
+
+def place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
+    """Where ``anchor`` is in ``text`` (see the module's docstring)."""
+    parts = (anchor.exact, anchor.prefix, anchor.suffix)
+    if unicodedata.is_normalized("NFC", text) and all(unicodedata.is_normalized("NFC", part) for part in parts):
+        return _place(anchor, text, min_similarity)
+    view, offsets = nfc_view(text)
+    found = _place(Anchor(*(nfc(part) for part in parts), anchor.start), view, min_similarity)
+    if found.start is None or found.end is None:
+        return found
+    return Placement(found.status, offsets[found.start], offsets[found.end], found.similarity, found.note)
+
+
+def nfc_view(text: str) -> tuple[str, list[int]]:
+    """``text`` in NFC, and for each of its offsets (and its end) the offset in ``text``.
+
+    Each starter character with the combining marks after it is composed on its own,
+    so every offset of the view maps to the start of the characters it came from."""
+    pieces: list[str] = []
+    offsets: list[int] = []
+    start = 0
+    for index in range(1, len(text) + 1):
+        if index == len(text) or unicodedata.combining(text[index]) == 0:
+            piece = unicodedata.normalize("NFC", text[start:index])
+            pieces.append(piece)
+            offsets.extend([start] * len(piece))
+            start = index
+    offsets.append(len(text))
+    return "".join(pieces), offsets
+
+
+def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
+    exact = _exact_spans(anchor, text)
+    if exact:
+        agreement = [(_sides_agreeing(anchor, text, start, end), start, end) for start, end in exact]
+        best = max(score for score, _, _ in agreement)
+        tied = [(start, end) for score, start, end in agreement if score == best]
+        if best > 0 and len(tied) == 1:
+            return Placement("moved", *tied[0], 1.0)
+        if best > 0:
+            start, end = min(tied, key=lambda span: abs(span[0] - anchor.start))
+            note = f"the exact text occurs {len(tied)} times with the same context: check which one is meant"
+            return Placement("changed", start, end, 1.0, note)
+    candidates = exact + _approximate_spans(anchor, text)
+    if not candidates:
+        return Placement("orphaned", None, None, 0.0, "the document is empty")
+    score, start, end = max((_score(anchor, text, start, end), start, end) for start, end in candidates)
+    if score < min_similarity:
+        return Placement("orphaned", None, None, round(score, 3), f"no candidate scores {min_similarity} or more")
+    note = "the exact text occurs, but neither its prefix nor its suffix agrees" if exact else "the text changed"
+    return Placement("changed", start, end, round(score, 3), note)
+
+
+def _exact_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
+    """Every occurrence of the exact text, whitespace runs matching any whitespace run,
+    widened over the whitespace the exact text starts or ends with."""
+    lead = len(anchor.exact) - len(anchor.exact.lstrip())
+    trail = len(anchor.exact) - len(anchor.exact.rstrip())
+    spans = []
+    for start, end in find_quote(text, anchor.exact):
+        while lead and start > 0 and text[start - 1].isspace():
+            start -= 1
+        while trail and end < len(text) and text[end].isspace():
+            end += 1
+        spans.append((start, end))
+    return spans
+
+
+def _flat(text: str) -> str:
+    return normalise_whitespace(text)
+
+
+def _side_similarity(old: str, new: str, before: bool) -> float:
+    """How alike an old prefix (``before``) or suffix is to the new one, 0 to 100: the
+    new one cut to the old one's length on the side away from the label."""
+    from rapidfuzz.fuzz import ratio  # deferred: only relabelling matches text
+
+    old, new = _flat(old), _flat(new)
+    if not old:
+        return 100.0 if not new else 0.0
+    new = new[-len(old) :] if before else new[: len(old)]
+    return ratio(old, new)
+
+
+def _sides_agreeing(anchor: Anchor, text: str, start: int, end: int) -> int:
+    """How many of the prefix and suffix read the same around ``text[start:end]`` (0, 1 or 2)."""
+    prefix = _side_similarity(anchor.prefix, text[max(0, start - 2 * CONTEXT) : start], True)
+    suffix = _side_similarity(anchor.suffix, text[end : end + 2 * CONTEXT], False)
+    return (prefix >= SIDE_AGREES) + (suffix >= SIDE_AGREES)
+
+
+def _approximate_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
+    """The best approximate match of the exact text in the whole document and the best one
+    near its old position (rapidfuzz's partial alignment), snapped to word boundaries
+    where the exact text started or ended at one."""
+    from rapidfuzz.fuzz import partial_ratio_alignment  # deferred: only relabelling matches text
+
+    needle = anchor.exact.strip()
+    if not needle.strip():
+        return []
+    if len(needle) >= len(text):
+        return [(0, len(text))]
+    lo = max(0, anchor.start - NEAR_WINDOW)
+    hi = min(len(text), anchor.start + len(anchor.exact) + NEAR_WINDOW)
+    spans = []
+    for offset, window in ((0, text), (lo, text[lo:hi])):
+        if len(window) <= len(needle):
+            continue
+        found = partial_ratio_alignment(needle, window)
+        if found is not None and found.dest_end > found.dest_start:
+            spans.append(_snapped(anchor, text, offset + found.dest_start, offset + found.dest_end))
+    return list(dict.fromkeys(spans))
+
+
+def _snapped(anchor: Anchor, text: str, start: int, end: int) -> tuple[int, int]:
+    """``start``/``end`` moved to the word boundaries the exact text starts and ends at,
+    whitespace at either end dropped."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    exact = anchor.exact.strip()
+    if exact[:1].isalnum() and not anchor.prefix[-1:].isalnum():
+        while start > 0 and text[start - 1].isalnum():
+            start -= 1
+    if exact[-1:].isalnum() and not anchor.suffix[:1].isalnum():
+        while end < len(text) and text[end].isalnum():
+            end += 1
+    return start, end
+
+
+def _score(anchor: Anchor, text: str, start: int, end: int) -> float:
+    """Hypothesis's weighted similarity of a candidate, 0 to 1: its text against the exact
+    text, the text before and after it against the prefix and suffix, its position against
+    the old one. A candidate less than half like the exact text scores 0."""
+    from rapidfuzz.fuzz import ratio  # deferred: only relabelling matches text
+
+    quote = ratio(_flat(anchor.exact), _flat(text[start:end])) / 100
+    if quote < MIN_QUOTE_SIMILARITY:
+        return 0.0
+    prefix = _side_similarity(anchor.prefix, text[max(0, start - 2 * CONTEXT) : start], True) / 100
+    suffix = _side_similarity(anchor.suffix, text[end : end + 2 * CONTEXT], False) / 100
+    position = 1 - min(1.0, abs(start - anchor.start) / max(1, len(text)))
+    weights = WEIGHTS
+    total = weights[0] * quote + weights[1] * prefix + weights[2] * suffix + weights[3] * position
+    return total / sum(weights)
+
+
+def text_diff(old: str, new: str) -> str:
+    """A one-line diff of two texts, for a person reading the review file: removed text
+    in ``[-...-]``, added text in ``{+...+}`` (diff-match-patch, cleaned up for people)."""
+    from diff_match_patch import diff_match_patch  # deferred: only a review file shows a diff
+
+    differ = diff_match_patch()
+    diffs = differ.diff_main(old, new)
+    differ.diff_cleanupSemantic(diffs)
+    marks = {-1: "[-{}-]", 0: "{}", 1: "{{+{}+}}"}
+    return "".join(marks[op].format(piece) for op, piece in diffs)
