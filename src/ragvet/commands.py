@@ -251,14 +251,14 @@ def _relabel_from(rev: str, cases: Path, corpus: Path, review: Path, min_similar
     path = cases_file(cases, found)
     raise_if(found)
     docs = {doc.doc_id: doc.text for doc in load_corpus(corpus)}
-    old_cases = file_at(rev, path.as_posix(), Path.cwd())
-    if old_cases is None:
-        raise_if([Problem(str(path), f"the cases file does not exist at {rev}", "name a revision that has it")])
     with tempfile.TemporaryDirectory() as folder:
         for name, data in folder_at(rev, corpus.as_posix(), Path.cwd()).items():
             (Path(folder) / name).parent.mkdir(parents=True, exist_ok=True)
             (Path(folder) / name).write_bytes(data)
         old_docs = {doc.doc_id: doc.text for doc in collect_corpus(folder)[0]}
+    old_cases = file_at(rev, path.as_posix(), Path.cwd())
+    if old_cases is None:
+        raise_if([Problem(str(path), f"the cases file does not exist at {rev}", "name a revision that has it")])
     text = path.read_text(encoding="utf-8")
     labels = labels_of(case_items(text, path.suffix.lower()))
     old_labels = labels_of(case_items(old_cases.decode("utf-8"), path.suffix.lower()))

@@ -25,6 +25,7 @@ Similarity is rapidfuzz's normalised Indel similarity; no edit distance is compu
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -213,12 +214,29 @@ def _score(anchor: Anchor, text: str, start: int, end: int) -> float:
 
 
 def text_diff(old: str, new: str) -> str:
-    """A one-line diff of two texts, for a person reading the review file: removed text
-    in ``[-...-]``, added text in ``{+...+}`` (diff-match-patch, cleaned up for people)."""
+    """A one-line diff of two texts for a person reading the review file, word by word:
+    removed text in ``[-...-]``, added text in ``{+...+}``. diff-match-patch diffs the
+    words as characters (its line-mode recipe, with words for lines)."""
     from diff_match_patch import diff_match_patch  # deferred: only a review file shows a diff
 
+    words: list[str] = [""]
+    index: dict[str, int] = {}
+
+    def encoded(text: str) -> str:
+        codes = []
+        for word in _WORD.findall(text):
+            if word not in index:
+                index[word] = len(words)
+                words.append(word)
+            codes.append(chr(index[word]))
+        return "".join(codes)
+
     differ = diff_match_patch()
-    diffs = differ.diff_main(old, new)
+    diffs = differ.diff_main(encoded(old), encoded(new), False)
+    differ.diff_charsToLines(diffs, words)
     differ.diff_cleanupSemantic(diffs)
     marks = {-1: "[-{}-]", 0: "{}", 1: "{{+{}+}}"}
     return "".join(marks[op].format(piece) for op, piece in diffs)
+
+
+_WORD = re.compile(r"\w+|\s+|[^\w\s]")
