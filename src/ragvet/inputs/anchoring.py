@@ -36,6 +36,7 @@ CONTEXT = 32  # characters of prefix and suffix, as Hypothesis stores them
 WEIGHTS = (50, 20, 20, 2)  # quote, prefix, suffix, position: Hypothesis's (dom-anchor-text-quote) weighting
 MIN_QUOTE_SIMILARITY = 0.5  # Hypothesis drops a candidate with more errors than half the quote's length
 SIDE_AGREES = 90  # a prefix or suffix agrees when its similarity (0-100) is at least this
+TIE_MARGIN = 0.01  # two occurrences whose context similarities are this close (of their maximum) tie
 NEAR_WINDOW = 64  # characters either side of the old position searched for a local candidate
 
 
@@ -99,14 +100,17 @@ def nfc_view(text: str) -> tuple[str, list[int]]:
 def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
     exact = _exact_spans(anchor, text)
     if exact:
-        agreement = [(_sides_agreeing(anchor, text, start, end), start, end) for start, end in exact]
-        best = max(score for score, _, _ in agreement)
-        tied = [(start, end) for score, start, end in agreement if score == best]
-        if best > 0 and len(tied) == 1:
-            return Placement("moved", *tied[0], 1.0)
-        if best > 0:
-            start, end = min(tied, key=lambda span: abs(span[0] - anchor.start))
-            note = f"the exact text occurs {len(tied)} times with the same context: check which one is meant"
+        agreement = sorted(
+            ((_context(anchor, text, start, end), start, end) for start, end in exact),
+            key=lambda found: (found[0], -abs(found[1] - anchor.start)),  # of equals, the nearest first
+            reverse=True,
+        )
+        (best, start, end), rest = agreement[0], agreement[1:]
+        if best[0] > 0 and (not rest or _clearly_better(best, rest[0][0], anchor)):
+            return Placement("moved", start, end, 1.0)
+        if best[0] > 0:
+            tied = 1 + sum(_clearly_better(best, other, anchor) is False for other, _, _ in rest)
+            note = f"the exact text occurs {tied} times with the same context: check which one is meant"
             return Placement("changed", start, end, 1.0, note)
     candidates = exact + _approximate_spans(anchor, text)
     if not candidates:
@@ -149,11 +153,23 @@ def _side_similarity(old: str, new: str, before: bool) -> float:
     return ratio(old, new)
 
 
-def _sides_agreeing(anchor: Anchor, text: str, start: int, end: int) -> int:
-    """How many of the prefix and suffix read the same around ``text[start:end]`` (0, 1 or 2)."""
+def _context(anchor: Anchor, text: str, start: int, end: int) -> tuple[int, float]:
+    """How well the context around ``text[start:end]`` agrees with the anchor's: how many of
+    the prefix and suffix read the same (0, 1 or 2), then their similarities weighted by
+    their lengths (a prefix cut short by the document's start says little)."""
     prefix = _side_similarity(anchor.prefix, text[max(0, start - 2 * CONTEXT) : start], True)
     suffix = _side_similarity(anchor.suffix, text[end : end + 2 * CONTEXT], False)
-    return (prefix >= SIDE_AGREES) + (suffix >= SIDE_AGREES)
+    weighted = prefix * len(_flat(anchor.prefix)) + suffix * len(_flat(anchor.suffix))
+    return (prefix >= SIDE_AGREES) + (suffix >= SIDE_AGREES), weighted
+
+
+def _clearly_better(best: tuple[int, float], other: tuple[int, float], anchor: Anchor) -> bool:
+    """Whether one occurrence's context agrees better than another's: more sides agreeing,
+    or, as many, a weighted similarity higher by more than :data:`TIE_MARGIN` of its maximum."""
+    if best[0] != other[0]:
+        return best[0] > other[0]
+    most = 100 * (len(_flat(anchor.prefix)) + len(_flat(anchor.suffix)))
+    return best[1] - other[1] > TIE_MARGIN * most
 
 
 def _approximate_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
