@@ -25,6 +25,7 @@ Similarity is rapidfuzz's normalised Indel similarity; no edit distance is compu
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ MIN_QUOTE_SIMILARITY = 0.5  # Hypothesis drops a candidate with more errors than
 SIDE_AGREES = 90  # a prefix or suffix agrees when its similarity (0-100) is at least this
 TIE_MARGIN = 0.01  # two occurrences whose context similarities are this close (of their maximum) tie
 NEAR_WINDOW = 64  # characters either side of the old position searched for a local candidate
+PIECE = 64  # characters of a long exact text aligned at a time (rapidfuzz's bit-parallel width)
+SLACK = 16  # characters either side of an approximate match's ends tried as its ends
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,11 @@ def nfc_view(text: str) -> tuple[str, list[int]]:
 
 
 def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
+    at = text.find(anchor.exact)
+    if at != -1 and text.find(anchor.exact, at + 1) == -1:  # the common case, found fast
+        end = at + len(anchor.exact)
+        if _context(anchor, text, at, end)[0] == 2 and len(find_quote(text, anchor.exact)) <= 1:
+            return Placement("moved", at, end, 1.0)
     exact = _exact_spans(anchor, text)
     if exact:
         agreement = sorted(
@@ -113,6 +121,7 @@ def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
             note = f"the exact text occurs {tied} times with the same context: check which one is meant"
             return Placement("changed", start, end, 1.0, note)
     candidates = exact + _approximate_spans(anchor, text)
+    candidates += [_refined(anchor, text, *span) for span in candidates[len(exact) :]]  # their ends refined
     if not candidates:
         return Placement("orphaned", None, None, 0.0, "the document is empty")
     score, start, end = max((_score(anchor, text, start, end), start, end) for start, end in candidates)
@@ -137,6 +146,7 @@ def _exact_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
     return spans
 
 
+@functools.lru_cache(maxsize=4096)  # the anchor's texts and the windows around candidates recur
 def _flat(text: str) -> str:
     return normalise_whitespace(text)
 
@@ -173,59 +183,102 @@ def _clearly_better(best: tuple[int, float], other: tuple[int, float], anchor: A
 
 
 def _approximate_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
-    """The best approximate match of the exact text in the whole document and the best one
-    near its old position (rapidfuzz's partial alignment), snapped to word boundaries
-    where the exact text started or ended at one."""
+    """The best approximate matches of the exact text in the whole document and near its
+    old position (rapidfuzz's partial alignment), whitespace at their ends dropped.
+
+    An exact text longer than :data:`PIECE` characters is aligned by its first and its
+    last :data:`PIECE` characters, each span reaching the exact text's length from there:
+    one changed word leaves one of them intact, and rapidfuzz aligns up to 64 characters
+    bit-parallel, ten times faster than a 200-character needle."""
     from rapidfuzz.fuzz import partial_ratio_alignment  # deferred: only relabelling matches text
 
     needle = anchor.exact.strip()
-    if not needle.strip():
+    if not needle:
         return []
     if len(needle) >= len(text):
         return [(0, len(text))]
     lo = max(0, anchor.start - NEAR_WINDOW)
     hi = min(len(text), anchor.start + len(anchor.exact) + NEAR_WINDOW)
+    pieces = [(needle, 0)] if len(needle) <= PIECE else [(needle[:PIECE], 0), (needle[-PIECE:], len(needle) - PIECE)]
     spans = []
     for offset, window in ((0, text), (lo, text[lo:hi])):
-        if len(window) <= len(needle):
-            continue
-        found = partial_ratio_alignment(needle, window)
-        if found is not None and found.dest_end > found.dest_start:
-            spans.append(_snapped(anchor, text, offset + found.dest_start, offset + found.dest_end))
-    return list(dict.fromkeys(spans))
+        for piece, at in pieces:
+            found = partial_ratio_alignment(piece, window, score_cutoff=100 * MIN_QUOTE_SIMILARITY)
+            if found is None or found.dest_end <= found.dest_start:
+                continue
+            start = max(0, offset + found.dest_start - found.src_start - at)
+            end = min(len(text), start + len(needle)) if len(pieces) > 1 else offset + found.dest_end
+            spans.append(_stripped(text, start, end))
+    return list(dict.fromkeys(span for span in spans if span[1] > span[0]))
 
 
-def _snapped(anchor: Anchor, text: str, start: int, end: int) -> tuple[int, int]:
-    """``start``/``end`` moved to the word boundaries the exact text starts and ends at,
-    whitespace at either end dropped."""
+def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    exact = anchor.exact.strip()
-    if exact[:1].isalnum() and not anchor.prefix[-1:].isalnum():
-        while start > 0 and text[start - 1].isalnum():
-            start -= 1
-    if exact[-1:].isalnum() and not anchor.suffix[:1].isalnum():
-        while end < len(text) and text[end].isalnum():
-            end += 1
     return start, end
+
+
+def _refined(anchor: Anchor, text: str, start: int, end: int) -> tuple[int, int]:
+    """The span near an approximate match that scores best (:func:`_score`): its ends tried
+    at each boundary of the kind the exact text's own ends sit at (between
+    words, or between a word and punctuation) within :data:`SLACK` characters, the
+    nearest winning ties.
+
+    rapidfuzz aligns a window as long as the exact text, so a longer or shorter word
+    inside it would otherwise leave the span cut short or running on; the prefix and
+    suffix in the score tell a changed first or last word from the context around it."""
+    starts = _boundaries(text, start, _kind(anchor.prefix[-1:], anchor.exact.strip()[:1]), True)
+    ends = _boundaries(text, end, _kind(anchor.exact.strip()[-1:], anchor.suffix[:1]), False)
+    scored = [
+        (_score(anchor, text, lo, hi), -abs(lo - start) - abs(hi - end), lo, hi)
+        for lo in starts
+        for hi in ends
+        if hi > lo
+    ]
+    return (start, end) if not scored else max(scored)[2:]
+
+
+def _kind(before: str, after: str) -> str | None:
+    """What boundary lies between two characters: ``space`` (one side whitespace or the
+    document's end), ``word`` (a word character next to another), or ``None`` (inside a word)."""
+    if not before or not after or before.isspace() or after.isspace():
+        return "space"
+    return None if before.isalnum() and after.isalnum() else "word"
+
+
+_TOKEN = {"space": re.compile(r"\S+"), "word": re.compile(r"\w+|[^\w\s]")}
+
+
+def _boundaries(text: str, at: int, kind: str | None, starts: bool) -> list[int]:
+    """The starts (or ends) of the tokens of ``kind`` within :data:`SLACK` characters of ``at``;
+    just ``at`` when the exact text's end sits inside a word."""
+    if kind is None:
+        return [at]
+    lo, hi = max(0, at - SLACK), min(len(text), at + SLACK)
+    found = [match.start() if starts else match.end() for match in _TOKEN[kind].finditer(text, lo, hi)]
+    wanted = ("space",) if kind == "space" else ("space", "word")  # a token cut at lo or hi is no boundary
+    return [offset for offset in found if _kind(text[offset - 1 : offset], text[offset : offset + 1]) in wanted] or [at]
 
 
 def _score(anchor: Anchor, text: str, start: int, end: int) -> float:
     """Hypothesis's weighted similarity of a candidate, 0 to 1: its text against the exact
-    text, the text before and after it against the prefix and suffix, its position against
-    the old one. A candidate less than half like the exact text scores 0."""
-    from rapidfuzz.fuzz import ratio  # deferred: only relabelling matches text
+    text, the text before and after it against the prefix and suffix (each one minus its
+    edit distance over its length, as Hypothesis counts errors), its position against the
+    old one. A candidate less than half like the exact text scores 0."""
+    from rapidfuzz.distance import Levenshtein  # deferred: only relabelling matches text
 
-    quote = ratio(_flat(anchor.exact), _flat(text[start:end])) / 100
+    quote = Levenshtein.normalized_similarity(_flat(anchor.exact), _flat(text[start:end]))
     if quote < MIN_QUOTE_SIMILARITY:
         return 0.0
-    prefix = _side_similarity(anchor.prefix, text[max(0, start - 2 * CONTEXT) : start], True) / 100
-    suffix = _side_similarity(anchor.suffix, text[end : end + 2 * CONTEXT], False) / 100
+    prefix, suffix = _flat(anchor.prefix), _flat(anchor.suffix)
+    before, after = _flat(text[max(0, start - 2 * CONTEXT) : start]), _flat(text[end : end + 2 * CONTEXT])
+    prefix_score = Levenshtein.normalized_similarity(prefix, before[-len(prefix) :]) if prefix else float(not before)
+    suffix_score = Levenshtein.normalized_similarity(suffix, after[: len(suffix)]) if suffix else float(not after)
     position = 1 - min(1.0, abs(start - anchor.start) / max(1, len(text)))
     weights = WEIGHTS
-    total = weights[0] * quote + weights[1] * prefix + weights[2] * suffix + weights[3] * position
+    total = weights[0] * quote + weights[1] * prefix_score + weights[2] * suffix_score + weights[3] * position
     return total / sum(weights)
 
 
