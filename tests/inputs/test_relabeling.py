@@ -278,3 +278,26 @@ def test_an_unknown_revision_is_a_located_problem(repo):
 def test_neither_or_both_modes_is_a_problem(repo):
     done = ragvet(repo, "relabel")
     assert done.returncode == 2 and "give either --from REV or --accept FILE" in done.stderr
+
+
+TITLED = (
+    "periodic temperature distributions in a two-layer composite\nslab .\n"
+    "an investigation of thermal barriers has been completed .  in one portion of this\n"
+    "study, a solution was developed for the periodic temperature\n"
+    "distribution in a two-layer composite slab .  one exposed surface of\nthe slab was adiabatic .\n"
+)
+
+
+def test_a_changed_label_whose_old_words_recur_in_a_like_context_is_not_moved_there():
+    start = TITLED.index("a two-layer")
+    changed = TITLED.replace("two-layer", "two-transverse", 1)
+    found = place(anchor_at(TITLED, start, start + 26), changed, 0.8)
+    assert (found.status, found.start, found.end) == ("changed", 38, 69)
+    assert changed[38:69] == "a two-transverse composite\nslab"
+
+
+def test_text_inserted_right_after_a_label_leaves_it_moved_not_widened():
+    end = TITLED.index(" .\n")
+    inserted = TITLED[:end] + " seen to agree" + TITLED[end:]
+    found = place(anchor_at(TITLED, 0, end), inserted, 0.8)
+    assert (found.status, found.start, found.end) == ("moved", 0, end)

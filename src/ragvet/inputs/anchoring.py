@@ -107,6 +107,7 @@ def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
         if _context(anchor, text, at, end)[0] == 2 and len(find_quote(text, anchor.exact)) <= 1:
             return Placement("moved", at, end, 1.0)
     exact = _exact_spans(anchor, text)
+    approximate: list[tuple[int, int]] | None = None
     if exact:
         agreement = sorted(
             ((_context(anchor, text, start, end), start, end) for start, end in exact),
@@ -114,14 +115,24 @@ def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
             reverse=True,
         )
         (best, start, end), rest = agreement[0], agreement[1:]
-        if best[0] > 0 and (not rest or _clearly_better(best, rest[0][0], anchor)):
+        unique = not rest or _clearly_better(best, rest[0][0], anchor)
+        if best[0] == 2 and unique:
             return Placement("moved", start, end, 1.0)
+        if best[0] == 1 and unique:
+            approximate = _approximate(anchor, text, exact)
+            rival = _rival(anchor, text, [s for s in approximate if s[1] <= start or s[0] >= end], min_similarity)
+            if rival is None:
+                return Placement("moved", start, end, 1.0)
+            note = (
+                f"the exact text occurs at {start} with one side of its context, but text like it "
+                "has the whole context here"
+            )
+            return Placement("changed", *rival, note)
         if best[0] > 0:
             tied = 1 + sum(_clearly_better(best, other, anchor) is False for other, _, _ in rest)
             note = f"the exact text occurs {tied} times with the same context: check which one is meant"
             return Placement("changed", start, end, 1.0, note)
-    candidates = exact + _approximate_spans(anchor, text)
-    candidates += [_refined(anchor, text, *span) for span in candidates[len(exact) :]]  # their ends refined
+    candidates = exact + (_approximate(anchor, text, exact) if approximate is None else approximate)
     if not candidates:
         return Placement("orphaned", None, None, 0.0, "the document is empty")
     score, start, end = max((_score(anchor, text, start, end), start, end) for start, end in candidates)
@@ -129,6 +140,31 @@ def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
         return Placement("orphaned", None, None, round(score, 3), f"no candidate scores {min_similarity} or more")
     note = "the exact text occurs, but neither its prefix nor its suffix agrees" if exact else "the text changed"
     return Placement("changed", start, end, round(score, 3), note)
+
+
+def _approximate(anchor: Anchor, text: str, exact: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The approximate candidates that are not exact occurrences, their ends refined."""
+    spans = [_refined(anchor, text, *span) for span in _approximate_spans(anchor, text)]
+    return [span for span in dict.fromkeys(spans) if span not in exact]
+
+
+def _rival(
+    anchor: Anchor, text: str, approximate: list[tuple[int, int]], min_similarity: float
+) -> tuple[int, int, float] | None:
+    """An approximate candidate with both sides of its context agreeing, scoring at least
+    ``min_similarity``: the label's text changed where it was, and its old words occur
+    elsewhere in a context only half like its own. ``approximate`` holds the candidates
+    apart from that occurrence (one holding it is the occurrence with text added next to
+    it). ``(start, end, score)``, or ``None``."""
+    found = [
+        (_score(anchor, text, start, end), start, end)
+        for start, end in approximate
+        if _context(anchor, text, start, end)[0] == 2
+    ]
+    best = max(found, default=None)
+    if best is None or best[0] < min_similarity:
+        return None
+    return best[1], best[2], round(best[0], 3)
 
 
 def _exact_spans(anchor: Anchor, text: str) -> list[tuple[int, int]]:
