@@ -301,3 +301,15 @@ def test_text_inserted_right_after_a_label_leaves_it_moved_not_widened():
     inserted = TITLED[:end] + " seen to agree" + TITLED[end:]
     found = place(anchor_at(TITLED, 0, end), inserted, 0.8)
     assert (found.status, found.start, found.end) == ("moved", 0, end)
+
+
+def test_a_block_style_quote_gets_its_occurrence_on_a_line_of_its_own(repo):
+    write_project(repo, roadmap="Customers ask for reliability of the platform.\n" + ROADMAP)
+    done = ragvet(repo, "relabel", "--from", "labelled")
+    assert done.returncode == 0, done.stdout
+    shift = len("Customers ask for reliability of the platform.\n")
+    expected = CASES.replace(
+        '      quote: "reliability of the platform"\n',
+        '      quote: "reliability of the platform"\n      occurrence: 2\n',
+    ).replace("start: 45, end: 92", f"start: {45 + shift}, end: {92 + shift}")
+    assert cases_text(repo) == expected
