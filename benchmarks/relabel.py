@@ -223,6 +223,10 @@ def main() -> None:
         "| changed in review at the right place | deleted orphaned | µs per label |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows["both"] = {key: sum(row[key] for row in rows.values()) for key in rows["sample"]}
+    rows["both"]["us_per_label"] = sum(r["us_per_label"] * r["labels"] for n, r in rows.items() if n != "both") / max(
+        1, rows["both"]["labels"]
+    )
     for name, c in rows.items():
         print(
             f"| {name} | {c['labels']} | {share(c['unchanged_auto'], c['unchanged'])} | {c['silent']} "

@@ -272,13 +272,13 @@ def _relabel_from(rev: str, cases: Path, corpus: Path, review: Path, min_similar
             write_text(path, new_text)
         if entries:
             write_text(review, review_text(entries, rev, path.as_posix(), str(review)))
-    typer.echo(_relabel_summary(outcomes, path, review if entries else None))
+    typer.echo(_relabel_summary(outcomes, rev, path, review if entries else None))
     return 1 if entries else 0
 
 
-def _relabel_summary(outcomes: list[Outcome], path: Path, review: Path | None) -> str:
+def _relabel_summary(outcomes: list[Outcome], rev: str, path: Path, review: Path | None) -> str:
     counts = {status: sum(o.status == status for o in outcomes) for status in ("kept", "moved", "changed", "orphaned")}
-    lines = [", ".join(f"{n} {status}" for status, n in counts.items()) + " (labels in changed documents)"]
+    lines = [", ".join(f"{n} {status}" for status, n in counts.items()) + f" of the labels as {rev} had them"]
     for o in outcomes:
         if o.status == "moved" and o.replacement and o.old and o.new:
             was, now = f"{o.old['start']}-{o.old['end']}", f"{o.new['start']}-{o.new['end']}"

@@ -78,7 +78,7 @@ def test_the_sample_offsets_are_the_carry_sentence():
 
 def test_unchanged_documents_keep_every_label_and_write_nothing(repo):
     done = ragvet(repo, "relabel", "--from", "labelled")
-    summary = "5 kept, 0 moved, 0 changed, 0 orphaned (labels in changed documents)"
+    summary = "5 kept, 0 moved, 0 changed, 0 orphaned of the labels as labelled had them"
     assert (done.returncode, done.stdout.splitlines()[0]) == (0, summary)
     assert cases_text(repo) == CASES
     assert not (repo / "relabel-review.yaml").exists()
