@@ -313,3 +313,23 @@ def test_a_block_style_quote_gets_its_occurrence_on_a_line_of_its_own(repo):
         '      quote: "reliability of the platform"\n      occurrence: 2\n',
     ).replace("start: 45, end: 92", f"start: {45 + shift}, end: {92 + shift}")
     assert cases_text(repo) == expected
+
+
+def test_a_corpus_dvc_tracks_is_read_at_the_revision_through_dvc(tmp_path):
+    write_project(tmp_path)
+    git = ("git", "-c", "user.email=t@example.com", "-c", "user.name=t")
+    sh(tmp_path, "git", "init", "-q", "-b", "main")
+    sh(tmp_path, "dvc", "init", "-q")
+    sh(tmp_path, "dvc", "add", "-q", "data/corpus")
+    sh(tmp_path, *git, "add", "-A")
+    sh(tmp_path, *git, "commit", "-qm", "labelled")
+    assert sh(tmp_path, "git", "ls-files", "data").stdout.splitlines() == [
+        "data/.gitignore",
+        "data/cases/cases.yaml",
+        "data/corpus.dvc",
+    ]
+    inserted = "Part-time staff accrue leave pro rata.\n"
+    (tmp_path / "data" / "corpus" / "policy.md").write_text(POLICY.replace("Staff may", inserted + "Staff may"))
+    done = ragvet(tmp_path, "relabel", "--from", "HEAD")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cases_text(tmp_path) == CASES.replace("start: 28, end: 86", "start: 67, end: 125")
