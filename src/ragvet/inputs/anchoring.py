@@ -9,8 +9,9 @@ Placing an anchor in the edited document gives one of three answers:
 
 ``moved``
     The exact text occurs there, and exactly one occurrence has the best agreement
-    of context (its prefix or its suffix, or both, read the same): the label's text
-    is unchanged and only its position moved, so it can be applied without review.
+    of context: its prefix and suffix both read the same, or one of them does and no
+    text like the label has both at another place. The label's text is unchanged and
+    only its position moved, so it can be applied without review.
 ``changed``
     The best approximate candidate scores at least ``min_similarity`` (Hypothesis's
     weighting of quote, prefix, suffix and position similarity), or the exact text
@@ -20,7 +21,9 @@ Placing an anchor in the edited document gives one of three answers:
 
 Whitespace runs compare as one space (a change of line endings moves nothing), and
 text compares in its NFC spelling, offsets mapped back to the document's own.
-Similarity is rapidfuzz's normalised Indel similarity; no edit distance is computed here.
+Whether a prefix or suffix reads the same is rapidfuzz's normalised Indel similarity; a
+candidate's score counts errors as Hypothesis does, with rapidfuzz's Levenshtein distance.
+No edit distance is computed here.
 """
 
 from __future__ import annotations
@@ -101,38 +104,47 @@ def nfc_view(text: str) -> tuple[str, list[int]]:
 
 
 def _place(anchor: Anchor, text: str, min_similarity: float) -> Placement:
+    """:func:`place` in a text and an anchor both in NFC."""
     at = text.find(anchor.exact)
     if at != -1 and text.find(anchor.exact, at + 1) == -1:  # the common case, found fast
         end = at + len(anchor.exact)
         if _context(anchor, text, at, end)[0] == 2 and len(find_quote(text, anchor.exact)) <= 1:
             return Placement("moved", at, end, 1.0)
     exact = _exact_spans(anchor, text)
-    approximate: list[tuple[int, int]] | None = None
-    if exact:
-        agreement = sorted(
-            ((_context(anchor, text, start, end), start, end) for start, end in exact),
-            key=lambda found: (found[0], -abs(found[1] - anchor.start)),  # of equals, the nearest first
-            reverse=True,
-        )
-        (best, start, end), rest = agreement[0], agreement[1:]
-        unique = not rest or _clearly_better(best, rest[0][0], anchor)
-        if best[0] == 2 and unique:
+    found = _place_exact(anchor, text, exact, min_similarity) if exact else None
+    return found or _place_approximate(anchor, text, exact, min_similarity)
+
+
+def _place_exact(anchor: Anchor, text: str, exact: list[tuple[int, int]], min_similarity: float) -> Placement | None:
+    """The placement the exact occurrences decide by their context, or ``None`` when no
+    occurrence has any side of its context agreeing."""
+    agreement = sorted(
+        ((_context(anchor, text, start, end), start, end) for start, end in exact),
+        key=lambda found: (found[0], -abs(found[1] - anchor.start)),  # of equals, the nearest first
+        reverse=True,
+    )
+    (best, start, end), rest = agreement[0], agreement[1:]
+    if best[0] == 0:
+        return None
+    unique = not rest or _clearly_better(best, rest[0][0], anchor)
+    if unique and best[0] == 2:
+        return Placement("moved", start, end, 1.0)
+    if unique:
+        apart = [span for span in _approximate(anchor, text, exact) if span[1] <= start or span[0] >= end]
+        rival = _rival(anchor, text, apart, min_similarity)
+        if rival is None:
             return Placement("moved", start, end, 1.0)
-        if best[0] == 1 and unique:
-            approximate = _approximate(anchor, text, exact)
-            rival = _rival(anchor, text, [s for s in approximate if s[1] <= start or s[0] >= end], min_similarity)
-            if rival is None:
-                return Placement("moved", start, end, 1.0)
-            note = (
-                f"the exact text occurs at {start} with one side of its context, but text like it "
-                "has the whole context here"
-            )
-            return Placement("changed", *rival, note)
-        if best[0] > 0:
-            tied = 1 + sum(_clearly_better(best, other, anchor) is False for other, _, _ in rest)
-            note = f"the exact text occurs {tied} times with the same context: check which one is meant"
-            return Placement("changed", start, end, 1.0, note)
-    candidates = exact + (_approximate(anchor, text, exact) if approximate is None else approximate)
+        note = f"the exact text occurs at {start} with one side of its context; text like it has the whole context"
+        return Placement("changed", *rival, note)
+    tied = 1 + sum(_clearly_better(best, other, anchor) is False for other, _, _ in rest)
+    note = f"the exact text occurs {tied} times with the same context: check which one is meant"
+    return Placement("changed", start, end, 1.0, note)
+
+
+def _place_approximate(anchor: Anchor, text: str, exact: list[tuple[int, int]], min_similarity: float) -> Placement:
+    """The best-scoring candidate, exact occurrences (none with its context) included:
+    changed when it scores ``min_similarity`` or more, else orphaned."""
+    candidates = exact + _approximate(anchor, text, exact)
     if not candidates:
         return Placement("orphaned", None, None, 0.0, "the document is empty")
     score, start, end = max((_score(anchor, text, start, end), start, end) for start, end in candidates)
