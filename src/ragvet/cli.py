@@ -59,6 +59,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "Freeze chunk-anchored labels into spans, so the chunking can change.",
     ),
+    "relabel": (
+        "ragvet.commands",
+        "relabel_command",
+        "Re-anchor span and quote labels in documents changed since a revision.",
+    ),
     "init": (
         "ragvet.commands",
         "init",

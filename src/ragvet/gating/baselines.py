@@ -417,6 +417,41 @@ def files_at(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes | No
     return found
 
 
+def folder_at(rev: str, folder: str, repo: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative to ``repo``) as ``rev`` has it, by its path
+    relative to ``folder``: committed to git there, else tracked by DVC (read as
+    :func:`file_at` reads one). Empty when ``rev`` has no such folder."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", "--name-only", rev, "--", folder], cwd=repo, capture_output=True, check=False
+    )
+    if listed.returncode != 0:
+        what = listed.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown revision"]
+        raise InputError([Problem(f"--from {rev}", f"git cannot read that revision: {what[0]}", _REV_FIX)])
+    paths = [path for path in listed.stdout.decode("utf-8").split("\0") if path]
+    if not paths:
+        paths = _dvc_paths(rev, folder, repo)
+    found = files_at(rev, paths, repo) if paths else {}
+    prefix = folder.rstrip("/") + "/"
+    return {path.removeprefix(prefix): data for path, data in sorted(found.items()) if data is not None}
+
+
+_REV_FIX = "name a commit, branch or tag of this repository, e.g. --from HEAD~1 or --from main"
+
+
+def _dvc_paths(rev: str, folder: str, repo: Path) -> list[str]:
+    """The files DVC tracks under ``folder`` at ``rev`` (a folder added with ``dvc add``)."""
+    from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
+    from dvc.fs import DVCFileSystem  # deferred, as above
+
+    try:
+        fs = DVCFileSystem(repo=str(repo), rev=rev)
+        if not fs.isdir(folder):
+            return []
+        return sorted(str(path).removeprefix("/") for path in fs.find(folder))
+    except NotDvcRepoError:
+        return []
+
+
 def _work_tree_remote(repo: Path) -> tuple[str | None, dict]:
     """The default DVC remote configured here (all config levels), and its settings."""
     from dvc.repo import Repo  # deferred: DVC's import costs a second
