@@ -109,6 +109,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ragvet.stages",
             "ragvet.freeze_labels",
             "ragvet.interop",
+            "ragvet.relabel",
             "ragvet.tune_abstain",
         ),
     ),

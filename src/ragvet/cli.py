@@ -60,8 +60,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Freeze chunk-anchored labels into spans, so the chunking can change.",
     ),
     "relabel": (
-        "ragvet.commands",
-        "relabel_command",
+        "ragvet.relabel",
+        "main",
         "Re-anchor span and quote labels in documents changed since a revision.",
     ),
     "init": (

@@ -1,6 +1,5 @@
 """The commands that are neither pipeline stages nor importers: the baseline, caches, a new
-or upgraded project, verification, side-by-side comparison, storage, relabelling and the
-metrics doc.
+or upgraded project, verification, side-by-side comparison, storage and the metrics doc.
 
 Each is a few lines over the library; :mod:`ragvet.cli` names them and imports this module
 only when one of them runs.
@@ -10,31 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
-from ragvet.evidence import EvidenceResolver
-from ragvet.gating.baselines import accept_baseline, current_table, experiment_results, file_at, folder_at
+from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
 from ragvet.gating.reproduction import render, verify_results
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
-from ragvet.inputs.cases import cases_file
-from ragvet.inputs.corpus import collect_corpus, load_corpus
 from ragvet.inputs.params import validate_params
-from ragvet.inputs.relabeling import (
-    MIN_SIMILARITY,
-    Outcome,
-    accepted_edits,
-    case_items,
-    labels_of,
-    read_decisions,
-    relabel,
-    review_entries,
-    review_text,
-    rewrite_cases,
-)
 from ragvet.measures.registry import metric_problems
 from ragvet.pinning import installed_version
 from ragvet.project import EXTRAS, create_project
@@ -43,7 +26,6 @@ from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import summary_k
 from ragvet.retrieval.endpoints import clear_http_cache
 from ragvet.settings import Budget, Gate
-from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage
 from ragvet.upgrade import upgrade_project
@@ -216,103 +198,3 @@ def migrate_storage_command(
 def metrics_doc_command() -> None:
     """Print the metrics documentation generated from the registry (docs/metrics.md)."""
     typer.echo(metrics_doc(), nl=False)
-
-
-@user_errors
-def relabel_command(
-    rev: str | None = typer.Option(None, "--from", help="The revision the labels were written against (commit, tag)."),
-    accept: Path | None = typer.Option(None, "--accept", help="Apply the accepted entries of this review file."),
-    cases: Path = typer.Option(Path("data/cases"), help="Cases file (YAML list or JSONL), or a folder holding one."),
-    corpus: Path = typer.Option(Path("data/corpus"), help="The corpus folder, as the work tree has it."),
-    review: Path = typer.Option(Path("relabel-review.yaml"), help="Where --from writes the labels to review."),
-    min_similarity: float = typer.Option(
-        MIN_SIMILARITY, min=0.0, max=1.0, help="The lowest score (0-1) of a changed label's candidate; below: orphaned."
-    ),
-) -> None:
-    """Re-anchor span and quote labels in documents changed since a revision.
-
-    With --from REV: each label whose document's text differs from REV's is found
-    again from its text and 32 characters of context there. Moved labels (the same
-    text, its context agreeing) are rewritten in the cases file; changed and
-    orphaned ones go to the review file (exit 1). With --accept FILE: the entries
-    marked `decision: accept` are applied. The cases file changes all at once, its
-    YAML comments and layout kept.
-    """
-    if (rev is None) == (accept is None):
-        raise InputError(
-            [Problem("ragvet relabel", "give either --from REV or --accept FILE", "e.g. ragvet relabel --from HEAD~1")]
-        )
-    raise typer.Exit(_relabel_from(rev, cases, corpus, review, min_similarity) if rev else _accept(accept, corpus))
-
-
-def _relabel_from(rev: str, cases: Path, corpus: Path, review: Path, min_similarity: float) -> int:
-    """Re-anchor against ``rev``; 1 when something awaits review."""
-    found: list[Problem] = []
-    path = cases_file(cases, found)
-    raise_if(found)
-    docs = {doc.doc_id: doc.text for doc in load_corpus(corpus)}
-    with tempfile.TemporaryDirectory() as folder:
-        for name, data in folder_at(rev, corpus.as_posix(), Path.cwd()).items():
-            (Path(folder) / name).parent.mkdir(parents=True, exist_ok=True)
-            (Path(folder) / name).write_bytes(data)
-        old_docs = {doc.doc_id: doc.text for doc in collect_corpus(folder)[0]}
-    old_cases = file_at(rev, path.as_posix(), Path.cwd())
-    if old_cases is None:
-        raise_if([Problem(str(path), f"the cases file does not exist at {rev}", "name a revision that has it")])
-    text = path.read_text(encoding="utf-8")
-    labels = labels_of(case_items(text, path.suffix.lower()))
-    old_labels = labels_of(case_items(old_cases.decode("utf-8"), path.suffix.lower()))
-    outcomes = relabel(old_labels, labels, old_docs, docs, min_similarity)
-    moved = [(o.label.case, o.label.path, o.replacement) for o in outcomes if o.status == "moved" and o.replacement]
-    new_text, problems = rewrite_cases(text, path.suffix.lower(), moved, str(path))
-    raise_if(problems)
-    entries = review_entries(outcomes, docs)
-    with outputs_together(path, review):
-        if moved:
-            write_text(path, new_text)
-        if entries:
-            write_text(review, review_text(entries, rev, path.as_posix(), str(review)))
-    typer.echo(_relabel_summary(outcomes, rev, path, review if entries else None))
-    return 1 if entries else 0
-
-
-def _relabel_summary(outcomes: list[Outcome], rev: str, path: Path, review: Path | None) -> str:
-    counts = {status: sum(o.status == status for o in outcomes) for status in ("kept", "moved", "changed", "orphaned")}
-    lines = [", ".join(f"{n} {status}" for status, n in counts.items()) + f" of the labels as {rev} had them"]
-    for o in outcomes:
-        if o.status == "moved" and o.replacement and o.old and o.new:
-            was, now = f"{o.old['start']}-{o.old['end']}", f"{o.new['start']}-{o.new['end']}"
-            lines.append(f"  moved    {o.label.case} {o.label.role}: {was} -> {now}")
-        elif o.status in ("changed", "orphaned"):
-            lines.append(f"  {o.status:<8} {o.label.case} {o.label.role}: {o.note}")
-    if any(o.status == "moved" and o.replacement for o in outcomes):
-        lines.append(f"rewrote {path}")
-    if review is not None:
-        lines.append(f"to review: {review} (set each decision, then: ragvet relabel --accept {review})")
-    return "\n".join(lines)
-
-
-def _accept(review: Path, corpus: Path) -> int:
-    """Apply the accepted entries of ``review``; 1 when some are still pending."""
-    if not review.is_file():
-        raise_if([Problem(str(review), "review file not found", "pass the file ragvet relabel --from REV wrote")])
-    data, problems = read_decisions(review.read_text(encoding="utf-8"), str(review))
-    raise_if(problems)
-    path = Path(data["cases"])
-    if not path.is_file():
-        raise_if([Problem(f"{review}:1", f"the cases file {path} is not there", "run from the project's folder")])
-    text = path.read_text(encoding="utf-8")
-    resolver = EvidenceResolver({doc.doc_id: doc for doc in load_corpus(corpus)})
-    edits, problems = accepted_edits(data, labels_of(case_items(text, path.suffix.lower())), resolver, str(review))
-    raise_if(problems)
-    new_text, problems = rewrite_cases(text, path.suffix.lower(), edits, str(path))
-    raise_if(problems)
-    if edits:
-        write_text(path, new_text)
-    decisions = [entry["decision"] for entry in data["entries"]]
-    pending = decisions.count("pending")
-    typer.echo(
-        f"applied {len(edits)} accepted label{'s' if len(edits) != 1 else ''} to {path}, "
-        f"{decisions.count('reject')} rejected, {pending} pending"
-    )
-    return 1 if pending else 0
