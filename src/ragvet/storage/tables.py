@@ -4,6 +4,7 @@ formats and every row is sorted the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -19,7 +20,7 @@ import polars as pl
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.atomic import atomic_output
-from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, token_columns
+from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts, token_columns
 from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
 
 
@@ -146,8 +147,14 @@ def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
         raise InputError([Problem(str(path), problem, f"re-run {stage} (dvc repro)")]) from None
 
 
-def write_chunks(path: Path, chunks: Iterable[Chunk]) -> None:
-    write_jsonl(path, (chunk.to_row() for chunk in sorted(chunks, key=lambda c: (c.doc_id, c.ordinal))))
+def write_chunks(path: Path, chunks: Sequence[Chunk], token_starts: TokenStarts | None = None) -> None:
+    """The chunks in (doc_id, ordinal) order. ``token_starts``, the starts of ``chunks``
+    in the order given, stay compact until each chunk's own line is written."""
+    order = sorted(range(len(chunks)), key=lambda i: (chunks[i].doc_id, chunks[i].ordinal))
+    if token_starts is None:
+        write_jsonl(path, (chunks[i].to_row() for i in order))
+    else:
+        write_jsonl(path, (dataclasses.replace(chunks[i], token_starts=token_starts.of(i)).to_row() for i in order))
 
 
 def read_chunks(path: Path) -> list[Chunk]:
