@@ -24,8 +24,6 @@ from ragvet.retrieval.models import DEFAULT_ALIASES, resolve_model
 from ragvet.settings import CHARS
 
 if TYPE_CHECKING:  # numpy loads only when a budget counts tokens: checking params must not pay for it
-    import numpy as np
-
     from ragvet.storage.columns import TokenStarts
 
 UNITS = (CHARS, "tokens")
@@ -63,7 +61,7 @@ def token_starts(tokenizer, texts: Sequence[str], batch_chars: int = BATCH_CHARS
     Texts go to the tokenizer in runs of about ``batch_chars`` characters (a longer
     text alone), because its encodings cost some 100 bytes a token: the whole
     chunking at once would hold the corpus about 40 times over. Each run's starts
-    become integer arrays at once (:class:`TokenStarts`).
+    become one integer array at once (:class:`TokenStarts`).
     """
     import numpy as np
 
@@ -73,21 +71,14 @@ def token_starts(tokenizer, texts: Sequence[str], batch_chars: int = BATCH_CHARS
     counts = np.zeros(len(texts), np.int64)
     runs = []
     for first, last in _runs(texts, batch_chars):
-        encodings = tokenizer.encode_batch(list(texts[first:last]), add_special_tokens=False)
-        starts = [_distinct_starts(encoding.offsets) for encoding in encodings]
-        counts[first:last] = [len(found) for found in starts]
-        runs.append(np.concatenate(starts, dtype=dtype))
-        del encodings, starts
+        run: list[int] = []
+        for index, encoding in enumerate(tokenizer.encode_batch(list(texts[first:last]), add_special_tokens=False)):
+            starts = sorted({start for start, end in encoding.offsets if end > start})
+            counts[first + index] = len(starts)
+            run += starts
+        runs.append(np.array(run, dtype))
     offsets = np.concatenate(runs) if runs else np.zeros(0, dtype)
     return TokenStarts(np.concatenate(([0], np.cumsum(counts))), offsets)
-
-
-def _distinct_starts(offsets: list[tuple[int, int]]) -> np.ndarray:
-    """The sorted distinct starts of the tokens that cover at least one character."""
-    import numpy as np
-
-    pairs = np.asarray(offsets, np.int64).reshape(-1, 2)
-    return np.unique(pairs[pairs[:, 1] > pairs[:, 0], 0])
 
 
 def _runs(texts: Sequence[str], batch_chars: int) -> Iterator[tuple[int, int]]:
