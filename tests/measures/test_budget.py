@@ -27,7 +27,8 @@ from ragvet.measures.reference import (
 )
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.summary import nearest_rank, summarise
-from ragvet.measures.tokens import load_tokenizer, token_starts, tokenizer_file
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer, tokenizer_file
 from ragvet.schema import ProjectedUnit
 from ragvet.settings import Budget, resolved
 from ragvet.storage.results import results_frame

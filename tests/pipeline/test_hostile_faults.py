@@ -28,7 +28,8 @@ import ragvet
 from ragvet.chunking import chunk_corpus
 from ragvet.cli import app
 from ragvet.gating import baselines
-from ragvet.measures.tokens import load_tokenizer, token_starts
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer
 from ragvet.schema import Doc
 from ragvet.stages import evaluate, report
 from ragvet.storage.atomic import atomic_output, outputs_together, remove_output, write_text

@@ -9,7 +9,8 @@ import typer
 from ragvet.chunking import chunk_corpus
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
-from ragvet.measures.tokens import load_tokenizer, token_starts
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer
 from ragvet.settings import Budget
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.tables import read_docs, write_chunks
