@@ -334,7 +334,7 @@ def test_token_starts_of_a_6_mb_document_fit_where_python_ints_did_not(tmp_path)
 
 def test_a_corpus_that_does_not_fit_in_memory_is_a_message_and_changes_no_output(tmp_path):
     (tmp_path / "chunks.jsonl").write_text("the previous chunks\n")
-    done = chunk_limited(tmp_path, "word " * 30_000_000)  # 150 MB: reading it cannot fit
+    done = chunk_limited(tmp_path, "word " * 16_000_000)  # 80 MB: reading it cannot fit
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert "corpus.jsonl: out of memory chunking with 'sentences-600'" in done.stderr

@@ -34,15 +34,16 @@ def main(
         settled(tokenizer, "tokenizer", settings)
     out = fill_path(out, key=name)
     budget = Budget.from_params(settings)
+    # Loaded before the corpus: a bad tokenizer fails at once, and its library is mapped
+    # before the corpus can take the address space it needs.
+    tokenizer = load_tokenizer(budget.tokenizer) if budget.counts_tokens else None
     largest = None  # (characters, doc_id) of the longest document, for the out-of-memory message
     try:
         docs = read_docs(corpus)
         largest = max(((len(doc.text), doc.doc_id) for doc in docs), default=None)
         chunks = chunk_corpus(docs, settings["chunking"][name])
         del docs  # the chunks hold their own texts
-        starts = None
-        if budget.counts_tokens:
-            starts = token_starts(load_tokenizer(budget.tokenizer), [chunk.text for chunk in chunks])
+        starts = None if tokenizer is None else token_starts(tokenizer, [chunk.text for chunk in chunks])
         with outputs_together(out):
             write_chunks(out, chunks, starts)
     except MemoryError:
