@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 import ragvet
 from ragvet.chunking import chunk_corpus
 from ragvet.cli import app
+from ragvet.errors import user_errors
 from ragvet.gating import baselines
 from ragvet.measures.tokenizing import token_starts
 from ragvet.measures.tokens import load_tokenizer
@@ -341,3 +342,13 @@ def test_a_corpus_that_does_not_fit_in_memory_is_a_message_and_changes_no_output
     assert "fix: set budget.unit: chars (token starts cost memory per token)" in done.stderr
     assert (tmp_path / "chunks.jsonl").read_text() == "the previous chunks\n"
     assert temps(tmp_path) == []
+
+
+def test_any_command_out_of_memory_exits_2_with_a_message(capsys):
+    command = user_errors(lambda: bytearray(2**62))  # a real allocation no machine can make
+    with pytest.raises(SystemExit) as exited:
+        command()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "ragvet: out of memory: run with more memory or a smaller input (no output was changed)\n"
+    )
