@@ -8,9 +8,10 @@
 * a local folder holding a ``tokenizer.json`` (the ``tokenizers`` format).
 
 A tokenizer is never downloaded. Each chunk's own text is tokenized, without
-special tokens, truncation or padding, and the chunk stage stores the offsets at
-which its tokens start (``Chunk.token_starts``, :mod:`ragvet.measures.tokenizing`): a token is paid for by the chunk
-that sends its first character (``ragvet.measures.reference``, "At a context budget").
+special tokens, truncation or padding (:mod:`ragvet.measures.tokenizing`), and the
+chunk stage stores the offsets at which its tokens start (``Chunk.token_starts``):
+a token is paid for by the chunk that sends its first character
+(``ragvet.measures.reference``, "At a context budget").
 """
 
 from __future__ import annotations
