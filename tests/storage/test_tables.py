@@ -1,21 +1,26 @@
 import gc
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
 from ragvet.errors import InputError
-from ragvet.schema import Case, Claim, EvidenceUnit
+from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
+from ragvet.storage.columns import TokenStarts
 from ragvet.storage.files import write_jsonl
 from ragvet.storage.tables import (
     RUN_METADATA,
     ids_digest,
     iter_run_rows,
     read_case_table,
+    read_chunk_table,
+    read_chunks,
     read_run,
     read_run_table,
     write_case_table,
     write_cases,
+    write_chunks,
     write_run,
 )
 
@@ -202,3 +207,19 @@ def test_reading_cases_gives_the_garbage_collector_back_even_when_the_fast_reade
         assert not gc.isenabled()  # a caller's choice to keep it off is kept
     finally:
         gc.enable()
+
+
+def test_chunk_readers_of_a_token_chunking_agree_and_retrievers_get_no_token_starts(tmp_path):
+    path = tmp_path / "chunks.jsonl"
+    chunks = [Chunk("d#1", "d", 1, 13, 15, "Hi"), Chunk("d#0", "d", 0, 0, 12, "Hello world.", {"y": 1.0})]
+    write_chunks(path, chunks, TokenStarts(np.array([0, 1, 4]), np.array([0, 0, 6, 11], np.int32)))  # in given order
+    assert path.read_text().splitlines() == [
+        '{"chunk_id":"d#0","doc_id":"d","end":12,"metadata":{"y":1.0},"ordinal":0,"start":0,'
+        '"text":"Hello world.","token_starts":[0,6,11]}',
+        '{"chunk_id":"d#1","doc_id":"d","end":15,"metadata":{},"ordinal":1,"start":13,"text":"Hi","token_starts":[0]}',
+    ]
+    assert [c.token_starts for c in read_chunks(path)] == [(0, 6, 11), (0,)]
+    assert read_chunks(path, token_starts=False) == chunks[::-1]
+    table = read_chunk_table(path)
+    assert (table.token_bounds.tolist(), table.token_offsets.tolist()) == ([0, 3, 4], [0, 6, 11, 0])
+    assert table.token_offsets.dtype == np.int64

@@ -8,9 +8,10 @@
 * a local folder holding a ``tokenizer.json`` (the ``tokenizers`` format).
 
 A tokenizer is never downloaded. Each chunk's own text is tokenized, without
-special tokens, truncation or padding, and the chunk stage stores the offsets at
-which its tokens start (``Chunk.token_starts``): a token is paid for by the chunk
-that sends its first character (``ragvet.measures.reference``, "At a context budget").
+special tokens, truncation or padding (:mod:`ragvet.measures.tokenizing`), and the
+chunk stage stores the offsets at which its tokens start (``Chunk.token_starts``):
+a token is paid for by the chunk that sends its first character
+(``ragvet.measures.reference``, "At a context budget").
 """
 
 from __future__ import annotations
@@ -46,13 +47,3 @@ def load_tokenizer(name: str, where: str = "params.yaml: budget.tokenizer"):
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
-
-
-def token_starts(tokenizer, texts: list[str]) -> list[tuple[int, ...]]:
-    """Per text, the distinct offsets at which its tokens start, ascending.
-
-    Two tokens starting at one character (a normaliser may split one) are one unit:
-    a budget pays for the characters it sends, and that character is sent once.
-    """
-    encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-    return [tuple(sorted({start for start, end in encoding.offsets if end > start})) for encoding in encodings]

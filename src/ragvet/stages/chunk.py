@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import typer
 
 from ragvet.chunking import chunk_corpus
-from ragvet.errors import user_errors
+from ragvet.errors import InputError, Problem, user_errors
 from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
-from ragvet.measures.tokens import load_tokenizer, token_starts
+from ragvet.measures.tokenizing import token_starts
+from ragvet.measures.tokens import load_tokenizer
 from ragvet.settings import Budget
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.tables import read_docs, write_chunks
@@ -33,11 +33,31 @@ def main(
     if tokenizer is not None:
         settled(tokenizer, "tokenizer", settings)
     out = fill_path(out, key=name)
-    chunks = chunk_corpus(read_docs(corpus), settings["chunking"][name])
     budget = Budget.from_params(settings)
-    if budget.counts_tokens:
-        starts = token_starts(load_tokenizer(budget.tokenizer), [chunk.text for chunk in chunks])
-        chunks = [dataclasses.replace(chunk, token_starts=s) for chunk, s in zip(chunks, starts)]
-    with outputs_together(out):
-        write_chunks(out, chunks)
+    # Loaded before the corpus: a bad tokenizer fails at once, and its library is mapped
+    # before the corpus can take the address space it needs.
+    tokenizer = load_tokenizer(budget.tokenizer) if budget.counts_tokens else None
+    largest = None  # (characters, doc_id) of the longest document, for the out-of-memory message
+    try:
+        docs = read_docs(corpus)
+        largest = max(((len(doc.text), doc.doc_id) for doc in docs), default=None)
+        chunks = chunk_corpus(docs, settings["chunking"][name])
+        del docs  # the chunks hold their own texts
+        starts = None if tokenizer is None else token_starts(tokenizer, [chunk.text for chunk in chunks])
+        with outputs_together(out):
+            write_chunks(out, chunks, starts)
+    except MemoryError:
+        raise InputError([out_of_memory(corpus, name, budget, largest)]) from None
     typer.echo(f"chunking {name}: {len(chunks)} chunks")
+
+
+def out_of_memory(corpus: Path, name: str, budget: Budget, largest: tuple[int, str] | None) -> Problem:
+    """What to do when chunking the corpus does not fit in memory: its cost grows with the
+    corpus, and with the number of tokens when the budget counts them."""
+    what = f"out of memory chunking with {name!r}"
+    if largest is not None:
+        what += f" (the largest document, {largest[1]!r}, has {largest[0]:,} characters)"
+    fix = "split the largest documents into smaller ones, or run with more memory"
+    if budget.counts_tokens:
+        fix = f"set budget.unit: chars (token starts cost memory per token), {fix}"
+    return Problem(str(corpus), what + "; no output was changed", fix)

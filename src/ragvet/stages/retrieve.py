@@ -38,7 +38,7 @@ def main(
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
     # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)
-    chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks)
+    chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks, token_starts=False)
     docs = {doc.doc_id: doc for doc in read_docs(corpus)} if corpus and spec["kind"] != "bm25" else {}
     timed: dict[str, float] = {}
     started = time.perf_counter()

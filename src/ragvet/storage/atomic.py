@@ -207,6 +207,13 @@ def write_text(path: str | Path, text: str) -> None:
         handle.write(text)
 
 
+def write_lines(path: str | Path, lines: Iterable[str]) -> None:
+    """Write text given line by line (each with its own line end) atomically, as
+    :func:`write_text` does, without holding the whole file in memory at once."""
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        handle.writelines(lines)
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Write bytes atomically, as :func:`write_text` writes text."""
     with atomic_output(path) as tmp:

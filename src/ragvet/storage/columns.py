@@ -57,6 +57,26 @@ class ChunkTable:
         return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
 
 
+@dataclass(frozen=True)
+class TokenStarts:
+    """Many texts' token starts in two flat integer arrays, the layout of :class:`ChunkTable`'s
+    token columns: text ``i``'s are ``offsets[bounds[i]:bounds[i + 1]]``.
+
+    The chunk stage holds every chunk's starts at once; as tuples of Python ints they cost
+    about 36 bytes a token (a 25 MB document: about a gigabyte), here 4 (8 past 2**31).
+    """
+
+    bounds: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def of(self, index: int) -> tuple[int, ...]:
+        """Text ``index``'s starts as :attr:`ragvet.schema.Chunk.token_starts` holds them."""
+        return tuple(self.offsets[self.bounds[index] : self.bounds[index + 1]].tolist())
+
+
 def token_columns(starts: Sequence[Sequence[int] | None]) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(token_bounds, token_offsets)`` of :class:`ChunkTable` from each chunk's token
     starts; ``(None, None)`` when no chunk has them (the budget counts characters)."""
@@ -65,6 +85,14 @@ def token_columns(starts: Sequence[Sequence[int] | None]) -> tuple[np.ndarray | 
     lengths = np.fromiter((len(s) for s in starts), np.int64, len(starts))
     bounds = np.concatenate(([0], np.cumsum(lengths)))
     return bounds, np.fromiter((o for s in starts for o in s), np.int64, int(bounds[-1]))
+
+
+def token_columns_of(starts: pl.Series) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """:func:`token_columns` of a list column read by polars, without a Python int per token."""
+    if not len(starts) or starts.null_count():
+        return None, None
+    bounds = np.concatenate(([0], np.cumsum(starts.list.len().to_numpy(), dtype=np.int64)))
+    return bounds, starts.explode().drop_nulls().to_numpy().astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)

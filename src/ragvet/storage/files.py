@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.storage.atomic import write_text
+from ragvet.storage.atomic import write_lines, write_text
 from ragvet.text.located_yaml import load_located_yaml
 from ragvet.text.nesting import loads
 
@@ -54,7 +54,8 @@ def write_json(path: str | Path, value: Any) -> None:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
-    write_text(path, "".join(dumps_line(row) + "\n" for row in rows))
+    """One canonical line per row, streamed: a row is made and dropped as its line is written."""
+    write_lines(path, (dumps_line(row) + "\n" for row in rows))
 
 
 def read_json(path: str | Path) -> Any:

@@ -4,6 +4,7 @@ formats and every row is sorted the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -19,7 +20,7 @@ import polars as pl
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.atomic import write_parquet
-from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, token_columns
+from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts, token_columns_of
 from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
 
 
@@ -145,12 +146,36 @@ def _read_parquet(path: Path, what: str, stage: str) -> pl.DataFrame:
         raise InputError([Problem(str(path), problem, f"re-run {stage} (dvc repro)")]) from None
 
 
-def write_chunks(path: Path, chunks: Iterable[Chunk]) -> None:
-    write_jsonl(path, (chunk.to_row() for chunk in sorted(chunks, key=lambda c: (c.doc_id, c.ordinal))))
+def write_chunks(path: Path, chunks: Sequence[Chunk], token_starts: TokenStarts | None = None) -> None:
+    """The chunks in (doc_id, ordinal) order. ``token_starts``, the starts of ``chunks``
+    in the order given, stay compact until each chunk's own line is written."""
+    order = sorted(range(len(chunks)), key=lambda i: (chunks[i].doc_id, chunks[i].ordinal))
+    if token_starts is None:
+        write_jsonl(path, (chunks[i].to_row() for i in order))
+    else:
+        write_jsonl(path, (dataclasses.replace(chunks[i], token_starts=token_starts.of(i)).to_row() for i in order))
 
 
-def read_chunks(path: Path) -> list[Chunk]:
-    return [Chunk.from_row(row) for row in read_jsonl(path)]
+def read_chunks(path: Path, token_starts: bool = True) -> list[Chunk]:
+    """Every chunk row as a :class:`Chunk`.
+
+    Without ``token_starts`` (the budget's, which retrievers and id lists never read),
+    each line is parsed and its starts dropped before the next one, so they never cost
+    a Python int per token all at once. A file that does not read so is read whole by
+    :func:`read_jsonl`, which names the line that is wrong.
+    """
+    if not token_starts:
+        try:
+            with open(path, "rb") as handle, gc_paused():
+                return [Chunk.from_row(_without_token_starts(orjson.loads(line))) for line in handle if line.strip()]
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+            pass
+    return [Chunk.from_row(row if token_starts else _without_token_starts(row)) for row in read_jsonl(path)]
+
+
+def _without_token_starts(row: dict[str, Any]) -> dict[str, Any]:
+    row.pop("token_starts", None)
+    return row
 
 
 def read_chunk_texts(path: Path) -> ChunkTexts:
@@ -203,7 +228,7 @@ def read_chunk_table(path: Path) -> ChunkTable:
         frame["ordinal"].to_numpy(),
         frame["start"].to_numpy(),
         frame["end"].to_numpy(),
-        *token_columns(frame["token_starts"].to_list()),
+        *token_columns_of(frame["token_starts"]),
     )
 
 
