@@ -65,7 +65,7 @@ def summary(name: str, chunking: str, scale: float, eval_fp: str = "e1") -> dict
             },
             "dev": {"cases": 1, "top1_score": None, "abstain_rate": None, "false_abstain_rate": None},
         },
-        "fingerprints": {"eval_split": eval_fp, "corpus": "c1"},
+        "fingerprints": {"eval_split": eval_fp, "corpus": "c1", "chunking": "k1"},
     }
 
 
@@ -136,7 +136,7 @@ def test_plot_rows_eval_split_sorted_by_config_and_k():
 # ------------------------------------------------------------------ comparison with a baseline
 
 CFG, OTHER = "sentences-600-bm25", "fixed-300-bm25"
-FP = {"eval_split": "e1", "corpus": "c1"}
+FP = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
 GATE = {
     "configs": [CFG],
     "metrics": ["evidence_recall@5", "mrr"],
