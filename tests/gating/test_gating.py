@@ -373,7 +373,8 @@ def test_a_baseline_without_a_chunking_fingerprint_compares_no_chunk_level_metri
     params = gate(metrics=GUARDED, slice_metric="evidence_recall@5")
     result = compare(BEFORE, BEFORE, params, base_fp={"eval_split": "e1", "corpus": "c1"})
     assert [s["metric"] for s in result["skipped"]] == ["recall@5", "mrr"]
-    assert result["skipped"][0]["reason"] == "not comparable across chunkings (baseline chunking not recorded, current k1)"
+    reason = "not comparable across chunkings (baseline chunking not recorded, current k1)"
+    assert result["skipped"][0]["reason"] == reason
     assert result["passed"] and len(result["slices"]) == 0  # no slice keys here; evidence metrics unchanged
 
 

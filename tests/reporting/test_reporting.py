@@ -223,6 +223,23 @@ def test_the_report_refuses_what_the_gate_refuses_when_both_fingerprints_are_mis
     assert verdict["passed"] is False
 
 
+def test_the_report_names_the_guarded_metrics_another_chunking_left_uncompared():
+    """The verdict the gate decided over another chunking: mrr skipped, evidence_recall@5 compared.
+    The report lists mrr as not compared, with the reason, and its table marks it so."""
+    settings = gate_of({**GATE, "metrics": ["evidence_recall@5", "mrr"]}, ["kind"])
+    verdict = gate_all(settings, {CFG: ({"fingerprints": FP}, BASE_ROWS)}, {CFG: CUR_ROWS}, FP, chunkings={CFG: "k2"})
+    (cfg,) = verdict["configs"]
+    assert [m["metric"] for m in cfg["metrics"]] == ["evidence_recall@5"]
+    assert not verdict["passed"] and [s["value"] for s in cfg["slices"] if s["failed"]] == ["x"]
+    text = render_report(Contents(SUMMARIES, comparisons(), verdict, INFO, KS), against=None)
+    lines = text.splitlines()
+    reason = "not comparable across chunkings (baseline chunking k1, current k2)"
+    assert f"- `{CFG}`: `mrr` not compared: {reason}." in lines
+    assert f"- `{CFG}`: slice `kind=x` (3 cases) `evidence_recall@5` 0.833 → 0.500" in text  # compared, failed
+    assert any(line.startswith("| `mrr` (guarded, not compared: see the verdict) | 0.800 | 0.800 |") for line in lines)
+    assert any(line.startswith("| `evidence_recall@5` (guarded) | 0.700 | 0.700 |") for line in lines)
+
+
 FAILED = {
     "passed": False,
     "configs": [
