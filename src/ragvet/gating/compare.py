@@ -412,11 +412,8 @@ def chunking_reason(baseline_fp: dict | None, current_fp: dict | None) -> str | 
 def comparable_split(metrics: Sequence[str], reason: str | None) -> tuple[list[str], list[str]]:
     """``(compared, skipped)`` of ``metrics``: all compared when the chunkings are the same
     (``reason`` None), else only those the registry marks comparable across chunkings."""
-    if reason is None:
-        return list(metrics), []
-    return [m for m in metrics if comparable_across_chunkings(m)], [
-        m for m in metrics if not comparable_across_chunkings(m)
-    ]
+    compared = [metric for metric in metrics if reason is None or comparable_across_chunkings(metric)]
+    return compared, [metric for metric in metrics if metric not in compared]
 
 
 def _measure_config(
