@@ -112,9 +112,10 @@ def init_repo(path: Path) -> Path:
     return path
 
 
-def commit_all(path: Path, message: str) -> str:
+def commit_all(path: Path, message: str, allow_empty: bool = False) -> str:
+    """Commit the whole work tree; ``allow_empty`` for a step that may change nothing."""
     sh(path, "git", "add", "-A")
-    sh(path, "git", "commit", "-q", "-m", message)
+    sh(path, "git", "commit", "-q", *(["--allow-empty"] if allow_empty else []), "-m", message)
     return sh(path, "git", "rev-parse", "HEAD").stdout.strip()
 
 

@@ -300,6 +300,17 @@ def case_fingerprint(case: Case) -> str:
     return _digest([row])
 
 
+def chunking_fingerprint(
+    chunk_ids: Iterable[str], doc_ids: Iterable[str], starts: Iterable[int], ends: Iterable[int]
+) -> str:
+    """A hash of a chunking's chunks as the evaluation read them: each chunk's id, doc and
+    character offsets, in chunk_id order. Chunk-level metrics (``recall@k``, ``mrr``) count
+    these chunks, so two results are comparable on them only when this is the same; a
+    params change that leaves every chunk as it was leaves it as it was."""
+    rows = sorted(zip(chunk_ids, doc_ids, map(int, starts), map(int, ends)))
+    return _digest([[list(row) for row in rows]])
+
+
 def config_fingerprint(chunking: Mapping[str, Any], retriever: Mapping[str, Any]) -> str:
     """A hash of what a configuration retrieves with: its chunking's params and its
     retriever's spec, as canonical JSON. A threshold tuned on one configuration's

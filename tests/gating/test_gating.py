@@ -31,7 +31,7 @@ from ragvet.gating.decision import decide
 from ragvet.storage import results
 
 CONFIG = "sentences-600-bm25"
-FP = {"eval_split": "e1", "corpus": "c1"}
+FP = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
 
 
 def gate(**overrides) -> dict:
@@ -317,6 +317,75 @@ def test_undefined_guarded_metric_and_no_paired_cases_fail():
     assert not result["valid"] and any("no paired cases" in r for r in result["reasons"])
 
 
+# ------------------------------------------------------------------ chunking changes
+
+
+def erow(case_id: str, recall: float, evidence: float, claims: float | None = None) -> dict:
+    """A row with chunk-level recall and the evidence metrics comparable across chunkings."""
+    found = row(case_id, recall)
+    found["metrics"] |= {"evidence_recall@5": evidence, "claim_availability@5": claims}
+    return found
+
+
+# Re-chunked: recall@5 fell on every case (smaller chunks, more relevant chunks per case),
+# while the evidence it retrieves fell on one case of four.
+BEFORE = [erow("a", 1.0, 1.0, 1.0), erow("b", 1.0, 1.0, 1.0), erow("c", 0.5, 1.0, 1.0), erow("d", 0.5, 0.5, 1.0)]
+AFTER = [erow("a", 0.5, 1.0, 1.0), erow("b", 0.25, 1.0, 1.0), erow("c", 0.25, 0.5, 1.0), erow("d", 0.25, 0.5, 1.0)]
+GUARDED = ["recall@5", "evidence_recall@5", "claim_availability@5", "mrr"]
+
+
+def test_another_chunking_compares_only_the_metrics_comparable_across_chunkings_and_names_the_rest():
+    params = gate(metrics=GUARDED, slice_metric="evidence_recall@5")
+    result = compare(BEFORE, AFTER, params, base_fp={**FP, "chunking": "k1"}, cur_fp={**FP, "chunking": "k2"})
+    reason = "not comparable across chunkings (baseline chunking k1, current k2)"
+    assert result["skipped"] == [{"metric": "recall@5", "reason": reason}, {"metric": "mrr", "reason": reason}]
+    assert [m["metric"] for m in result["metrics"]] == ["evidence_recall@5", "claim_availability@5"]
+    evidence = metric(result, "evidence_recall@5")
+    assert (evidence["baseline"], evidence["current"], evidence["delta"]) == (0.875, 0.75, -0.125)
+    assert evidence["failed"] and not metric(result, "claim_availability@5")["failed"]
+    assert result["valid"] and not result["passed"] and result["family"]["size"] == 2  # skipped: not tested
+    text = render_verdict(gate_verdict([result]))
+    assert f"SKIP {CONFIG} recall@5: {reason}\n" in text and f"SKIP {CONFIG} mrr: {reason}\n" in text
+    assert f"FAIL {CONFIG} evidence_recall@5: 0.875 -> 0.750 (delta -0.125" in text
+    assert f"ok   {CONFIG} claim_availability@5: 1.000 -> 1.000" in text and " recall@5: 1.000 -> " not in text
+
+    same = compare(BEFORE, AFTER, params)  # the baseline's chunking: recall@5 compared, and it fell
+    assert same["skipped"] == [] and metric(same, "recall@5")["delta"] == -0.4375
+
+
+def test_a_chunking_change_with_only_chunk_level_metrics_guarded_fails_saying_to_gate_a_comparable_one():
+    """A gate never passes what it did not measure: recall@5 and mrr skipped leave nothing."""
+    result = compare(BASE, BASE, base_fp={**FP, "chunking": "k1"}, cur_fp={**FP, "chunking": "k2"})
+    assert not result["valid"] and not result["passed"] and result["metrics"] == [] and result["slices"] == []
+    assert [s["metric"] for s in result["skipped"]] == ["recall@5", "mrr", "recall@5"]
+    assert result["skipped"][-1]["slices"] is True
+    (reason,) = result["reasons"]
+    assert "no guarded metric is comparable across chunkings, so nothing was compared" in reason
+    assert "gate a metric comparable across chunkings (evidence_recall@k" in reason
+    text = render_verdict(gate_verdict([result]))
+    assert f"INVALID {CONFIG}: no guarded metric is comparable" in text and text.endswith("gate: FAILED\n")
+    assert f"SKIP {CONFIG} slices of recall@5: not comparable across chunkings" in text
+    assert not accept_deliberate(result, "origin/main")["passed"]  # nothing compared is never accepted
+
+
+def test_a_baseline_without_a_chunking_fingerprint_compares_no_chunk_level_metric():
+    """A baseline accepted before summaries recorded their chunking is no evidence of the same chunks."""
+    params = gate(metrics=GUARDED, slice_metric="evidence_recall@5")
+    result = compare(BEFORE, BEFORE, params, base_fp={"eval_split": "e1", "corpus": "c1"})
+    assert [s["metric"] for s in result["skipped"]] == ["recall@5", "mrr"]
+    reason = "not comparable across chunkings (baseline chunking not recorded, current k1)"
+    assert result["skipped"][0]["reason"] == reason
+    assert result["passed"] and len(result["slices"]) == 0  # no slice keys here; evidence metrics unchanged
+
+
+def test_the_registry_says_which_guarded_figures_are_comparable_across_chunkings():
+    from ragvet.measures.registry import comparable_across_chunkings
+
+    comparable = ["evidence_recall@5", "claim_availability@5", "evidence_recall_budget@512", "unsupported_answer"]
+    assert all(map(comparable_across_chunkings, comparable))
+    assert not any(map(comparable_across_chunkings, ["recall@5", "hit@5", "mrr", "ndcg@5", "cited_available@5"]))
+
+
 def test_verdict_sorts_configs_and_empty_gate_fails():
     ok = compare(BASE, BASE)
     other = dict(ok, config="a-first")
@@ -585,12 +654,15 @@ def split_of(rows: list[dict], fp: dict = FP) -> dict:
     return {"fingerprints": {**fp, "dev_split": "d1"}, "cases": cases}
 
 
-def project_with(tmp_path: Path, base_rows: list[dict], base_summary: dict, cur_rows: list[dict]) -> dict:
+def project_with(
+    tmp_path: Path, base_rows: list[dict], base_summary: dict, cur_rows: list[dict], cur_fp: dict = FP
+) -> dict:
     """A committed baseline and current results on disk, as the verdict stage reads them."""
     (tmp_path / "metrics" / "baseline").mkdir(parents=True)
     (tmp_path / "metrics" / "baseline" / f"{CONFIG}.json").write_text(json.dumps(base_summary))
     write_table(tmp_path / "metrics" / "baseline" / "cases" / f"{CONFIG}.parquet", base_rows)
     write_table(tmp_path / "metrics" / "cases" / f"{CONFIG}.parquet", cur_rows)
+    (tmp_path / "metrics" / f"{CONFIG}.json").write_text(json.dumps(counted(cur_rows, cur_fp)))
     (tmp_path / "split.json").write_text(json.dumps(split_of(cur_rows)))
     return {
         "cases_dir": tmp_path / "metrics" / "cases",
@@ -649,6 +721,24 @@ def test_an_intact_baseline_passes_the_integrity_check_and_the_gate_fails_on_the
     where = project_with(tmp_path, base, counted(base), current)
     verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
     assert not verdict["passed"]
+    (result,) = verdict["configs"]
+    assert result["valid"] and result["skipped"] == [] and metric(result, "recall@5")["failed"]
+
+
+def test_decide_reads_the_current_chunking_from_the_summary_beside_the_per_case_tables(tmp_path):
+    """The verdict stage's current side is the per-case table; its chunking fingerprint is
+    in ``metrics/<config>.json`` beside it: another chunking there skips recall@5 and mrr."""
+    base, current = broken_change()
+    where = project_with(tmp_path, base, counted(base), current, {**FP, "chunking": "k2"})
+    verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
+    (result,) = verdict["configs"]
+    reason = "not comparable across chunkings (baseline chunking k1, current k2)"
+    assert [(s["metric"], s["reason"]) for s in result["skipped"]] == [
+        ("recall@5", reason),
+        ("mrr", reason),
+        ("recall@5", reason),  # the slice metric: its slices are not compared either
+    ]
+    assert not verdict["passed"] and result["metrics"] == [] and "nothing was compared" in result["reasons"][0]
 
 
 # ------------------------------------------------------------------ committed artefacts of the wrong types

@@ -163,7 +163,7 @@ def test_params_accept_every_correction(sample_params):
 
 # ------------------------------------------------------------------ simulation
 
-FP = {"eval_split": "e1", "corpus": "c1"}
+FP = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
 SIM_METRICS = ["recall@5", "evidence_recall@5", "claim_availability@5", "mrr"]
 
 

@@ -15,6 +15,8 @@ def metrics_bytes(repo: Path) -> dict[str, bytes]:
 
 
 GATED = "sentences-600-bm25"  # the sample's gated configuration
+# Its guarded metrics comparable across chunkings, in params.yaml's order: what a chunking change compares.
+COMPARED = ["evidence_recall@5", "claim_availability@5", "evidence_recall_budget@512", "unsupported_answer"]
 # A killed run's temporary files (.<name>.<random>.tmp) beside the outputs of every stage.
 STRAYS = [
     "data/validated/.corpus.jsonl.k9xq_1.tmp",
@@ -117,6 +119,19 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     verdict = json.loads((work_repo / "metrics" / "gate.json").read_text())
     assert verdict["passed"] is False
     (result,) = verdict["configs"]
+    # Another chunking: recall@5 and mrr count its chunks, so only the comparable guarded metrics are compared.
+    assert [m["metric"] for m in result["metrics"]] == COMPARED
+    baseline_fp = json.loads((work_repo / "metrics" / "baseline" / f"{GATED}.json").read_text())["fingerprints"]
+    current_fp = json.loads((work_repo / "metrics" / f"{GATED}.json").read_text())["fingerprints"]
+    reason = (
+        f"not comparable across chunkings (baseline chunking {baseline_fp['chunking']}, "
+        f"current {current_fp['chunking']})"
+    )
+    assert baseline_fp["chunking"] != current_fp["chunking"]
+    assert result["skipped"] == [{"metric": "recall@5", "reason": reason}, {"metric": "mrr", "reason": reason}]
+    for skipped in ("recall@5", "mrr"):
+        assert f"SKIP {GATED} {skipped}: {reason}\n" in message
+        assert f"- `{GATED}`: `{skipped}` not compared: {reason}." in (work_repo / "metrics" / "report.md").read_text()
     failed = [m for m in result["metrics"] if m["failed"]]
     assert failed, "a 40-character chunking must drop a guarded metric"
     for metric in failed:
@@ -146,4 +161,6 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     set_param(work_repo, ["chunking", "sentences-600", "max_chars"], 600)
     second = sh(work_repo, "dvc", "repro")
     assert "already tracked" not in second.stdout + second.stderr
-    assert json.loads((work_repo / "metrics" / "gate.json").read_text())["passed"] is True
+    back = json.loads((work_repo / "metrics" / "gate.json").read_text())
+    assert back["passed"] is True and back["configs"][0]["skipped"] == []  # the baseline's chunking again
+    assert [m["metric"] for m in back["configs"][0]["metrics"]] == ["recall@5", *COMPARED[:3], "mrr", COMPARED[3]]

@@ -44,6 +44,12 @@ def rows_at(repo: Path, rev: str | None) -> dict[str, dict]:
     return {row["case_id"]: row for row in result_rows(read_results(data)) if row["split"] == "eval"}
 
 
+def summaries_at(repo: Path, *revs: str | None) -> list[str]:
+    """The gated configuration's metrics JSON at each revision (None: the work tree)."""
+    path = f"metrics/{GATED}.json"
+    return [(repo / path).read_text() if rev is None else git_show_bytes(repo, rev, path).decode() for rev in revs]
+
+
 def listed_cases(report: str, heading: str) -> list[str]:
     """Case ids listed under the gated configuration's collapsed ``heading`` list."""
     section = report[report.index(f"## `{GATED}` (gated)") :]
@@ -62,6 +68,14 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
     gate = ragvet(harmful_repo, "gate", "--against", "main")
     assert gate.returncode == 1 and "gate: FAILED" in gate.stdout
     assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
+    # 300-character packing is another chunking: recall@5 and mrr are named as skipped, never compared.
+    fingerprints = [json.loads(text)["fingerprints"]["chunking"] for text in summaries_at(harmful_repo, "main", None)]
+    reason = f"not comparable across chunkings (baseline chunking {fingerprints[0]}, current {fingerprints[1]})"
+    for skipped in ("recall@5", "mrr"):
+        assert f"SKIP {GATED} {skipped}: {reason}\n" in gate.stdout
+        assert not re.search(rf"^(FAIL|ok  ) {GATED} {skipped}: ", gate.stdout, flags=re.MULTILINE)
+    compared = re.findall(rf"^(?:FAIL|ok  ) {GATED} (\S+): ", gate.stdout, flags=re.MULTILINE)
+    assert compared == ["evidence_recall@5", "claim_availability@5", "evidence_recall_budget@512", "unsupported_answer"]
 
     before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
     expected = sorted(

@@ -13,13 +13,16 @@ from pathlib import Path
 from repos import ragvet, set_param, sh
 
 GATED = "sentences-600-bm25"
-DROPPED = ["recall@5", "evidence_recall@5", "claim_availability@5", "mrr"]  # of a 40-character packing
-# The gate's lines for them, as the sample's BM25 run gives them with max_chars 40 (rounded to 3 places).
+DROPPED = ["evidence_recall@5", "claim_availability@5", "evidence_recall_budget@512"]  # of a 40-character packing
+# The gate's lines for them, as the sample's BM25 run gives them with max_chars 40 (rounded to 3 places), and
+# for the chunk-level metrics it cannot compare across that chunking (sentences-600's fingerprints at 600 and 40).
+CHUNKINGS = "baseline chunking 224b1e7ba98b04f7, current 88dc206c223c93ed"
 FAILED_LINES = [
-    f"FAIL {GATED} recall@5: 0.680 -> 0.176 (delta -0.504",
     f"FAIL {GATED} evidence_recall@5: 0.710 -> 0.110 (delta -0.600",
     f"FAIL {GATED} claim_availability@5: 0.698 -> 0.079 (delta -0.619",
-    f"FAIL {GATED} mrr: 0.607 -> 0.324 (delta -0.283",
+    f"FAIL {GATED} evidence_recall_budget@512: 0.695 -> 0.162 (delta -0.533",
+    f"SKIP {GATED} recall@5: not comparable across chunkings ({CHUNKINGS})\n",
+    f"SKIP {GATED} mrr: not comparable across chunkings ({CHUNKINGS})\n",
 ]
 STALE = (
     "threshold stale: the configuration spec (chunking 'sentences-600' or retriever 'bm25') changed since it "

@@ -102,7 +102,7 @@ def hostile_inputs(value: str = TAG) -> tuple[list[dict], dict, dict]:
     doc, its question, its quote and the moved slice all carry hostile text."""
     base = [case(CASE_ID, 1.0, 1.0, 100, value), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(value))]
     cur = [case(CASE_ID, 0.0, 0.0, 100, value), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(value))]
-    fp = {"eval_split": "e1", "corpus": "c1"}
+    fp = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
     baselines = {CFG: ({"fingerprints": fp}, base)}
     comparisons = compare_configs({CFG: cur}, baselines, fp, KS, gate_of({**GATE, "configs": [CFG]}, ["kind"]))
     verdict = gate_all(gate_of({**GATE, "configs": [CFG]}, ["kind"]), baselines, {CFG: cur}, fp)
@@ -257,7 +257,7 @@ def test_gate_output_shows_control_characters_escaped_so_no_ci_command_starts_a_
     tag = "x\n::warning::tag"
     base = [case(CI_ID, 1.0, 1.0, 100, tag), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(tag))]
     cur = [case(CI_ID, 0.0, 0.0, 100, tag), *(case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(tag))]
-    fp = {"eval_split": "e1", "corpus": "c1"}
+    fp = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
     verdict = gate_all(
         gate_of({**GATE, "configs": [CFG]}, ["kind"]), {CFG: ({"fingerprints": fp}, base)}, {CFG: cur}, fp
     )

@@ -65,7 +65,7 @@ def summary(name: str, chunking: str, scale: float, eval_fp: str = "e1") -> dict
             },
             "dev": {"cases": 1, "top1_score": None, "abstain_rate": None, "false_abstain_rate": None},
         },
-        "fingerprints": {"eval_split": eval_fp, "corpus": "c1"},
+        "fingerprints": {"eval_split": eval_fp, "corpus": "c1", "chunking": "k1"},
     }
 
 
@@ -136,7 +136,7 @@ def test_plot_rows_eval_split_sorted_by_config_and_k():
 # ------------------------------------------------------------------ comparison with a baseline
 
 CFG, OTHER = "sentences-600-bm25", "fixed-300-bm25"
-FP = {"eval_split": "e1", "corpus": "c1"}
+FP = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
 GATE = {
     "configs": [CFG],
     "metrics": ["evidence_recall@5", "mrr"],
@@ -221,6 +221,23 @@ def test_the_report_refuses_what_the_gate_refuses_when_both_fingerprints_are_mis
     assert "metrics" not in comp
     assert verdict["configs"][0]["reasons"] == comp["reason"].split("; ")
     assert verdict["passed"] is False
+
+
+def test_the_report_names_the_guarded_metrics_another_chunking_left_uncompared():
+    """The verdict the gate decided over another chunking: mrr skipped, evidence_recall@5 compared.
+    The report lists mrr as not compared, with the reason, and its table marks it so."""
+    settings = gate_of({**GATE, "metrics": ["evidence_recall@5", "mrr"]}, ["kind"])
+    verdict = gate_all(settings, {CFG: ({"fingerprints": FP}, BASE_ROWS)}, {CFG: CUR_ROWS}, FP, chunkings={CFG: "k2"})
+    (cfg,) = verdict["configs"]
+    assert [m["metric"] for m in cfg["metrics"]] == ["evidence_recall@5"]
+    assert not verdict["passed"] and [s["value"] for s in cfg["slices"] if s["failed"]] == ["x"]
+    text = render_report(Contents(SUMMARIES, comparisons(), verdict, INFO, KS), against=None)
+    lines = text.splitlines()
+    reason = "not comparable across chunkings (baseline chunking k1, current k2)"
+    assert f"- `{CFG}`: `mrr` not compared: {reason}." in lines
+    assert f"- `{CFG}`: slice `kind=x` (3 cases) `evidence_recall@5` 0.833 → 0.500" in text  # compared, failed
+    assert any(line.startswith("| `mrr` (guarded, not compared: see the verdict) | 0.800 | 0.800 |") for line in lines)
+    assert any(line.startswith("| `evidence_recall@5` (guarded) | 0.700 | 0.700 |") for line in lines)
 
 
 FAILED = {

@@ -241,6 +241,18 @@ def current_table(folder: Path, config: str, metrics: Sequence[str] | None = Non
     return read_results(path, columns=compared_columns(metrics)) if path.exists() else None
 
 
+def current_chunkings(summaries_dir: Path, configs: Iterable[str]) -> dict[str, str | None]:
+    """The chunking fingerprint each configuration's current summary (``metrics/<config>.json``)
+    records, None where there is no summary or it records none: what the gate compares with
+    the baseline's to know whether chunk-level metrics can be compared."""
+    found: dict[str, str | None] = {}
+    for config in configs:
+        path = Path(summaries_dir) / f"{config}.json"
+        summary = checked_summary(str(path), read_json(path), "run `dvc repro`") if path.is_file() else {}
+        found[config] = (summary.get("fingerprints") or {}).get("chunking")
+    return found
+
+
 def rebaselined(configs: list[str], baseline: Path, folder: Path, against: str | None) -> list[str]:
     """The configurations whose committed baseline holds exactly their current
     per-case results: this change ran ``ragvet baseline accept`` (or is back at

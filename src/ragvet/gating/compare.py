@@ -38,7 +38,7 @@ from ragvet.gating.significance import (
     permutation_ps,
 )
 from ragvet.measures.answers import REVIEW_METRICS
-from ragvet.measures.registry import METRICS, higher_is_better
+from ragvet.measures.registry import METRICS, comparable_across_chunkings, higher_is_better
 from ragvet.schema import EVAL
 from ragvet.settings import Gate
 from ragvet.storage.files import FLOAT_PLACES
@@ -55,6 +55,10 @@ Results = pl.DataFrame | Sequence[Row]
 # The case ids of a paired sample, in its order.
 CaseIds = pl.Series | Sequence[str]
 
+COMPARABLE_FIX = (
+    "gate a metric comparable across chunkings (evidence_recall@k, claim_availability@k, "
+    "evidence_recall_budget@B; docs/metrics.md), or re-baseline deliberately with `ragvet baseline accept`"
+)
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
 CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
 
@@ -393,6 +397,25 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
     return reasons
 
 
+def chunking_reason(baseline_fp: dict | None, current_fp: dict | None) -> str | None:
+    """Why chunk-level metrics cannot be compared: the chunkings' fingerprints
+    (:func:`ragvet.schema.chunking_fingerprint`) differ. A fingerprint missing on
+    either side (a baseline accepted before summaries recorded it) is no evidence that
+    the chunks are the same, so it counts as different; None when they are the same."""
+    base, cur = (baseline_fp or {}).get("chunking"), (current_fp or {}).get("chunking")
+    if base is not None and base == cur:
+        return None
+    base, cur = base or "not recorded", cur or "not recorded"
+    return f"not comparable across chunkings (baseline chunking {base}, current {cur})"
+
+
+def comparable_split(metrics: Sequence[str], reason: str | None) -> tuple[list[str], list[str]]:
+    """``(compared, skipped)`` of ``metrics``: all compared when the chunkings are the same
+    (``reason`` None), else only those the registry marks comparable across chunkings."""
+    compared = [metric for metric in metrics if reason is None or comparable_across_chunkings(metric)]
+    return compared, [metric for metric in metrics if metric not in compared]
+
+
 def _measure_config(
     config: str,
     baseline_rows: Sequence[Row] | None,
@@ -406,7 +429,11 @@ def _measure_config(
     """Measure one gated configuration against its baseline; nothing decided yet.
 
     ``baseline_fp`` / ``current_fp`` are the ``fingerprints`` dicts (eval split,
-    corpus). ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
+    corpus, chunking). When the chunkings differ (:func:`chunking_reason`), only the
+    guarded metrics comparable across chunkings are compared, the others are listed
+    in ``skipped`` with the reason (the slices too, when the slice metric is not
+    comparable), and a configuration with nothing left to compare is invalid.
+    ``baseline_rows=None`` or ``baseline_fp=None`` means there is no
     baseline; ``current_rows=None`` means the configuration has no results. A
     guarded metric with no value (None or NaN) on any paired case is refused.
 
@@ -423,6 +450,7 @@ def _measure_config(
         "valid": False,
         "reasons": [],
         "metrics": [],
+        "skipped": [],
         "slices": [],
         "newly_missed": [],
         "newly_missed_k": k_missed,
@@ -463,6 +491,18 @@ def _measure_config(
         )
         return result
 
+    chunking = chunking_reason(baseline_fp, current_fp)
+    metrics, skipped = comparable_split(metrics, chunking)
+    sliced = bool(comparable_split([gate.slice_metric], chunking)[0])
+    result["skipped"] = [{"metric": metric, "reason": chunking} for metric in skipped]
+    if not sliced:
+        result["skipped"].append({"metric": gate.slice_metric, "slices": True, "reason": chunking})
+    if not metrics:
+        reasons.append(
+            f"no guarded metric is comparable across chunkings, so nothing was compared ({chunking}): {COMPARABLE_FIX}"
+        )
+        return result
+
     for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         higher = higher_is_better(metric)
         entry = _compare(
@@ -481,7 +521,8 @@ def _measure_config(
             )
         result["metrics"].append(entry)
 
-    result["slices"] = slice_comparisons(baseline_rows, current_rows, gate, stats)
+    if sliced:
+        result["slices"] = slice_comparisons(baseline_rows, current_rows, gate, stats)
     if k_missed is not None:
         result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
     result["reasons"] = sorted(set(reasons), key=reasons.index)
@@ -535,6 +576,7 @@ def gate_all(
     against: str | None = None,
     rebaselined: Collection[str] = (),
     latency: Mapping[str, tuple[dict | None, dict | None]] | None = None,
+    chunkings: Mapping[str, str | None] | None = None,
 ) -> dict:
     """The verdict over every gated configuration: ``baselines`` maps a config to
     its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
@@ -544,7 +586,9 @@ def gate_all(
     baseline this change re-accepted (see :func:`accept_deliberate`). With
     ``gate.latency.max_p95_rise`` set, ``latency`` maps a config to its
     ``(baseline, current)`` latency records (:mod:`ragvet.gating.latency`), and a
-    p95 rise beyond it fails the configuration."""
+    p95 rise beyond it fails the configuration. ``chunkings`` maps a config to the
+    chunking fingerprint of its current results (its ``metrics/<config>.json``); without
+    it, ``fingerprints`` stands for every configuration's."""
     measured = []
     stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
     for config in gate.configs:
@@ -555,7 +599,7 @@ def gate_all(
             base_rows,
             rows,
             (base_summary or {}).get("fingerprints"),
-            fingerprints if rows is not None else None,
+            _current_fingerprints(fingerprints, chunkings, config) if rows is not None else None,
             gate,
             against,
             stats,
@@ -569,6 +613,13 @@ def gate_all(
             result["latency"] = compare_latency(*latency.get(result["config"], (None, None)), limit)
             result["passed"] = result["passed"] and not result["latency"]["failed"]
     return gate_verdict([accept_deliberate(r, against) if r["config"] in rebaselined else r for r in results])
+
+
+def _current_fingerprints(fingerprints: dict, chunkings: Mapping[str, str | None] | None, config: str) -> dict:
+    """The split's fingerprints with ``config``'s chunking fingerprint, when ``chunkings`` is given."""
+    if chunkings is None:
+        return fingerprints
+    return {**fingerprints, "chunking": chunkings.get(config)}
 
 
 def accept_deliberate(result: dict, against: str | None) -> dict:
@@ -615,6 +666,12 @@ def _comparison_text(entry: dict, confidence: float) -> str:
     )
 
 
+def skipped_name(skipped: dict) -> str:
+    """What a skipped entry of a verdict left out: a guarded metric, or the slices of the slice metric."""
+    metric = visible(skipped["metric"])
+    return f"slices of {metric}" if skipped.get("slices") else metric
+
+
 def render_verdict(verdict: dict) -> str:
     """Plain text for the terminal: every guarded delta with its CI, failing slices,
     newly missed cases and the reasons a comparison is invalid, then the verdict.
@@ -628,6 +685,8 @@ def render_verdict(verdict: dict) -> str:
             lines.append(f"ACCEPTED {name}: {visible(cfg['accepted'], limit=None)}")
         for reason in cfg["reasons"]:
             lines.append(f"INVALID {name}: {visible(reason, limit=None)}")
+        for skipped in cfg.get("skipped") or []:
+            lines.append(f"SKIP {name} {skipped_name(skipped)}: {visible(skipped['reason'], limit=None)}")
         for m in cfg["metrics"]:
             status = "FAIL" if m["failed"] else "ok  "
             lines.append(f"{status} {name} {visible(m['metric'])}: {_comparison_text(m, confidence)}")

@@ -30,6 +30,7 @@ from typing import Any
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.baselines import (
     baselines_for,
+    current_chunkings,
     current_table,
     integrity_problems,
     latency_pairs,
@@ -55,12 +56,15 @@ def decide(
     latency: Latency | None,
     current: Mapping[str, Any] | None = None,
     baselines: Mapping[str, tuple] | None = None,
+    summaries_dir: Path | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
     results, with the eval split's fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
     check off). A caller that has read the tables already passes them (``current``,
-    ``baselines``: wider reads hold what the gate compares)."""
+    ``baselines``: wider reads hold what the gate compares). The current chunking
+    fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
+    that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -77,6 +81,7 @@ def decide(
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,
+        current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs),
     )
 
 
@@ -97,7 +102,7 @@ def decide_gate(
     raise_if(stale_guards(gate, summaries_dir))
     latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
-    return decide(gate, cases_dir, split, baseline, against, latency)
+    return decide(gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir)
 
 
 def exact_text(verdict: dict) -> str:

@@ -61,6 +61,8 @@ class ReviewMetric:
     ``cases`` says which cases have a value ("abstention" or "answerable").
     ``higher_is_better`` gives the direction the gate guards: an *unsupported*
     share must not rise, a *handled* share must not drop.
+    ``comparable_across_chunkings``: the figure reads no chunk id (a reviewer's label of
+    an answer); one that counts cited chunks changes meaning with the chunking.
     """
 
     name: str
@@ -69,6 +71,7 @@ class ReviewMetric:
     cases: str
     higher_is_better: bool
     share: bool = True
+    comparable_across_chunkings: bool = True
 
     def key(self, k: int | None) -> str:
         return f"{self.name}@{k}" if self.at_k else self.name
@@ -102,7 +105,14 @@ REVIEW_METRICS: dict[str, ReviewMetric] = {
             "answerable",
             False,
         ),
-        ReviewMetric("cited_available", True, "cited chunks in the retrieved top-k / cited chunks", "answerable", True),
+        ReviewMetric(
+            "cited_available",
+            True,
+            "cited chunks in the retrieved top-k / cited chunks",
+            "answerable",
+            True,
+            comparable_across_chunkings=False,
+        ),
     )
 }
 

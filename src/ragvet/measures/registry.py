@@ -140,6 +140,14 @@ def is_chunk_level(key: str) -> bool:
     return metric is not None and not metric.comparable_across_chunkings
 
 
+def comparable_across_chunkings(name: str) -> bool:
+    """Whether a metric or human review figure named ``base`` or ``base@k`` means the same
+    over another chunking: what the gate still compares when a gated configuration's
+    chunking differs from its baseline's. An unknown name is not."""
+    metric = _lookup(name.partition("@")[0])
+    return metric is not None and metric.comparable_across_chunkings
+
+
 def reads_threshold(name: str) -> bool:
     """Whether the figure ``name`` (``base`` or ``base@k``) depends on the abstention
     threshold: what a stale threshold (:func:`ragvet.measures.abstention.stale_mark`)

@@ -207,7 +207,9 @@ def config_summary(
     budgets: Sequence[int] = (),
 ) -> dict:
     """The ``metrics/<config>.json`` content: means with denominators per split,
-    abstention figures, and the fingerprints a later gate must match.
+    abstention figures, and the fingerprints a later gate must match: the eval split's
+    and the corpus's, and the chunking's (:func:`ragvet.schema.chunking_fingerprint`)
+    where ``fingerprints`` has it, which decides the metrics a gate may compare.
 
     ``frame`` is the per-case table, rounded as written. Where rows carry recorded
     answers, a ``human_review`` section is added; with none, the section is absent
@@ -221,7 +223,11 @@ def config_summary(
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
         **summarise(frame, ks, abstain_below, budgets),
-        "fingerprints": {"eval_split": fingerprints["eval_split"], "corpus": fingerprints["corpus"]},
+        "fingerprints": {
+            "eval_split": fingerprints["eval_split"],
+            "corpus": fingerprints["corpus"],
+            **({"chunking": fingerprints["chunking"]} if "chunking" in fingerprints else {}),
+        },
     }
     if abstain_below is not None:
         summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}

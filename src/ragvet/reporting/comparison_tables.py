@@ -9,6 +9,8 @@ is not free, and the reviewer should see the two side by side.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ragvet.reporting.cases import case_list
 from ragvet.reporting.markdown import md_details, md_table
 from ragvet.reporting.summaries import ALL_CASES
@@ -16,16 +18,26 @@ from ragvet.text.escaping import html_text, md_code, md_prose
 from ragvet.text.formatting import DASH, arrow, fmt, fmt_ci, fmt_metric, is_missing, slice_name
 
 
-def config_section(comp: dict, case_info: dict[str, dict], confidence: float, cap: int | None) -> list[str]:
+def _guard_mark(compared: dict, skipped: Collection[str]) -> str:
+    """How a metric of the table stands in the gate: guarded, guarded but not compared, or neither."""
+    if not compared["guarded"]:
+        return ""
+    return " (guarded, not compared: see the verdict)" if compared["metric"] in skipped else " (guarded)"
+
+
+def config_section(
+    comp: dict, case_info: dict[str, dict], confidence: float, cap: int | None, skipped: Collection[str] = ()
+) -> list[str]:
     """One configuration against its baseline: its metrics with their paired intervals, the
     slices that moved most and its newly missed and found cases (collapsed), or why nothing
-    was compared; at most ``cap`` cases per list."""
+    was compared; at most ``cap`` cases per list. A guarded metric the gate ``skipped``
+    (not comparable across the chunkings) is marked so: its figures here decided nothing."""
     k = comp["k"]
     if comp["reason"]:
         return [f"{md_code(comp['config'])}: {md_prose(comp['reason'])}.", ""]
     rows = [
         [
-            md_code(m["metric"], table=True) + (" (guarded)" if m["guarded"] else ""),
+            md_code(m["metric"], table=True) + _guard_mark(m, skipped),
             fmt_metric(m["metric"], m["baseline"]),
             fmt_metric(m["metric"], m["current"]),
             fmt_metric(m["metric"], m["delta"], True),

@@ -107,8 +107,10 @@ def _render(contents: Contents, against: str | None, marker: bool, cap: int | No
     lines += side_by_side_section(contents.table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
+    skipped = {cfg["config"]: [s["metric"] for s in cfg.get("skipped") or []] for cfg in verdict["configs"]}
     for comp in gated:
-        lines += [f"## {md_code(comp['config'])} (gated)", ""] + config_section(comp, case_info, confidence, cap)
+        section = config_section(comp, case_info, confidence, cap, skipped.get(comp["config"], ()))
+        lines += [f"## {md_code(comp['config'])} (gated)", ""] + section
     if others:
         lines += ["## Other configurations", ""]
         for comp in others:

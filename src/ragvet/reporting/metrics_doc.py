@@ -26,7 +26,10 @@ its evidence spans by at least one character (every chunk of the doc, for
 `{doc}` evidence). A span's coverage counts its non-whitespace characters only, so
 the whitespace that chunk boundaries trim never leaves a span short of being
 covered. Chunk-level figures cannot be compared across chunkings,
-because their denominator changes with the chunking. The reference definitions
+because their denominator changes with the chunking: when a gated configuration's
+chunking differs from its baseline's, the gate compares only the guarded metrics
+marked comparable below and names the others as skipped
+([pull-requests.md](pull-requests.md#a-chunking-change)). The reference definitions
 (`src/ragvet/measures/reference.py`) give each formula and its empty-case value in
 their docstrings; the engine (`src/ragvet/measures/engine.py`) is tested against them.
 
@@ -88,7 +91,13 @@ def metrics_doc() -> str:
         for metric in METRICS.values()
     ]
     review = [
-        [f"`{m.key('k')}`", md_text(m.definition, limit=None), m.cases, "higher" if m.higher_is_better else "lower"]
+        [
+            f"`{m.key('k')}`",
+            md_text(m.definition, limit=None),
+            m.cases,
+            _yes(m.comparable_across_chunkings),
+            "higher" if m.higher_is_better else "lower",
+        ]
         for m in REVIEW_METRICS.values()
     ]
     lines = [METRICS_DOC_INTRO, "## Retrieval and evidence availability", "", *md_table(header, rows), ""]
@@ -99,5 +108,5 @@ def metrics_doc() -> str:
         "by a model; see [abstention.md](abstention.md).",
         "",
     ]
-    lines += md_table(["metric", "definition", "cases", "better"], review)
+    lines += md_table(["metric", "definition", "cases", "comparable across chunkings", "better"], review)
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from ragvet.measures.answers import add_reviews, config_answers
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.summary import config_summary, dev_rows, slice_table
 from ragvet.retrieval.passages import passage_table
+from ragvet.schema import chunking_fingerprint
 from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
@@ -73,9 +74,9 @@ def main(
         )
         table = results_frame(reviewed)
     table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
-    summary = config_summary(
-        config, spec, table, settings["ks"], abstain_below, frozen["fingerprints"], source, budgets
-    )
+    chunking = chunking_fingerprint(all_chunks.chunk_ids, all_chunks.doc_ids, all_chunks.starts, all_chunks.ends)
+    fingerprints = {**frozen["fingerprints"], "chunking": chunking}  # the gate compares chunk-level metrics by it
+    summary = config_summary(config, spec, table, settings["ks"], abstain_below, fingerprints, source, budgets)
     if config in stale:  # applied, but its figures describe a threshold chosen for other scores
         summary["abstention"]["stale"] = stale_mark(stale[config], config)
     with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows

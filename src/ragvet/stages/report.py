@@ -200,7 +200,7 @@ def main(
     else:
         p95_limit = gate.max_p95_rise if latency_dir is not None else None
         timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
-        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases)
+        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
     )
