@@ -327,11 +327,46 @@ def test_corpus_fingerprint_is_order_free_and_sees_every_character():
 
 def test_case_fingerprint_normalises_order_but_sees_content():
     a, b = EvidenceUnit("d", 0, 5), EvidenceUnit("d")
+    texts = {"d": "Leave is 25 days."}
     case = Case("c", "q?", True, (a, b), (Claim("x", (a,)), Claim("y", (b,))))
     reordered = Case("c", "q?", True, (b, a), (Claim("y", (b,)), Claim("x", (a,))))
-    assert case_fingerprint(case) == case_fingerprint(reordered)
-    assert case_fingerprint(case) != case_fingerprint(Case("c", "q??", True, (a, b), case.claims))
-    assert case_fingerprint(case) != case_fingerprint(Case("c", "q?", True, (EvidenceUnit("d", 0, 6), b), case.claims))
+    assert case_fingerprint(case, texts) == case_fingerprint(reordered, texts)
+    assert case_fingerprint(case, texts) != case_fingerprint(Case("c", "q??", True, (a, b), case.claims), texts)
+    wider = Case("c", "q?", True, (EvidenceUnit("d", 0, 8), b), case.claims)
+    assert case_fingerprint(case, texts) != case_fingerprint(wider, texts)
+
+
+MOVED_BEFORE = "Parental leave is 16 weeks. Leave is 25 days a year."
+MOVED_AFTER = "New policy from May. " + MOVED_BEFORE
+
+
+def _span_case(start: int, end: int) -> Case:
+    return Case("c", "How long is leave?", True, (EvidenceUnit("d", start, end),))
+
+
+def test_case_fingerprint_keeps_a_label_that_only_moved():
+    """A sentence inserted before the label moves its offsets, not what it says."""
+    at = MOVED_BEFORE.index("Leave is 25 days")
+    moved = MOVED_AFTER.index("Leave is 25 days")
+    assert moved == at + 21
+    before = case_fingerprint(_span_case(at, at + 16), {"d": MOVED_BEFORE})
+    assert case_fingerprint(_span_case(moved, moved + 16), {"d": MOVED_AFTER}) == before
+    # Line endings and Unicode spelling are no change of meaning either.
+    crlf = MOVED_BEFORE.replace(" ", "\r\n")
+    label = "Leave is 25 days".replace(" ", "\r\n")
+    assert case_fingerprint(_span_case(crlf.index(label), crlf.index(label) + len(label)), {"d": crlf}) == before
+
+
+def test_case_fingerprint_sees_a_changed_label_and_which_occurrence():
+    at = MOVED_BEFORE.index("Leave is 25 days")
+    before = case_fingerprint(_span_case(at, at + 16), {"d": MOVED_BEFORE})
+    edited = MOVED_BEFORE.replace("25 days", "30 days")
+    assert case_fingerprint(_span_case(at, at + 16), {"d": edited}) != before  # same offsets, other text
+    # The same words, but their second occurrence in the document: another label.
+    twice = "Leave is 25 days. " + MOVED_BEFORE
+    second = twice.index("Leave is 25 days", 1)
+    first = case_fingerprint(_span_case(0, 16), {"d": twice})
+    assert first != case_fingerprint(_span_case(second, second + 16), {"d": twice})
 
 
 def test_gate_refuses_context_chars_and_repeated_metrics(dense_extra, params):
@@ -384,9 +419,10 @@ def test_a_judged_set_keeps_every_grade_and_moves_the_fingerprint(tmp_path):
     assert native.judged is None and "judged" not in native.to_row()  # the row of a native case is unchanged
     assert Case.from_row(q1.to_row()) == q1
     regraded = dataclasses.replace(q1, judged={"d1": 2, "d2": 1, "184": -1})
-    assert case_fingerprint(regraded) != case_fingerprint(q1)
-    assert case_fingerprint(dataclasses.replace(q1, judged=None)) == case_fingerprint(
-        Case("q1", "Tides?", True, (EvidenceUnit("d1"),))
+    texts = {doc.doc_id: doc.text for doc in JUDGED_DOCS.values()}
+    assert case_fingerprint(regraded, texts) != case_fingerprint(q1, texts)
+    assert case_fingerprint(dataclasses.replace(q1, judged=None), texts) == case_fingerprint(
+        Case("q1", "Tides?", True, (EvidenceUnit("d1"),)), texts
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragvet.storage.files import dumps_line
+from ragvet.text.values import nfc
 
 Scalar = str | int | float | bool | None
 
@@ -278,23 +279,54 @@ def corpus_fingerprint(docs: Iterable[Doc]) -> str:
     return _digest(doc.to_row() for doc in sorted(docs, key=lambda doc: doc.doc_id))
 
 
-def _unit_key(unit: EvidenceUnit) -> tuple:
-    return tuple(_target_key(target) for target in unit.targets)
+def label_text(text: str) -> str:
+    """A label's text as its meaning compares it: NFC, each whitespace run one space, the
+    ends stripped, so that a change of line endings or of Unicode spelling changes nothing."""
+    return " ".join(nfc(text).split())
 
 
-def case_fingerprint(case: Case) -> str:
-    """A hash of a case's normalised content: resolved spans rather than how they were
-    written, and evidence and claims in a canonical order, so re-quoting the same span
-    or reordering a list does not count as a label change, while any change to the
-    question, spans, claims, tags, filter, answerability or judged set (a doc or a
-    grade) does."""
+def occurrence(text: str, exact: str, start: int) -> int:
+    """How many times ``exact`` starts in ``text`` before ``start`` (overlaps count): which of
+    its occurrences a span label means, a count that text inserted elsewhere leaves alone."""
+    count, at = 0, text.find(exact)
+    while -1 < at < start:
+        count, at = count + 1, text.find(exact, at + 1)
+    return count
+
+
+def _target_meaning(target: EvidenceUnit, texts: Mapping[str, str]) -> dict[str, Any]:
+    """What one target says: its document, and for a span the exact text and its occurrence."""
+    if target.doc_level or target.start is None or target.end is None:
+        return {"doc": target.doc_id}
+    text = texts[target.doc_id]
+    exact = text[target.start : target.end]
+    return {"doc": target.doc_id, "exact": label_text(exact), "occurrence": occurrence(text, exact, target.start)}
+
+
+def _unit_meaning(unit: EvidenceUnit, texts: Mapping[str, str]) -> Any:
+    """A unit's meaning; a choice of alternatives is the sorted list of theirs."""
+    meanings = sorted((_target_meaning(target, texts) for target in unit.targets), key=dumps_line)
+    return meanings[0] if len(meanings) == 1 else {"any": meanings}
+
+
+def _units_meaning(units: Iterable[EvidenceUnit], texts: Mapping[str, str]) -> list[Any]:
+    return sorted((_unit_meaning(unit, texts) for unit in units), key=dumps_line)
+
+
+def case_fingerprint(case: Case, texts: Mapping[str, str]) -> str:
+    """A hash of what a case's labels say, given its documents' texts (doc id -> text).
+
+    A span is hashed as its document, its exact text (:func:`label_text`) and which
+    occurrence of that text it is, never as offsets: a label that only moved (text
+    inserted before it in its document) keeps the fingerprint, while one whose text
+    changed does not. Evidence and claims are in a canonical order, so re-quoting the
+    same span or reordering a list is no label change either; any change to the
+    question, labelled text, claims, tags, filter, answerability or judged set (a doc
+    or a grade) is."""
     row = case.to_row()
-    row["evidence"] = [unit.to_row() for unit in sorted(case.evidence, key=_unit_key)]
+    row["evidence"] = _units_meaning(case.evidence, texts)
     row["claims"] = sorted(
-        (
-            {"text": claim.text, "evidence": [u.to_row() for u in sorted(claim.evidence, key=_unit_key)]}
-            for claim in case.claims
-        ),
+        ({"text": claim.text, "evidence": _units_meaning(claim.evidence, texts)} for claim in case.claims),
         key=dumps_line,
     )
     return _digest([row])

@@ -33,8 +33,12 @@ def set_fingerprint(members: Sequence[tuple[str, str]]) -> str:
 def freeze_split(cases: Sequence[Case], docs: Sequence[Doc], salt: str, eval_fraction: float) -> dict:
     """The committed split record: each case's split and fingerprint, and the
     fingerprints the gate compares (eval split, dev split, corpus)."""
+    texts = {doc.doc_id: doc.text for doc in docs}
     members = {
-        case.case_id: {"split": assign_split(salt, case.case_id, eval_fraction), "fingerprint": case_fingerprint(case)}
+        case.case_id: {
+            "split": assign_split(salt, case.case_id, eval_fraction),
+            "fingerprint": case_fingerprint(case, texts),
+        }
         for case in cases
     }
     by_split = {name: [(cid, m["fingerprint"]) for cid, m in members.items() if m["split"] == name] for name in SPLITS}
