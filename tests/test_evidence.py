@@ -133,8 +133,8 @@ def test_unknown_keys_mixed_forms_and_no_form():
     assert any("unknown key `qoute`" in m and "did you mean `quote`" in m for m in msgs)
     [msg] = problems_of({"doc": "benefits", "quote": "Dental", "start": 0, "end": 6})
     assert "not both" in msg
-    unknown, no_form = problems_of({"text": "Dental"})
-    assert "unknown key `text`" in unknown and "matches none of the four forms" in no_form
+    unknown, no_form = problems_of({"body": "Dental"})
+    assert "unknown key `body`" in unknown and "matches none of the four forms" in no_form
     [msg] = problems_of({})
     assert "matches none of the four forms" in msg
     [msg] = problems_of("benefits")  # type: ignore[arg-type]
@@ -256,3 +256,14 @@ def test_property_find_quote_agrees_with_the_whitespace_regex(text, quote):
 def test_find_quote_overlapping_and_mixed_whitespace():
     """Hand-checked: "a a" occurs at 0-4 (over a tab run) and at 3-6, overlapping."""
     assert find_quote("a\t\ta a", "a  a") == [(0, 4), (3, 6)]
+
+
+def test_text_of_offsets_is_checked_and_belongs_to_offsets_only():
+    unit, problems = EvidenceResolver(DOCS, CHUNKINGS).resolve(
+        {"doc": "benefits", "start": 0, "end": 12, "text": "Dental cover"}, "cases.yaml:7 (case c1)", "evidence 1"
+    )
+    assert unit == EvidenceUnit("benefits", 0, 12) and not problems
+    [msg] = problems_of({"doc": "benefits", "start": 0, "end": 12, "text": "Dental plan"})
+    assert msg.startswith("evidence 1: offsets [0:12] of doc 'benefits' read 'Dental cover…', not the label's text")
+    [msg] = problems_of({"doc": "benefits", "quote": "Dental", "text": "Dental"})
+    assert "`text` only applies to start/end offsets" in msg

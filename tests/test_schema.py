@@ -444,3 +444,25 @@ def test_a_bad_judged_set_is_refused_at_its_line(tmp_path):
         (f"{cases}:20 (case q4)", "judged must be a non-empty mapping of doc id: grade, got an empty mapping"),
         (f"{cases}:24 (case q5)", "judged must be a non-empty mapping of doc id: grade, got a list"),
     ]
+
+
+def test_validate_refuses_a_span_whose_text_changed_under_it(tmp_path):
+    """Offsets still inside the edited doc, now over other words: refused where the label is."""
+    cases = write(
+        tmp_path / "cases.yaml",
+        "- id: c1\n  question: How long is leave?\n"
+        "  evidence:\n    - {doc: d, start: 28, end: 44, text: Leave is 25 days}\n",
+    )
+    (case,) = load_cases(cases, {"d": Doc("d", MOVED_BEFORE)})
+    assert case.evidence == (EvidenceUnit("d", 28, 44),)
+    wrapped = MOVED_BEFORE.replace("Leave is", "Leave\nis")  # a line break is no change of meaning
+    assert load_cases(cases, {"d": Doc("d", wrapped)})[0].evidence == (EvidenceUnit("d", 28, 44),)
+    with pytest.raises(InputError) as err:
+        load_cases(cases, {"d": Doc("d", MOVED_AFTER)})
+    (problem,) = err.value.problems
+    assert problem.where == f"{cases}:4 (case c1)"
+    assert problem.what == (
+        "evidence 1: offsets [28:44] of doc 'd' read '…l leave is 16 we…', not the label's text "
+        "'Leave is 25 days': the doc changed under the label"
+    )
+    assert "ragvet relabel --from REV" in problem.fix

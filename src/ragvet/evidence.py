@@ -9,7 +9,9 @@ A case names its evidence in one of four forms (DESIGN.md, "Inputs"):
     ``occurrence: n`` (1-based) picks one. The resolved span is in the doc's
     *original* coordinates: from its first matched character to its last.
 ``{doc, start, end}``
-    Character offsets ``[start, end)`` into the doc's text.
+    Character offsets ``[start, end)`` into the doc's text. With ``text``, the text
+    the offsets are meant to cover: when the doc no longer reads it there (an edit
+    moved or rewrote it), the label is refused rather than left pointing at other text.
 ``{doc}``
     Document-level relevance: any chunk of the doc satisfies it.
 ``{chunk, chunking}``
@@ -37,10 +39,10 @@ from typing import Any
 
 from ragvet.chunking import chunk_document, chunking_problems
 from ragvet.errors import Problem
-from ragvet.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit
+from ragvet.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, label_text
 from ragvet.text.values import as_id, is_int, kind_of, nfc
 
-REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "chunk", "chunking", "any")
+REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "text", "chunk", "chunking", "any")
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"
 
 _WS = re.compile(r"\s+")
@@ -278,6 +280,14 @@ class EvidenceResolver:
                     "remove `occurrence`, or add the `quote`",
                 )
             )
+        if "text" in ref and not has_offsets:
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: `text` only applies to start/end offsets (the text they cover)",
+                    "remove `text`, or give `start` and `end`",
+                )
+            )
         doc = self._doc(ref["doc"], where, role, problems)
         if doc is None:
             return None
@@ -398,10 +408,36 @@ class EvidenceResolver:
                 )
             )
             return None
+        if "text" in ref and not self._reads(doc, ref, where, role, problems):
+            return None
         return EvidenceUnit(doc.doc_id, start, end)
 
+    @staticmethod
+    def _reads(doc: Doc, ref: dict, where: str, role: str, problems: list[Problem]) -> bool:
+        """Whether the offsets still cover the label's ``text`` (compared as :func:`label_text`
+        does: whitespace runs and Unicode spelling aside); a located problem when not."""
+        start, end, text = ref["start"], ref["end"], ref["text"]
+        if not isinstance(text, str):
+            problems.append(
+                Problem(where, f"{role}: `text` must be a string, got {text!r}", "quote the text the offsets cover")
+            )
+            return False
+        found = doc.text[start:end]
+        if label_text(found) == label_text(text):
+            return True
+        problems.append(
+            Problem(
+                where,
+                f"{role}: offsets [{start}:{end}] of doc {doc.doc_id!r} read {_excerpt(doc.text, start, end)!r}, "
+                f"not the label's text {_excerpt(text, 0, len(text))!r}: the doc changed under the label",
+                "run `ragvet relabel --from REV` (REV: the last revision where the label matched) to re-anchor it, "
+                "or correct start, end and text",
+            )
+        )
+        return False
+
     def _resolve_chunk(self, ref: dict, where: str, role: str, problems: list[Problem]) -> EvidenceUnit | None:
-        extra = [key for key in ("doc", "quote", "occurrence", "start", "end") if key in ref]
+        extra = [key for key in ("doc", "quote", "occurrence", "start", "end", "text") if key in ref]
         if extra:
             problems.append(
                 Problem(

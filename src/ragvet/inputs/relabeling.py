@@ -187,7 +187,10 @@ def _replacement(ref: dict, text: str, start: int, end: int) -> dict:
     A quote keeps its words while they still match there, with the occurrence that picks
     this place when there is more than one."""
     if "quote" not in ref:
-        return {} if (ref.get("start"), ref.get("end")) == (start, end) else {"start": start, "end": end}
+        changes = {} if (ref.get("start"), ref.get("end")) == (start, end) else {"start": start, "end": end}
+        if "text" in ref and ref["text"] != text[start:end]:
+            changes["text"] = text[start:end]
+        return changes
     changes: dict[str, Any] = {}
     quote = ref["quote"]
     spans = find_quote(text, quote)
