@@ -28,6 +28,8 @@ from ragvet.gating.compare import (
     render_verdict,
 )
 from ragvet.gating.decision import decide
+from ragvet.schema import Case, Doc, EvidenceUnit
+from ragvet.splitting import freeze_split
 from ragvet.storage import results
 
 CONFIG = "sentences-600-bm25"
@@ -270,7 +272,7 @@ def test_newly_missed_uses_hit_at_largest_guarded_k():
             {"eval_split": "OTHER", "corpus": "c1"},
             "labels changed: re-baseline deliberately with `ragvet baseline accept`",
         ),
-        ({"eval_split": "e1", "corpus": "OTHER"}, "corpus fingerprint differs"),
+        ({"eval_split": "e1"}, "corpus fingerprint missing (baseline None, current c1)"),
     ],
 )
 def test_fingerprint_mismatch_is_invalid_and_fails(base_fp, expected):
@@ -867,3 +869,39 @@ def test_a_baseline_latency_record_of_the_wrong_types_is_refused(tmp_path, recor
     [problem] = caught.value.problems
     assert (problem.where, problem.what) == (str(accepted / f"{CONFIG}.json"), what)
     assert "ragvet baseline accept" in problem.fix
+
+
+POLICY = "Parental leave is 16 weeks. Leave is 25 days a year."
+
+
+def _edited_fp(text: str, label: str) -> dict:
+    """The fingerprints the split stage records for one eval case labelled ``label`` in ``text``."""
+    at = text.index(label)
+    case = Case("a", "How long is leave?", True, (EvidenceUnit("d", at, at + len(label)),))
+    record = freeze_split([case], [Doc("d", text)], "salt", 1.0)
+    return {**record["fingerprints"], "chunking": "k1"}
+
+
+def test_the_gate_compares_across_a_corpus_edit_that_only_moved_labels():
+    before = _edited_fp(POLICY, "Leave is 25 days")
+    moved = _edited_fp("New from May. " + POLICY, "Leave is 25 days")
+    assert moved["corpus"] != before["corpus"] and moved["eval_split"] == before["eval_split"]
+    result = compare(BASE, BASE, base_fp=before, cur_fp=moved)
+    assert result["valid"] and result["passed"] and [m["cases"] for m in result["metrics"]] == [4, 4]
+    [note] = result["notes"]
+    assert note.startswith(f"corpus changed (baseline {before['corpus']}, current {moved['corpus']})")
+    assert f"NOTE {CONFIG}: corpus changed" in render_verdict(gate_verdict([result]))
+    dropped = compare(BASE, [row("a", 0.0), *BASE[1:]], base_fp=before, cur_fp=moved)
+    assert dropped["valid"] and not dropped["passed"]  # the edit's effect on retrieval is gated
+
+
+def test_the_gate_refuses_a_label_changed_in_meaning_until_the_baseline_is_accepted():
+    before = _edited_fp(POLICY, "Leave is 25 days")
+    changed = _edited_fp(POLICY.replace("25 days", "30 days"), "Leave is 30 days")
+    result = compare(BASE, BASE, base_fp=before, cur_fp=changed)
+    assert not result["valid"] and not result["passed"] and "notes" not in result
+    assert result["reasons"][0].startswith(
+        f"eval-split fingerprint differs (baseline {before['eval_split']}, current {changed['eval_split']}): "
+        "labels changed: re-baseline deliberately with `ragvet baseline accept`"
+    )
+    assert compare(BASE, BASE, base_fp=changed, cur_fp=changed)["passed"]  # once accepted as the baseline

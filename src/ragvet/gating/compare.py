@@ -60,7 +60,7 @@ COMPARABLE_FIX = (
     "evidence_recall_budget@B; docs/metrics.md), or re-baseline deliberately with `ragvet baseline accept`"
 )
 RELABEL_FIX = "labels changed: re-baseline deliberately with `ragvet baseline accept`"
-CORPUS_FIX = "corpus changed: re-baseline deliberately with `ragvet baseline accept`"
+CORPUS_FIX = "no corpus fingerprint recorded: re-baseline deliberately with `ragvet baseline accept`"
 
 
 # --------------------------------------------------------------------------- pairing
@@ -376,11 +376,15 @@ def anchor_note(anchors: Sequence[str]) -> str:
 
 
 def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> list[str]:
-    """Why two results are not comparable: a different eval split or corpus.
+    """Why two results are not comparable: a different eval split, or no corpus fingerprint.
 
-    A missing fingerprint on either side is no evidence that the labels are the
-    same, so it counts as different: no valid comparison means a failing gate
-    (DESIGN.md, Gate), and the report says the same as the gate.
+    The eval-split fingerprint hashes what each label says (:func:`ragvet.schema.case_fingerprint`),
+    so it differs exactly when an eval label changed in meaning: a changed label accepted,
+    a case edited, added or removed. A corpus edit under which every label was kept or
+    moved leaves it alone and is compared (:func:`corpus_note` says so). A missing
+    fingerprint on either side is no evidence that the labels or the corpus are the same,
+    so it counts as different: no valid comparison means a failing gate (DESIGN.md, Gate),
+    and the report says the same as the gate.
     """
     base_fp, cur_fp = baseline_fp or {}, current_fp or {}
     reasons = []
@@ -389,12 +393,25 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
             f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
             f"{cur_fp.get('eval_split')}): {RELABEL_FIX}{anchor_note(cur_fp.get('anchors') or [])}"
         )
-    if base_fp.get("corpus") is None or base_fp.get("corpus") != cur_fp.get("corpus"):
+    if base_fp.get("corpus") is None or cur_fp.get("corpus") is None:
         reasons.append(
-            f"corpus fingerprint differs (baseline {base_fp.get('corpus')}, current "
+            f"corpus fingerprint missing (baseline {base_fp.get('corpus')}, current "
             f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
         )
     return reasons
+
+
+def corpus_note(baseline_fp: dict | None, current_fp: dict | None) -> str | None:
+    """What a comparison across a corpus edit stands on: every eval-split label says what it
+    said (kept, or moved by ``ragvet relabel``), so every eval case is compared, the edit's
+    effect on retrieval included. None when the corpus is the same."""
+    base, cur = (baseline_fp or {}).get("corpus"), (current_fp or {}).get("corpus")
+    if base == cur:
+        return None
+    return (
+        f"corpus changed (baseline {base}, current {cur}) but no eval-split label changed in meaning "
+        "(each was kept or moved): every eval case is compared, the edit's effect on retrieval included"
+    )
 
 
 def chunking_reason(baseline_fp: dict | None, current_fp: dict | None) -> str | None:
@@ -482,6 +499,9 @@ def _measure_config(
     if reasons:
         result["fingerprints_differ"] = True
         return result
+    note = corpus_note(baseline_fp, current_fp)
+    if note is not None:
+        result["notes"] = [note]
 
     base_ids, cur_ids = (_eval_columns(rows, "case_id")["case_id"] for rows in (baseline_rows, current_rows))
     if not base_ids.is_in(cur_ids.implode()).any():
@@ -685,6 +705,8 @@ def render_verdict(verdict: dict) -> str:
             lines.append(f"ACCEPTED {name}: {visible(cfg['accepted'], limit=None)}")
         for reason in cfg["reasons"]:
             lines.append(f"INVALID {name}: {visible(reason, limit=None)}")
+        for note in cfg.get("notes") or []:
+            lines.append(f"NOTE {name}: {visible(note, limit=None)}")
         for skipped in cfg.get("skipped") or []:
             lines.append(f"SKIP {name} {skipped_name(skipped)}: {visible(skipped['reason'], limit=None)}")
         for m in cfg["metrics"]:

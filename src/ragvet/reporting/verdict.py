@@ -33,6 +33,8 @@ def verdict_section(verdict: dict, against: str | None) -> list[str]:
             out.append(f"- {name}: accepted: {md_prose(cfg['accepted'])}.")
         for reason in cfg["reasons"]:
             out.append(f"- {name}: no valid comparison: {md_prose(reason)}")
+        for note in cfg.get("notes") or []:
+            out.append(f"- {name}: {md_prose(note)}.")
         for skipped in cfg.get("skipped") or []:
             what = f"slices of {md_code(skipped['metric'])}" if skipped.get("slices") else md_code(skipped["metric"])
             out.append(f"- {name}: {what} not compared: {md_prose(skipped['reason'])}.")
