@@ -13,8 +13,7 @@ import pytest
 import yaml
 from repos import ragvet, sh
 
-from ragvet.inputs.anchoring import anchor_at, content_hash, label_selectors, nfc_view, place
-from ragvet.schema import Case, Claim, EvidenceUnit
+from ragvet.inputs.anchoring import anchor_at, nfc_view, place
 
 POLICY = (
     "Leave policy for all staff.\n"
@@ -334,21 +333,3 @@ def test_a_corpus_dvc_tracks_is_read_at_the_revision_through_dvc(tmp_path):
     done = ragvet(tmp_path, "relabel", "--from", "HEAD")
     assert done.returncode == 0, done.stdout + done.stderr
     assert cases_text(tmp_path) == CASES.replace("start: 28, end: 86", "start: 67, end: 125")
-
-
-def test_label_selectors_record_quote_and_position_of_every_span_once():
-    text = "Parental leave is 16 weeks. Leave is 25 days a year, and it carries over."
-    at = text.index("Leave is 25 days")
-    span = EvidenceUnit("d", at, at + 16)
-    case = Case("c", "How long?", True, (span, EvidenceUnit("e")), (Claim("25 days", (span,)),))
-    assert label_selectors(case, {"d": text, "e": "other"}) == [
-        {
-            "doc": "d",
-            "exact": "Leave is 25 days",
-            "prefix": "Parental leave is 16 weeks. ",
-            "suffix": " a year, and it carries over.",
-            "start": 28,
-            "end": 44,
-            "doc_sha256": content_hash(text),
-        }
-    ]

@@ -29,15 +29,11 @@ No edit distance is computed here.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ragvet.evidence import find_quote, normalise_whitespace
-from ragvet.schema import Case
 from ragvet.text.values import nfc
 
 CONTEXT = 32  # characters of prefix and suffix, as Hypothesis stores them
@@ -75,42 +71,6 @@ class Placement:
 def anchor_at(text: str, start: int, end: int) -> Anchor:
     """The anchor of ``text[start:end]``."""
     return Anchor(text[start:end], text[max(0, start - CONTEXT) : start], text[end : end + CONTEXT], start)
-
-
-def content_hash(text: str) -> str:
-    """A document's content hash, hex sha256 of its UTF-8 text: equal exactly when the text is."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def label_selectors(case: Case, texts: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The anchor of every span a case's labels hold (evidence, claims' evidence, each
-    alternative), once each, in document order: W3C ``TextQuoteSelector`` (exact, prefix,
-    suffix) and ``TextPositionSelector`` (start, end), with the document's content hash, so
-    that what a label said is on record with the frozen split, whatever the corpus becomes."""
-    units = [*case.evidence, *(unit for claim in case.claims for unit in claim.evidence)]
-    spans = sorted(
-        {
-            (t.doc_id, t.start, t.end)
-            for unit in units
-            for t in unit.targets
-            if t.start is not None and t.end is not None
-        }
-    )
-    selectors = []
-    for doc, start, end in spans:
-        anchor = anchor_at(texts[doc], start, end)
-        selectors.append(
-            {
-                "doc": doc,
-                "exact": anchor.exact,
-                "prefix": anchor.prefix,
-                "suffix": anchor.suffix,
-                "start": start,
-                "end": end,
-                "doc_sha256": content_hash(texts[doc]),
-            }
-        )
-    return selectors
 
 
 def place(anchor: Anchor, text: str, min_similarity: float) -> Placement:

@@ -19,6 +19,7 @@ edited label are re-serialised, the others are kept, in order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -29,7 +30,7 @@ import yaml
 
 from ragvet.errors import Problem
 from ragvet.evidence import find_quote, normalise_whitespace
-from ragvet.inputs.anchoring import Placement, anchor_at, content_hash, place, text_diff
+from ragvet.inputs.anchoring import Placement, anchor_at, place, text_diff
 from ragvet.inputs.freezing import jsonl_lines
 from ragvet.text.located_yaml import LocatedDict, line_of, load_located_yaml
 from ragvet.text.nesting import loads
@@ -126,6 +127,10 @@ def _is_text_label(ref: Any) -> bool:
 
 
 # --- re-anchoring ----------------------------------------------------------------------
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def old_span(ref: dict, text: str) -> tuple[int, int] | None:

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import user_errors
-from ragvet.inputs.anchoring import label_selectors
 from ragvet.inputs.params import stage_params
 from ragvet.splitting import freeze_split, split_summary
 from ragvet.storage.atomic import outputs_together
@@ -19,20 +18,14 @@ from ragvet.storage.tables import read_cases, read_docs
 def main(
     cases: Path = typer.Option(..., help="Validated cases.jsonl."),
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl."),
-    out: Path = typer.Option(
-        ..., help="Split JSON to write: every case's split, fingerprint and label selectors (DVC-tracked)."
-    ),
+    out: Path = typer.Option(..., help="Split JSON to write: every case's split and fingerprint (DVC-tracked)."),
     summary: Path | None = typer.Option(None, help="Split summary to write: counts and fingerprints (committed)."),
     anchors: Path | None = typer.Option(None, help="validate's anchors.json: the chunkings labels are anchored on."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Assign each case to eval or dev by a salted hash of its id."""
     settings = stage_params(params, ["split.salt", "split.eval_fraction"])["split"]
-    frozen, docs = read_cases(cases), read_docs(corpus)
-    record = freeze_split(frozen, docs, settings["salt"], settings["eval_fraction"])
-    texts = {doc.doc_id: doc.text for doc in docs}
-    for case in frozen:  # what each span label said, for relabelling against this split
-        record["cases"][case.case_id]["selectors"] = label_selectors(case, texts)
+    record = freeze_split(read_cases(cases), read_docs(corpus), settings["salt"], settings["eval_fraction"])
     if anchors is not None:  # not a fingerprint: named by the "labels changed" message only
         record["fingerprints"]["anchors"] = read_json(anchors)
     written = [out] if summary is None else [out, summary]
