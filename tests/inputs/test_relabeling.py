@@ -333,3 +333,19 @@ def test_a_corpus_dvc_tracks_is_read_at_the_revision_through_dvc(tmp_path):
     done = ragvet(tmp_path, "relabel", "--from", "HEAD")
     assert done.returncode == 0, done.stdout + done.stderr
     assert cases_text(tmp_path) == CASES.replace("start: 28, end: 86", "start: 67, end: 125")
+
+
+def test_a_span_labels_text_stays_when_it_moves_and_follows_an_accepted_change(repo):
+    with_text = CASES.replace("start: 28, end: 86}", f'start: 28, end: 86, text: "{CARRY}"}}')
+    write_project(repo, cases=with_text)
+    sh(repo, "git", "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "text")
+    sh(repo, "git", "tag", "-f", "labelled")
+    write_project(repo, "New rules from May.\n" + POLICY, cases=with_text)
+    assert ragvet(repo, "relabel", "--from", "labelled").returncode == 0
+    assert cases_text(repo) == with_text.replace("start: 28, end: 86", "start: 48, end: 106")
+    write_project(repo, POLICY.replace("five unused", "seven unused"), cases=with_text)
+    ragvet(repo, "relabel", "--from", "labelled")
+    decide(repo, "accept", "reject")
+    assert ragvet(repo, "relabel", "--accept", "relabel-review.yaml").returncode == 0
+    seven = CARRY.replace("five", "seven")
+    assert cases_text(repo) == with_text.replace("start: 28, end: 86", "start: 28, end: 87").replace(CARRY, seven)
