@@ -90,7 +90,7 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
 
     report = ragvet(harmful_repo, "report", "--against", "main", "--comment", check=True).stdout
     assert report.startswith(COMMENT_MARKER + "\n")
-    assert report.index("## ❌ Gate failed") < report.index("## Context budget beside recall")
+    assert report.startswith("# Gate: FAILED - ") and report.index("(gated)") < report.index("## Context budget")
     assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
     assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
     questions = {
@@ -118,7 +118,7 @@ def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmf
     assert f"ACCEPTED {GATED}: this change re-accepted metrics/baseline/" in gate.stdout
     assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
     report = ragvet(repo, "report", "--against", "main", check=True).stdout
-    assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
+    assert report.startswith("# Gate: PASSED - ") and "accepted deliberately: reviewers, check them" in report
 
     # Once results move away from the accepted baseline again, nothing is accepted: a change
     # that re-runs only the gated configuration's stages (the branch has no tuned threshold).
@@ -136,7 +136,7 @@ def test_improvement_passes_against_main(work_repo):
     gate = ragvet(work_repo, "gate", "--against", "main")
     assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
-    assert "## ✅ Gate passed" in report and "Newly missed at hit@5: 0 cases." in report
+    assert report.startswith("# Gate: PASSED - ") and "Newly missed at hit@5: 0 cases." in report
     # evidence_recall@5 rose (0.710 -> 0.714), shown beside its context budget.
     row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -156,7 +156,7 @@ def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
     assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout
     assert "labels changed: re-baseline deliberately" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
-    assert "## ❌ Gate failed" in report and "labels changed: re-baseline deliberately" in report
+    assert report.startswith("# Gate: FAILED - ") and "labels changed: re-baseline deliberately" in report
 
     ragvet(work_repo, "baseline", "accept", check=True)  # as the message says
     sh(work_repo, "dvc", "repro")

@@ -14,7 +14,7 @@ from ragvet.inputs.params import stage_params
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
-from ragvet.reporting.document import COMMENT_MARKER, Contents, render_report
+from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
@@ -308,7 +308,13 @@ INFO = {
 def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
     text = render_report(Contents(SUMMARIES, comparisons(), FAILED, INFO, KS), against="origin/main", marker=True)
     lines = text.splitlines()
-    assert lines[0] == COMMENT_MARKER and lines[2] == "# ragvet retrieval report" and lines[4] == "## ❌ Gate failed"
+    # The first line read is the verdict in plain ASCII (no emoji a font may lack), its details folded under it.
+    headline = f"# Gate: FAILED - 1 guarded metric and 1 slice dropped in `{CFG}` (`evidence_recall@5` 0.700 -> 0.600)"
+    assert lines[0] == COMMENT_MARKER and lines[2] == headline and lines[2].isascii()
+    assert lines[4:6] == ["<details>", f"<summary>{VERDICT_DETAILS}</summary>"]
+    # The gated configuration's table comes next, before the disclaimer and every other section.
+    assert lines.index(f"## `{CFG}` (gated)") < min(i for i, line in enumerate(lines) if line.startswith("> Offline"))
+    assert [line for line in lines if line.startswith("## ")][0] == f"## `{CFG}` (gated)"
     assert (
         f"- `{CFG}`: `evidence_recall@5` 0.700 → 0.600 (-0.100, 95% CI [-0.200, -0.050], corrected p 0.012), "
         "a drop of more than `max_drop` 0.020" in lines
@@ -359,7 +365,7 @@ def test_passing_verdict_says_what_it_covered():
     cfg["metrics"] = [{**m, "failed": False} for m in cfg["metrics"]]
     cfg["slices"] = [{**s, "failed": False} for s in cfg["slices"]]
     text = render_report(Contents(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS))
-    assert "## ✅ Gate passed" in text and COMMENT_MARKER not in text
+    assert text.startswith("# Gate: PASSED - 1 gated configuration within tolerance\n") and COMMENT_MARKER not in text
     assert (
         f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
         "and none of its 1 slices by more than 0.100." in text
@@ -427,7 +433,7 @@ def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figu
     small = render_report(Contents(SUMMARIES, comps, FAILED, info, KS), limit=5_000)
     assert len(small) <= 5_000 and small.count("- **`case-") == 5
     assert "Absolute figures" not in small and "Left out to fit a comment" in small
-    assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
+    assert small.startswith("# Gate: FAILED - ") and small.index("(gated)") < small.index("## Context budget beside")
 
 
 def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
@@ -526,7 +532,7 @@ def test_the_report_stage_renders_the_verdict_the_verdict_stage_wrote_and_decide
     (tmp_path / "verdict.json").write_text(json.dumps(verdict))
     edited = CliRunner().invoke(app, ["report", "--verdict", str(tmp_path / "verdict.json")])
     assert edited.exit_code == 0, edited.output
-    assert edited.stdout.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
+    assert edited.stdout.startswith("# Gate: FAILED - `sentences-600-bm25`: no valid comparison\n")
     assert f"- `{gated['config']}`: no valid comparison: edited by hand\n" in edited.stdout
     assert "no guarded metric" not in edited.stdout and "no guarded metric" in committed
     after = "\n> Offline scores on labelled cases"

@@ -126,7 +126,9 @@ def budget_chart(current: Sequence[dict], baseline: Sequence[dict], gated: Seque
                 ax.set_ylim(0, 1.02)
                 ax.set_title(f"Evidence recall against the context budget ({rev})", fontsize=8)
             row_of_panels[0].set_ylabel("evidence recall")
-            row_of_panels[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            handles, labels = row_of_panels[0].get_legend_handles_labels()
+            if handles:  # one legend for the pair: a configuration's colour is the same in both
+                row_of_panels[1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         return _svg(figure)
 
 

@@ -41,7 +41,7 @@ def _failed_config(cfg: dict) -> str:
     parts += [f"{slices} slice{'s' * (slices != 1)}"] if slices else []
     if parts:
         moved = "dropped" if all(higher_is_better(m["metric"]) for m in failed) else "moved the wrong way"
-        moves = [f"{md_prose(m['metric'])} {_plain(m['baseline'])} -> {_plain(m['current'])}" for m in failed]
+        moves = [f"{md_code(m['metric'])} {_plain(m['baseline'])} -> {_plain(m['current'])}" for m in failed]
         more = len(moves) - HEADLINE_METRICS
         shown = ", ".join(moves[:HEADLINE_METRICS]) + (f" and {more} more" if more > 0 else "")
         clause = f"{' and '.join(parts)} {moved} in {name}" + (f" ({shown})" if moves else "")
