@@ -90,7 +90,9 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
 
     report = ragvet(harmful_repo, "report", "--against", "main", "--comment", check=True).stdout
     assert report.startswith(COMMENT_MARKER + "\n")
-    assert report.startswith("# Gate: FAILED - ") and report.index("(gated)") < report.index("## Context budget")
+    assert report.splitlines()[2].startswith("# Gate: FAILED - ") and report.index("(gated)") < report.index(
+        "## Context budget"
+    )
     assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
     assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
     questions = {

@@ -365,7 +365,10 @@ def test_passing_verdict_says_what_it_covered():
     cfg["metrics"] = [{**m, "failed": False} for m in cfg["metrics"]]
     cfg["slices"] = [{**s, "failed": False} for s in cfg["slices"]]
     text = render_report(Contents(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS))
-    assert text.startswith("# Gate: PASSED - 1 gated configuration within tolerance\n") and COMMENT_MARKER not in text
+    assert (
+        text.startswith(f"# Gate: PASSED - no guarded metric or slice moved beyond tolerance in `{CFG}`\n")
+        and COMMENT_MARKER not in text
+    )
     assert (
         f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
         "and none of its 1 slices by more than 0.100." in text

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ragvet.gating.compare import family_text
 from ragvet.gating.latency import latency_text
 from ragvet.measures.registry import higher_is_better
+from ragvet.reporting.markdown import joined
 from ragvet.text.escaping import md_code, md_prose
 from ragvet.text.formatting import fmt, fmt_ci, fmt_p, is_missing, slice_name
 
@@ -66,9 +67,9 @@ def verdict_headline(verdict: dict) -> str:
     if not verdict["passed"]:
         return f"Gate: {word} - " + "; ".join(_failed_config(cfg) for cfg in configs if not cfg["passed"])
     accepted = [md_code(cfg["config"]) for cfg in configs if cfg.get("accepted")]
-    within = len(configs) - len(accepted)
-    parts = [f"{within} gated configuration{'s' * (within != 1)} within tolerance"] if within else []
-    parts += [f"{', '.join(accepted)} accepted deliberately"] if accepted else []
+    within = [md_code(cfg["config"]) for cfg in configs if not cfg.get("accepted")]
+    parts = [f"no guarded metric or slice moved beyond tolerance in {joined(within)}"] if within else []
+    parts += [f"{joined(accepted)} accepted deliberately"] if accepted else []
     return f"Gate: {word} - " + "; ".join(parts)
 
 
