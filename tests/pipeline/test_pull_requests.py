@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,37 @@ const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
 document.body.insertAdjacentHTML("beforeend", "<pre id='measured'>" + JSON.stringify(sizes) + "</pre>");
 </script>"""
 
+# Appended to another copy: reads the page as laid out (what comes first, which table, each chart
+# panel's series and their computed colours) into the DOM, so the test parses no HTML itself.
+LAYOUT = """<script>
+const first = document.body.firstElementChild;
+const heading = table => {
+  for (let node = table.previousElementSibling; node; node = node.previousElementSibling)
+    if (/^H[1-6]$/.test(node.tagName)) return node.textContent;
+  return null;
+};
+const colour = group => {
+  const mark = group.querySelector("path, use");
+  const style = getComputedStyle(mark);
+  return style.stroke !== "none" ? style.stroke : style.fill;
+};
+const charts = [...document.querySelectorAll("figure svg")].map(svg => {
+  const panels = {};
+  for (const group of svg.querySelectorAll("g[id^='series-']")) {
+    const [, , panel, series] = group.id.split("-");
+    (panels[panel] ||= {})[series] = colour(group);
+  }
+  return Object.values(panels).map(series => Object.values(series));
+});
+const layout = {
+  first: [first.tagName, first.textContent],
+  tables: [...document.querySelectorAll("table")].map(heading),
+  gatedTop: document.querySelector("table").getBoundingClientRect().top + window.scrollY,
+  charts,
+};
+document.body.insertAdjacentHTML("beforeend", "<pre id='layout'>" + JSON.stringify(layout) + "</pre>");
+</script>"""
+
 
 @pytest.mark.skipif(
     CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
@@ -226,7 +258,7 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
 
     dom, console = open_in_chromium(page, tmp_path / "profile-a")
     assert console == [], console
-    assert "❌ Gate failed" in dom and dom.count("<svg") == 3
+    assert "Gate: FAILED - " in dom and dom.count("<svg") == 3
 
     # A copy that measures its charts and logs one error: the sizes come back in the DOM, and
     # the console check can fail (the error planted is caught, and it is the only message).
@@ -239,6 +271,25 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
     assert len(sizes) == 3
     for width, height, marks in sizes:
         assert width > 200 and height > 100 and marks > 20
+
+    # As laid out: the verdict in plain text first, the gated configuration's table first and near
+    # the top, and no chart panel with more than 8 series or two series of one colour.
+    laid_out = tmp_path / "layout.html"
+    laid_out.write_text(html.replace("</body>", LAYOUT + "</body>"))
+    dom, console = open_in_chromium(laid_out, tmp_path / "profile-c")
+    assert console == [], console
+    layout = json.loads(html_unescape(re.search(r"<pre id=\"layout\">(.*?)</pre>", dom).group(1)))
+    tag, text = layout["first"]
+    assert tag == "H1" and text.startswith("Gate: FAILED - ") and f" dropped in {GATED} (" in text
+    assert text.isascii(), text
+    assert layout["tables"][0] == f"{GATED} (gated)" and layout["tables"].count(f"{GATED} (gated)") == 1
+    assert layout["gatedTop"] < 600, layout["gatedTop"]
+    assert len(layout["charts"]) == 3 and all(layout["charts"])
+    for chart in layout["charts"]:
+        for colours in chart:
+            assert 1 <= len(colours) <= 8 and len(set(colours)) == len(colours), chart
+    # recall@k: a panel per configuration, each with recall and evidence recall, current and baseline.
+    assert [len(colours) for colours in layout["charts"][0]] == [4, 4, 4]
 
 
 def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():
