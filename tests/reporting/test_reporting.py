@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from builders import gate_of
@@ -12,7 +13,7 @@ from builders import gate_of
 from ragvet.gating.compare import gate_all
 from ragvet.inputs.params import stage_params
 from ragvet.reporting.cases import describe_evidence
-from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
+from ragvet.reporting.charts import PALETTE, at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
@@ -417,6 +418,43 @@ def test_html_is_self_contained_with_deterministic_charts():
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
     assert "<table>" in page and "<details>" in page and "<summary>" in page
     assert "<script" not in page and 'src="http' not in page and "<link" not in page
+
+
+def chart_panels(svg: str) -> list[list[str]]:
+    """Each panel's series colours, in drawing order, read with an XML parser from the
+    ``series-<chart>-<panel>-<series>-<part>`` groups the charts mark their series with."""
+    panels: dict[str, dict[str, str]] = {}
+    for group in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}g"):
+        if group.get("id", "").startswith("series-"):
+            _, _, panel, series, _ = group.get("id").split("-")
+            mark = next(e for e in group.iter() if e.get("style"))
+            style = dict(item.split(": ") for item in mark.get("style").split("; "))
+            panels.setdefault(panel, {})[series] = (
+                style["stroke"] if style.get("stroke", "none") != "none" else style["fill"]
+            )
+    return [list(series.values()) for series in panels.values()]
+
+
+def test_charts_of_ten_configurations_draw_at_most_8_series_a_panel_in_distinct_colours():
+    names = [f"config-{i:02d}" for i in range(10)]
+    at_k = [{"config": n, "k": k, "recall": 0.5, "evidence_recall": 0.6} for n in names for k in (1, 5)]
+    budget = [{"config": n, "budget": b, "unit": "chars", "evidence_recall": 0.6} for n in names for b in (256, 512)]
+    slices = [{"config": n, "slice": "kind=y", "evidence_recall": 0.5} for n in names]
+    charts = {
+        "at_k": chart_panels(at_k_chart(at_k, at_k, gated=["config-09"])),
+        "budget": chart_panels(budget_chart(budget, budget)),
+        "slice": chart_panels(slice_chart(slices, slices, names)),
+    }
+    # Small multiples: a panel per configuration with recall and evidence recall, current and baseline;
+    # the budget's current and baseline panels for the first 8 configurations, then for the last 2;
+    # 7 configurations' bars a panel, with the baseline ticks in black.
+    assert [len(p) for p in charts["at_k"]] == [4] * 10
+    assert [len(p) for p in charts["budget"]] == [8, 8, 2, 2]
+    assert [len(p) for p in charts["slice"]] == [8, 4]
+    for panels in charts.values():
+        for colours in panels:
+            assert len(colours) <= 8 and len(set(colours)) == len(colours), colours
+    assert charts["budget"][0] == [c.lower() for c in PALETTE]
 
 
 def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figures():
