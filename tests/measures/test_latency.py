@@ -163,7 +163,12 @@ def test_the_gate_fails_on_a_p95_rise_of_real_runs_measured_on_the_baseline_mach
     assert f"FAIL {gated} p95 latency " in gate_with_baseline(p95_ms=p95 / 1.6)
     assert "(+60.0%; max_p95_rise +50.0%)" in gate_with_baseline(p95_ms=p95 / 1.6)
     report = ragvet(repo, "report", "--latency-dir", ".ragvet/latency").stdout
-    assert "## ❌ Gate failed" in report and f"`{gated}`: p95 latency " in report and "ms (+60.0%; max" in report
+    assert (
+        "# Gate: FAILED - " in report
+        and "p95 latency rose too far" in report
+        and f"`{gated}`: p95 latency " in report
+        and "ms (+60.0%; max" in report
+    )
     assert gate_with_baseline(p95_ms=p95 / 1.5).startswith("0 ")  # exactly the limit passes
     within = gate_with_baseline(p95_ms=p95 / 1.25)
     assert within.startswith("0 ") and f"ok   {gated} p95 latency " in within and "(+25.0%;" in within

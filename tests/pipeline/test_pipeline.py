@@ -149,7 +149,7 @@ def test_a_harmful_change_fails_the_gate_naming_its_drops_and_leaves_git_trackin
     assert message.index("Running stage 'verdict'") < message.index("Running stage 'report'")
     assert message.index("Running stage 'report'") < message.index("Running stage 'gate'")
     report = (work_repo / "metrics" / "report.md").read_text()
-    assert report.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
+    assert report.startswith("# Gate: FAILED - ")
     against = ragvet(work_repo, "gate", "--against", "HEAD")
     assert against.returncode == 1 and "gate: FAILED" in against.stdout
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def test_harmful_chunking_change_fails_against_main_and_lists_the_newly_missed_c
 
     report = ragvet(harmful_repo, "report", "--against", "main", "--comment", check=True).stdout
     assert report.startswith(COMMENT_MARKER + "\n")
-    assert report.index("## ❌ Gate failed") < report.index("## Context budget beside recall")
+    assert report.splitlines()[2].startswith("# Gate: FAILED - ") and report.index("(gated)") < report.index(
+        "## Context budget"
+    )
     assert listed_cases(report, f"Newly missed at hit@5: {len(expected)} case") == expected
     assert listed_cases(report, f"Newly found at hit@5: {len(found)} case") == found if found else True
     questions = {
@@ -118,7 +121,7 @@ def test_a_drop_accepted_in_the_change_passes_against_main_and_still_shows(harmf
     assert f"ACCEPTED {GATED}: this change re-accepted metrics/baseline/" in gate.stdout
     assert re.search(rf"^FAIL {GATED} evidence_recall@5: ", gate.stdout, flags=re.MULTILINE)
     report = ragvet(repo, "report", "--against", "main", check=True).stdout
-    assert "## ✅ Gate passed" in report and "accepted deliberately: reviewers, check them" in report
+    assert report.startswith("# Gate: PASSED - ") and "accepted deliberately: reviewers, check them" in report
 
     # Once results move away from the accepted baseline again, nothing is accepted: a change
     # that re-runs only the gated configuration's stages (the branch has no tuned threshold).
@@ -136,7 +139,7 @@ def test_improvement_passes_against_main(work_repo):
     gate = ragvet(work_repo, "gate", "--against", "main")
     assert gate.returncode == 0 and "gate: PASSED" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
-    assert "## ✅ Gate passed" in report and "Newly missed at hit@5: 0 cases." in report
+    assert report.startswith("# Gate: PASSED - ") and "Newly missed at hit@5: 0 cases." in report
     # evidence_recall@5 rose (0.710 -> 0.714), shown beside its context budget.
     row = next(line for line in report.splitlines() if line.startswith(f"| `{GATED}` | "))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -156,7 +159,7 @@ def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
     assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout
     assert "labels changed: re-baseline deliberately" in gate.stdout
     report = ragvet(work_repo, "report", "--against", "main", check=True).stdout
-    assert "## ❌ Gate failed" in report and "labels changed: re-baseline deliberately" in report
+    assert report.startswith("# Gate: FAILED - ") and "labels changed: re-baseline deliberately" in report
 
     ragvet(work_repo, "baseline", "accept", check=True)  # as the message says
     sh(work_repo, "dvc", "repro")
@@ -209,6 +212,37 @@ const sizes = [...document.querySelectorAll("figure svg")].map(svg => {
 document.body.insertAdjacentHTML("beforeend", "<pre id='measured'>" + JSON.stringify(sizes) + "</pre>");
 </script>"""
 
+# Appended to another copy: reads the page as laid out (what comes first, which table, each chart
+# panel's series and their computed colours) into the DOM, so the test parses no HTML itself.
+LAYOUT = """<script>
+const first = document.body.firstElementChild;
+const heading = table => {
+  for (let node = table.previousElementSibling; node; node = node.previousElementSibling)
+    if (/^H[1-6]$/.test(node.tagName)) return node.textContent;
+  return null;
+};
+const colour = group => {
+  const mark = group.querySelector("path, use");
+  const style = getComputedStyle(mark);
+  return style.stroke !== "none" ? style.stroke : style.fill;
+};
+const charts = [...document.querySelectorAll("figure svg")].map(svg => {
+  const panels = {};
+  for (const group of svg.querySelectorAll("g[id^='series-']")) {
+    const [, , panel, series] = group.id.split("-");
+    (panels[panel] ||= {})[series] = colour(group);
+  }
+  return Object.values(panels).map(series => Object.values(series));
+});
+const layout = {
+  first: [first.tagName, first.textContent],
+  tables: [...document.querySelectorAll("table")].map(heading),
+  gatedTop: document.querySelector("table").getBoundingClientRect().top + window.scrollY,
+  charts,
+};
+document.body.insertAdjacentHTML("beforeend", "<pre id='layout'>" + JSON.stringify(layout) + "</pre>");
+</script>"""
+
 
 @pytest.mark.skipif(
     CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
@@ -224,7 +258,7 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
 
     dom, console = open_in_chromium(page, tmp_path / "profile-a")
     assert console == [], console
-    assert "❌ Gate failed" in dom and dom.count("<svg") == 3
+    assert "Gate: FAILED - " in dom and dom.count("<svg") == 3
 
     # A copy that measures its charts and logs one error: the sizes come back in the DOM, and
     # the console check can fail (the error planted is caught, and it is the only message).
@@ -237,6 +271,25 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
     assert len(sizes) == 3
     for width, height, marks in sizes:
         assert width > 200 and height > 100 and marks > 20
+
+    # As laid out: the verdict in plain text first, the gated configuration's table first and near
+    # the top, and no chart panel with more than 8 series or two series of one colour.
+    laid_out = tmp_path / "layout.html"
+    laid_out.write_text(html.replace("</body>", LAYOUT + "</body>"))
+    dom, console = open_in_chromium(laid_out, tmp_path / "profile-c")
+    assert console == [], console
+    layout = json.loads(html_unescape(re.search(r"<pre id=\"layout\">(.*?)</pre>", dom).group(1)))
+    tag, text = layout["first"]
+    assert tag == "H1" and text.startswith("Gate: FAILED - ") and f" dropped in {GATED} (" in text
+    assert text.isascii(), text
+    assert layout["tables"][0] == f"{GATED} (gated)" and layout["tables"].count(f"{GATED} (gated)") == 1
+    assert layout["gatedTop"] < 600, layout["gatedTop"]
+    assert len(layout["charts"]) == 3 and all(layout["charts"])
+    for chart in layout["charts"]:
+        for colours in chart:
+            assert 1 <= len(colours) <= 8 and len(set(colours)) == len(colours), chart
+    # recall@k: a panel per configuration, each with recall and evidence recall, current and baseline.
+    assert [len(colours) for colours in layout["charts"][0]] == [4, 4, 4]
 
 
 def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():

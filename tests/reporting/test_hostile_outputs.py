@@ -136,7 +136,9 @@ def test_comment_renders_hostile_ids_questions_quotes_and_tags_inert_on_github()
     assert "@\u200boctocat @\u200bgithub/security-team #\u200b1" in "".join(elements.prose)
     # Only ragvet's own headings: the question's "## ✅ Gate passed" stays inside its list item.
     assert elements.headings == [
-        "ragvet retrieval report", "❌ Gate failed", "Context budget beside recall", f"{CFG} (gated)",
+        f"Gate: FAILED - 2 guarded metrics and 1 slice dropped in {CFG} (evidence_recall@5 1.000 -> 0.750, "
+        "mrr 1.000 -> 0.750)",
+        f"{CFG} (gated)", "Context budget beside recall",
         "All configurations", "eval split", "dev split", "Abstention cases (answerable: false)",
     ]  # fmt: skip
     # Backticks in ids do not break out: each id reads back whole from its code span.
@@ -379,7 +381,7 @@ def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Pa
     elements = Elements(github_html(comment))
     assert_inert(elements)
     assert E2E_CASE in elements.codes and E2E_DOC in elements.codes and f"kind={one_line(E2E_TAG)}" in elements.codes
-    assert "✅ Gate passed" not in elements.headings
+    assert elements.headings[0].startswith("Gate: FAILED - ") and "Gate passed" not in "".join(elements.headings)
     if CHROMIUM is None and os.environ.get("CI") != "true":
         pytest.skip("chromium not installed (CI installs it)")
     page = tmp_path / "report.html"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from builders import gate_of
@@ -12,9 +13,9 @@ from builders import gate_of
 from ragvet.gating.compare import gate_all
 from ragvet.inputs.params import stage_params
 from ragvet.reporting.cases import describe_evidence
-from ragvet.reporting.charts import at_k_chart, budget_chart, slice_chart
+from ragvet.reporting.charts import PALETTE, at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
-from ragvet.reporting.document import COMMENT_MARKER, Contents, render_report
+from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
@@ -308,7 +309,13 @@ INFO = {
 def test_report_puts_the_verdict_first_with_every_reason_and_lists_cases():
     text = render_report(Contents(SUMMARIES, comparisons(), FAILED, INFO, KS), against="origin/main", marker=True)
     lines = text.splitlines()
-    assert lines[0] == COMMENT_MARKER and lines[2] == "# ragvet retrieval report" and lines[4] == "## ❌ Gate failed"
+    # The first line read is the verdict in plain ASCII (no emoji a font may lack), its details folded under it.
+    headline = f"# Gate: FAILED - 1 guarded metric and 1 slice dropped in `{CFG}` (`evidence_recall@5` 0.700 -> 0.600)"
+    assert lines[0] == COMMENT_MARKER and lines[2] == headline and lines[2].isascii()
+    assert lines[4:6] == ["<details>", f"<summary>{VERDICT_DETAILS}</summary>"]
+    # The gated configuration's table comes next, before the disclaimer and every other section.
+    assert lines.index(f"## `{CFG}` (gated)") < min(i for i, line in enumerate(lines) if line.startswith("> Offline"))
+    assert [line for line in lines if line.startswith("## ")][0] == f"## `{CFG}` (gated)"
     assert (
         f"- `{CFG}`: `evidence_recall@5` 0.700 → 0.600 (-0.100, 95% CI [-0.200, -0.050], corrected p 0.012), "
         "a drop of more than `max_drop` 0.020" in lines
@@ -359,7 +366,10 @@ def test_passing_verdict_says_what_it_covered():
     cfg["metrics"] = [{**m, "failed": False} for m in cfg["metrics"]]
     cfg["slices"] = [{**s, "failed": False} for s in cfg["slices"]]
     text = render_report(Contents(SUMMARIES, [], {**verdict, "configs": [cfg]}, {}, KS))
-    assert "## ✅ Gate passed" in text and COMMENT_MARKER not in text
+    assert (
+        text.startswith(f"# Gate: PASSED - no guarded metric or slice moved beyond tolerance in `{CFG}`\n")
+        and COMMENT_MARKER not in text
+    )
     assert (
         f"- `{CFG}`: no guarded metric (`evidence_recall@5`, `mrr`) moved the wrong way by more than 0.020, "
         "and none of its 1 slices by more than 0.100." in text
@@ -410,6 +420,43 @@ def test_html_is_self_contained_with_deterministic_charts():
     assert "<script" not in page and 'src="http' not in page and "<link" not in page
 
 
+def chart_panels(svg: str) -> list[list[str]]:
+    """Each panel's series colours, in drawing order, read with an XML parser from the
+    ``series-<chart>-<panel>-<series>-<part>`` groups the charts mark their series with."""
+    panels: dict[str, dict[str, str]] = {}
+    for group in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}g"):
+        if group.get("id", "").startswith("series-"):
+            _, _, panel, series, _ = group.get("id").split("-")
+            mark = next(e for e in group.iter() if e.get("style"))
+            style = dict(item.split(": ") for item in mark.get("style").split("; "))
+            panels.setdefault(panel, {})[series] = (
+                style["stroke"] if style.get("stroke", "none") != "none" else style["fill"]
+            )
+    return [list(series.values()) for series in panels.values()]
+
+
+def test_charts_of_ten_configurations_draw_at_most_8_series_a_panel_in_distinct_colours():
+    names = [f"config-{i:02d}" for i in range(10)]
+    at_k = [{"config": n, "k": k, "recall": 0.5, "evidence_recall": 0.6} for n in names for k in (1, 5)]
+    budget = [{"config": n, "budget": b, "unit": "chars", "evidence_recall": 0.6} for n in names for b in (256, 512)]
+    slices = [{"config": n, "slice": "kind=y", "evidence_recall": 0.5} for n in names]
+    charts = {
+        "at_k": chart_panels(at_k_chart(at_k, at_k, gated=["config-09"])),
+        "budget": chart_panels(budget_chart(budget, budget)),
+        "slice": chart_panels(slice_chart(slices, slices, names)),
+    }
+    # Small multiples: a panel per configuration with recall and evidence recall, current and baseline;
+    # the budget's current and baseline panels for the first 8 configurations, then for the last 2;
+    # 7 configurations' bars a panel, with the baseline ticks in black.
+    assert [len(p) for p in charts["at_k"]] == [4] * 10
+    assert [len(p) for p in charts["budget"]] == [8, 8, 2, 2]
+    assert [len(p) for p in charts["slice"]] == [8, 4]
+    for panels in charts.values():
+        for colours in panels:
+            assert len(colours) <= 8 and len(set(colours)) == len(colours), colours
+    assert charts["budget"][0] == [c.lower() for c in PALETTE]
+
+
 def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figures():
     comps = comparisons()
     ids = [f"case-{i:03d}" for i in range(100)]
@@ -427,7 +474,7 @@ def test_a_comment_over_the_limit_lists_fewer_cases_then_drops_the_absolute_figu
     small = render_report(Contents(SUMMARIES, comps, FAILED, info, KS), limit=5_000)
     assert len(small) <= 5_000 and small.count("- **`case-") == 5
     assert "Absolute figures" not in small and "Left out to fit a comment" in small
-    assert small.index("## ❌ Gate failed") < small.index("## Context budget beside recall")
+    assert small.startswith("# Gate: FAILED - ") and small.index("(gated)") < small.index("## Context budget beside")
 
 
 def test_a_lower_is_better_metric_fails_on_a_rise_and_says_so():
@@ -526,7 +573,7 @@ def test_the_report_stage_renders_the_verdict_the_verdict_stage_wrote_and_decide
     (tmp_path / "verdict.json").write_text(json.dumps(verdict))
     edited = CliRunner().invoke(app, ["report", "--verdict", str(tmp_path / "verdict.json")])
     assert edited.exit_code == 0, edited.output
-    assert edited.stdout.startswith("# ragvet retrieval report\n\n## ❌ Gate failed\n")
+    assert edited.stdout.startswith("# Gate: FAILED - `sentences-600-bm25`: no valid comparison\n")
     assert f"- `{gated['config']}`: no valid comparison: edited by hand\n" in edited.stdout
     assert "no guarded metric" not in edited.stdout and "no guarded metric" in committed
     after = "\n> Offline scores on labelled cases"

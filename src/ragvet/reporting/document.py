@@ -1,5 +1,6 @@
-"""The report document: its sections in order (the verdict first, the comparisons,
-the absolute figures last and collapsed), and its fit into one pull-request comment.
+"""The report document: its sections in order (the one-line verdict first, its details
+folded, the gated configurations' tables, then the other comparisons, the absolute
+figures last and collapsed), and its fit into one pull-request comment.
 
 It is a pure function of what it is given: no timestamps, fixed decimals,
 configurations sorted by name, so re-running gives the same bytes and a PR diff shows
@@ -19,10 +20,13 @@ from ragvet.reporting.judged import judged_section
 from ragvet.reporting.markdown import md_details
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import Summary
-from ragvet.reporting.verdict import verdict_section
+from ragvet.reporting.verdict import verdict_headline, verdict_section
 from ragvet.text.escaping import md_code
 
 COMMENT_MARKER = "<!-- ragvet-report -->"
+
+# The folded verdict details' summary line, under the one-line verdict.
+VERDICT_DETAILS = "ragvet's gate: every reason, and what it compared"
 
 
 DISCLAIMER = (
@@ -55,9 +59,10 @@ class Contents:
 def render_report(
     contents: Contents, against: str | None = None, marker: bool = False, limit: int | None = None
 ) -> str:
-    """The pull-request document: the verdict first, then every configuration's
-    paired comparison (gated ones open, the others collapsed), then the absolute
-    figures of every configuration. ``marker`` prepends the hidden comment marker
+    """The pull-request document: the one-line verdict first (its details folded), then
+    the gated configurations' paired comparisons, the budget, judged and side-by-side
+    sections, the other configurations (collapsed), then the absolute figures of every
+    configuration. ``marker`` prepends the hidden comment marker
     that lets CI find and update its one comment.
 
     With ``limit`` (characters), a document that would be longer lists fewer
@@ -98,19 +103,19 @@ def _render(contents: Contents, against: str | None, marker: bool, cap: int | No
     ks, case_info = sorted(set(contents.ks)), contents.case_info
     confidence = float(verdict["configs"][0].get("confidence", 0.95)) if verdict["configs"] else 0.95
     lines = [COMMENT_MARKER, ""] if marker else []
-    lines += ["# ragvet retrieval report", ""]
-    lines += verdict_section(verdict, against)
+    lines += [f"# {verdict_headline(verdict)}", ""]
+    lines += md_details(VERDICT_DETAILS, verdict_section(verdict, against))
     lines += stale_threshold_lines(summaries)  # beside the verdict: a comment may leave the threshold table out
-    lines += [DISCLAIMER, ""]
-    lines += budget_section(comparisons)
-    lines += judged_section(summaries, ks, contents.judged)
-    lines += side_by_side_section(contents.table, confidence)
     gated = [c for c in comparisons if c["gated"]]
     others = [c for c in comparisons if not c["gated"]]
     skipped = {cfg["config"]: [s["metric"] for s in cfg.get("skipped") or []] for cfg in verdict["configs"]}
     for comp in gated:
         section = config_section(comp, case_info, confidence, cap, skipped.get(comp["config"], ()))
         lines += [f"## {md_code(comp['config'])} (gated)", ""] + section
+    lines += [DISCLAIMER, ""]
+    lines += budget_section(comparisons)
+    lines += judged_section(summaries, ks, contents.judged)
+    lines += side_by_side_section(contents.table, confidence)
     if others:
         lines += ["## Other configurations", ""]
         for comp in others:

@@ -21,6 +21,7 @@ th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; }
 th { background: #f6f8fa; }
 code { background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
 blockquote { color: #59636e; border-left: 4px solid #d0d7de; margin: 0; padding: 0 1em; }
+h1 { font-size: 1.5em; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 """
 

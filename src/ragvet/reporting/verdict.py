@@ -1,5 +1,8 @@
-"""The gate's verdict as the report's first section: passed or failed, then every
-reason it failed (or what passing covered).
+"""The gate's verdict as the report's first line (passed or failed and what failed, in
+plain text) and its details: every reason it failed, or what passing covered.
+
+The first line is ASCII apart from user names, so it reads the same in any font: no
+emoji or arrow a machine may lack draws as an empty box in the one line everyone reads.
 
 It renders a verdict it is given and decides nothing: in the pipeline the verdict
 stage decided it once and wrote it (:mod:`ragvet.gating.decision`), so the report
@@ -11,8 +14,12 @@ from __future__ import annotations
 from ragvet.gating.compare import family_text
 from ragvet.gating.latency import latency_text
 from ragvet.measures.registry import higher_is_better
+from ragvet.reporting.markdown import joined
 from ragvet.text.escaping import md_code, md_prose
-from ragvet.text.formatting import fmt, fmt_ci, fmt_p, slice_name
+from ragvet.text.formatting import fmt, fmt_ci, fmt_p, is_missing, slice_name
+
+# How many failed metrics the first line names before "and N more": one line stays one line.
+HEADLINE_METRICS = 3
 
 
 def _bad_move(metric: str) -> str:
@@ -20,10 +27,56 @@ def _bad_move(metric: str) -> str:
     return "drop" if higher_is_better(metric) else "rise"
 
 
+def _plain(value: float | None) -> str:
+    """A figure of the first line: :func:`fmt`, with ``n/a`` for no value (its dash is not ASCII)."""
+    return "n/a" if is_missing(value) else fmt(value)
+
+
+def _failed_config(cfg: dict) -> str:
+    """What failed in one gated configuration, in one clause: its failed guarded metrics
+    with their moves (the first :data:`HEADLINE_METRICS`), then its slices and latency."""
+    name = md_code(cfg["config"])
+    failed = [m for m in cfg["metrics"] if m["failed"]]
+    slices = sum(1 for s in cfg["slices"] if s["failed"])
+    parts = [f"{len(failed)} guarded metric{'s' * (len(failed) != 1)}"] if failed else []
+    parts += [f"{slices} slice{'s' * (slices != 1)}"] if slices else []
+    if parts:
+        moved = "dropped" if all(higher_is_better(m["metric"]) for m in failed) else "moved the wrong way"
+        moves = [f"{md_code(m['metric'])} {_plain(m['baseline'])} -> {_plain(m['current'])}" for m in failed]
+        more = len(moves) - HEADLINE_METRICS
+        shown = ", ".join(moves[:HEADLINE_METRICS]) + (f" and {more} more" if more > 0 else "")
+        clause = f"{' and '.join(parts)} {moved} in {name}" + (f" ({shown})" if moves else "")
+    else:
+        clause = ""
+    timed = cfg.get("latency") or {}
+    extra = ["no valid comparison"] if cfg["reasons"] else []
+    extra += ["p95 latency rose too far"] if timed.get("failed") else []
+    if extra:
+        clause = f"{clause}; " if clause else f"{name}: "
+        clause += ", ".join(extra)
+    return clause or f"{name} failed (see the details)"
+
+
+def verdict_headline(verdict: dict) -> str:
+    """The report's first line: ``Gate: PASSED`` or ``Gate: FAILED`` and, in one line,
+    what failed (or what passing covered). Plain ASCII apart from user names."""
+    configs = verdict["configs"]
+    word = "PASSED" if verdict["passed"] else "FAILED"
+    if not configs:
+        return f"Gate: {word} - no configuration is gated"
+    if not verdict["passed"]:
+        return f"Gate: {word} - " + "; ".join(_failed_config(cfg) for cfg in configs if not cfg["passed"])
+    accepted = [md_code(cfg["config"]) for cfg in configs if cfg.get("accepted")]
+    within = [md_code(cfg["config"]) for cfg in configs if not cfg.get("accepted")]
+    parts = [f"no guarded metric or slice moved beyond tolerance in {joined(within)}"] if within else []
+    parts += [f"{joined(accepted)} accepted deliberately"] if accepted else []
+    return f"Gate: {word} - " + "; ".join(parts)
+
+
 def verdict_section(verdict: dict, against: str | None) -> list[str]:
-    """Pass or fail first, then every reason it failed (or what passing covered)."""
-    passed = verdict["passed"]
-    out = [f"## {'✅ Gate passed' if passed else '❌ Gate failed'}", ""]
+    """The verdict's details, under the first line: every reason it failed (or what
+    passing covered), and what it was compared with."""
+    out: list[str] = []
     if not verdict["configs"]:
         return out + ["- No configuration is gated: list them under `gate.configs` in params.yaml.", ""]
     for cfg in verdict["configs"]:

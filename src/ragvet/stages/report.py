@@ -93,20 +93,21 @@ def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, 
 
 def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
     """The HTML report's charts: recall against k, evidence recall against the budget,
-    the gated configurations' slices, each with its baseline dashed."""
+    the gated configurations' slices, each beside its baseline."""
     ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
     base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
     gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (
-            "recall@k and evidence_recall@k (dashed: baseline)",
-            charts.at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks)),
+            "recall@k and evidence_recall@k per configuration (dashed: baseline)",
+            charts.at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks), gated),
         ),
         (
             "Evidence recall against the context budget",
             charts.budget_chart(
                 budget_rows(summaries, k, budget.values, budget.label),
                 budget_rows(base_summaries, k, budget.values, budget.label),
+                gated,
             ),
         ),
         (
