@@ -348,11 +348,14 @@ def import_log_command(
     chunking: str | None = typer.Option(None, help="The chunking that made the log's chunk ids (for their evidence)."),
     out_cases: Path = typer.Option(Path("data/cases/cases.jsonl"), help="Cases file to write (.jsonl)."),
     out_run: Path = typer.Option(Path("data/external/log-run.jsonl"), help="Run file to write, for `kind: run_file`."),
-    out_unlabelled: Path | None = typer.Option(None, help="Write the queries without a relevant result here (.jsonl)."),
+    out_unlabelled: Path | None = typer.Option(
+        None, help="Write the queries without a relevant result here, as a per-query log (.jsonl)."
+    ),
     force: bool = typer.Option(False, "--force", help="Replace existing output files."),
 ) -> None:
-    """Import a production search log: every query's returned passages become a run file,
-    and the queries whose clicks or grades name a relevant passage become cases.
+    """Import a production search log: the queries whose clicks or grades name a relevant
+    passage become cases, and what each returned a run file for `kind: run_file`; the
+    other queries are counted, or written to --out-unlabelled as a log to label.
 
     A grade is a result's grade; a click without one is grade 1; a result neither clicked
     nor graded ranked above the query's lowest click is grade 0 (skip-above), one below it
@@ -368,7 +371,8 @@ def import_log_command(
         f"cases: {counts['cases']} ({counts['evidence units']} evidence units, {counts['judged docs']} judged docs)"
     )
     unlabelled = {key.removeprefix("unlabelled: "): n for key, n in sorted(counts.items()) if key.startswith("unlabel")}
-    typer.echo(f"unlabelled queries: {sum(unlabelled.values())} (not cases: a case needs a relevant passage)")
+    where = "" if out_unlabelled is None else f", written to {out_unlabelled}"
+    typer.echo(f"unlabelled queries: {sum(unlabelled.values())} (not cases: a case needs a relevant passage{where})")
     for reason, count in unlabelled.items():
         typer.echo(f"  {reason}: {count}")
     written = ", ".join(str(path) for path in outputs.values() if path is not None)

@@ -392,6 +392,18 @@ def _query_fields(where: str, row: Row) -> tuple[str, str, dict[str, str]] | lis
     return problems or (query_id, question, tags)
 
 
+def unlabelled_row(query: Query) -> Row:
+    """A query without a relevant result as a row of a per-query log, its results in rank
+    order: grade them (or add clicks) and import the file again."""
+    results = []
+    for rank, result in enumerate(query.results, start=1):
+        labels = {"clicked": True} if result.clicked else {}
+        labels.update({"grade": result.grade} if result.grade is not None else {})
+        results.append({**result.passage, "rank": rank, **labels})
+    tags = {"tags": query.tags} if query.tags else {}
+    return {"query_id": query.query_id, "question": query.question, **tags, "results": results}
+
+
 # --- the import ------------------------------------------------------------------------
 
 
@@ -527,16 +539,21 @@ class LogImport:
                     seen.setdefault(key, result.where)
 
     def _query_lines(self, query: Query) -> Iterator[tuple[str, str]]:
+        """A labelled query's run lines and case; an unlabelled one's row of the log."""
         self.counts["queries"] += 1
         self.counts["results"] += len(query.results)
+        case = self._case(query)
+        if case is None:
+            yield "unlabelled", dumps_line(unlabelled_row(query)) + "\n"
+            return
         for rank, result in enumerate(query.results, start=1):
             yield "run", dumps_line({"case_id": query.query_id, **result.passage, "rank": rank}) + "\n"
-        case = self._case(query)
-        yield ("cases" if "evidence" in case else "unlabelled"), dumps_line(case) + "\n"
+        yield "cases", dumps_line(case) + "\n"
 
-    def _case(self, query: Query) -> Row:
-        """The query's case: evidence and judged grades from :func:`graded`, or, with no
-        relevant result, the unlabelled row ``{id, question, tags}``."""
+    def _case(self, query: Query) -> Row | None:
+        """The query's case, with evidence and judged grades from :func:`graded`; ``None``
+        when no result is relevant (a case needs evidence, and ``answerable: false``
+        would claim the corpus cannot answer it)."""
         tags = {"tags": query.tags} if query.tags else {}
         row: Row = {"id": query.query_id, "question": query.question, **tags}
         grades = graded(query.results)
@@ -545,7 +562,7 @@ class LogImport:
         if not relevant:
             judged = any(grade is not None for grade in grades)
             self.counts["unlabelled: judged, none relevant" if judged else "unlabelled: no clicks or grades"] += 1
-            return row
+            return None
         judged_docs: dict[str, int] = {}
         for result, grade in zip(query.results, grades):
             if grade is not None:
