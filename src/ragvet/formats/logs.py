@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import polars as pl
+
 from ragvet.errors import Problem
 from ragvet.formats.imported import question_text
 from ragvet.formats.runfiles import checked_rank_score
@@ -182,8 +185,6 @@ _KIND_WORDS = {
 
 
 def _fits(dtype: Any, kind: str) -> bool:
-    import polars as pl
-
     if dtype == pl.Null:
         return True
     checks = {
@@ -201,8 +202,6 @@ def _fits(dtype: Any, kind: str) -> bool:
 
 def _schema_problems(path: Path, schema: Any) -> list[Problem]:
     """A column of the wrong type is one problem, not one per row."""
-    import polars as pl
-
     problems = []
     columns = list(schema.items())
     for name, dtype in columns:
@@ -222,8 +221,6 @@ def _schema_problems(path: Path, schema: Any) -> list[Problem]:
 
 
 def _parquet_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[str, Row]]:
-    import polars as pl
-
     try:
         schema = pl.read_parquet_schema(path)
     except Exception as err:  # polars raises its own types for a file that is not Parquet
@@ -585,8 +582,6 @@ class LogImport:
     def _repeats(self, hashes: array) -> list[Problem]:
         """Each query id met a second time, at its row: read again only for the ids whose
         hash was met twice, so memory holds 8 bytes per query."""
-        import numpy as np
-
         ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
         twice = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         if not twice:
