@@ -77,8 +77,9 @@ class Result:
     grade: int | None
 
     @property
-    def key(self) -> str:
-        return json.dumps(self.passage, sort_keys=True, ensure_ascii=False)
+    def key(self) -> tuple:
+        """What makes two results the same passage."""
+        return tuple(sorted(self.passage.items()))
 
     @property
     def doc_id(self) -> str:
@@ -521,7 +522,7 @@ class LogImport:
         else:
             query.results.sort(key=lambda result: -(result.score or 0.0))
         ranks: dict[int, str] = {}
-        passages: dict[str, str] = {}
+        passages: dict[tuple, str] = {}
         for result in query.results:
             for seen, key, what in ((ranks, result.rank, f"rank {result.rank}"), (passages, result.key, "a passage")):
                 if key is not None and key in seen:
