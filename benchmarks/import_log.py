@@ -46,12 +46,12 @@ def write_jsonl(path: Path, queries: int, depth: int, seed: int) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for number in range(queries):
             clicked, grade = clicks(rng, depth)
-            results = []
+            results, base = [], rng.randrange(200_000)  # distinct docs within a query: a passage once
             for rank in range(1, depth + 1):
                 label = ""
                 if rank == clicked:
                     label = ',"clicked":true' + (f',"grade":{grade}' if grade else "")
-                results.append(f'{{"chunk_id":"d{rng.randrange(200_000)}#{rank % 4}","rank":{rank}{label}}}')
+                results.append(f'{{"chunk_id":"d{(base + rank * 7919) % 200_000}#{rank % 4}","rank":{rank}{label}}}')
             handle.write(
                 f'{{"query_id":"q{number}","question":"how does feature {number % 9973} work",'
                 f'"tenant":"{TENANTS[number % 5]}","results":[{",".join(results)}]}}\n'

@@ -583,7 +583,8 @@ class LogImport:
     def _repeats(self, hashes: array) -> list[Problem]:
         """Each query id met a second time, at its row: read again only for the ids whose
         hash was met twice, so memory holds 8 bytes per query."""
-        ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+        ordered = np.frombuffer(hashes, dtype=np.int64)  # a view of the array: sorted in place, no copy
+        ordered.sort()
         twice = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         if not twice:
             return []
