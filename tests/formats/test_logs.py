@@ -12,7 +12,7 @@ import pytest
 from builders import invoke, jsonl
 
 from ragvet.chunking import chunk_corpus
-from ragvet.formats.logs import LogImport, _Shape, graded
+from ragvet.formats.logs import MAX_PROBLEMS, LogImport, _Shape, graded
 from ragvet.formats.runfiles import read_external_run
 from ragvet.inputs.cases import load_cases
 from ragvet.retrieval.passages import PassageLocator
@@ -289,3 +289,14 @@ def test_clicked_chunk_ids_need_their_chunking_and_existing_outputs_need_force(t
     assert "--out-run exists" in result.output and outs["run"].read_text() == "old\n"
     run_import(tmp_path, log, "--chunking", "whole", "--force")
     assert len(lines(outs["run"])) == 5
+
+
+def test_reading_stops_at_the_problem_cap(tmp_path):
+    """A log whose every row is wrong is not read to its end: the cap's problems and a last one saying so."""
+    log = tmp_path / "log.jsonl"
+    log.write_text(jsonl([{"question": "no id", "results": []}] * (MAX_PROBLEMS + 50)))
+    conversion = LogImport(log)
+    assert list(conversion.lines()) == []
+    assert len(conversion.problems) == MAX_PROBLEMS + 1
+    assert conversion.problems[-1].what == f"reading stopped after {MAX_PROBLEMS} problems"
+    assert conversion.problems[MAX_PROBLEMS - 1].where == f"{log}:{MAX_PROBLEMS}"
