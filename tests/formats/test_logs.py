@@ -300,3 +300,12 @@ def test_reading_stops_at_the_problem_cap(tmp_path):
     assert len(conversion.problems) == MAX_PROBLEMS + 1
     assert conversion.problems[-1].what == f"reading stopped after {MAX_PROBLEMS} problems"
     assert conversion.problems[MAX_PROBLEMS - 1].where == f"{log}:{MAX_PROBLEMS}"
+
+
+def test_a_log_without_any_relevant_result_is_refused_rather_than_an_empty_cases_file(tmp_path):
+    """The cases loader refuses an empty cases file: the import says why at once."""
+    log = tmp_path / "log.jsonl"
+    log.write_text(jsonl([{**GOOD, "results": [{"doc_id": "leave", "rank": 1}]}]))
+    result, outs = run_import(tmp_path, log, code=2)
+    assert "no query has a relevant result (a click, or a grade ≥ 1)" in result.output
+    assert not any(path.exists() for path in outs.values())

@@ -426,11 +426,20 @@ class LogImport:
             if self.problems:
                 continue
             yield from self._query_lines(query)
-        if not self.problems and not self.counts["queries"]:
-            self.problems.append(
-                Problem(str(self.path), "the log has no queries", f"write one row per query: {EXAMPLE}")
-            )
+        if not self.problems and not self.counts["cases"]:
+            self.problems.append(self._no_cases())
         self.problems += self._repeats(hashes)
+
+    def _no_cases(self) -> Problem:
+        """A log with no case would write an empty cases file, which the cases loader refuses."""
+        if not self.counts["queries"]:
+            return Problem(str(self.path), "the log has no queries", f"write one row per query: {EXAMPLE}")
+        return Problem(
+            str(self.path),
+            f"no query has a relevant result (a click, or a grade ≥ {max(self.min_grade, 1)}), so there is no case "
+            f"to write (of {self.counts['queries']} queries)",
+            "import a log in which some results are clicked or graded (or lower --min-grade)",
+        )
 
     def _rows(self) -> Iterator[tuple[str, Row]]:
         suffix = self.path.suffix.lower()
