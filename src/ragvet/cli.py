@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": (
         "ragvet.interop",
         "import_app",
-        "Convert a BEIR folder, TREC topics and qrels, or a SQuAD file into ragvet's corpus and cases.",
+        "Convert a BEIR folder, TREC topics and qrels, a SQuAD file or a search log into ragvet's inputs.",
     ),
     "export": (
         "ragvet.interop",

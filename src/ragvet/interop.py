@@ -17,6 +17,7 @@ import re
 import shutil
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
@@ -26,19 +27,20 @@ from ragvet.errors import InputError, Problem, raise_if, user_errors
 from ragvet.formats.beir import import_beir
 from ragvet.formats.exporting import SCORE_MODES, trec_qrels_lines, trec_run_lines
 from ragvet.formats.imported import Imported
+from ragvet.formats.logs import LOG_SUFFIXES, LogImport
 from ragvet.formats.squad import import_squad
 from ragvet.formats.trec import import_trec
 from ragvet.inputs.cases import collect_cases
 from ragvet.inputs.corpus import CORPUS_SUFFIXES, collect_corpus
 from ragvet.schema import SPLITS
-from ragvet.storage.atomic import UMASK, outputs_together, write_text
+from ragvet.storage.atomic import UMASK, atomic_output, outputs_together, write_text
 from ragvet.storage.files import dumps_line, write_jsonl
 from ragvet.storage.records import read_split_record
 from ragvet.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
 import_app = typer.Typer(
     no_args_is_help=True,
-    help="Convert a BEIR folder, TREC topics and qrels, or a SQuAD file into ragvet's corpus and cases.",
+    help="Convert a BEIR folder, TREC topics and qrels, a SQuAD file or a search log into ragvet's inputs.",
 )
 export_app = typer.Typer(
     no_args_is_help=True,
@@ -296,6 +298,85 @@ def import_squad_command(
     imported = import_squad(file)
     write_imported(imported, out_corpus, out_cases, force)
     _report(imported, out_corpus, out_cases)
+
+
+def _log_targets(log: Path, outputs: dict[str, Path | None], force: bool) -> None:
+    """The log is readable as JSONL or Parquet, and each output a new ``.jsonl`` file
+    (or, with ``--force``, one to replace), none of them the same file."""
+    problems = []
+    if log.suffix.lower() not in LOG_SUFFIXES:
+        problems.append(Problem(str(log), "a log must end in .jsonl or .parquet", "rename it, or convert it"))
+    elif not log.is_file():
+        problems.append(Problem(str(log), "log file not found", "check the path"))
+    given = {name: path for name, path in outputs.items() if path is not None}
+    for name, path in given.items():
+        option = f"--out-{name}"
+        if path.suffix.lower() != ".jsonl":
+            problems.append(Problem(str(path), f"{option} must end in .jsonl", "rename it"))
+        elif path.is_dir() or any(parent.is_file() for parent in path.parents):
+            problems.append(Problem(str(path), f"{option} is a folder or lies under a file", "give a file path"))
+        elif path.exists() and not force:
+            problems.append(Problem(str(path), f"{option} exists", "pass --force to replace it"))
+    resolved = [path.resolve() for path in [log, *given.values()]]
+    if len(set(resolved)) < len(resolved):
+        problems.append(Problem(str(log), "the log and the outputs must be four different files", "give other paths"))
+    raise_if(problems)
+
+
+def write_log_import(conversion: LogImport, outputs: dict[str, Path | None]) -> None:
+    """Stream the conversion's lines into the outputs, committed together only when the
+    whole log was read without a problem; on any problem, raise it with nothing written."""
+    given = {name: path for name, path in outputs.items() if path is not None}
+    with outputs_together(*given.values()), ExitStack() as stack:
+        handles = {
+            name: stack.enter_context(
+                open(stack.enter_context(atomic_output(path)), "w", encoding="utf-8", newline="\n")
+            )
+            for name, path in given.items()
+        }
+        for name, line in conversion.lines():
+            if name in handles:
+                handles[name].write(line)
+        raise_if(conversion.problems)
+
+
+@import_app.command("log")
+@user_errors
+def import_log_command(
+    log: Path = typer.Argument(..., help="A search log: .jsonl (one object per line) or .parquet."),
+    min_grade: int = MIN_GRADE,
+    chunking: str | None = typer.Option(None, help="The chunking that made the log's chunk ids (for their evidence)."),
+    out_cases: Path = typer.Option(Path("data/cases/cases.jsonl"), help="Cases file to write (.jsonl)."),
+    out_run: Path = typer.Option(Path("data/external/log-run.jsonl"), help="Run file to write, for `kind: run_file`."),
+    out_unlabelled: Path | None = typer.Option(
+        None, help="Write the queries without a relevant result here, as a per-query log (.jsonl)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace existing output files."),
+) -> None:
+    """Import a production search log: the queries whose clicks or grades name a relevant
+    passage become cases, and what each returned a run file for `kind: run_file`; the
+    other queries are counted, or written to --out-unlabelled as a log to label.
+
+    A grade is a result's grade; a click without one is grade 1; a result neither clicked
+    nor graded ranked above the query's lowest click is grade 0 (skip-above), one below it
+    is unjudged. Read streaming, in bounded memory; a bad row is refused at its line.
+    """
+    outputs = {"cases": out_cases, "run": out_run, "unlabelled": out_unlabelled}
+    _log_targets(log, outputs, force)
+    conversion = LogImport(log, min_grade, chunking)
+    write_log_import(conversion, outputs)
+    counts = conversion.counts
+    typer.echo(f"queries: {counts['queries']} ({counts['results']} returned passages, {conversion.layout} rows)")
+    typer.echo(
+        f"cases: {counts['cases']} ({counts['evidence units']} evidence units, {counts['judged docs']} judged docs)"
+    )
+    unlabelled = {key.removeprefix("unlabelled: "): n for key, n in sorted(counts.items()) if key.startswith("unlabel")}
+    where = "" if out_unlabelled is None else f", written to {out_unlabelled}"
+    typer.echo(f"unlabelled queries: {sum(unlabelled.values())} (not cases: a case needs a relevant passage{where})")
+    for reason, count in unlabelled.items():
+        typer.echo(f"  {reason}: {count}")
+    written = ", ".join(str(path) for path in outputs.values() if path is not None)
+    typer.echo(f"wrote {written}")
 
 
 # --- export -------------------------------------------------------------------------

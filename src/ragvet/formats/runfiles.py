@@ -40,7 +40,7 @@ def run_format(path: Path, declared: str | None) -> str:
     return "jsonl" if path.suffix.lower() == ".jsonl" else "trec"
 
 
-def _rank_score(where: str, rank: object, score: object) -> tuple[int | None, float | None] | Problem:
+def checked_rank_score(where: str, rank: object, score: object) -> tuple[int | None, float | None] | Problem:
     """A line's rank and score, checked: a rank is a whole number ≥ 1 (``0`` would
     divide by zero in ``1 / rank``, a negative one would invert the order, ``true``
     is not a number), and a score is finite (NaN sorts nowhere and ``1e400`` is
@@ -83,7 +83,7 @@ def read_trec_run(path: Path) -> list[RunEntry]:
             )
             continue
         qid, _, item, rank, score, _ = fields
-        checked = _rank_score(where, _number(rank), _number(score))
+        checked = checked_rank_score(where, _number(rank), _number(score))
         if isinstance(checked, Problem):
             problems.append(checked)
         else:
@@ -107,7 +107,7 @@ def _jsonl_entry(path: Path, number: int, row: object) -> RunEntry | Problem:
     score, rank = row.get("score"), row.get("rank")
     if score is None and rank is None:
         return Problem(where, "a run line needs a score or a rank", "add score (higher is better) or rank (1 is best)")
-    checked = _rank_score(where, rank, score)
+    checked = checked_rank_score(where, rank, score)
     if isinstance(checked, Problem):
         return checked
     located = {key: row[key] for key in PASSAGE_LOCATORS if key in row}
