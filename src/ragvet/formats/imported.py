@@ -92,16 +92,24 @@ def jsonl_objects(path: Path, problems: list[Problem], what: str, example: str) 
     rows = []
     for number, line in numbered_lines(text):
         where = f"{path}:{number}"
-        try:
-            value = loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(Problem(where, f"malformed JSON: {err.msg} (column {err.colno})", f"write {example}"))
-            continue
-        if not isinstance(value, dict):
-            problems.append(Problem(where, f"a line must be a JSON object, got {kind_of(value)}", f"write {example}"))
-            continue
-        rows.append((where, value))
+        value = json_object_line(line, where, "a line", example, problems)
+        if value is not None:
+            rows.append((where, value))
     return rows
+
+
+def json_object_line(line: str, where: str, what: str, example: str, problems: list[Problem]) -> Row | None:
+    """The JSON object one line holds; None, with the problem at ``where``, when the
+    line is not JSON or not an object (``what`` names such a line in the message)."""
+    try:
+        value = loads(line)
+    except json.JSONDecodeError as err:
+        problems.append(Problem(where, f"malformed JSON: {err.msg} (column {err.colno})", f"write {example}"))
+        return None
+    if not isinstance(value, dict):
+        problems.append(Problem(where, f"{what} must be a JSON object, got {kind_of(value)}", f"write {example}"))
+        return None
+    return value
 
 
 def unique(seen: dict[str, str], key: str, where: str, what: str, problems: list[Problem]) -> bool:

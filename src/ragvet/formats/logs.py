@@ -23,7 +23,6 @@ meet, to tell where).
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -35,10 +34,9 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import Problem
-from ragvet.formats.imported import question_text
+from ragvet.formats.imported import json_object_line, question_text
 from ragvet.formats.runfiles import checked_rank_score
 from ragvet.storage.files import decode_utf8, dumps_line
-from ragvet.text.nesting import loads
 from ragvet.text.values import (
     SURROGATE_FIX,
     as_id,
@@ -142,17 +140,9 @@ def _jsonl_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[str, Row]
                 continue
             if not text.strip():
                 continue
-            try:
-                value = loads(text)
-            except json.JSONDecodeError as err:
-                problems.append(Problem(where, f"malformed JSON: {err.msg} (column {err.colno})", f"write {EXAMPLE}"))
-                continue
-            if not isinstance(value, dict):
-                problems.append(
-                    Problem(where, f"a log line must be a JSON object, got {kind_of(value)}", f"write {EXAMPLE}")
-                )
-                continue
-            yield where, value
+            value = json_object_line(text, where, "a log line", EXAMPLE, problems)
+            if value is not None:
+                yield where, value
 
 
 # What each column of a Parquet log must hold, by polars' dtype.
