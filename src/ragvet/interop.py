@@ -319,7 +319,7 @@ def _log_targets(log: Path, outputs: dict[str, Path | None], force: bool) -> Non
             problems.append(Problem(str(path), f"{option} exists", "pass --force to replace it"))
     resolved = [path.resolve() for path in [log, *given.values()]]
     if len(set(resolved)) < len(resolved):
-        problems.append(Problem(str(log), "the log and the outputs must be four different files", "give other paths"))
+        problems.append(Problem(str(log), "the log and each output must be different files", "give other paths"))
     raise_if(problems)
 
 

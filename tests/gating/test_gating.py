@@ -16,7 +16,7 @@ from builders import gate_of
 from ragvet.errors import InputError
 from ragvet.gating import bootstrap as resampling
 from ragvet.gating import compare as gating
-from ragvet.gating.baselines import accept_baseline, baseline_problems, latency_pairs, read_results_at
+from ragvet.gating.baselines import accept_baseline, baseline_problems, files_at, latency_pairs, read_results_at
 from ragvet.gating.bootstrap import bootstrap_ci, bootstrap_cis
 from ragvet.gating.compare import (
     accept_deliberate,
@@ -905,3 +905,21 @@ def test_the_gate_refuses_a_label_changed_in_meaning_until_the_baseline_is_accep
         "labels changed: re-baseline deliberately with `ragvet baseline accept`"
     )
     assert compare(BASE, BASE, base_fp=changed, cur_fp=changed)["passed"]  # once accepted as the baseline
+
+
+def test_files_at_reads_a_revisions_files_in_one_batch_from_any_folder_of_the_repo(tmp_path):
+    """Committed files come back byte for byte (a newline-named one too), from the root or a
+    subfolder; a path the revision lacks, or a folder, is no file."""
+    (tmp_path / "data" / "corpus").mkdir(parents=True)
+    files = {"data/corpus/a.md": b"first\r\n\x00bytes\n", "data/corpus/b\nc.md": b"odd name", "data/empty.md": b""}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True)
+    (tmp_path / "data/corpus/a.md").write_bytes(b"edited since")
+    wanted = [*files, "data/missing.md", "data/corpus"]
+    assert files_at("HEAD", wanted, tmp_path) == {**files, "data/missing.md": None, "data/corpus": None}
+    assert files_at("HEAD", ["corpus/a.md", "empty.md"], tmp_path / "data") == {
+        "corpus/a.md": files["data/corpus/a.md"],
+        "empty.md": b"",
+    }
