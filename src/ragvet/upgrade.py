@@ -5,7 +5,8 @@ Made by any earlier release (one whose project held a copy of ragvet's source in
 release (its extras kept); the template's dvc.yaml stages, with any stage of the
 user's own kept; each params section or declared key the pipeline reads and the
 project lacks, with its default; the plot templates, ignore patterns and folders the
-pipeline needs. Nothing else is touched. It refuses a dirty work tree, so that its
+pipeline needs; git stops tracking the outputs the pipeline now keeps in the DVC cache.
+Nothing else is touched. It refuses a dirty work tree, so that its
 changes are one reviewable diff, and says what it changed.
 """
 
@@ -160,6 +161,21 @@ def _ignore_patterns(project: Path) -> list[str]:
     return [f".gitignore: added {line}" for line in missing]
 
 
+def _untrack_cached(project: Path) -> list[str]:
+    """Stop git tracking what the pipeline now keeps in the DVC cache: the committed files
+    that the template's ignore patterns match. DVC refuses an output git tracks, and the
+    history keeps the old copies (``git rm --cached``)."""
+    patterns = [line for line in template_text("gitignore").splitlines() if line and not line.startswith("#")]
+    listed = _git(project, "ls-files", "-z", "--cached", "--ignored", *(f"--exclude={p}" for p in patterns))
+    paths = [path for path in listed.stdout.split("\0") if path]
+    removed = _git(project, "rm", "-q", "--cached", "--", *paths) if paths else None
+    if removed is not None and removed.returncode != 0:
+        what = removed.stderr.strip() or "git rm failed"
+        fix = "fix the git repository, then run it again"
+        raise_if([Problem(str(project), f"`git rm --cached` failed: {what}", fix)])
+    return [f"git: stopped tracking {path} (the DVC cache keeps it now)" for path in paths]
+
+
 def _written(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` unless it holds it already; whether it wrote."""
     if path.is_file() and path.read_text(encoding="utf-8") == text:
@@ -204,5 +220,6 @@ def upgrade_project(project: Path) -> list[str]:
         f"{PLOTS}/{name}: written" for name, text in plot_templates().items() if _written(project / PLOTS / name, text)
     ]
     changes += _ignore_patterns(project)
+    changes += _untrack_cached(project)
     changes += [f"{folder}/: added" for folder in keep_folders(project)]
     return changes

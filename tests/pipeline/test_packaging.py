@@ -164,9 +164,18 @@ def test_upgrade_brings_a_release_0_1_0_project_to_the_installed_release_and_its
     assert f"{project}: the work tree has uncommitted changes (notes.txt)" in refused.stdout + refused.stderr
     assert (project / "stages" / "cli.py").is_file() and not (project / "requirements.txt").exists()
     (project / "notes.txt").unlink()
+    # 0.1.0 committed the slice tables, which the pipeline now keeps in the DVC cache: DVC
+    # refuses an output git tracks, so the upgrade must untrack it for the pipeline to run.
+    (project / "metrics" / "slices").mkdir()
+    (project / "metrics" / "slices" / "sentences-600-bm25.json").write_text("{}\n")
+    sh(project, "git", "add", "-A")
+    sh(project, "git", "commit", "-qm", "the slices of a 0.1.0 run")
 
     done = sh(project, sys.executable, "-m", "ragvet.cli", "upgrade", "--no-repro")
     changes = done.stdout.splitlines()
+    untracked = "git: stopped tracking metrics/slices/sentences-600-bm25.json (the DVC cache keeps it now)"
+    assert changes[-1] == untracked
+    assert sh(project, "git", "ls-files", "metrics/slices").stdout == ""
     assert changes[0].startswith("stages/: removed (") and changes[1] == f"requirements.txt: pinned ragvet=={VERSION}"
     added = ["dvc.yaml: added stage settings", "dvc.yaml: added stage verdict"]
     assert [line for line in changes if line.startswith("dvc.yaml")] == added + [

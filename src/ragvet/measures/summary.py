@@ -16,7 +16,7 @@ import polars as pl
 
 from ragvet.measures.answers import review_summary
 from ragvet.measures.registry import FOREIGN, METRICS, metric_names, sorted_ks
-from ragvet.schema import DEV, SPLITS
+from ragvet.schema import DEV, EVAL, SPLITS
 from ragvet.storage.results import column, group_keys, result_rows
 
 
@@ -237,3 +237,24 @@ def config_summary(
     if "passages" in frame.columns:  # only a run of foreign passages has the column
         summary["passages"] = FOREIGN
     return summary
+
+
+def headline(summary: Mapping[str, Any], metrics: Sequence[str]) -> dict:
+    """The ``metrics/headline/<config>.json`` content, the few figures DVC's own views
+    show (``dvc metrics diff``, ``dvc exp show``): the eval split's case counts and the
+    mean of each of ``metrics`` (the gate's guarded ones) exactly as the summary has it,
+    so both print the same figure.
+
+    A mean is the summary's eval figure, or its human review figure (recorded answers:
+    ``unsupported_answer`` is over the abstention cases, ``false_abstention`` over the
+    answerable ones). A metric without a value for this configuration (no recorded
+    answers; a chunk-level metric of foreign passages) is left out rather than zero.
+    """
+    part = summary.get(EVAL) or {}
+    reviews = ((summary.get("human_review") or {}).get(EVAL)) or {}
+    sections = [section for section in reviews.values() if isinstance(section, dict)]
+    figures = {name: value for section in sections for name, value in (section.get("figures") or {}).items()}
+    figures |= part.get("metrics") or {}
+    counts = {key: (part.get("denominators") or {}).get(key) for key in ("cases", "abstention_cases")}
+    means = {name: figures[name] for name in metrics if figures.get(name) is not None}
+    return {EVAL: {**{key: value for key, value in counts.items() if value is not None}, **means}}

@@ -1,6 +1,7 @@
 """Stage ``evaluate@<config>``: per-case metrics, per-slice tables and the
-configuration's metrics JSON; with recorded answers, their human review figures;
-and the dev-split abstention sweep for ``dvc plots``."""
+configuration's summary; with recorded answers, their human review figures; the few
+figures DVC's own views show (``--headline``); and the dev-split abstention sweep for
+``dvc plots``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
 from ragvet.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
 from ragvet.measures.answers import add_reviews, config_answers
 from ragvet.measures.evaluation import evaluate_table
-from ragvet.measures.summary import config_summary, dev_rows, slice_table
+from ragvet.measures.summary import config_summary, dev_rows, headline, slice_table
 from ragvet.retrieval.passages import passage_table
 from ragvet.schema import chunking_fingerprint
 from ragvet.settings import Measuring
@@ -32,12 +33,15 @@ def main(
     corpus: Path = typer.Option(..., help="Validated corpus.jsonl: span coverage counts a span's non-whitespace."),
     cases: Path = typer.Option(..., help="Validated cases: the validate stage's cases.parquet, or cases.jsonl."),
     split: Path = typer.Option(..., help="Frozen split JSON."),
-    metrics: Path = typer.Option(..., help="Metrics JSON to write; {key} stands for the configuration in every path."),
+    metrics: Path = typer.Option(..., help="Summary JSON to write; {key} stands for the configuration in every path."),
     per_case: Path = typer.Option(..., help="Per-case table to write (Parquet, metrics/cases/<config>.parquet)."),
     slices: Path = typer.Option(..., help="Per-slice JSON to write."),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
     sweep_out: Path | None = typer.Option(None, "--sweep", help="Dev-split abstention sweep JSON to write."),
+    headline_out: Path | None = typer.Option(
+        None, "--headline", help="DVC metrics JSON to write: the eval split's counts and the gate's guarded metrics."
+    ),
     budget: Path | None = typer.Option(
         None, help="The settings stage's budget.json (dvc.yaml's dep), checked against the params."
     ),
@@ -45,7 +49,7 @@ def main(
 ) -> None:
     """Score one configuration's run against the projected evidence."""
     config = stage_key("evaluate", config)
-    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget"]
+    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget", "gate.metrics"]
     settings = stage_params(params, reads)
     if budget is not None:
         settled(budget, "budget", settings)
@@ -55,6 +59,7 @@ def main(
     metrics, per_case = fill_path(metrics, key=config), fill_path(per_case, key=config)
     slices = fill_path(slices, key=config)
     sweep_out = fill_path(sweep_out, key=config) if sweep_out is not None else None
+    headline_out = fill_path(headline_out, key=config) if headline_out is not None else None
     passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
     all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
     all_cases = read_case_table(cases)
@@ -79,10 +84,12 @@ def main(
     summary = config_summary(config, spec, table, settings["ks"], abstain_below, fingerprints, source, budgets)
     if config in stale:  # applied, but its figures describe a threshold chosen for other scores
         summary["abstention"]["stale"] = stale_mark(stale[config], config)
-    with outputs_together(per_case, slices, metrics, sweep_out):  # never a new summary beside old per-case rows
+    with outputs_together(per_case, slices, metrics, sweep_out, headline_out):  # never a summary beside old rows
         write_results(per_case, table)
         write_json(slices, slice_table(table, settings["slices"], settings["ks"], budgets))
         write_json(metrics, summary)
+        if headline_out is not None:
+            write_json(headline_out, headline(summary, settings["gate"]["metrics"]))
         if sweep_out is not None:
             write_json(sweep_out, sweep(dev_rows(table)))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
