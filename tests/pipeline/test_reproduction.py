@@ -226,6 +226,27 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
     sh(b, "dvc", "checkout")
 
 
+def test_a_slice_table_this_clone_cannot_get_is_a_check_left_undone_and_said_so(clones, tmp_path):
+    """The slice tables live in the DVC cache: a clone whose cache and remote lack the
+    committed one still verifies the rest, and names the check it could not make."""
+    _, b = clones
+    sh(b, "dvc", "pull")
+    slices = f"metrics/slices/{GATED}.json"
+    md5 = locked_md5(b, f"evaluate@{GATED}", slices)
+    (b / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]).unlink()
+    sh(b, "dvc", "remote", "add", "--local", "-d", "empty", str(tmp_path / "empty"))
+    try:
+        done = ragvet(b, "verify", "--against", "HEAD", check=True)
+    finally:
+        sh(b, "dvc", "remote", "remove", "--local", "empty")
+    assert (
+        f"  HEAD's slice table not checked: DVC object {md5} is neither in this DVC cache nor on the remote "
+        "'empty'; `dvc pull` brings it"
+    ) in done.stdout.splitlines()
+    assert f"reproduced {GATED}: 181 cases, identical rankings at every k" in done.stdout
+    assert sh(b, "git", "status", "--porcelain").stdout == ""
+
+
 def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
     a, _ = clones
     edit_params(a, lambda params: params["retrievers"]["bm25"].update(k1=0.1, b=0.0))
