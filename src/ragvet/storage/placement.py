@@ -1,7 +1,8 @@
 """Which outputs git keeps and which the DVC cache keeps (docs/storage.md).
 
-Git keeps what a reviewer reads in a diff: summaries, fingerprints, slices, the
-report, the gate verdict. Per-case tables grow with the cases (95 MB per
+Git keeps what a reviewer reads in a diff: summaries, fingerprints, the report, the
+gate verdict (the slice tables and abstention sweeps, which only programs read, are in
+the DVC cache from the start). Per-case tables grow with the cases (95 MB per
 configuration at 100,000 cases), so above the sample's size they live in the
 DVC cache and travel through the DVC remote. dvc.yaml says where each lives
 (an out's ``cache`` flag); this module reads that flag and moves an existing
