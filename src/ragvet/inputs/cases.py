@@ -441,8 +441,10 @@ def _flagged(checker: _CaseChecker, item: dict, case_id: str | None) -> str | No
     """The status of a case ``ragvet relabel`` marked (:data:`STATUSES`), or ``None``. Only its
     id is checked besides: its labels say nothing reliable until it is relabelled."""
     status = item.get("status")
-    if status in STATUSES and case_id is not None and not id_flaw(case_id) and lone_surrogate(item) is None:
+    sound = case_id is not None and not id_flaw(case_id) and lone_surrogate(item) is None
+    if sound:
         checker.label = f"case {case_id}"
+    if status in STATUSES and sound:
         return status
     if status not in STATUSES:
         checker.add(
