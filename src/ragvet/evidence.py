@@ -38,6 +38,7 @@ hint, never guessed.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 from collections import defaultdict
@@ -171,6 +172,7 @@ def _not_found_hint(text: str, quote: str) -> str:
     return "not even its first few characters occur in the doc"
 
 
+@functools.lru_cache(maxsize=256)  # every label of a document stores its hash: hashed once a document
 def doc_sha256(text: str) -> str:
     """The content hash an anchor records: sha256 of the document's text as ragvet reads it, hex."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -26,8 +26,10 @@ from ragvet.gating.compare import (
     newly_missed,
     paired_values,
     render_verdict,
+    split_fingerprints,
 )
 from ragvet.gating.decision import decide
+from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
 from ragvet.storage import results
@@ -955,3 +957,20 @@ def test_cases_left_out_of_the_eval_split_are_named_the_rest_compared_and_the_ga
     where["split"].write_text(json.dumps(pending))
     [again] = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)["configs"]
     assert "compared without them): c (pending review);" in again["reasons"][0]  # the dev split's y is not named
+
+
+def test_the_report_compares_by_the_same_fingerprints_and_names_the_eval_cases_left_out():
+    record = {
+        "fingerprints": {**FP, "eval_split": "e2"},
+        "left_out": {"eval": {"c": "orphaned"}, "dev": {"y": "pending"}},
+    }
+    assert split_fingerprints(record) == {**FP, "eval_split": "e2", "left_out": {"c": "orphaned"}}
+    assert split_fingerprints({"fingerprints": FP}) == FP
+    [entry] = compare_configs(
+        {CONFIG: BASE}, {CONFIG: (summary(BASE), BASE)}, split_fingerprints(record), [5], gate_of(gate())
+    )
+    assert entry["reason"].startswith("eval-split fingerprint differs (baseline e1, current e2): labels changed")
+    assert entry["reason"].endswith(
+        "(compared without them): c (orphaned); relabel them (`ragvet relabel --accept FILE`) or remove them, "
+        "then re-baseline"
+    )

@@ -405,6 +405,13 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
 LEFT_OUT_WHY = {"orphaned": "orphaned", "pending": "pending review"}
 
 
+def split_fingerprints(record: Mapping[str, Any]) -> dict:
+    """What the gate and the report compare a split record by: its fingerprints, with the eval
+    cases it left out (``left_out``: case id -> status) when there are any."""
+    left_out = (record.get("left_out") or {}).get(EVAL) or {}
+    return {**record["fingerprints"], "left_out": left_out} if left_out else dict(record["fingerprints"])
+
+
 def left_out_note(left_out: Mapping[str, str]) -> str:
     """The eval cases ``ragvet relabel`` marked (case id -> status), which left the eval split:
     its fingerprint moved with them, and the comparison is on the cases still in it."""

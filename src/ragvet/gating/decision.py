@@ -37,9 +37,8 @@ from ragvet.gating.baselines import (
     missing_latency,
     rebaselined,
 )
-from ragvet.gating.compare import gate_all, gate_metrics
+from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.schema import EVAL
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
@@ -74,12 +73,11 @@ def decide(
     split_record = read_split_record(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
-    left_out = (split_record.get("left_out") or {}).get(EVAL) or {}  # named by the gate, compared without
     return gate_all(
         gate,
         dict(baselines),
         dict(current),
-        {**split_record["fingerprints"], "left_out": left_out} if left_out else split_record["fingerprints"],
+        split_fingerprints(split_record),
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,
