@@ -39,6 +39,7 @@ from ragvet.inputs.relabeling import (
     rewrite_cases,
 )
 from ragvet.storage.atomic import outputs_together, write_text
+from ragvet.text.values import as_id
 
 
 @user_errors
@@ -153,10 +154,12 @@ def _accept(review: Path, corpus: Path) -> int:
     if not path.is_file():
         raise_if([Problem(f"{review}:1", f"the cases file {path} is not there", "run from the project's folder")])
     text = path.read_text(encoding="utf-8")
+    items = case_items(text, path.suffix.lower())
     resolver = EvidenceResolver({doc.doc_id: doc for doc in load_corpus(corpus)})
-    edits, problems = accepted_edits(data, labels_of(case_items(text, path.suffix.lower())), resolver, str(review))
+    edits, problems = accepted_edits(data, labels_of(items), resolver, str(review))
     raise_if(problems)
-    new_text, problems = rewrite_cases(text, path.suffix.lower(), edits + decided_statuses(data), str(path))
+    ids = {as_id(item.get("id")) for item in items if isinstance(item, dict)}
+    new_text, problems = rewrite_cases(text, path.suffix.lower(), edits + decided_statuses(data, ids), str(path))
     raise_if(problems)
     if new_text != text:
         write_text(path, new_text)

@@ -559,3 +559,22 @@ def test_a_stale_anchor_on_an_unchanged_document_is_a_located_problem(repo):
     assert "data/cases/cases.yaml:5 (case carry): evidence 1: the anchor's prefix does not read as doc" in problems[0]
     assert "ragvet freeze-labels" in problems[0]
     assert anchor_project(repo) != moved_by_hand and checked(repo)[1] == []  # freeze-labels re-anchors it there
+
+
+def test_a_case_removed_by_hand_before_accepting_is_no_problem_and_the_others_settle(repo):
+    anchor_project(repo)
+    edited = POLICY.replace("Requests for leave go to the HR portal.\n", "").replace("five unused", "seven unused")
+    write_project(repo, edited, cases=cases_text(repo))
+    assert ragvet(repo, "relabel").returncode == 1
+    assert [(e["case"], e["label"], e["status"]) for e in review(repo)["entries"]] == [
+        ("carry", "evidence 1", "orphaned"),  # its suffix went with the sentence after it: too little alike
+        ("carry", "evidence 2", "orphaned"),
+        ("theme", "claim 1 evidence 1 alternative 2", "changed"),
+    ]
+    text = cases_text(repo)
+    (repo / "data" / "cases" / "cases.yaml").write_text(text[text.index("- id: theme") :])
+    decide(repo, "reject", "reject", "accept")
+    done = ragvet(repo, "relabel", "--accept", "relabel-review.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [item.get("status") for item in yaml.safe_load(cases_text(repo))] == [None]
+    assert checked(repo)[1:] == ([], {}, [])

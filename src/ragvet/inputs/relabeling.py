@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,12 +287,14 @@ def case_statuses(outcomes: Iterable[Outcome]) -> list[Edit]:
     return [(case, (), {"status": status}) for case, status in statuses.items()]
 
 
-def decided_statuses(data: dict) -> list[Edit]:
-    """The ``status`` of each case of a review file once its decisions are applied: ``orphaned``
-    while one of its orphaned labels is not accepted (a rejected orphan still points at text
-    that is gone), else ``pending`` while an entry is, else none (``None`` removes the key)."""
+def decided_statuses(data: dict, cases: Collection[str]) -> list[Edit]:
+    """The ``status`` of each case of a review file still among ``cases`` (the ids the cases
+    file holds: one removed by hand has none to set) once its decisions are applied:
+    ``orphaned`` while one of its orphaned labels is not accepted (a rejected orphan still
+    points at text that is gone), else ``pending`` while an entry is, else none (``None``
+    removes the key)."""
     statuses: dict[str, str | None] = {}
-    for entry in data["entries"]:
+    for entry in (entry for entry in data["entries"] if str(entry["case"]) in cases):
         case, decision = str(entry["case"]), entry["decision"]
         if entry.get("status") == "orphaned" and decision != "accept":
             statuses[case] = "orphaned"
