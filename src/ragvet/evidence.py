@@ -519,8 +519,8 @@ class EvidenceResolver:
                 where,
                 f"{role}: offsets [{start}:{end}] of doc {doc.doc_id!r} read {_excerpt(doc.text, start, end)!r}, "
                 f"not the label's text {_excerpt(text, 0, len(text))!r}: the doc changed under the label",
-                "run `ragvet relabel --from REV` (REV: the last revision where the label matched) to re-anchor it, "
-                "or correct start, end and text",
+                "run `ragvet relabel` to re-anchor it from its stored anchor (without one: `ragvet relabel --from "
+                "REV`, REV the last revision where the label matched), or correct start, end and text",
             )
         )
         return False

@@ -48,7 +48,7 @@ def main(
     accept: Path | None = typer.Option(None, "--accept", help="Apply the accepted entries of this review file."),
     cases: Path = typer.Option(Path("data/cases"), help="Cases file (YAML list or JSONL), or a folder holding one."),
     corpus: Path = typer.Option(Path("data/corpus"), help="The corpus folder, as the work tree has it."),
-    review: Path = typer.Option(Path("relabel-review.yaml"), help="Where --from writes the labels to review."),
+    review: Path = typer.Option(Path("relabel-review.yaml"), help="Where the labels to review are written."),
     min_similarity: float = typer.Option(
         MIN_SIMILARITY, min=0.0, max=1.0, help="The lowest score (0-1) of a changed label's candidate; below: orphaned."
     ),
@@ -147,7 +147,7 @@ def _relabel_summary(outcomes: list[Outcome], source: str, path: Path | None, re
 def _accept(review: Path, corpus: Path) -> int:
     """Apply the accepted entries of ``review``; 1 when some are still pending."""
     if not review.is_file():
-        raise_if([Problem(str(review), "review file not found", "pass the file ragvet relabel --from REV wrote")])
+        raise_if([Problem(str(review), "review file not found", "pass the file ragvet relabel wrote")])
     data, problems = read_decisions(review.read_text(encoding="utf-8"), str(review))
     raise_if(problems)
     path = Path(data["cases"])

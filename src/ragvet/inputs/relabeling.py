@@ -5,12 +5,15 @@ file rewritten with what was moved or accepted.
 A label is one ``{doc, start, end}`` or ``{doc, quote}`` reference of a case's evidence
 or of a claim's evidence, alternatives of ``{any: [...]}`` included, named by its case
 id and role (``evidence 2``, ``claim 1 evidence 1 alternative 2``: the roles the
-evidence resolver names). A label is re-anchored when its document's text differs from
-the old revision's and the label reads as it did there (one edited since was written
-against the new text). Its anchor is taken from the old document
-(:mod:`ragvet.inputs.anchoring`) and placed in the new one: ``kept`` (the document is
-unchanged), ``moved`` (applied), ``changed`` or ``orphaned`` (written to the review
-file, applied only once accepted there).
+evidence resolver names). A label is re-anchored from the anchor it stores (its text,
+prefix, suffix and position, :func:`relabel_stored`) when its document's hash is no longer
+the stored one, or, against an old revision (:func:`relabel`), when its document's text
+differs from that revision's and the label reads as it did there (one edited since was
+written against the new text), its anchor taken from the old document. Either anchor is
+placed in the new document (:mod:`ragvet.inputs.anchoring`): ``kept`` (the document is
+unchanged), ``moved`` (applied, with the anchor of its new place), ``changed`` or
+``orphaned`` (written to the review file, applied only once accepted there; meanwhile its
+case's ``status`` is ``pending`` or ``orphaned``, which keeps it out of the splits).
 
 A YAML cases file is edited as text, one scalar at a time at the place its parser
 located it, so its comments and layout stay byte for byte; JSONL lines holding an
@@ -351,9 +354,7 @@ def read_decisions(text: str, where: str) -> tuple[dict | None, list[Problem]]:
     if problems:
         return None, problems
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or "cases" not in data:
-        return None, [
-            Problem(where, "not a review file of ragvet relabel", "pass the file `ragvet relabel --from REV` wrote")
-        ]
+        return None, [Problem(where, "not a review file of ragvet relabel", "pass the file `ragvet relabel` wrote")]
     for number, entry in enumerate(data["entries"], start=1):
         at = f"{where}:{line_of(entry, default=1)} (entry {number})"
         if not isinstance(entry, dict) or not {"case", "label", "reference", "decision"} <= entry.keys():
@@ -430,7 +431,7 @@ def _rewrite_jsonl(text: str, edits: list[Edit], where: str) -> tuple[str, list[
 
 
 def _gone(where: str, case: str) -> Problem:
-    return Problem(where, f"case {case}: the label is no longer where it was", "run `ragvet relabel --from REV` again")
+    return Problem(where, f"case {case}: the label is no longer where it was", "run `ragvet relabel` again")
 
 
 _PLAIN = re.compile(r"[^,}\]#\n]*")
