@@ -270,10 +270,13 @@ def test_cases_relabel_marked_are_left_out_with_a_warning_and_leave_the_eval_spl
 
 def test_a_status_relabel_does_not_write_and_a_flagged_bad_id_are_problems(tmp_path):
     cases = FLAGGED.replace("status: pending", "status: later").replace("id: c2", 'id: "c 2"')
+    cases += "- id: c4\n  question: q?\n  status: [orphaned]\n  evidence: [{doc: leave}]\n"
     done = run_validate(tmp_path, cases)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "cases.yaml:10 (case c3): status must be orphaned or pending (written by ragvet relabel), got 'later'" in (
         done.stderr
     )
     assert "cases.yaml:4 (case #2): case id 'c 2' contains" in done.stderr  # an id ragvet cannot write is refused
+    assert "cases.yaml:14 (case c4): status must be orphaned or pending (written by ragvet relabel)" in done.stderr
+    assert "got ['orphaned']\n    fix: remove `status` once the case is relabelled" in done.stderr
     assert not (tmp_path / "out").exists()

@@ -440,7 +440,7 @@ def unused_slices(slices: Any, cases: list[Case], where: str) -> list[Problem]:
 def _flagged(checker: _CaseChecker, item: dict, case_id: str | None) -> str | None:
     """The status of a case ``ragvet relabel`` marked (:data:`STATUSES`), or ``None``. Only its
     id is checked besides: its labels say nothing reliable until it is relabelled."""
-    status = item.get("status")
+    status = item.get("status") if isinstance(item.get("status"), str) else repr(item.get("status"))
     sound = case_id is not None and not id_flaw(case_id) and lone_surrogate(item) is None
     if sound:
         checker.label = f"case {case_id}"
@@ -448,7 +448,7 @@ def _flagged(checker: _CaseChecker, item: dict, case_id: str | None) -> str | No
         return status
     if status not in STATUSES:
         checker.add(
-            f"status must be {' or '.join(STATUSES)} (written by ragvet relabel), got {status!r}",
+            f"status must be {' or '.join(STATUSES)} (written by ragvet relabel), got {item.get('status')!r}",
             "remove `status` once the case is relabelled",
             "status",
         )
