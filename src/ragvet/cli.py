@@ -57,12 +57,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "freeze-labels": (
         "ragvet.freeze_labels",
         "main",
-        "Freeze chunk-anchored labels into spans, so the chunking can change.",
+        "Freeze chunk-anchored labels into spans, and store each span and quote label's anchor.",
     ),
     "relabel": (
         "ragvet.relabel",
         "main",
-        "Re-anchor span and quote labels in documents changed since a revision.",
+        "Re-anchor span and quote labels in documents that changed.",
     ),
     "init": (
         "ragvet.commands",

@@ -12,6 +12,12 @@ A case names its evidence in one of four forms (DESIGN.md, "Inputs"):
     Character offsets ``[start, end)`` into the doc's text. With ``text``, the text
     the offsets are meant to cover: when the doc no longer reads it there (an edit
     moved or rewrote it), the label is refused rather than left pointing at other text.
+
+A span or quote label may carry its ``anchor``, ``{prefix, suffix, doc_sha256}`` (a
+quote's also its ``start``): the :data:`CONTEXT` characters before and after the text and
+the sha256 of the document's text it was taken in, which ``ragvet relabel`` re-anchors
+the label from once the document changed. In the document of that hash the anchor must
+read as stored: one that does not is stale (the label was moved by hand) and refused.
 ``{doc}``
     Document-level relevance: any chunk of the doc satisfies it.
 ``{chunk, chunking}``
@@ -32,6 +38,8 @@ hint, never guessed.
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +50,10 @@ from ragvet.errors import Problem
 from ragvet.schema import Chunk, Doc, EvidenceUnit, ProjectedUnit, label_text
 from ragvet.text.values import as_id, is_int, kind_of, nfc
 
-REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "text", "chunk", "chunking", "any")
+REFERENCE_KEYS = ("doc", "quote", "occurrence", "start", "end", "text", "anchor", "chunk", "chunking", "any")
+ANCHOR_KEYS = ("prefix", "suffix", "doc_sha256")  # a quote's anchor also has `start`
+CONTEXT = 32  # characters of prefix and suffix, as Hypothesis stores them
+ANCHOR_FIX = "run `ragvet freeze-labels` to write the anchor of where the label points now, or restore the label"
 FORMS = "{doc, quote}, {doc, start, end}, {doc} or {chunk, chunking}"
 
 _WS = re.compile(r"\s+")
@@ -161,6 +172,23 @@ def _not_found_hint(text: str, quote: str) -> str:
     return "not even its first few characters occur in the doc"
 
 
+@functools.lru_cache(maxsize=256)  # every label of a document stores its hash: hashed once a document
+def doc_sha256(text: str) -> str:
+    """The content hash an anchor records: sha256 of the document's text as ragvet reads it, hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stored_anchor(text: str, start: int, end: int, quote: bool) -> dict[str, Any]:
+    """The ``anchor`` of a label covering ``text[start:end]``: a quote's records its start too,
+    a span's position is its own start and end."""
+    anchor: dict[str, Any] = {
+        "prefix": text[max(0, start - CONTEXT) : start],
+        "suffix": text[end : end + CONTEXT],
+        "doc_sha256": doc_sha256(text),
+    }
+    return {**anchor, "start": start} if quote else anchor
+
+
 # --- resolving references ------------------------------------------------------------
 
 
@@ -177,6 +205,8 @@ class EvidenceResolver:
         self._chunks: dict[tuple[str, str], list[Chunk]] = {}
         self._chunking_ok: dict[str, bool] = {}
         self._suggestions: dict[str, list[str]] = {}
+        self._hashes: dict[str, str] = {}
+        self.outdated: dict[str, int] = {}  # doc id -> labels anchored in an earlier text of it
 
     # -- the public entry point -------------------------------------------------------
 
@@ -288,14 +318,73 @@ class EvidenceResolver:
                     "remove `text`, or give `start` and `end`",
                 )
             )
+        if "anchor" in ref and not (has_quote or has_offsets):
+            problems.append(Problem(where, f"{role}: `anchor` only applies to a quote or a span", "remove `anchor`"))
         doc = self._doc(ref["doc"], where, role, problems)
         if doc is None:
             return None
+        if not (has_quote or has_offsets):
+            return EvidenceUnit(doc.doc_id)
         if has_quote:
-            return self._resolve_quote(doc, ref, where, role, problems)
-        if has_offsets:
-            return self._resolve_offsets(doc, ref, where, role, problems)
-        return EvidenceUnit(doc.doc_id)
+            unit = self._resolve_quote(doc, ref, where, role, problems)
+        else:
+            unit = self._resolve_offsets(doc, ref, where, role, problems)
+        if unit is not None and "anchor" in ref:
+            self._check_anchor(doc, ref, unit, f"{where}", role, problems)
+        return unit
+
+    def _check_anchor(self, doc: Doc, ref: dict, unit: EvidenceUnit, where: str, role: str, problems: list) -> None:
+        """An anchor has its keys, and in the document of its hash reads as stored. Taken in
+        another text of the document, it is out of date: counted, for one warning a document."""
+        anchor, quote = ref["anchor"], "quote" in ref
+        keys = (*ANCHOR_KEYS, "start") if quote else ANCHOR_KEYS
+        shape = "{prefix: ..., suffix: ..., doc_sha256: ...%s}" % (", start: ..." if quote else "")
+        fix = f"write it as {shape} or remove it: {ANCHOR_FIX}"
+        if not isinstance(anchor, dict) or set(anchor) != set(keys):
+            got = sorted(map(str, anchor)) if isinstance(anchor, dict) else kind_of(anchor)
+            problems.append(Problem(where, f"{role}: `anchor` must have exactly {', '.join(keys)}, got {got}", fix))
+            return
+        if not all(isinstance(anchor[key], str) for key in ANCHOR_KEYS) or (quote and not is_int(anchor["start"])):
+            problems.append(Problem(where, f"{role}: `anchor` values have the wrong types: {anchor!r}", fix))
+            return
+        if not quote and "text" not in ref:
+            problems.append(
+                Problem(where, f"{role}: an anchored span needs the `text` it covers", "add `text`, or remove `anchor`")
+            )
+            return
+        if anchor["doc_sha256"] != self._hash(doc):
+            self.outdated[doc.doc_id] = self.outdated.get(doc.doc_id, 0) + 1
+            return
+        assert unit.start is not None and unit.end is not None
+        expected = stored_anchor(doc.text, unit.start, unit.end, quote)
+        wrong = [key for key in keys if anchor[key] != expected[key]]
+        if wrong:
+            verb = "do" if len(wrong) > 1 else "does"
+            problems.append(
+                Problem(
+                    where,
+                    f"{role}: the anchor's {' and '.join(wrong)} {verb} not read as doc {doc.doc_id!r} does around "
+                    "the label, though the doc is the text the anchor was taken in: the label moved without its anchor",
+                    ANCHOR_FIX,
+                )
+            )
+
+    def _hash(self, doc: Doc) -> str:
+        if doc.doc_id not in self._hashes:
+            self._hashes[doc.doc_id] = doc_sha256(doc.text)
+        return self._hashes[doc.doc_id]
+
+    def outdated_warnings(self, where: str) -> list[Problem]:
+        """One warning for each document whose labels carry the anchor of an earlier text of it."""
+        return [
+            Problem(
+                where,
+                f"{count} label{'s' if count > 1 else ''} of doc {doc_id!r} carry the anchor of an earlier text "
+                "of it (the doc changed since they were anchored)",
+                "run `ragvet relabel` to re-anchor them from their stored text and context",
+            )
+            for doc_id, count in sorted(self.outdated.items())
+        ]
 
     def _doc(self, value: Any, where: str, role: str, problems: list[Problem]) -> Doc | None:
         doc_id = as_id(value)
@@ -430,8 +519,8 @@ class EvidenceResolver:
                 where,
                 f"{role}: offsets [{start}:{end}] of doc {doc.doc_id!r} read {_excerpt(doc.text, start, end)!r}, "
                 f"not the label's text {_excerpt(text, 0, len(text))!r}: the doc changed under the label",
-                "run `ragvet relabel --from REV` (REV: the last revision where the label matched) to re-anchor it, "
-                "or correct start, end and text",
+                "run `ragvet relabel` to re-anchor it from its stored anchor (without one: `ragvet relabel --from "
+                "REV`, REV the last revision where the label matched), or correct start, end and text",
             )
         )
         return False

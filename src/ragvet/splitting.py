@@ -55,6 +55,15 @@ def freeze_split(cases: Sequence[Case], docs: Sequence[Doc], salt: str, eval_fra
     }
 
 
+def left_out_of(statuses: dict[str, str], salt: str, eval_fraction: float) -> dict[str, dict[str, str]]:
+    """The cases left out of the splits (case id -> status, as validate found them marked),
+    by the split each would be in: the eval split's are what its comparison lacks."""
+    found: dict[str, dict[str, str]] = {name: {} for name in SPLITS}
+    for case_id, status in sorted(statuses.items()):
+        found[assign_split(salt, case_id, eval_fraction)][case_id] = status
+    return found
+
+
 def split_summary(record: dict) -> dict:
     """The split record without its per-case membership: what git keeps, so that
     a change to the eval set shows in a pull request (its fingerprint and counts

@@ -26,8 +26,10 @@ from ragvet.gating.compare import (
     newly_missed,
     paired_values,
     render_verdict,
+    split_fingerprints,
 )
 from ragvet.gating.decision import decide
+from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
 from ragvet.storage import results
@@ -923,3 +925,52 @@ def test_files_at_reads_a_revisions_files_in_one_batch_from_any_folder_of_the_re
         "corpus/a.md": files["data/corpus/a.md"],
         "empty.md": b"",
     }
+
+
+def test_cases_left_out_of_the_eval_split_are_named_the_rest_compared_and_the_gate_refuses(tmp_path):
+    """Case c's label was orphaned by a corpus edit (`status: orphaned`): it left the eval split,
+    so its fingerprint moved; the gate compares a, b and d, names c, and passes only once the
+    results are accepted as the baseline."""
+    current = [row("a", 1.0), row("b", 1.0), row("d", 0.0), row("x", None, None)]
+    where = project_with(tmp_path, BASE, counted(BASE), current)
+    record = {**split_of(current, {**FP, "eval_split": "e2"}), "left_out": {"eval": {"c": "orphaned"}, "dev": {}}}
+    where["split"].write_text(json.dumps(record))
+    verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
+    [result] = verdict["configs"]
+    assert not verdict["passed"] and not result["valid"] and result["fingerprints_differ"]
+    assert [(m["metric"], m["cases"], m["baseline"], m["current"]) for m in result["metrics"]] == [
+        ("recall@5", 3, 2.5 / 3, 2 / 3),
+        ("mrr", 3, 1.0, 1.0),
+    ]
+    [reason] = result["reasons"]
+    assert reason.startswith("eval-split fingerprint differs (baseline e1, current e2): labels changed: re-baseline")
+    assert reason.endswith(
+        ". Left out of the eval split (compared without them): c (orphaned); relabel them "
+        "(`ragvet relabel --accept FILE`) or remove them, then re-baseline"
+    )
+    text = render_verdict(verdict)
+    assert f"INVALID {CONFIG}: eval-split fingerprint differs" in text and "c (orphaned)" in text
+    assert f"FAIL {CONFIG} recall@5: 0.833 -> 0.667" in text and text.endswith("gate: FAILED\n")
+    accepted = compare(current, current, base_fp={**FP, "eval_split": "e2"}, cur_fp=record["fingerprints"])
+    assert accepted["passed"]  # once `ragvet baseline accept` took these results
+    pending = {**record, "left_out": {"eval": {"c": "pending"}, "dev": {"y": "orphaned"}}}
+    where["split"].write_text(json.dumps(pending))
+    [again] = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)["configs"]
+    assert "compared without them): c (pending review);" in again["reasons"][0]  # the dev split's y is not named
+
+
+def test_the_report_compares_by_the_same_fingerprints_and_names_the_eval_cases_left_out():
+    record = {
+        "fingerprints": {**FP, "eval_split": "e2"},
+        "left_out": {"eval": {"c": "orphaned"}, "dev": {"y": "pending"}},
+    }
+    assert split_fingerprints(record) == {**FP, "eval_split": "e2", "left_out": {"c": "orphaned"}}
+    assert split_fingerprints({"fingerprints": FP}) == FP
+    [entry] = compare_configs(
+        {CONFIG: BASE}, {CONFIG: (summary(BASE), BASE)}, split_fingerprints(record), [5], gate_of(gate())
+    )
+    assert entry["reason"].startswith("eval-split fingerprint differs (baseline e1, current e2): labels changed")
+    assert entry["reason"].endswith(
+        "(compared without them): c (orphaned); relabel them (`ragvet relabel --accept FILE`) or remove them, "
+        "then re-baseline"
+    )

@@ -129,7 +129,7 @@ def test_freezing_the_sample_through_dvc_keeps_every_figure(work_repo):
     before = _figures(work_repo)
     split = json.loads((work_repo / "data" / "split.json").read_text())
     done = ragvet(work_repo, "freeze-labels", check=True)
-    assert done.stdout == "froze 13 chunk references into spans -> data/cases/cases.yaml\n"
+    assert done.stdout == "froze 13 chunk references into spans, anchored 458 labels -> data/cases/cases.yaml\n"
     sh(work_repo, "dvc", "repro")
     assert _figures(work_repo) == before
     set_param(work_repo, ["chunking", "fixed-300", "window"], 280)

@@ -1,6 +1,7 @@
 """The validate stage at the CLI boundary: a user mistake is a clear message and
 exit code 2, with no traceback and nothing written."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,67 @@ def test_a_threshold_of_the_old_format_fails_validate_and_one_for_a_changed_spec
         "marked stale\n    fix: run `ragvet tune-abstain --config fixed-300-bm25` again, then `dvc repro` (or delete "
         "the entry)\n"
     )
+
+
+FLAGGED = """\
+- id: c1
+  question: carry?
+  evidence: [{doc: leave, quote: five unused days}]
+- id: c2
+  question: how many weeks?
+  status: orphaned
+  evidence: [{doc: leave, quote: sixteen weeks}]
+- id: c3
+  question: and now?
+  status: pending
+  evidence: [{doc: gone, start: 0, end: 4}]
+"""
+
+
+def split_of(tmp_path: Path) -> dict:
+    """The split stage's record over validate's outputs in ``tmp_path/out``, every case in eval."""
+    out = tmp_path / "out"
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["split"]["eval_fraction"] = 1.0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    args = ["--cases", out / "cases.jsonl", "--corpus", out / "corpus.jsonl", "--out", tmp_path / "split.json"]
+    args += ["--left-out", out / "left_out.json", "--params", tmp_path / "params.yaml"]
+    command = [sys.executable, "-m", "ragvet.cli", "split", *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads((tmp_path / "split.json").read_text())
+
+
+def test_cases_relabel_marked_are_left_out_with_a_warning_and_leave_the_eval_split(tmp_path):
+    """c2's quote and c3's doc are gone: marked by relabel, they are no problem, and scored nowhere."""
+    done = run_validate(tmp_path, FLAGGED)
+    assert done.returncode == 0, done.stderr
+    assert "validated 1 docs, 1 cases (0 abstention), 2 left out (status)" in done.stdout
+    assert f"{tmp_path / 'cases.yaml'}:6 (case c2): left out of the splits, scored nowhere: `status: orphaned`" in (
+        done.stderr
+    )
+    assert "cases.yaml:10 (case c3): left out of the splits, scored nowhere: `status: pending`" in done.stderr
+    assert json.loads((tmp_path / "out" / "left_out.json").read_text()) == {"c2": "orphaned", "c3": "pending"}
+    assert [json.loads(line)["id"] for line in (tmp_path / "out" / "cases.jsonl").read_text().splitlines()] == ["c1"]
+    record = split_of(tmp_path)
+    assert record["counts"] == {"eval": 1, "dev": 0}
+    assert record["left_out"] == {"eval": {"c2": "orphaned", "c3": "pending"}, "dev": {}}
+    unmarked = FLAGGED.replace("  status: orphaned\n", "").replace("sixteen weeks", "five unused days")
+    assert run_validate(tmp_path, unmarked.replace("  status: pending\n", "").replace("gone", "leave")).returncode == 0
+    whole = split_of(tmp_path)
+    assert whole["counts"] == {"eval": 3, "dev": 0} and "left_out" not in whole
+    assert whole["fingerprints"]["eval_split"] != record["fingerprints"]["eval_split"]  # the cases left the set
+
+
+def test_a_status_relabel_does_not_write_and_a_flagged_bad_id_are_problems(tmp_path):
+    cases = FLAGGED.replace("status: pending", "status: later").replace("id: c2", 'id: "c 2"')
+    cases += "- id: c4\n  question: q?\n  status: [orphaned]\n  evidence: [{doc: leave}]\n"
+    done = run_validate(tmp_path, cases)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "cases.yaml:10 (case c3): status must be orphaned or pending (written by ragvet relabel), got 'later'" in (
+        done.stderr
+    )
+    assert "cases.yaml:4 (case #2): case id 'c 2' contains" in done.stderr  # an id ragvet cannot write is refused
+    assert "cases.yaml:14 (case c4): status must be orphaned or pending (written by ragvet relabel)" in done.stderr
+    assert "got ['orphaned']\n    fix: remove `status` once the case is relabelled" in done.stderr
+    assert not (tmp_path / "out").exists()

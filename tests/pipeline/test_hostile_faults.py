@@ -36,7 +36,7 @@ from ragvet.stages import evaluate, report
 from ragvet.storage.atomic import atomic_output, outputs_together, remove_output, write_text
 
 VALIDATE = ("python", "-m", "ragvet.cli", "validate", "--corpus", "data/corpus", "--cases", "data/cases")
-VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")
+VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json", "left_out.json")
 GATED = "sentences-600-bm25"  # the sample's gated configuration
 RAGVET = ("python", "-m", "ragvet.cli")  # the project copy's own code, as its dvc.yaml runs it
 

@@ -168,6 +168,45 @@ def test_label_edit_fails_against_main_with_the_fingerprint_message(work_repo):
     assert f"INVALID {GATED}: eval-split fingerprint differs" in gate.stdout  # still shown to reviewers
 
 
+BIKE = "You can lease a bike and accessories up to £3,000 through salary sacrifice over 12 months."
+
+
+def test_a_case_orphaned_by_a_corpus_edit_leaves_the_eval_split_and_the_gate_names_it(work_repo):
+    """Through DVC's CLI: the labels anchored, the bike sentence rewritten; relabel orphans the one
+    case quoting it, validate leaves it out, and the gate compares the other 117 eval cases,
+    names it and fails until the results are accepted."""
+
+    def orphan(repo: Path) -> None:
+        ragvet(repo, "freeze-labels", check=True)
+        faq = repo / "data" / "corpus" / "benefits-faq.md"
+        faq.write_text(faq.read_text().replace(BIKE, "Bike leasing moved to our benefits partner."))
+        done = ragvet(repo, "relabel")
+        assert done.returncode == 1 and "0 changed, 2 orphaned" in done.stdout, done.stdout
+        entries = yaml.safe_load((repo / "relabel-review.yaml").read_text())["entries"]
+        assert {(e["case"], e["status"]) for e in entries} == {("kw-cycle-to-work", "orphaned")}
+        (repo / "relabel-review.yaml").unlink()
+
+    branch_with(work_repo, "orphan", orphan)
+    cases = yaml.safe_load((work_repo / "data" / "cases" / "cases.yaml").read_text())
+    assert [case["id"] for case in cases if "status" in case] == ["kw-cycle-to-work"]
+    split = json.loads((work_repo / "metrics" / "split.json").read_text())
+    assert split["left_out"] == {"eval": {"kw-cycle-to-work": "orphaned"}, "dev": {}}
+    assert split["counts"] == {"eval": 117, "dev": 63}
+    gate = ragvet(work_repo, "gate")
+    assert gate.returncode == 1
+    assert (
+        "Left out of the eval split (compared without them): kw-cycle-to-work (orphaned); relabel them" in gate.stdout
+    )
+    baseline = result_rows(read_results(work_repo / "metrics" / "baseline" / "cases" / f"{GATED}.parquet"))
+    valued = [r["case_id"] for r in baseline if r["split"] == "eval" and r["metrics"]["evidence_recall@5"] is not None]
+    assert len(valued) == 105 and "kw-cycle-to-work" in valued
+    assert f"ok   {GATED} evidence_recall@5: 0.707 -> 0.707 (delta 0.000, " in gate.stdout
+    assert ", 104 cases)\n" in gate.stdout  # the 105 but the case left out
+    ragvet(work_repo, "baseline", "accept", check=True)  # deliberately, as the message says
+    sh(work_repo, "dvc", "repro")
+    assert ragvet(work_repo, "gate").returncode == 0
+
+
 def test_against_an_unknown_revision_or_one_without_results_is_a_clear_error(work_repo):
     unknown = ragvet(work_repo, "gate", "--against", "origin/nope")
     assert unknown.returncode == 2 and "git revision 'origin/nope' does not exist" in unknown.stderr

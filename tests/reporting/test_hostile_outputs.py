@@ -411,3 +411,21 @@ def test_the_many_configuration_table_shows_hostile_names_inert():
     assert_inert(elements)
     assert [tag for tag, _ in elements.tags].count("tr") == 4  # header, base, evil, gone: no cell split off
     assert evil in elements.codes and "base`|" in elements.codes
+
+
+def test_hostile_ids_of_cases_left_out_of_the_eval_split_are_named_inert():
+    """The gate and the report name the eval cases relabel marked: their ids run nothing."""
+    base = [case(cid, 1.0, 1.0, 100, kind) for cid, kind in _others(TAG)]
+    fp = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
+    current_fp = {**fp, "eval_split": "e2", "left_out": {CASE_ID: "orphaned", CI_ID: "pending"}}
+    settings = gate_of({**GATE, "configs": [CFG]}, ["kind"])
+    baselines = {CFG: ({"fingerprints": fp}, base)}
+    comparisons = compare_configs({CFG: base}, baselines, current_fp, KS, settings)
+    verdict = gate_all(settings, baselines, {CFG: base}, current_fp)
+    out = render_verdict(verdict)
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("::")] and "\x1b" not in out
+    assert "a\\n::error::pwned\\r\\n::set-output name=x::y\\x1b[2J (pending review)" in out
+    comment = render_report(Contents(SUMMARIES, comparisons, verdict, {}, KS), marker=True, limit=COMMENT_LIMIT)
+    elements = Elements(github_html(comment))
+    assert_inert(elements)
+    assert "(orphaned)" in "".join(elements.text) and "(pending review)" in "".join(elements.text)

@@ -392,6 +392,7 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
         reasons.append(
             f"eval-split fingerprint differs (baseline {base_fp.get('eval_split')}, current "
             f"{cur_fp.get('eval_split')}): {RELABEL_FIX}{anchor_note(cur_fp.get('anchors') or [])}"
+            f"{left_out_note(cur_fp.get('left_out') or {})}"
         )
     if base_fp.get("corpus") is None or cur_fp.get("corpus") is None:
         reasons.append(
@@ -399,6 +400,28 @@ def fingerprint_reasons(baseline_fp: dict | None, current_fp: dict | None) -> li
             f"{cur_fp.get('corpus')}): {CORPUS_FIX}"
         )
     return reasons
+
+
+LEFT_OUT_WHY = {"orphaned": "orphaned", "pending": "pending review"}
+
+
+def split_fingerprints(record: Mapping[str, Any]) -> dict:
+    """What the gate and the report compare a split record by: its fingerprints, with the eval
+    cases it left out (``left_out``: case id -> status) when there are any."""
+    left_out = (record.get("left_out") or {}).get(EVAL) or {}
+    return {**record["fingerprints"], "left_out": left_out} if left_out else dict(record["fingerprints"])
+
+
+def left_out_note(left_out: Mapping[str, str]) -> str:
+    """The eval cases ``ragvet relabel`` marked (case id -> status), which left the eval split:
+    its fingerprint moved with them, and the comparison is on the cases still in it."""
+    if not left_out:
+        return ""
+    named = ", ".join(f"{case} ({LEFT_OUT_WHY.get(status, status)})" for case, status in sorted(left_out.items()))
+    return (
+        f". Left out of the eval split (compared without them): {named}; relabel them "
+        "(`ragvet relabel --accept FILE`) or remove them, then re-baseline"
+    )
 
 
 def corpus_note(baseline_fp: dict | None, current_fp: dict | None) -> str | None:
@@ -455,8 +478,10 @@ def _measure_config(
     guarded metric with no value (None or NaN) on any paired case is refused.
 
     ``valid`` is False, with ``reasons``, when no meaningful comparison exists;
-    an invalid comparison never passes. ``against`` names the git revision the
-    baseline was read from, when it is not the committed baseline folder.
+    an invalid comparison never passes. An eval split that differs because cases
+    left it (``current_fp["left_out"]``: marked by ``ragvet relabel``) is still
+    compared on the cases in both, for reviewers to read, and is invalid all the same.
+    ``against`` names the git revision the baseline was read from, when it is not the committed baseline folder.
     The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`), so that
     every configuration's draws are shared.
     """
@@ -498,8 +523,9 @@ def _measure_config(
     reasons += fingerprint_reasons(baseline_fp, current_fp)
     if reasons:
         result["fingerprints_differ"] = True
+    if reasons and not current_fp.get("left_out"):  # with cases left out, the rest is still compared
         return result
-    note = corpus_note(baseline_fp, current_fp)
+    note = None if reasons else corpus_note(baseline_fp, current_fp)
     if note is not None:
         result["notes"] = [note]
 

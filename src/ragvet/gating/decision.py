@@ -37,7 +37,7 @@ from ragvet.gating.baselines import (
     missing_latency,
     rebaselined,
 )
-from ragvet.gating.compare import gate_all, gate_metrics
+from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
@@ -77,7 +77,7 @@ def decide(
         gate,
         dict(baselines),
         dict(current),
-        split_record["fingerprints"],
+        split_fingerprints(split_record),
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,

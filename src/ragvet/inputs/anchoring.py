@@ -33,10 +33,9 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from ragvet.evidence import find_quote, normalise_whitespace
+from ragvet.evidence import CONTEXT, find_quote, normalise_whitespace
 from ragvet.text.values import nfc
 
-CONTEXT = 32  # characters of prefix and suffix, as Hypothesis stores them
 WEIGHTS = (50, 20, 20, 2)  # quote, prefix, suffix, position: Hypothesis's (dom-anchor-text-quote) weighting
 MIN_QUOTE_SIMILARITY = 0.5  # Hypothesis drops a candidate with more errors than half the quote's length
 SIDE_AGREES = 90  # a prefix or suffix agrees when its similarity (0-100) is at least this

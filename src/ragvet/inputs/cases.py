@@ -35,7 +35,10 @@ from ragvet.text.values import (
     surrogate_what,
 )
 
-CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filter", "judged")
+CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filter", "judged", "status")
+# A case's `status`, which `ragvet relabel` writes: a label it could not place (orphaned) or one
+# awaiting its review decision (pending). Such a case says nothing reliable: it leaves the splits.
+STATUSES = {"orphaned": "a label could not be placed in its edited document", "pending": "a label awaits review"}
 CLAIM_KEYS = ("text", "evidence")
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
 
@@ -434,10 +437,36 @@ def unused_slices(slices: Any, cases: list[Case], where: str) -> list[Problem]:
     ]
 
 
+def _flagged(checker: _CaseChecker, item: dict, case_id: str | None) -> str | None:
+    """The status of a case ``ragvet relabel`` marked (:data:`STATUSES`), or ``None``. Only its
+    id is checked besides: its labels say nothing reliable until it is relabelled."""
+    status = item.get("status") if isinstance(item.get("status"), str) else repr(item.get("status"))
+    sound = case_id is not None and not id_flaw(case_id) and lone_surrogate(item) is None
+    if sound:
+        checker.label = f"case {case_id}"
+    if status in STATUSES and sound:
+        return status
+    if status not in STATUSES:
+        checker.add(
+            f"status must be {' or '.join(STATUSES)} (written by ragvet relabel), got {item.get('status')!r}",
+            "remove `status` once the case is relabelled",
+            "status",
+        )
+    return None
+
+
 def collect_cases(
-    path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None
+    path: str | Path,
+    docs: dict[str, Doc],
+    chunkings: dict[str, dict] | None = None,
+    left_out: dict[str, str] | None = None,
+    warnings: list[Problem] | None = None,
 ) -> tuple[list[Case], list[Problem]]:
-    """Like :func:`load_cases`, but returns ``(valid_cases, problems)`` instead of raising."""
+    """Like :func:`load_cases`, but returns ``(valid_cases, problems)`` instead of raising.
+
+    A case with a ``status`` is not among the cases: it goes to ``left_out`` (case id ->
+    status) with a warning in ``warnings``, as does each document whose labels store the
+    anchor of an earlier text of it."""
     problems: list[Problem] = []
     path = cases_file(Path(path), problems)
     if path is None:
@@ -450,8 +479,15 @@ def collect_cases(
     for number, (line, item) in enumerate(items, start=1):
         line = line or line_of(item)
         checker = _CaseChecker(path, line, item, number, problems)
-        case = _check_case(checker, resolver, docs, filter_hits)
         case_id = as_id(item.get("id")) if isinstance(item, dict) else None
+        status = None
+        if isinstance(item, dict) and "status" in item:
+            status = _flagged(checker, item, case_id)
+            case = None
+            if status is None:
+                _check_case(checker, resolver, docs, filter_hits)
+        else:
+            case = _check_case(checker, resolver, docs, filter_hits)
         if case_id is None:
             continue
         if nfc(case_id) in first_seen:
@@ -467,7 +503,25 @@ def collect_cases(
         first_seen[nfc(case_id)] = (case_id, line)
         if case is not None:
             cases.append(case)
+        if status is not None:
+            _leave_out(checker, case_id, status, left_out, warnings)
+    if warnings is not None:
+        warnings += resolver.outdated_warnings(str(path))
     return sorted(cases, key=lambda case: case.case_id), problems
+
+
+def _leave_out(checker: _CaseChecker, case_id: str, status: str, left_out: dict | None, warnings: list | None) -> None:
+    if left_out is not None:
+        left_out[case_id] = status
+    if warnings is not None:
+        warnings.append(
+            Problem(
+                checker.at("status"),
+                f"left out of the splits, scored nowhere: `status: {status}` ({STATUSES[status]})",
+                "decide its entries in the review file and run `ragvet relabel --accept FILE`, or relabel it by "
+                "hand and remove `status`, or remove the case",
+            )
+        )
 
 
 def load_cases(path: str | Path, docs: dict[str, Doc], chunkings: dict[str, dict] | None = None) -> list[Case]:

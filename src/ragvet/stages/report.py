@@ -21,6 +21,7 @@ import typer
 
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
+from ragvet.gating.compare import split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
@@ -186,7 +187,7 @@ def main(
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
     read = [cases_dir, slices_dir, split, cases, corpus, *summary_paths, *([verdict] if verdict else [])]
     refuse_stale(read, "the report")
-    fingerprints = read_split_record(split)["fingerprints"]
+    fingerprints = split_fingerprints(read_split_record(split))
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
     metrics = None if format is Format.html else [*compared_metrics(settings["ks"], gate), *side_metrics]

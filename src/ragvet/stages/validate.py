@@ -23,7 +23,8 @@ from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.tables import write_case_table, write_cases, write_docs
 
-VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json")  # what validate writes into --out
+# What validate writes into --out; left_out.json maps each case `ragvet relabel` marked to its status.
+VALIDATED = ("corpus.jsonl", "cases.jsonl", "cases.parquet", "anchors.json", "left_out.json")
 
 
 @user_errors
@@ -31,7 +32,7 @@ def main(
     corpus: Path = typer.Option(..., help="Corpus folder (*.jsonl, *.md, *.txt)."),
     cases: Path = typer.Option(..., help="Cases file (YAML list or JSONL), or a folder holding exactly one."),
     out: Path = typer.Option(
-        ..., help="Folder for the validated corpus.jsonl, cases.jsonl, cases.parquet and anchors.json."
+        ..., help="Folder for the validated corpus.jsonl, cases.jsonl, cases.parquet, anchors.json and left_out.json."
     ),
     answers: Path = typer.Option(Path("data/answers"), help="Folder of recorded answers, <config>.jsonl."),
     thresholds: Path = typer.Option(Path("abstention.yaml"), help="Tuned abstention thresholds (tune-abstain)."),
@@ -49,8 +50,11 @@ def main(
     roots += corpus_problems
     chunkings = settings.get("chunking") if isinstance(settings.get("chunking"), dict) else {}
     resolved, case_problems = [], []
+    left_out: dict[str, str] = {}
+    warnings: list[Problem] = []
     if docs:  # against no document at all every case would be an "unknown doc": the root problem says it
-        resolved, case_problems = collect_cases(cases, {doc.doc_id: doc for doc in docs}, chunkings)
+        by_id = {doc.doc_id: doc for doc in docs}
+        resolved, case_problems = collect_cases(cases, by_id, chunkings, left_out, warnings)
     problems = list(case_problems)
     configs = settings.get("configs") if isinstance(settings.get("configs"), dict) else {}
     problems += stray_answer_files(answers, configs)
@@ -68,8 +72,12 @@ def main(
         write_case_table(outputs[2], (case.to_row() for case in resolved))
         anchored = cases_file(cases, [])  # valid by now: collect_cases resolved the same path
         write_json(outputs[3], chunk_anchors(anchored))  # for the "labels changed" message
+        write_json(outputs[4], dict(sorted(left_out.items())))  # for the split, which records them
     abstention = sum(not case.answerable for case in resolved)
-    typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention)")
+    flagged = f", {len(left_out)} left out (status)" if left_out else ""
+    typer.echo(f"validated {len(docs)} docs, {len(resolved)} cases ({abstention} abstention){flagged}")
+    for warning in warnings:
+        typer.echo(f"ragvet: warning: {warning.render()}", err=True)
     # a stale threshold costs only its configuration's abstention figures, which evaluate marks: no reason to stop
     for warning in threshold_warnings(thresholds, settings, None):  # the dev split is not frozen yet
         typer.echo(f"ragvet: warning: {warning.render()}", err=True)
