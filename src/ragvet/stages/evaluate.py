@@ -49,7 +49,8 @@ def main(
 ) -> None:
     """Score one configuration's run against the projected evidence."""
     config = stage_key("evaluate", config)
-    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget", "gate.metrics"]
+    reads = [f"configs.{config}", "retrievers", "ks", "evidence.span_coverage", "slices", "budget"]
+    reads += ["gate.metrics"] if headline_out is not None else []  # the headline's figures
     settings = stage_params(params, reads)
     if budget is not None:
         settled(budget, "budget", settings)
