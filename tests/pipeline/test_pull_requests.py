@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from html import unescape as html_unescape
 from pathlib import Path
@@ -202,6 +203,23 @@ def test_dvc_plots_show_and_diff_main(harmful_repo):
     for rev in ("main", "workspace"):  # a line per config and rev: one point per budget value
         assert sorted(int(v["budget"]) for v in budget if v["rev"] == rev) == sorted(values)
 
+    # The per-case moves (DVC's cache keeps data/moves.csv, not git): at main, against its own
+    # accepted baseline, every case in place; on the branch, each eval case's first evidence rank
+    # as main's per-case table and the branch's have it, the newly missed ones named so.
+    assert "data/moves.csv" not in sh(harmful_repo, "git", "ls-files").stdout
+    (plot,) = diff["data"]["evidence_rank_moves"]
+    moves = {rev: [v for v in plot["content"]["data"]["values"] if v["rev"] == rev] for rev in ("main", "workspace")}
+    assert moves["main"] and all(v["baseline_first_rank"] == v["first_rank"] for v in moves["main"])
+    before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
+    assert {v["case_id"] for v in moves["workspace"]} == set(after)
+    rank = lambda value: None if value in ("", None) else int(value)  # noqa: E731  (a CSV cell)
+    for v in moves["workspace"]:
+        case_id = v["case_id"]
+        assert rank(v["baseline_first_rank"]) == before[case_id]["first_relevant_rank"], case_id
+        assert rank(v["first_rank"]) == after[case_id]["first_relevant_rank"], case_id
+        missed = before[case_id]["metrics"]["hit@5"] == 1 and after[case_id]["metrics"]["hit@5"] == 0
+        assert (v["status"] == "newly missed") == missed, case_id
+
 
 # ------------------------------------------------------------------ the HTML report in a browser
 
@@ -335,6 +353,20 @@ def test_the_explorer_lists_the_newly_missed_first_with_the_evidence_the_candida
             page.set_viewport_size({"width": 1280, "height": 1100})
             page.eval_on_selector("#ragvet-explorer", "e => e.scrollIntoView()")
             page.screenshot(path=str(SCREENSHOT))
+    assert console == [], console
+
+    # Without main's run in the DVC cache (and no remote), the baseline's side says why, the
+    # candidate's still shows, and the report is written all the same.
+    repo = copy_repo(harmful_repo, tmp_path / "no-cache")
+    shutil.rmtree(repo / ".dvc" / "cache")
+    ragvet(repo, "report", "--against", "main", "--format", "html", "--out", str(page_path), check=True)
+    with chromium_page(console) as page:
+        page.goto(page_path.as_uri())
+        page.click(f"#rx-body tr[data-case='{case_id}']")
+        note = page.text_content("#rx-detail .rx-unavailable")
+        what = f"main:data/runs/{GATED}.parquet: DVC tracks it (object "
+        assert note.startswith(f"The baseline's chunks are unavailable: {what}") and "no default DVC remote" in note
+        assert page.text_content(f"{candidate} h4") == "Candidate (this change): evidence not in top 5"
     assert console == [], console
 
 

@@ -105,7 +105,8 @@ def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(
         try:
             run, chunks = (files_at(rev, paths, project)[path] for path in paths)
         except InputError as err:
-            found[config] = unavailable(str(err.problems[0]))
+            problem = err.problems[0]
+            found[config] = unavailable(f"{problem.where}: {problem.what} (fix: {problem.fix})")
             continue
         if run is None or chunks is None:
             found[config] = unavailable(f"{rev} has no {paths[0] if run is None else paths[1]}")

@@ -14,11 +14,15 @@ import base64
 import hashlib
 
 STYLE = """
+#ragvet-explorer { width: 96vw; margin-left: calc(50% - 48vw); }
 #ragvet-explorer .rx-controls { display: flex; flex-wrap: wrap; gap: 0.5em 1em; align-items: center; margin: 0.5em 0; }
 #ragvet-explorer .rx-scroll { height: 420px; overflow: auto; border: 1px solid #d0d7de; }
-#ragvet-explorer .rx-scroll table { margin: 0; width: 100%; table-layout: fixed; }
-#ragvet-explorer .rx-scroll th { position: sticky; top: 0; cursor: pointer; user-select: none; }
-#ragvet-explorer .rx-scroll td { height: 23px; padding: 0 6px; white-space: nowrap; overflow: hidden;
+#ragvet-explorer .rx-scroll table { margin: 0; width: 100%; table-layout: fixed; font-size: 12.5px; }
+#ragvet-explorer .rx-scroll th { position: sticky; top: 0; cursor: pointer; user-select: none; overflow-wrap: anywhere;
+       padding: 2px 4px; vertical-align: bottom; }
+#ragvet-explorer .rx-scroll th:first-child { width: 14em; }
+#ragvet-explorer .rx-scroll th:nth-child(2) { width: 7.5em; }
+#ragvet-explorer .rx-scroll td { height: 23px; padding: 0 4px; white-space: nowrap; overflow: hidden;
        text-overflow: ellipsis; }
 #ragvet-explorer .rx-scroll tr.rx-row { cursor: pointer; }
 #ragvet-explorer .rx-scroll tr.rx-row:hover { background: #f6f8fa; }
@@ -68,7 +72,7 @@ const columns = [
    cls: i => "rx-s" + D.status[state.config][i]},
   ...D.slices.map((slice, s) => ({title: slice, key: i => D.tags[i][s], text: i => D.tags[i][s]})),
   ...D.columns.map((name, c) => ({
-    title: name + " (baseline \u2192 candidate)",
+    title: name === "first_rank" ? "evidence rank" : name,
     key: i => { const r = D.rows[state.config][i], b = r[2 * c], v = r[2 * c + 1];
                 return b === null || v === null ? null : v - b; },
     text: i => { const r = D.rows[state.config][i], whole = name === "first_rank";
@@ -81,7 +85,7 @@ function head() {
   row.replaceChildren();
   columns.forEach((column, c) => {
     const th = el("th", column.title + (state.sort === c ? (state.desc ? " \u25bc" : " \u25b2") : ""));
-    th.title = c > 1 + D.slices.length ? "sort by the change, candidate minus baseline" : "sort";
+    th.title = column.title + (c > 1 + D.slices.length ? ", baseline \u2192 candidate: sorts by the change" : "");
     th.addEventListener("click", () => {
       state.desc = state.sort === c ? !state.desc : false;
       state.sort = c;
@@ -237,7 +241,7 @@ function choose(i) {
   parts.push(el("h4", "Evidence"));
   const evidence = el("ol");
   targets.forEach(t => evidence.append(describe(t)));
-  parts.push(evidence);
+  parts.push(targets.length ? evidence : el("p", "None: an abstention case (the corpus does not answer it).", "rx-note"));
   parts.push(el("h4", D.configs[state.config] + ": top " + D.k + ", baseline beside candidate"));
   const sides = el("div", null, "rx-sides");
   sides.append(side(i, 0), side(i, 1));
@@ -269,7 +273,8 @@ for (const code of document.querySelectorAll("table td:first-child code")) {
 const moved = D.status.map(s => [s.filter(v => v === 0).length, s.filter(v => v === 1).length]);
 $("rx-summary").textContent = n + " eval cases. " + D.configs.map((name, c) =>
   name + ": " + moved[c][0] + " newly missed, " + moved[c][1] + " newly found at hit@" + D.k).join("; ") +
-  ". Choose a case for its evidence and each side's top " + D.k + ".";
+  ". Each figure reads baseline \u2192 candidate (evidence rank: where the first chunk holding evidence came in the " +
+  "run). Choose a case for its evidence and each side's top " + D.k + ".";
 apply();
 performance.mark("ragvet-explorer-ready");
 })();
