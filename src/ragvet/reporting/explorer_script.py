@@ -241,7 +241,8 @@ function choose(i) {
   parts.push(el("h4", "Evidence"));
   const evidence = el("ol");
   targets.forEach(t => evidence.append(describe(t)));
-  parts.push(targets.length ? evidence : el("p", "None: an abstention case (the corpus does not answer it).", "rx-note"));
+  const none = "None: an abstention case (the corpus does not answer it).";
+  parts.push(targets.length ? evidence : el("p", none, "rx-note"));
   parts.push(el("h4", D.configs[state.config] + ": top " + D.k + ", baseline beside candidate"));
   const sides = el("div", null, "rx-sides");
   sides.append(side(i, 0), side(i, 1));
