@@ -12,6 +12,7 @@ top 5 per side, chunks of 300 characters over documents of 3,000.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import sys
@@ -32,13 +33,14 @@ METRICS = [
     "mrr",
     "unsupported_answer",
 ]
+COLUMNS = ["first_rank", *METRICS]
 SLICES = ["phrasing", "doc_type", "year"]
 WORDS = "leave policy expense travel security laptop office remote pension holiday claim limit approval".split()
 K, CHUNK, DOC = 5, 300, 3000
 
 
 def synthetic(n: int, seed: int = 7) -> dict:
-    """The explorer's data for ``n`` cases: 5% newly missed, 2% newly found."""
+    """What the report hands :func:`explorer_data` for ``n`` cases: 5% newly missed, 2% newly found."""
     rng = random.Random(seed)
     docs = max(1, n // 20)
     texts = {f"doc-{d:06d}": " ".join(rng.choice(WORDS) for _ in range(DOC // 6))[:DOC] for d in range(docs)}
@@ -47,6 +49,7 @@ def synthetic(n: int, seed: int = 7) -> dict:
         for doc, text in texts.items()
         for o in range(DOC // CHUNK)
     }
+    names = sorted(chunks)
     ids, cases, moves, base, cur = [], [], [], {}, {}
     for i in range(n):
         case_id, doc = f"case-{i:06d}", f"doc-{rng.randrange(docs):06d}"
@@ -60,11 +63,11 @@ def synthetic(n: int, seed: int = 7) -> dict:
         roll = rng.random()
         status = "newly missed" if roll < 0.05 else "newly found" if roll < 0.07 else "unchanged"
         hit = f"{doc}#{start // CHUNK}"
-        others = [c for c in rng.sample(sorted(chunks), K + 1) if c != hit][: K - 1]
+        others = [c for c in rng.sample(names, K + 1) if c != hit][: K - 1]
         b_rank = None if status == "newly found" else rng.randrange(1, K + 1)
         c_rank = None if status == "newly missed" else rng.randrange(1, K + 1)
         for side, rank in ((base, b_rank), (cur, c_rank)):
-            top = list(others) + ([rng.choice(sorted(chunks))] if rank is None else [])
+            top = list(others) + ([rng.choice(names)] if rank is None else [])
             if rank is not None:
                 top.insert(rank - 1, hit)
             side[case_id] = [(c, round(10 - r * 0.37, 4)) for r, c in enumerate(top[:K])]
@@ -80,7 +83,7 @@ def synthetic(n: int, seed: int = 7) -> dict:
         moves.append(row)
         ids.append(case_id)
     sides = {"cfg": (Retrieved(base, chunks), Retrieved(cur, chunks))}
-    return explorer_data(cases, texts, {"cfg": moves}, sides, ["first_rank", *METRICS], SLICES, K, "main")
+    return {"cases": cases, "texts": texts, "moves": {"cfg": moves}, "sides": sides}
 
 
 # Timed in the page: each action dispatched as a reviewer's input would, to its synchronous end.
@@ -110,7 +113,9 @@ def measure(page_path: Path) -> dict:
         ready = page.evaluate("performance.getEntriesByName('ragvet-explorer-ready')[0].startTime")
         heap = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : null")
         times = {
-            name: page.evaluate(f"() => {{ const t = performance.now(); {code}; return performance.now() - t; }}")
+            name: page.evaluate(
+                f"() => {{ const started = performance.now(); {{ {code}; }} return performance.now() - started; }}"
+            )
             for name, code in ACTIONS.items()
         }
         browser.close()
@@ -140,9 +145,13 @@ def main() -> None:
         report(path.name, measure(path), None)
     with tempfile.TemporaryDirectory() as folder:
         for n in args.sizes:
+            made = synthetic(n)
             started = time.perf_counter()
-            section = explorer_section(synthetic(n))
+            data = explorer_data(made["cases"], made["texts"], made["moves"], made["sides"], COLUMNS, SLICES, K, "main")
+            section = explorer_section(data)
             build = time.perf_counter() - started
+            sizes = {key: len(json.dumps(value, separators=(",", ":"))) / 2**20 for key, value in data.items()}
+            print("  data block MB by key: " + ", ".join(f"{k} {v:.1f}" for k, v in sizes.items() if v >= 0.05))
             path = Path(folder) / f"explorer-{n}.html"
             path.write_text(render_html("# Gate: FAILED\n", [], section), encoding="utf-8")
             report(f"{n:,} synthetic cases", measure(path), build)
