@@ -10,9 +10,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 from browser import CHROMIUM, chromium_page
+from repos import commit_all, init_repo
 
-from ragvet.gating.retrieved import Retrieved, named_chunks, top_k, unavailable
+from ragvet.gating.retrieved import Retrieved, named_chunks, retrieved_at, top_k, unavailable
 from ragvet.reporting.explorer import explorer_data, explorer_section
 from ragvet.reporting.moves import case_moves
 from ragvet.reporting.page import policy, render_html
@@ -206,3 +208,23 @@ def test_the_policy_lets_the_explorer_run_and_no_other_script(tmp_path):
         assert shown_ids(page) == ["c-miss", "c-found", "c-same"] and page.title() == "ragvet retrieval report"
     assert any("Content Security Policy" in message for message in console), console
     assert "default-src 'none'" in policy()
+
+
+def test_a_revisions_sides_read_its_own_params_run_and_chunks_or_say_what_it_lacks(tmp_path: Path):
+    (tmp_path / "repo").mkdir()
+    repo = init_repo(tmp_path / "repo")
+    params = {"configs": {"cfg": {"chunking": "c300", "retriever": "bm25"}, "gone": {"chunking": "c9"}}}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    (repo / "data" / "runs").mkdir(parents=True)
+    (repo / "data" / "chunks").mkdir()
+    frame = {"case_id": ["a", "a", "a"], "rank": [1, 2, 3], "chunk_id": ["d2#0", "d1#1", "d2#0"]}
+    pl.DataFrame({**frame, "score": [2.0, 1.5, 1.0]}).write_parquet(repo / "data" / "runs" / "cfg.parquet")
+    rows = [json.dumps(chunk.to_row()) for chunk in CHUNKS.values()]
+    (repo / "data" / "chunks" / "c300.jsonl").write_text("\n".join(rows) + "\n")
+    commit_all(repo, "a run")
+    # The work tree moves on; the revision's files are what it committed.
+    (repo / "params.yaml").write_text(yaml.safe_dump({"configs": {}}))
+    found = retrieved_at("HEAD", ["cfg", "gone", "new"], 2, repo)
+    assert found["cfg"] == Retrieved({"a": [("d2#0", 2.0), ("d1#1", 1.5)]}, CHUNKS)
+    assert found["gone"] == unavailable("HEAD has no data/runs/gone.parquet")
+    assert found["new"] == unavailable("HEAD's params.yaml has no configuration new")

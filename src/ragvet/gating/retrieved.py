@@ -90,24 +90,35 @@ def retrieved_here(config: str, chunking: str, k: int, project: Path = Path(".")
     return _retrieved(run, chunks, k)
 
 
+def _params_at(rev: str, project: Path) -> dict:
+    """``rev``'s params.yaml, read; empty when it has none or it does not parse (every side then unavailable)."""
+    text = files_at(rev, ["params.yaml"], project)["params.yaml"]
+    try:
+        params = yaml.safe_load(text.decode("utf-8")) if text else {}
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
 def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(".")) -> dict[str, Retrieved]:
     """The baseline side at ``rev``: each configuration's run and chunks as that revision
     has them (its own params.yaml names the chunking), unavailable where that revision
     lacks them or DVC cannot bring them."""
-    params = yaml.safe_load((files_at(rev, ["params.yaml"], project)["params.yaml"] or b"{}").decode("utf-8"))
+    params = _params_at(rev, project)
     found = {}
     for config in configs:
-        chunking = chunking_of(params if isinstance(params, dict) else {}, config)
+        chunking = chunking_of(params, config)
         if chunking is None:
             found[config] = unavailable(f"{rev}'s params.yaml has no configuration {config}")
             continue
         paths = [run_path(RUNS, config).as_posix(), (CHUNKS / f"{chunking}.jsonl").as_posix()]
         try:
-            run, chunks = (files_at(rev, paths, project)[path] for path in paths)
+            read = files_at(rev, paths, project)  # one DVC filesystem for both
         except InputError as err:
             problem = err.problems[0]
             found[config] = unavailable(f"{problem.where}: {problem.what} (fix: {problem.fix})")
             continue
+        run, chunks = read[paths[0]], read[paths[1]]
         if run is None or chunks is None:
             found[config] = unavailable(f"{rev} has no {paths[0] if run is None else paths[1]}")
             continue
