@@ -84,6 +84,15 @@ def _top(side: Retrieved, ids: Sequence[str], chunks: _Interned, docs: _Interned
     ]  # fmt: skip
 
 
+def _per_case(moves: list[dict], ids: Sequence[str], columns: Sequence[str]) -> tuple[list, list]:
+    """One configuration's status number per case (:data:`STATUSES`; unchanged for a case it
+    lacks) and its ``columns``, baseline then candidate, per case (None where it lacks the case)."""
+    found = {row["case_id"]: row for row in moves}
+    keys = [key for name in columns for key in (f"baseline_{name}", name)]
+    status = [STATUSES.index(found[c]["status"]) if c in found else 2 for c in ids]
+    return status, [[found[c][key] for key in keys] if c in found else [None] * len(keys) for c in ids]
+
+
 def explorer_data(
     cases: Sequence[dict],
     texts: Mapping[str, str],
@@ -104,56 +113,40 @@ def explorer_data(
     found, then the rest, each by id.
     """
     with gc_paused():  # millions of small lists and no cycle: the collector's passes doubled the time
-        return _explorer_data(cases, texts, moves, sides, columns, slices, k, baseline)
-
-
-def _explorer_data(
-    cases: Sequence[dict],
-    texts: Mapping[str, str],
-    moves: Mapping[str, list[dict]],
-    sides: Mapping[str, tuple[Retrieved, Retrieved]],
-    columns: Sequence[str],
-    slices: Sequence[str],
-    k: int,
-    baseline: str,
-) -> dict:
-    """:func:`explorer_data`, with the collector paused."""
-    configs = sorted(moves)
-    rank = {}
-    for config in configs:
-        for row in moves[config]:
-            rank[row["case_id"]] = min(rank.get(row["case_id"], 2), STATUSES.index(row["status"]))
-    ids = sorted(rank, key=lambda case_id: (rank[case_id], case_id))
-    by_id = {case.get("id"): case for case in cases}
-    docs, chunks = _Interned(), _Interned()
-    evidence, claims = (
-        zip(*(_evidence(by_id.get(case_id, {}), texts, docs) for case_id in ids), strict=True) if ids else ((), ())
-    )
-    status, rows = [], []
-    for config in configs:
-        found = {row["case_id"]: row for row in moves[config]}
-        status.append([STATUSES.index(found[c]["status"]) if c in found else 2 for c in ids])
-        keys = [key for name in columns for key in (f"baseline_{name}", name)]
-        rows.append([[found[c][key] for key in keys] if c in found else [None] * len(keys) for c in ids])
-    top = [[_top(sides[config][0], ids, chunks, docs), _top(sides[config][1], ids, chunks, docs)] for config in configs]
-    return {
-        "baseline": baseline,
-        "k": k,
-        "configs": configs,
-        "slices": list(slices),
-        "columns": list(columns),
-        "ids": ids,
-        "questions": [by_id.get(c, {}).get("question", "") for c in ids],
-        "tags": [[str((by_id.get(c, {}).get("tags") or {}).get(s, "")) for s in slices] for c in ids],
-        "status": status,
-        "rows": rows,
-        "evidence": list(evidence),
-        "claims": list(claims),
-        "top": top,
-        "unavailable": [[sides[config][0].unavailable, sides[config][1].unavailable] for config in configs],
-        "docs": docs.values(),
-        "chunks": [list(chunk) for chunk in chunks.values()],
-    }
+        configs = sorted(moves)
+        rank = {}
+        for config in configs:
+            for row in moves[config]:
+                rank[row["case_id"]] = min(rank.get(row["case_id"], 2), STATUSES.index(row["status"]))
+        ids = sorted(rank, key=lambda case_id: (rank[case_id], case_id))
+        by_id = {case.get("id"): case for case in cases}
+        docs, chunks = _Interned(), _Interned()
+        evidence, claims = (
+            zip(*(_evidence(by_id.get(case_id, {}), texts, docs) for case_id in ids), strict=True) if ids else ((), ())
+        )
+        per_case = [_per_case(moves[config], ids, columns) for config in configs]
+        status, rows = [found[0] for found in per_case], [found[1] for found in per_case]
+        top = [
+            [_top(sides[config][0], ids, chunks, docs), _top(sides[config][1], ids, chunks, docs)] for config in configs
+        ]
+        return {
+            "baseline": baseline,
+            "k": k,
+            "configs": configs,
+            "slices": list(slices),
+            "columns": list(columns),
+            "ids": ids,
+            "questions": [by_id.get(c, {}).get("question", "") for c in ids],
+            "tags": [[str((by_id.get(c, {}).get("tags") or {}).get(s, "")) for s in slices] for c in ids],
+            "status": status,
+            "rows": rows,
+            "evidence": list(evidence),
+            "claims": list(claims),
+            "top": top,
+            "unavailable": [[sides[config][0].unavailable, sides[config][1].unavailable] for config in configs],
+            "docs": docs.values(),
+            "chunks": [list(chunk) for chunk in chunks.values()],
+        }
 
 
 def explorer_section(data: dict) -> str:
