@@ -7,20 +7,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
 import yaml
-from browser import CHROMIUM, open_in_chromium
+from browser import CHROMIUM, chromium_page, open_in_chromium
 from repos import ROOT, commit_all, copy_repo, ragvet, set_param, sh, untune
 
 from ragvet.reporting.document import COMMENT_MARKER
+from ragvet.reporting.page import policy
 from ragvet.storage.results import read_results, result_rows
 
 GATED = "sentences-600-bm25"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "pr_comment.md"
+SCREENSHOT = ROOT / "docs" / "explorer-screenshot.png"  # docs/pull-requests.md shows it
 UPDATE = os.environ.get("RAGVET_UPDATE_SNAPSHOTS") == "1"
 
 
@@ -239,6 +242,23 @@ def test_dvc_plots_show_and_diff_main(harmful_repo):
     for rev in ("main", "workspace"):  # a line per config and rev: one point per budget value
         assert sorted(int(v["budget"]) for v in budget if v["rev"] == rev) == sorted(values)
 
+    # The per-case moves (DVC's cache keeps data/moves.csv, not git): at main, against its own
+    # accepted baseline, every case in place; on the branch, each eval case's first evidence rank
+    # as main's per-case table and the branch's have it, the newly missed ones named so.
+    assert "data/moves.csv" not in sh(harmful_repo, "git", "ls-files").stdout
+    (plot,) = diff["data"]["evidence_rank_moves"]
+    moves = {rev: [v for v in plot["content"]["data"]["values"] if v["rev"] == rev] for rev in ("main", "workspace")}
+    assert moves["main"] and all(v["baseline_first_rank"] == v["first_rank"] for v in moves["main"])
+    before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
+    assert {v["case_id"] for v in moves["workspace"]} == set(after)
+    rank = lambda value: None if value in ("", None) else int(value)  # noqa: E731  (a CSV cell)
+    for v in moves["workspace"]:
+        case_id = v["case_id"]
+        assert rank(v["baseline_first_rank"]) == before[case_id]["first_relevant_rank"], case_id
+        assert rank(v["first_rank"]) == after[case_id]["first_relevant_rank"], case_id
+        missed = before[case_id]["metrics"]["hit@5"] == 1 and after[case_id]["metrics"]["hit@5"] == 0
+        assert (v["status"] == "newly missed") == missed, case_id
+
 
 # ------------------------------------------------------------------ the HTML report in a browser
 
@@ -291,8 +311,8 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
     page = tmp_path / "report.html"
     ragvet(harmful_repo, "report", "--against", "main", "--format", "html", "--out", str(page), check=True)
     html = page.read_text()
-    # Self-contained: no script, no stylesheet link, every href/src internal.
-    assert "<script" not in html and "<link" not in html
+    # Self-contained: the explorer's data block and script only, no stylesheet link, every href/src internal.
+    assert html.count("<script") == 2 and "<link" not in html
     assert not re.search(r'(?:src|href)="(?!#)', html)
 
     dom, console = open_in_chromium(page, tmp_path / "profile-a")
@@ -301,6 +321,8 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
 
     # A copy that measures its charts and logs one error: the sizes come back in the DOM, and
     # the console check can fail (the error planted is caught, and it is the only message).
+    # The planted scripts below run only once the page's policy, which allows its own script alone, is gone.
+    html = html.replace(f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n', "")
     measured = tmp_path / "measured.html"
     measured.write_text(html.replace("</body>", MEASURE + "<script>console.error('boom')</script></body>"))
     dom, console = open_in_chromium(measured, tmp_path / "profile-b")
@@ -329,6 +351,62 @@ def test_html_report_renders_its_charts_in_chromium_without_console_errors(harmf
             assert 1 <= len(colours) <= 8 and len(set(colours)) == len(colours), chart
     # recall@k: a panel per configuration, each with recall and evidence recall, current and baseline.
     assert [len(colours) for colours in layout["charts"][0]] == [4, 4, 4]
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
+)
+def test_the_explorer_lists_the_newly_missed_first_with_the_evidence_the_candidate_lost(harmful_repo, tmp_path):
+    page_path = tmp_path / "report.html"
+    ragvet(harmful_repo, "report", "--against", "main", "--format", "html", "--out", str(page_path), check=True)
+    before, after = rows_at(harmful_repo, "main"), rows_at(harmful_repo, None)
+    missed = sorted(
+        c for c in before.keys() & after.keys() if before[c]["metrics"]["hit@5"] == 1 > after[c]["metrics"]["hit@5"]
+    )
+    cases = {json.loads(line)["id"]: json.loads(line) for line in (harmful_repo / "data/validated/cases.jsonl").open()}
+    corpus = {
+        json.loads(line)["doc_id"]: json.loads(line)["text"]
+        for line in (harmful_repo / "data/validated/corpus.jsonl").open()
+    }
+    console: list[str] = []
+    with chromium_page(console) as page:
+        page.goto(page_path.as_uri())
+        rows = page.eval_on_selector_all(
+            "#rx-body tr.rx-row", "rows => rows.map(r => [r.dataset.case, r.children[1].textContent])"
+        )
+        assert 0 < len(missed) < len(rows) and rows[: len(missed)] == [[c, "newly missed"] for c in missed]
+        assert page.text_content("#rx-count") == f"{len(after)} of {len(after)} cases"
+        case_id = missed[0]
+        page.click(f"#rx-body tr[data-case='{case_id}']")
+        baseline, candidate = "#rx-detail [data-side='baseline']", "#rx-detail [data-side='candidate']"
+        rank = before[case_id]["first_relevant_rank"]
+        assert page.text_content(f"{baseline} h4") == f"Baseline (main): evidence at rank {rank}"
+        assert page.text_content(f"{candidate} h4") == "Candidate (this change): evidence not in top 5"
+        assert page.eval_on_selector_all(f"{candidate} mark", "ms => ms.length") == 0
+        # Each highlight in the baseline's chunk at that rank is text of one of the case's evidence spans.
+        marks = page.eval_on_selector_all(f"{baseline} li[data-rank='{rank}'] mark", "ms => ms.map(m => m.textContent)")
+        quotes = [corpus[ref["doc"]][ref["start"] : ref["end"]] for ref in cases[case_id]["evidence"]]
+        assert marks and all(any(mark in quote for quote in quotes) for mark in marks), (marks, quotes)
+        assert page.text_content("#rx-detail .rx-question") == cases[case_id]["question"]
+        if UPDATE:
+            page.set_viewport_size({"width": 1280, "height": 1100})
+            page.eval_on_selector("#ragvet-explorer", "e => e.scrollIntoView()")
+            page.screenshot(path=str(SCREENSHOT))
+    assert console == [], console
+
+    # Without main's run in the DVC cache (and no remote), the baseline's side says why, the
+    # candidate's still shows, and the report is written all the same.
+    repo = copy_repo(harmful_repo, tmp_path / "no-cache")
+    shutil.rmtree(repo / ".dvc" / "cache")
+    ragvet(repo, "report", "--against", "main", "--format", "html", "--out", str(page_path), check=True)
+    with chromium_page(console) as page:
+        page.goto(page_path.as_uri())
+        page.click(f"#rx-body tr[data-case='{case_id}']")
+        note = page.text_content("#rx-detail .rx-unavailable")
+        what = f"main:data/runs/{GATED}.parquet: DVC tracks it (object "
+        assert note.startswith(f"The baseline's chunks are unavailable: {what}") and "no default DVC remote" in note
+        assert page.text_content(f"{candidate} h4") == "Candidate (this change): evidence not in top 5"
+    assert console == [], console
 
 
 def test_example_workflow_builds_the_comment_with_ragvet_and_gates_last():

@@ -17,25 +17,31 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import cmarkgfm
+import polars as pl
 import pytest
 import yaml
-from browser import CHROMIUM, open_in_chromium
+from browser import CHROMIUM, chromium_page, open_in_chromium
 from builders import gate_of
 from cmarkgfm.cmark import Options
 from repos import ragvet, sh
+from test_explorer import COMPARISON, CUR, explorer_page, ranks
 from test_reporting import GATE, KS, SUMMARIES, case
 
 from ragvet.errors import Problem
 from ragvet.gating.compare import gate_all, render_verdict
 from ragvet.gating.reproduction import ConfigCheck
 from ragvet.gating.reproduction import render as render_check
+from ragvet.gating.retrieved import Retrieved, unavailable
 from ragvet.gating.side_by_side import side_by_side
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import slice_chart
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_LIMIT, CUT_NOTE, Contents, render_report
-from ragvet.reporting.page import render_html
+from ragvet.reporting.explorer import explorer_data
+from ragvet.reporting.moves import case_moves
+from ragvet.reporting.page import policy, render_html
 from ragvet.reporting.side_by_side import side_by_side_section
+from ragvet.schema import Chunk
 from ragvet.text.escaping import MAX_CHARS, chart_label, html_text, md_code, md_prose, md_text, visible
 
 CFG = "sentences-600-bm25"
@@ -169,22 +175,83 @@ def test_html_report_runs_no_payload_in_chromium_and_fetches_nothing(tmp_path: P
     assert PWNED not in dom and console == [], console
     assert CASE_ID.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in dom
 
-    # The flag does show when a payload runs: the same page with one raw payload.
+    # A raw payload that escaping let through would still not run: the page's policy allows its own script only.
     raw = tmp_path / "raw.html"
     raw.write_text(page.replace("</body>", f'<img src=x onerror="{FLAG}"></body>'), encoding="utf-8")
-    assert PWNED in open_in_chromium(raw, tmp_path / "profile-raw")[0]
+    assert PWNED not in open_in_chromium(raw, tmp_path / "profile-raw")[0]
+    # The flag does show when a payload runs: the same page with one raw payload, and its policy off.
+    raw.write_text(raw.read_text().replace(f'<meta http-equiv="Content-Security-Policy" content="{policy()}">', ""))
+    assert PWNED in open_in_chromium(raw, tmp_path / "profile-off")[0]
 
 
 def assert_inert_page(page: str) -> None:
     """The page's own markup only: figures are inline SVG (matplotlib's), the rest
     as in :func:`assert_inert`; no attribute names a URL or runs code."""
-    body = re.sub(r"<figure>.*?</figure>", "", page, flags=re.DOTALL)
+    # The explorer's own static markup, style and script are ragvet's constants: what its
+    # script builds from user text is read in Chromium (:func:`click_through_explorer`).
+    own = r"<figure>.*?</figure>|<style>.*?</style>|<section id=\"ragvet-explorer\">.*?</section>|<script.*?</script>"
+    body = re.sub(own, "", page, flags=re.DOTALL)
     elements = Elements(body[body.index("<body>") :])
     assert_inert(elements)
     attributes = [(name, value) for _, attrs in Elements(page).tags for name, value in attrs.items()]
     assert not [name for name, _ in attributes if name.startswith("on") or name == "src"]
     assert {value[:1] for name, value in attributes if name.endswith("href")} <= {"#"}  # the SVG's own <use> only
-    assert "http://evil" not in page  # a zero-width space breaks every URL in user text
+    assert "http://evil" not in body  # a zero-width space breaks every URL in markup; the data block holds it whole
+
+
+# The elements the explorer's script builds; anything else in it came from a value.
+EXPLORER_TAGS = {"section", "h2", "h3", "h4", "p", "div", "label", "select", "option", "input", "span", "table",
+                 "thead", "tbody", "tr", "th", "td", "ol", "ul", "li", "code", "q", "mark", "a"}  # fmt: skip
+
+
+def click_through_explorer(path: Path) -> tuple[set[str], str, bool, list[str]]:
+    """Choose every case of the page's explorer in turn, as a reviewer would: the
+    elements found inside the explorer, its text with the last case chosen, whether a
+    payload set the flag, and the console's messages."""
+    console: list[str] = []
+    tags: set[str] = set()
+    with chromium_page(console) as page:
+        page.goto(path.as_uri())
+        rows = page.locator("#rx-body tr.rx-row")
+        for number in range(rows.count()):
+            rows.nth(number).click()
+            tags |= set(page.eval_on_selector_all("#ragvet-explorer *", "es => es.map(e => e.localName)"))
+        text = page.text_content("#ragvet-explorer") or ""
+        pwned = page.evaluate("document.documentElement.hasAttribute('data-pwned')")
+    return tags, text, pwned, console
+
+
+CHUNK_TEXT = f'<script>{FLAG}</script> policy text <img src=x onerror="{FLAG}"> end'
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)"
+)
+def test_the_explorer_shows_hostile_ids_tags_questions_and_documents_as_text(tmp_path: Path):
+    claims = [{"text": QUESTION, "evidence": []}]
+    evidence = [{"doc": DOC_ID, "start": 0, "end": 8}]
+    cases = [{"id": CASE_ID, "question": QUESTION, "tags": {"kind": TAG}, "evidence": evidence, "claims": claims}]
+    table = CUR.with_columns(pl.lit(CASE_ID).alias("case_id")).head(1)
+    moves = case_moves(COMPARISON | {"newly_missed": [CASE_ID]}, (table, ranks(**{CASE_ID: 1})), (None, None), [])
+    chunk = Chunk(f"{DOC_ID}#0", DOC_ID, 0, 0, len(CHUNK_TEXT), CHUNK_TEXT)
+    sides = {"cfg": (unavailable(QUESTION), Retrieved({CASE_ID: [(chunk.chunk_id, 1.0)]}, {chunk.chunk_id: chunk}))}
+    data = explorer_data(cases, {DOC_ID: CHUNK_TEXT}, {"cfg": moves}, sides, ["first_rank"], ["kind"], 5, TAG)
+    page = explorer_page(tmp_path, data)
+    assert_inert_page(page.read_text(encoding="utf-8"))
+    tags, text, pwned, console = click_through_explorer(page)
+    assert not pwned and tags <= EXPLORER_TAGS, tags - EXPLORER_TAGS
+    assert console == [], console
+    for value in (CASE_ID, QUESTION, TAG, DOC_ID, CHUNK_TEXT, "<script>"):  # every value shown whole, as text
+        assert value in text, value
+
+    # The checks can fail: a payload planted in the page, with its policy off, runs and shows.
+    planted = tmp_path / "planted.html"
+    raw = page.read_text(encoding="utf-8").replace(
+        f'<meta http-equiv="Content-Security-Policy" content="{policy()}">', ""
+    )
+    planted.write_text(raw.replace("</section>", f'<img src=x onerror="{FLAG}"></section>'), encoding="utf-8")
+    tags, _, pwned, _ = click_through_explorer(planted)
+    assert pwned and "img" in tags
 
 
 # ------------------------------------------------------------------ the escaping rules, against cmark-gfm
@@ -390,6 +457,9 @@ def test_a_hostile_project_comment_and_html_report_are_inert(hostile_project: Pa
     dom, console = open_in_chromium(page, tmp_path / "profile")
     assert PWNED not in dom and console == [], console
     assert dom.count("<svg") == 3
+    tags, text, pwned, console = click_through_explorer(page)  # every case chosen: its question, tags, chunks
+    assert not pwned and tags <= EXPLORER_TAGS and console == [], (tags - EXPLORER_TAGS, console)
+    assert E2E_CASE in text
 
 
 def test_verify_names_a_near_tie_case_on_one_line():

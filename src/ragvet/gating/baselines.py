@@ -191,6 +191,26 @@ def baselines_for(
     return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
 
+def rank_tables(
+    configs: Sequence[str], folder: Path, baseline: Path, against: str | None
+) -> dict[str, tuple[pl.DataFrame | None, pl.DataFrame | None]]:
+    """``{config: (current, baseline)}``: of each side's per-case table, the rank where
+    each case's evidence first arrived (``first_relevant_rank``), which a comparison does
+    not read (:data:`COMPARED`). The current side from ``folder``; the baseline from
+    ``against``'s results, else the committed baseline folder; None where there is none."""
+    columns = ("first_relevant_rank",)
+
+    def here(path: Path) -> pl.DataFrame | None:
+        return read_results(path, columns=columns) if path.is_file() else None
+
+    if against:
+        found = read_results_at(against, configs, Path.cwd(), columns)
+        base = {config: found[config][1] if found[config] else None for config in configs}
+    else:
+        base = {config: here(per_case_path(cases_dir(baseline), config)) for config in configs}
+    return {config: (here(per_case_path(folder, config)), base[config]) for config in configs}
+
+
 def latency_path(folder: Path, config: str) -> Path:
     """A configuration's latency record in a folder of them: ``.ragvet/latency`` (what the
     retrieve stage measured) or ``metrics/baseline/latency`` (what the baseline accepted)."""

@@ -1,7 +1,7 @@
 """SVG charts for the HTML report, drawn with matplotlib.
 
-The HTML report must be self-contained (no script, no network fetch) and
-byte-identical across runs, so the charts are inline SVG made deterministic:
+The HTML report must be self-contained (no network fetch; its one script is the
+case explorer's) and byte-identical across runs, so the charts are inline SVG made deterministic:
 a fixed ``svg.hashsalt`` for element ids, no ``Date`` metadata, and text kept as
 text (``svg.fonttype: none``) so no font outlines depend on the machine's fonts.
 Labels are user text (config names, slice values): mathtext is off, so a ``$`` is

@@ -1,8 +1,11 @@
 """The self-contained HTML page (``ragvet report --format html``): the markdown report
-rendered, followed by the inline SVG charts.
+rendered, the inline SVG charts, then the case explorer when there is one.
 
-No script and no external resource, so it opens offline and nothing is fetched; raw
-HTML is limited to ragvet's own tags, a second wall behind the escaping of user text.
+No external resource, so it opens offline and nothing is fetched: its
+Content-Security-Policy (:func:`policy`) allows no network at all, inline styles, and
+one script only, the explorer's own (by its hash), so no script or event handler
+from a value could run even if escaping failed. Raw HTML in the markdown is limited
+to ragvet's own tags, a second wall behind the escaping of user text.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from ragvet.reporting.document import COMMENT_MARKER
+from ragvet.reporting.explorer_script import script_hash
 from ragvet.text.escaping import html_text
 
 _CSS = """
@@ -39,12 +43,23 @@ def _own_html_only(renderer, tokens, idx, options, env) -> str:
     return "".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts))
 
 
-def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
+def policy() -> str:
+    """The page's Content-Security-Policy: nothing from anywhere (``default-src 'none'``:
+    no fetch, image, frame, font or form target), inline styles (the page's and
+    matplotlib's SVG), and only the explorer's script, by its hash."""
+    return (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src {script_hash()}; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+def render_html(markdown: str, figures: Sequence[tuple[str, str]], explorer: str = "") -> str:
     """One self-contained HTML page: the markdown report rendered (tables and
-    ``<details>`` kept) followed by the inline SVG figures. No script and no
-    external resource, so it opens offline and nothing is fetched: markdown
-    images, links and autolinks are off, and raw HTML is limited to ragvet's own
-    tags (:func:`_own_html_only`)."""
+    ``<details>`` kept), the inline SVG figures, then ``explorer`` (the case explorer's
+    section, :func:`ragvet.reporting.explorer.explorer_section`; none when empty). No
+    external resource, so it opens offline and nothing is fetched: markdown images,
+    links and autolinks are off, raw HTML is limited to ragvet's own tags
+    (:func:`_own_html_only`), and the :func:`policy` forbids any other script."""
     from markdown_it import MarkdownIt  # not for `ragvet --help`
 
     md = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["image", "link", "autolink"])
@@ -56,6 +71,7 @@ def render_html(markdown: str, figures: Sequence[tuple[str, str]]) -> str:
         plots.append(f"<figure><figcaption>{html_text(title)}</figcaption>\n{svg}</figure>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
         "<title>ragvet retrieval report</title>\n"
-        f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + "\n</body>\n</html>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n{body}\n" + "\n".join(plots) + f"\n{explorer}</body>\n</html>\n"
     )

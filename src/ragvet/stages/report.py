@@ -2,12 +2,15 @@
 (the committed baseline, or a git revision's results with ``--against``), fit for
 a pull-request comment, and the data for ``dvc plots``.
 
-As a DVC stage it writes ``metrics/report.md`` and ``metrics/plots/``, rendering the
+As a DVC stage it writes ``metrics/report.md``, ``metrics/plots/`` and ``data/moves.csv``
+(each gated case's moves, for ``dvc plots``; DVC's cache keeps it), rendering the
 verdict the verdict stage decided (``--verdict data/verdict.json``) rather than deciding
 it again. By hand, ``ragvet report --against origin/main --format md|html`` prints (or
 ``--out`` writes) the same document against another revision, deciding that verdict
 through the gate's own :func:`ragvet.gating.decision.decide`; ``--comment`` adds the
-hidden marker CI uses to find and update its one pull-request comment.
+hidden marker CI uses to find and update its one pull-request comment. The html page
+ends with the case explorer (:mod:`ragvet.reporting.explorer`), which also reads the
+runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs
+from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, rank_tables
 from ragvet.gating.compare import split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
+from ragvet.gating.retrieved import retrieved_at, retrieved_here, unavailable
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import settled, stage_params
 from ragvet.measures.summary import slice_table
@@ -31,8 +35,10 @@ from ragvet.reporting import charts
 from ragvet.reporting.cases import case_details
 from ragvet.reporting.comparisons import compare_configs, compared_metrics
 from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
+from ragvet.reporting.explorer import explorer_data, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
+from ragvet.reporting.moves import case_moves
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
@@ -118,6 +124,39 @@ def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict
     ]
 
 
+def _moves(
+    comparisons: list[dict], rows: dict, bases: dict, ranks: dict, metrics_of: list[str] | None
+) -> dict[str, list[dict]]:
+    """:func:`case_moves` of each gated configuration (``ranks``' keys), of ``metrics_of``
+    (None: each comparison's ``evidence_recall@k``, what the dvc plots CSV holds)."""
+    found = {}
+    for comp in (c for c in comparisons if c["config"] in ranks):
+        config, (current_ranks, base_ranks) = comp["config"], ranks[comp["config"]]
+        metrics = metrics_of if metrics_of is not None else [f"evidence_recall@{comp['k']}"]
+        found[config] = case_moves(comp, (rows.get(config), current_ranks), (bases[config][1], base_ranks), metrics)
+    return found
+
+
+def _explorer(
+    settings: dict, moves: dict, k: int, cases: Path, corpus: Path, against: str | None, baseline: Path
+) -> str:
+    """The case explorer's section of the html page: the gated configurations' moves,
+    with each side's top ``k`` (the baseline's only from a revision: a baseline folder keeps no runs)."""
+    here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k) for c in moves}
+    if against:
+        there = retrieved_at(against, list(moves), k)
+    else:
+        why = f"the committed baseline ({baseline}) keeps per-case results, not runs: compare --against a revision"
+        there = dict.fromkeys(moves, unavailable(why))
+    texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
+    columns = ["first_rank", *Gate.from_params(settings).metrics]
+    sides = {c: (there[c], here[c]) for c in moves}
+    data = explorer_data(
+        read_jsonl(cases), texts, moves, sides, columns, settings["slices"], k, against or str(baseline)
+    )
+    return explorer_section(data)
+
+
 def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> None:
     """The ``dvc plots`` data: metrics against k, the budget points, the slice bars."""
     ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
@@ -157,6 +196,9 @@ def main(
     comment: bool = typer.Option(False, help="Start with the hidden marker CI uses to update its one PR comment."),
     out: Path | None = typer.Option(None, help="Report to write; printed when omitted."),
     plots: Path | None = typer.Option(None, help="Folder for the dvc plots CSVs."),
+    moves: Path | None = typer.Option(
+        None, help="CSV of each gated case's first evidence rank and evidence recall, baseline beside current."
+    ),
     latency_dir: Path | None = typer.Option(
         None, help="Folder of the retrieve stages' latency records, <config>.json (.ragvet/latency under DVC)."
     ),
@@ -215,16 +257,25 @@ def main(
     warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
     contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
     text = render_report(contents, against, comment, limit)
+    ranks = rank_tables(gated, cases_dir, baseline, against) if format is Format.html or moves else {}
     if format is Format.html:
         base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows))
+        moved = _moves(comparisons, rows, bases, ranks, list(gate.metrics))
+        k = next((c["k"] for c in comparisons if c["config"] in moved), summary_k(settings["ks"]))
+        explorer = _explorer(settings, moved, k, cases, corpus, against, baseline)
+        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows), explorer)
     plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
-    with outputs_together(out, latency_out, *plot_files):  # the report and its plot data change together
+    with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
         if out is not None:
             write_text(out, text)
         if plots is not None:
             write_plots(plots, settings, summaries, slices)
+        if moves is not None:
+            write_text(
+                moves,
+                csv_text([row for found in _moves(comparisons, rows, bases, ranks, None).values() for row in found]),
+            )
         if latency_out is not None and latency_dir is not None:
             timed = {c: latency_dir / f"{c}.json" for c in summaries}
             found = {c: read_json(path) for c, path in timed.items() if path.is_file()}

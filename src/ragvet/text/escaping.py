@@ -16,6 +16,9 @@ inert in its format.
 - Terminal and CI logs (:func:`visible`): control characters, line breaks and
   bidirectional overrides shown as backslash escapes, so no text starts a new
   log line (``::error::``, ``::set-output``) or repaints the terminal.
+- JSON inside an HTML ``<script type="application/json">`` block (:func:`script_json`):
+  ``< > &`` and the line and paragraph separators as ``\\u`` escapes, so no value
+  ends the block or opens a comment, and the page's script reads it as data.
 - CSV cells (:func:`csv_cell`): a cell a spreadsheet would read as a formula
   starts with ``'``.
 - Chart labels (:func:`chart_label`): one visible line, short enough for an
@@ -131,6 +134,17 @@ def html_text(text: str, limit: int | None = MAX_CHARS) -> str:
     GitHub looks for mentions in such blocks too."""
     text = html.escape(_one_line(text, limit), quote=False).replace('"', "&quot;")
     return _INERT.sub(lambda match: match[0] + _ZWSP, text)
+
+
+_SCRIPT_JSON = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
+def script_json(text: str) -> str:
+    """JSON text made safe inside a ``<script type="application/json">`` element: each
+    ``<``, ``>``, ``&``, U+2028 and U+2029 written as its ``\\u`` escape. JSON.parse
+    reads the same value back, and no value can write ``</script>`` or ``<!--``, which
+    end or bend the element however the JSON is quoted."""
+    return text.translate(_SCRIPT_JSON)
 
 
 def chart_label(text: str) -> str:
