@@ -23,6 +23,7 @@ UNITS = {
     "tests/pipeline/test_reproduction.py::test_an_old_commit": "clones",  # the clones fixture, in this order
     "tests/pipeline/test_reproduction.py::test_recomputed": "clones",
     "tests/pipeline/test_reproduction.py::test_fast_precision": "clones",
+    "tests/pipeline/test_reproduction.py::test_a_slice_table": "clones",
     "tests/pipeline/test_reproduction.py::test_a_changed_ranking": "clones",
     "tests/pipeline/test_storage.py": "storage",  # history
     "tests/pipeline/test_pipeline_kinds.py": "kinds",  # kinds_repo
@@ -30,6 +31,7 @@ UNITS = {
     "tests/pipeline/test_pull_requests.py::test_a_drop_accepted": "pr-harmful",
     "tests/pipeline/test_pull_requests.py::test_dvc_plots_show": "pr-harmful",
     "tests/pipeline/test_pull_requests.py::test_html_report": "pr-harmful",
+    "tests/pipeline/test_pull_requests.py::test_the_explorer": "pr-harmful",
     "tests/reporting/test_hostile_outputs.py::test_a_hostile_project": "hostile-project",  # hostile_project
     "tests/pipeline/test_pipeline_answers.py::test_tuned_threshold": "tuned",  # tuned_then_moved
     "tests/pipeline/test_pipeline_answers.py::test_a_changed_anchoring": "tuned",
