@@ -24,7 +24,7 @@ from ragvet.errors import Problem, raise_if
 from ragvet.pinning import REQUIREMENTS, installed_version, pin_line, pinned_requirement, repinned
 from ragvet.project import PLOTS, PROJECT_FILES, keep_folders, plot_templates, template_text
 from ragvet.storage.atomic import write_text
-from ragvet.storage.placement import cache_flags_on, tables_in_dvc
+from ragvet.storage.placement import cache_flags_on, tables_in_dvc, untrack
 
 MERGED = ("dvc.yaml", "params.yaml")  # brought up to date; the other PROJECT_FILES are made when missing
 OLD_SOURCE = "stages"  # where releases before 0.2 copied ragvet's source into a project
@@ -149,12 +149,16 @@ def _extras(project: Path, params: dict) -> list[str]:
     return (["dense"] if kinds & DENSE_KINDS else []) + (["pgvector"] if "pgvector" in kinds else [])
 
 
+def _template_patterns() -> list[str]:
+    """The template's ignore patterns: the outputs the pipeline keeps in the DVC cache, and its scratch files."""
+    return [line for line in template_text("gitignore").splitlines() if line and not line.startswith("#")]
+
+
 def _ignore_patterns(project: Path) -> list[str]:
     """Append the template's ignore patterns the project's .gitignore lacks."""
     path = project / ".gitignore"
     have = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    wanted = [line for line in template_text("gitignore").splitlines() if line and not line.startswith("#")]
-    missing = [line for line in wanted if line not in have]
+    missing = [line for line in _template_patterns() if line not in have]
     if missing:
         text = "\n".join(have) + ("\n" if have else "") + "\n".join(missing) + "\n"
         write_text(path, text)
@@ -165,15 +169,11 @@ def _untrack_cached(project: Path) -> list[str]:
     """Stop git tracking what the pipeline now keeps in the DVC cache: the committed files
     that the template's ignore patterns match. DVC refuses an output git tracks, and the
     history keeps the old copies (``git rm --cached``)."""
-    patterns = [line for line in template_text("gitignore").splitlines() if line and not line.startswith("#")]
-    listed = _git(project, "ls-files", "-z", "--cached", "--ignored", *(f"--exclude={p}" for p in patterns))
+    patterns = (f"--exclude={pattern}" for pattern in _template_patterns())
+    listed = _git(project, "ls-files", "-z", "--cached", "--ignored", *patterns)
     paths = [path for path in listed.stdout.split("\0") if path]
-    removed = _git(project, "rm", "-q", "--cached", "--", *paths) if paths else None
-    if removed is not None and removed.returncode != 0:
-        what = removed.stderr.strip() or "git rm failed"
-        fix = "fix the git repository, then run it again"
-        raise_if([Problem(str(project), f"`git rm --cached` failed: {what}", fix)])
-    return [f"git: stopped tracking {path} (the DVC cache keeps it now)" for path in paths]
+    removed = untrack(project, paths, "fix what git says, then run `ragvet upgrade` again") if paths else []
+    return [f"git: stopped tracking {path} (the DVC cache keeps it now)" for path in removed]
 
 
 def _written(path: Path, text: str) -> bool:

@@ -207,9 +207,12 @@ def _check_up_to_date(project: Path, resuming: bool) -> None:
     raise InputError([Problem(str(project / DVC_YAML), f"stages not up to date: {', '.join(stale)}", fix)])
 
 
-def _untrack(project: Path, paths: list[str]) -> list[str]:
+RESUME_FIX = "fix what git says, then run `ragvet migrate-storage` again: it resumes where it stopped"
+
+
+def untrack(project: Path, paths: list[str], fix: str) -> list[str]:
     """``git rm --cached`` the paths; those git stopped tracking. A git that fails (another
-    git holding the index lock) is an error naming git's own message, for a re-run resumes."""
+    git holding the index lock) is an error naming git's own message, with ``fix``."""
     done = _git(project, "rm", "-r", "--cached", "--ignore-unmatch", "--", *paths)
     if done.returncode != 0:
         said = done.stderr.strip().partition("\n")[0]  # git's reason; the advice after it is about git's own use
@@ -218,7 +221,7 @@ def _untrack(project: Path, paths: list[str]) -> list[str]:
                 Problem(
                     str(project),
                     f"`git rm --cached` failed: {said}",
-                    "fix what git says, then run `ragvet migrate-storage` again: it resumes where it stopped",
+                    fix,
                 )
             ]
         )
@@ -246,8 +249,8 @@ def migrate_storage(project: Path) -> list[str]:
     if not resuming:  # what the baseline folder held, for a resumed run to tell its own change from another
         write_text(started, json.dumps({"baseline": _baseline_files(project)}, indent=1, sort_keys=True) + "\n")
     flipped = _flip_cache_flags(project)
-    untrack = [path for path in (*GROWING_OUTS, BASELINE_TABLES.as_posix()) if (project / path).exists()]
-    removed = _untrack(project, untrack)
+    tracked = [path for path in (*GROWING_OUTS, BASELINE_TABLES.as_posix()) if (project / path).exists()]
+    removed = untrack(project, tracked, RESUME_FIX)
     done = [f"dvc.yaml: cache on for {path}" for path in flipped] + [f"git: stopped tracking {p}" for p in removed]
     done += [f".gitignore: {pattern}" for pattern in _ignore(project)]
     if flipped or removed or resuming:
