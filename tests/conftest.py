@@ -23,6 +23,7 @@ UNITS = {
     "tests/pipeline/test_reproduction.py::test_an_old_commit": "clones",  # the clones fixture, in this order
     "tests/pipeline/test_reproduction.py::test_recomputed": "clones",
     "tests/pipeline/test_reproduction.py::test_fast_precision": "clones",
+    "tests/pipeline/test_reproduction.py::test_a_slice_table": "clones",
     "tests/pipeline/test_reproduction.py::test_a_changed_ranking": "clones",
     "tests/pipeline/test_storage.py": "storage",  # history
     "tests/pipeline/test_pipeline_kinds.py": "kinds",  # kinds_repo

@@ -222,7 +222,7 @@ def test_fast_precision_on_other_kernels_is_reproduced_within_tolerance(clones):
     assert line.startswith(f"reproduced {DENSE}: 181 cases, identical rankings at every k")
     assert "(largest move 0.0e+00)" not in line
     assert done.stdout.rstrip().endswith("reproduced: 2 configuration(s) against HEAD")
-    sh(b, "git", "checkout", "--", "params.yaml")
+    sh(b, "git", "checkout", "-q", "--", ".")  # params.yaml, dvc.lock and the committed results
     sh(b, "dvc", "checkout")
 
 
