@@ -15,15 +15,13 @@ from filelock import FileLock
 from typer.testing import CliRunner
 
 from ragvet.cli import app
+from ragvet.project import requirements_text, template_text
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = ROOT / "tests" / "data"  # inputs the tests read: bad files, a project of release 0.1.0
 PROJECT_FILES = [
     ".gitignore",
-    ".dvcignore",  # hides the template's dvc.yaml under src/ from DVC
-    "src",  # dvc.yaml's code dependencies; the stages run the installed (editable) ragvet
     "plugins",
-    "dvc.yaml",
     "params.yaml",
     "data/corpus",
     "data/cases",
@@ -120,7 +118,13 @@ def commit_all(path: Path, message: str, allow_empty: bool = False) -> str:
 
 
 def copy_project(dest: Path) -> Path:
-    """The project's pipeline, code and sample data in a new git+dvc repo."""
+    """The sample as a user project holds it, in a new git+dvc repo: its params and data,
+    and the template's pipeline on the pinned release (``requirements.txt``, each stage's
+    code dependency), which the repository's dvc.yaml equals but for the code dependencies
+    (tests/test_architecture.py). The stages run the installed (editable) ragvet."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "dvc.yaml").write_text(template_text("dvc.yaml"))
+    (dest / "requirements.txt").write_text(requirements_text())
     for name in PROJECT_FILES:
         source = ROOT / name
         if source.is_dir():
