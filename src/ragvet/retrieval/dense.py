@@ -46,12 +46,15 @@ How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from ragvet.retrieval.cluster_access import cluster_address
+from ragvet.retrieval.cluster_embedding import cluster_passage_vectors, connect, io_location
 from ragvet.retrieval.embedding import (
     EmbeddingCache,
     default_prompt,
@@ -63,6 +66,7 @@ from ragvet.retrieval.embedding import (
 )
 from ragvet.retrieval.models import PORTABLE
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
+from ragvet.retrieval.sharded_search import cluster_top, start_shards
 from ragvet.retrieval.specs.dense import dense_settings
 from ragvet.schema import Case, Chunk
 
@@ -196,10 +200,19 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
-    chunk_ids = [chunk.chunk_id for chunk in chunks]
     if not chunks or not cases:
         return []
+    if settings["engine"] == "ray":
+        return cluster_dense_run(cases, chunks, settings, depth)
     passages, queries = embed_run_inputs(chunks, cases, settings)
+    return ranked_rows(cases, chunks, passages, queries, settings, depth)
+
+
+def ranked_rows(
+    cases: Sequence[Case], chunks: Sequence[Chunk], passages: np.ndarray, queries: np.ndarray, settings: dict, depth: int
+) -> list[RunRow]:
+    """Each filter group's cases ranked in this process: HNSW's candidates or every chunk, scored exactly."""
+    chunk_ids = [chunk.chunk_id for chunk in chunks]
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         if settings["index"] == "hnsw":
@@ -208,6 +221,34 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
             scored = flat_scores(passages, queries[members], allowed)
         for position, scores in zip(members, scored):
             rows.extend(top_ranked(cases[position].case_id, scores, allowed, chunk_ids, depth, min_score=None))
+    return rows
+
+
+def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int) -> list[RunRow]:
+    """``engine: ray``: passages embedded on the cluster of ``RAY_ADDRESS``
+    (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
+    across vector shards (:mod:`ragvet.retrieval.sharded_search`); ``hnsw`` here."""
+    ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
+    passages, listing = cluster_passage_vectors(
+        ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings
+    )
+    with EmbeddingCache() as cache:
+        queries, stats = embed_texts(
+            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"],
+            cache, settings["precision"],
+        )
+    print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
+    if settings["index"] == "hnsw":
+        return ranked_rows(cases, chunks, passages, queries, settings, depth)
+    holders = start_shards(
+        ray, io_location(settings["vectors"]), [s["name"] for s in listing["shards"]], settings["ray_actors"],
+        settings["ray_num_cpus"],
+    )
+    rows: list[RunRow] = []
+    for allowed, members in _filter_groups(cases, chunks):
+        admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}
+        ids = [cases[m].case_id for m in members]
+        rows.extend(cluster_top(ray, holders, ids, queries[members], admitted, depth))
     return rows
 
 
