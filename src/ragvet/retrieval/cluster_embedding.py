@@ -160,7 +160,11 @@ def connect(address: str) -> Any:
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
-        ray.data.DataContext.get_current().enable_progress_bars = False
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    for name in ("ray", "ray.data"):  # Ray Data announces each execution, with its log folder
+        logging.getLogger(name).setLevel(logging.ERROR)
     return ray
 
 
