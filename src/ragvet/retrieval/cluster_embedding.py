@@ -39,7 +39,15 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem
-from ragvet.retrieval.embedding import GRID, GRID_BITS, _folder_fingerprint, encode_grid, load_encoder, model_id, text_hash
+from ragvet.retrieval.embedding import (
+    GRID,
+    GRID_BITS,
+    _folder_fingerprint,
+    encode_grid,
+    load_encoder,
+    model_id,
+    text_hash,
+)
 from ragvet.retrieval.models import resolve_model
 from ragvet.storage.files import dumps
 

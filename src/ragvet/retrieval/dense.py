@@ -209,7 +209,12 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
 
 
 def ranked_rows(
-    cases: Sequence[Case], chunks: Sequence[Chunk], passages: np.ndarray, queries: np.ndarray, settings: dict, depth: int
+    cases: Sequence[Case],
+    chunks: Sequence[Chunk],
+    passages: np.ndarray,
+    queries: np.ndarray,
+    settings: dict,
+    depth: int,
 ) -> list[RunRow]:
     """Each filter group's cases ranked in this process: HNSW's candidates or every chunk, scored exactly."""
     chunk_ids = [chunk.chunk_id for chunk in chunks]
@@ -229,19 +234,24 @@ def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: 
     (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
     across vector shards (:mod:`ragvet.retrieval.sharded_search`); ``hnsw`` here."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
-    passages, listing = cluster_passage_vectors(
-        ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings
-    )
+    passages, listing = cluster_passage_vectors(ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings)
     with EmbeddingCache() as cache:
         queries, stats = embed_texts(
-            [c.question for c in cases], settings["model"], settings["query_prefix"], settings["batch_size"],
-            cache, settings["precision"],
+            [c.question for c in cases],
+            settings["model"],
+            settings["query_prefix"],
+            settings["batch_size"],
+            cache,
+            settings["precision"],
         )
     print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
     if settings["index"] == "hnsw":
         return ranked_rows(cases, chunks, passages, queries, settings, depth)
     holders = start_shards(
-        ray, io_location(settings["vectors"]), [s["name"] for s in listing["shards"]], settings["ray_actors"],
+        ray,
+        io_location(settings["vectors"]),
+        [s["name"] for s in listing["shards"]],
+        settings["ray_actors"],
         settings["ray_num_cpus"],
     )
     rows: list[RunRow] = []

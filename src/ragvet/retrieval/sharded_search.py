@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ragvet.retrieval.cluster_embedding import load, read_shard, shard_uri
+from ragvet.retrieval.cluster_embedding import load, read_shard
 from ragvet.retrieval.embedding import GRID
 from ragvet.retrieval.ranking import RunRow, top_ranked
 
@@ -83,4 +83,3 @@ def cluster_top(
     allowed_ref = ray.put(allowed)
     parts = ray.get([h.top.remote(list(case_ids), queries_ref, allowed_ref, depth) for h in holders])
     return merge_top(parts, depth)
-

@@ -109,7 +109,11 @@ def dense_problems(spec: dict, where: str) -> list[Problem]:
     if index not in INDEX_KINDS:
         problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
     problems += _positive_int_problems(spec, ["hnsw_m", "ef_search", "ef_construction"], where)
-    return problems + engine_problems(spec, where) + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
+    return (
+        problems
+        + engine_problems(spec, where)
+        + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
+    )
 
 
 def engine_problems(spec: dict, where: str) -> list[Problem]:
@@ -121,15 +125,33 @@ def engine_problems(spec: dict, where: str) -> list[Problem]:
     for key in ("ray_num_cpus", "ray_num_gpus"):
         value = spec.get(key, DENSE_DEFAULTS[key])
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            problems.append(Problem(where, f"{key} must be a number >= 0, got {value!r}", f"set {key}: {DENSE_DEFAULTS[key]}"))
+            problems.append(
+                Problem(where, f"{key} must be a number >= 0, got {value!r}", f"set {key}: {DENSE_DEFAULTS[key]}")
+            )
     if not isinstance(spec.get("vectors", ""), str) or not spec.get("vectors", "x"):
-        problems.append(Problem(where, "vectors must be a folder or a URL", 'e.g. vectors: .ragvet/vectors or "s3://bucket/vectors"'))
+        problems.append(
+            Problem(
+                where, "vectors must be a folder or a URL", 'e.g. vectors: .ragvet/vectors or "s3://bucket/vectors"'
+            )
+        )
     if "@" in str(spec.get("vectors", "")):
-        problems.append(Problem(where, "vectors must not carry credentials", "give them through the environment (AWS_ACCESS_KEY_ID, ...)"))
+        problems.append(
+            Problem(
+                where,
+                "vectors must not carry credentials",
+                "give them through the environment (AWS_ACCESS_KEY_ID, ...)",
+            )
+        )
     if not isinstance(spec.get("trusted_cluster", False), bool):
-        problems.append(Problem(where, "trusted_cluster must be true or false", "set trusted_cluster: false, or remove it"))
+        problems.append(
+            Problem(where, "trusted_cluster must be true or false", "set trusted_cluster: false, or remove it")
+        )
     if engine == "ray" and importlib.util.find_spec("ray") is None:
-        problems.append(Problem(where, "engine: ray needs the Python module ray, which is not installed", "pip install 'ragvet[ray]'"))
+        problems.append(
+            Problem(
+                where, "engine: ray needs the Python module ray, which is not installed", "pip install 'ragvet[ray]'"
+            )
+        )
     return problems
 
 
