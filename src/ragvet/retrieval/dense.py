@@ -20,6 +20,11 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   tolerance across machines); see :mod:`ragvet.retrieval.embedding`.
 - ``abstain_below``: a cosine score under which the system would abstain; read
   by ``evaluate``, not here.
+- ``engine``: ``local`` (default; this process) or ``ray``: the passages embedded on
+  the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
+  ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
+  ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
+  searches there too (:mod:`ragvet.retrieval.sharded_search`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
