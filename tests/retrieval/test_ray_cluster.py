@@ -124,6 +124,12 @@ def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_se
     assert recall == by_hand
 
 
+def test_fast_precision_on_the_cluster_is_this_machines_fast_run(cluster, tmp_path):
+    """float32 in unpadded batches: on one CPU family the same bits (across CPUs, ragvet verify's tolerance)."""
+    spec = {"kind": "dense", "precision": "fast", "shard_rows": 8, "vectors": str(tmp_path / "v")}
+    assert dense_run(CASES, CHUNKS[:16], {**spec, "engine": "ray"}, 5) == dense_run(CASES, CHUNKS[:16], spec, 5)
+
+
 def test_the_sample_dense_run_through_the_retrieve_stage_on_the_cluster_is_the_committed_file(cluster, tmp_path):
     """The stage command itself, with RAY_ADDRESS in its environment only: its run is the
     committed data/runs/sentences-600-dense.parquet, byte for byte, and its output names no address."""

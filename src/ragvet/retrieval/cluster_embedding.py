@@ -42,13 +42,12 @@ from ragvet.errors import InputError, Problem
 from ragvet.retrieval.embedding import (
     GRID,
     GRID_BITS,
-    _folder_fingerprint,
     encode_grid,
     load_encoder,
     model_id,
+    model_revision,
     text_hash,
 )
-from ragvet.retrieval.models import resolve_model
 from ragvet.storage.files import dumps
 
 MANIFEST_FORMAT = "ragvet-vectors-v1"
@@ -113,15 +112,25 @@ def _filesystem(location: str):
     return fsspec.core.url_to_fs(location)
 
 
-def store(location: str, name: str, data: bytes) -> None:
-    """Write a shard whole or not at all: a temporary name first, then a move onto its own."""
+def put(location: str, filename: str, data: bytes) -> None:
+    """Write a file under ``location`` whole or not at all: a temporary name first, then a move onto its own."""
     fs, root = _filesystem(location)
     fs.makedirs(root, exist_ok=True)
-    final = shard_uri(root, name)
+    final = f"{root.rstrip('/')}/{filename}"
     temporary = f"{final}.{uuid.uuid4().hex}.tmp"
     with fs.open(temporary, "wb") as handle:
         handle.write(data)
     fs.mv(temporary, final)
+
+
+def store(location: str, name: str, data: bytes) -> None:
+    """Write shard ``name``'s Parquet bytes."""
+    put(location, f"{name}.parquet", data)
+
+
+def exists(location: str, name: str) -> bool:
+    fs, root = _filesystem(location)
+    return fs.exists(shard_uri(root, name))
 
 
 def load(location: str, name: str) -> bytes | None:
@@ -146,7 +155,7 @@ class ShardEncoder:
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         names, rows = [], []
         for name, chunk_ids, texts in zip(batch["name"], batch["chunk_ids"], batch["texts"]):
-            if load(self.location, name) is None:  # a retried task may find its shard done
+            if not exists(self.location, name):  # a retried task may find its shard done
                 inputs = [self.prefix + str(text) for text in texts]
                 grid = encode_grid(self.model, inputs, self.batch_size, self.precision)
                 store(self.location, name, shard_bytes([str(c) for c in chunk_ids], grid))
@@ -206,7 +215,7 @@ def manifest(shards: Sequence[Shard], blobs: Sequence[bytes], settings: dict, lo
         "format": MANIFEST_FORMAT,
         "model": settings["model"],
         "model_id": model_id(settings["model"], settings["precision"]),
-        "revision": _folder_fingerprint(resolve_model(settings["model"])),
+        "revision": model_revision(settings["model"]),
         "tokenizer": type(getattr(model, "tokenizer", None)).__name__,
         "max_seq_length": int(getattr(model, "max_seq_length", 0) or 0),
         "precision": settings["precision"],
@@ -244,7 +253,7 @@ def cluster_passage_vectors(
     location = io_location(settings["vectors"])
     mid = model_id(settings["model"], settings["precision"])
     shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
-    pending = [shard for shard in shards if load(location, shard.name) is None]
+    pending = [shard for shard in shards if not exists(location, shard.name)]
     if pending:
         encode_on_cluster(ray, pending, settings, location, mid)
     print(f"embeddings on the cluster: {len(shards) - len(pending)} shards stored, {len(pending)} computed")
@@ -258,11 +267,5 @@ def cluster_passage_vectors(
     vectors = np.concatenate(grids).astype(np.float32) / np.float32(GRID)
     fingerprint = chunking_fingerprint(chunk_ids, texts)
     listing = manifest(shards, blobs, settings, settings["vectors"], fingerprint)
-    store_manifest(location, f"{fingerprint[:16]}-{mid[:16]}", listing)
+    put(location, f"{fingerprint[:16]}-{mid[:16]}.manifest.json", dumps(listing).encode())
     return vectors, listing
-
-
-def store_manifest(location: str, name: str, listing: dict) -> None:
-    fs, root = _filesystem(location)
-    with fs.open(f"{root.rstrip('/')}/{name}.manifest.json", "wb") as handle:
-        handle.write(dumps(listing).encode())

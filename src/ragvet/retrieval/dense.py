@@ -80,26 +80,20 @@ TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-
 SCORE_CELLS = 1 << 25  # query-by-chunk scores held at once by the flat search (256 MB of float64)
 
 
+def embed_settings(
+    texts: list[str], prefix_key: str, settings: dict, cache: EmbeddingCache
+) -> tuple[np.ndarray, dict[str, int]]:
+    """:func:`embed_texts` with a dense spec's model, batch size and precision, and its ``prefix_key`` prefix."""
+    prefix = settings[prefix_key]
+    return embed_texts(texts, settings["model"], prefix, settings["batch_size"], cache, settings["precision"])
+
+
 def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict) -> tuple[Any, Any]:
     """The chunks' and the questions' vectors (passage and query prefixes), through the
     embedding cache, with one line saying how many were cached and how many computed."""
     with EmbeddingCache() as cache:
-        passages, p_stats = embed_texts(
-            [c.text for c in chunks],
-            settings["model"],
-            settings["passage_prefix"],
-            settings["batch_size"],
-            cache,
-            settings["precision"],
-        )
-        queries, q_stats = embed_texts(
-            [c.question for c in cases],
-            settings["model"],
-            settings["query_prefix"],
-            settings["batch_size"],
-            cache,
-            settings["precision"],
-        )
+        passages, p_stats = embed_settings([c.text for c in chunks], "passage_prefix", settings, cache)
+        queries, q_stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(
         f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
     )
@@ -241,14 +235,7 @@ def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: 
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
     passages, listing = cluster_passage_vectors(ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings)
     with EmbeddingCache() as cache:
-        queries, stats = embed_texts(
-            [c.question for c in cases],
-            settings["model"],
-            settings["query_prefix"],
-            settings["batch_size"],
-            cache,
-            settings["precision"],
-        )
+        queries, stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
     if settings["index"] == "hnsw":
         return ranked_rows(cases, chunks, passages, queries, settings, depth)

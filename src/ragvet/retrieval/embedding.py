@@ -126,6 +126,11 @@ def model_id(name: str, precision: str = PORTABLE) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def model_revision(name: str) -> str:
+    """sha256 of a model folder's weight, config and tokenizer files: which weights, wherever they lie."""
+    return _folder_fingerprint(resolve_model(name))
+
+
 # --- float kernels --------------------------------------------------------
 
 # What each library reads, before its first float operation, to pick its kernels.
