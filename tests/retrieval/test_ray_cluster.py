@@ -43,8 +43,9 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Head and two workers, one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it)."""
-    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it)."""
+    # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
+    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
     workers = [nodes.add_node(**NODE) for _ in range(2)]
     nodes.wait_for_nodes()
     before = os.environ.get("RAY_ADDRESS")
@@ -177,16 +178,18 @@ def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_pat
     nodes, workers = cluster
     chunks = [Chunk(f"k{i:03d}", "d", i, 0, 10, f"{TEXTS[i % 48]} {WORDS[i % 7]} item {i}") for i in range(60)]
     folder = tmp_path / "vectors"
-    spec = {"kind": "dense", "engine": "ray", "shard_rows": 5, "vectors": str(folder)}
+    # Half a CPU per actor: after the kill, the restarted actor fits beside the other on one worker.
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 5, "ray_num_cpus": 0.5, "vectors": str(folder)}
     done: dict = {}
     thread = threading.Thread(target=lambda: done.setdefault("rows", dense_run(CASES, chunks, spec, 5)))
     thread.start()
     while not list(folder.glob("*.parquet")) and thread.is_alive():
         time.sleep(0.05)
     finished_at_kill = len(list(folder.glob("*.parquet")))
-    # A worker node that holds a model actor (the head holds at most one of the two):
+    # A worker that holds a model actor and is not the node this driver is attached to;
     # the module's last test, so the cluster needs no third worker after it.
-    victim = next(node for node in workers if node.node_id in model_actor_nodes())
+    driver = ray.get_runtime_context().get_node_id()
+    victim = next(node for node in workers if node.node_id in model_actor_nodes() - {driver})
     nodes.remove_node(victim, allow_graceful=False)
     thread.join(timeout=600)
     assert 0 < finished_at_kill < 12  # killed mid-embedding
