@@ -166,7 +166,7 @@ class ShardEncoder:
 
 def _ray():
     try:
-        import ray  # deferred: the ray extra
+        import ray.data  # deferred: the ray extra (binds ray, with Ray Data loaded)
     except ImportError:
         raise InputError([Problem("params.yaml", "engine: ray needs the Python module ray", RAY_INSTALL_FIX)]) from None
     return ray
