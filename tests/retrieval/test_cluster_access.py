@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ragvet.errors import InputError
 from ragvet.retrieval.cluster_access import address_host, cluster_address, is_loopback
@@ -54,3 +60,25 @@ def test_engine_keys_are_checked_together():
         "vectors must not carry credentials",
         "trusted_cluster must be true or false",
     ]
+
+
+def test_the_retrieve_stage_refuses_an_unauthenticated_remote_cluster_with_exit_2_and_no_address(tmp_path):
+    """Through the stage command, as DVC runs it: the fix, no traceback, no run written, no address."""
+    root = Path(__file__).resolve().parents[2]
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["retrievers"]["minilm"]["engine"] = "ray"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    chunks, cases = root / "data/chunks/sentences-600.jsonl", root / "data/validated/cases.jsonl"
+    if not chunks.is_file() or not cases.is_file():
+        pytest.skip("needs the sample's DVC outputs (dvc checkout)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["RAY_ADDRESS"] = "ray://ops-secret-head.internal.example:10001"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ragvet"), "retrieve", "sentences-600-dense", "--chunks", str(chunks),
+         "--cases", str(cases), "--out", "run.parquet", "--params", "params.yaml"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "RAY_AUTH_MODE=token" in result.stderr and "Traceback" not in result.stderr
+    assert "ops-secret-head" not in result.stdout + result.stderr and "10001" not in result.stdout + result.stderr
+    assert not (tmp_path / "run.parquet").exists()
