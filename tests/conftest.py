@@ -39,6 +39,7 @@ UNITS = {
     "tests/gating/test_side_by_side.py::test_ragvet_compare_exp": "experiments",  # on one worker, the other not waiting
     "tests/retrieval/test_pgvector.py": "pgvector",  # one PostgreSQL server per module
     "tests/retrieval/test_http_kind.py": "http",  # one search app per module
+    "tests/retrieval/test_ray_cluster.py": "ray",  # one Ray cluster (head + 2 workers on 127.0.0.1) per module
     "tests/pipeline/test_packaging.py::test_the_wheel": "wheel",  # the wheel, and the fresh venv holding it
     "tests/pipeline/test_packaging.py::test_pip_show": "wheel",
     "tests/pipeline/test_packaging.py::test_a_team": "wheel",
@@ -51,6 +52,7 @@ UNITS = {
 SLOWEST_FIRST = [
     "unit:clones",  # test_reproduction: the sample, then the dense runs, again on other kernels (170 s)
     "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold; no sample (60 s)
+    "unit:ray",  # test_ray_cluster: the sample through the stage on the cluster, a worker killed (210 s)
     "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run (90 s); a migration resumed (20 s)
     "unit:pr-harmful",  # (75 s)
     "tests/pipeline/test_pipeline.py::test_a_chunking_change",  # (60 s)

@@ -259,6 +259,8 @@ DEFERRED = {
     "tokenizers": "the dense extra: a budget that counts tokens",
     "psycopg": "the pgvector extra",
     "pgvector": "the pgvector extra",
+    "ray": "the ray extra: engine: ray",
+    "fsspec": "engine: ray's vector shards, in a folder or on S3",
     "pandas": "the chunk table a kind: python plugin receives",
     "bm25s": "BM25's run: the kinds table imports every kind's run module",
     "Stemmer": "BM25's stemmers, in its run and its spec's check",

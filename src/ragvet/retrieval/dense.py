@@ -20,6 +20,11 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   tolerance across machines); see :mod:`ragvet.retrieval.embedding`.
 - ``abstain_below``: a cosine score under which the system would abstain; read
   by ``evaluate``, not here.
+- ``engine``: ``local`` (default; this process) or ``ray``: the passages embedded on
+  the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
+  ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
+  ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
+  searches there too (:mod:`ragvet.retrieval.sharded_search`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -46,12 +51,15 @@ How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from ragvet.retrieval.cluster_access import cluster_address
+from ragvet.retrieval.cluster_embedding import cluster_passage_vectors, connect, io_location
 from ragvet.retrieval.embedding import (
     EmbeddingCache,
     default_prompt,
@@ -63,6 +71,7 @@ from ragvet.retrieval.embedding import (
 )
 from ragvet.retrieval.models import PORTABLE
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
+from ragvet.retrieval.sharded_search import cluster_top, start_shards
 from ragvet.retrieval.specs.dense import dense_settings
 from ragvet.schema import Case, Chunk
 
@@ -71,26 +80,20 @@ TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-
 SCORE_CELLS = 1 << 25  # query-by-chunk scores held at once by the flat search (256 MB of float64)
 
 
+def embed_settings(
+    texts: list[str], prefix_key: str, settings: dict, cache: EmbeddingCache
+) -> tuple[np.ndarray, dict[str, int]]:
+    """:func:`embed_texts` with a dense spec's model, batch size and precision, and its ``prefix_key`` prefix."""
+    prefix = settings[prefix_key]
+    return embed_texts(texts, settings["model"], prefix, settings["batch_size"], cache, settings["precision"])
+
+
 def embed_run_inputs(chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict) -> tuple[Any, Any]:
     """The chunks' and the questions' vectors (passage and query prefixes), through the
     embedding cache, with one line saying how many were cached and how many computed."""
     with EmbeddingCache() as cache:
-        passages, p_stats = embed_texts(
-            [c.text for c in chunks],
-            settings["model"],
-            settings["passage_prefix"],
-            settings["batch_size"],
-            cache,
-            settings["precision"],
-        )
-        queries, q_stats = embed_texts(
-            [c.question for c in cases],
-            settings["model"],
-            settings["query_prefix"],
-            settings["batch_size"],
-            cache,
-            settings["precision"],
-        )
+        passages, p_stats = embed_settings([c.text for c in chunks], "passage_prefix", settings, cache)
+        queries, q_stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(
         f"embeddings: {p_stats['hits'] + q_stats['hits']} cached, {p_stats['computed'] + q_stats['computed']} computed"
     )
@@ -196,10 +199,24 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
     """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
-    chunk_ids = [chunk.chunk_id for chunk in chunks]
     if not chunks or not cases:
         return []
+    if settings["engine"] == "ray":
+        return cluster_dense_run(cases, chunks, settings, depth)
     passages, queries = embed_run_inputs(chunks, cases, settings)
+    return ranked_rows(cases, chunks, passages, queries, settings, depth)
+
+
+def ranked_rows(
+    cases: Sequence[Case],
+    chunks: Sequence[Chunk],
+    passages: np.ndarray,
+    queries: np.ndarray,
+    settings: dict,
+    depth: int,
+) -> list[RunRow]:
+    """Each filter group's cases ranked in this process: HNSW's candidates or every chunk, scored exactly."""
+    chunk_ids = [chunk.chunk_id for chunk in chunks]
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         if settings["index"] == "hnsw":
@@ -208,6 +225,32 @@ def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth:
             scored = flat_scores(passages, queries[members], allowed)
         for position, scores in zip(members, scored):
             rows.extend(top_ranked(cases[position].case_id, scores, allowed, chunk_ids, depth, min_score=None))
+    return rows
+
+
+def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int) -> list[RunRow]:
+    """``engine: ray``: passages embedded on the cluster of ``RAY_ADDRESS``
+    (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
+    across vector shards (:mod:`ragvet.retrieval.sharded_search`); ``hnsw`` here."""
+    ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
+    passages, listing = cluster_passage_vectors(ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings)
+    with EmbeddingCache() as cache:
+        queries, stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
+    print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
+    if settings["index"] == "hnsw":
+        return ranked_rows(cases, chunks, passages, queries, settings, depth)
+    holders = start_shards(
+        ray,
+        io_location(settings["vectors"]),
+        [s["name"] for s in listing["shards"]],
+        settings["ray_actors"],
+        settings["ray_num_cpus"],
+    )
+    rows: list[RunRow] = []
+    for allowed, members in _filter_groups(cases, chunks):
+        admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}
+        ids = [cases[m].case_id for m in members]
+        rows.extend(cluster_top(ray, holders, ids, queries[members], admitted, depth))
     return rows
 
 

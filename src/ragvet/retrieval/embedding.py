@@ -126,6 +126,11 @@ def model_id(name: str, precision: str = PORTABLE) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def model_revision(name: str) -> str:
+    """sha256 of a model folder's weight, config and tokenizer files: which weights, wherever they lie."""
+    return _folder_fingerprint(resolve_model(name))
+
+
 # --- float kernels --------------------------------------------------------
 
 # What each library reads, before its first float operation, to pick its kernels.
@@ -439,6 +444,30 @@ class EmbeddingCache:
 # --- embedding ------------------------------------------------------------
 
 
+def encode_grid(model, inputs: list[str], batch_size: int, precision: str, bar=None) -> np.ndarray:
+    """Grid vectors (int16 rows, in input order) of ``inputs`` as given (prefixes already applied).
+
+    The one encoding every engine runs, in one process or on each actor of a cluster,
+    so a vector has the same bits wherever it is computed. Portable: padded batches of
+    similar length, as sentence-transformers forms them (the padding noise is float64
+    noise, which the grid absorbs). Fast: equal lengths, no padding. ``bar`` is advanced
+    by the number of inputs encoded.
+    """
+
+    def encode(batch: list[str], size: int) -> np.ndarray:
+        return model.encode(
+            batch, prompt=default_prompt(model), batch_size=size, convert_to_numpy=True, show_progress_bar=False
+        )
+
+    if precision == PORTABLE:
+        vectors = encode(inputs, batch_size)
+        if bar is not None:
+            bar.update(len(inputs))
+    else:
+        vectors = run_by_length(model, inputs, batch_size, lambda batch: encode(batch, len(batch)), bar=bar)
+    return grid_vectors(vectors)
+
+
 def embed_texts(
     texts: Sequence[str],
     model_name: str = DEFAULT_MODEL,
@@ -465,31 +494,12 @@ def embed_texts(
     computed: dict[str, np.ndarray] = {}
     if unique:
         model = load_encoder(model_name, precision)
-
-        def encode(batch: list[str], size: int) -> np.ndarray:
-            return model.encode(
-                batch,
-                prompt=default_prompt(model),
-                batch_size=size,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-
-        def encode_part(inputs: list[str], bar) -> np.ndarray:
-            """Portable: padded batches of similar length, as sentence-transformers forms them (the
-            padding noise is float64 noise, which the grid absorbs). Fast: equal lengths, no padding."""
-            if precision == PORTABLE:
-                vectors = encode(inputs, batch_size)
-                bar.update(len(inputs))
-                return vectors
-            return run_by_length(model, inputs, batch_size, lambda batch: encode(batch, len(batch)), bar=bar)
-
         with progress_bar(total=len(unique), desc="embedding") as bar:
             # Stored slice by slice, so an interrupted run keeps what it computed. A
             # vector does not depend on its company, so slicing cannot change it.
             for start in range(0, len(unique), SAVE_EVERY):
                 part = unique[start : start + SAVE_EVERY]
-                vectors = grid_vectors(encode_part([prefix + text for _, text in part], bar))
+                vectors = encode_grid(model, [prefix + text for _, text in part], batch_size, precision, bar)
                 computed.update((sha, vector) for (sha, _), vector in zip(part, vectors))
                 if cache is not None:
                     cache.put_many(mid, prefix, [text for _, text in part], vectors)

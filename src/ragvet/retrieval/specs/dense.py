@@ -25,6 +25,7 @@ DENSE_KEYS = {
     "batch_size",
     "precision",
     "abstain_below",
+    *("engine", "vectors", "shard_rows", "ray_actors", "ray_num_cpus", "ray_num_gpus", "trusted_cluster"),
 }
 DENSE_DEFAULTS: dict[str, Any] = {
     "model": DEFAULT_MODEL,
@@ -36,8 +37,17 @@ DENSE_DEFAULTS: dict[str, Any] = {
     "passage_prefix": "",
     "batch_size": 32,
     "precision": PORTABLE,
+    # engine: ray (ragvet.retrieval.cluster_embedding): where the passage vectors are computed and kept
+    "engine": "local",
+    "vectors": ".ragvet/vectors",  # a folder, or a URL fsspec opens (s3://bucket/prefix)
+    "shard_rows": 4096,  # chunks per shard: the unit of work, of storage and of resumption
+    "ray_actors": 2,  # model actors (and vector holders of the exact search)
+    "ray_num_cpus": 1,  # per actor
+    "ray_num_gpus": 0,  # per actor
+    "trusted_cluster": False,  # true: accept a cluster on another host without Ray's token authentication
 }
 INDEX_KINDS = ("flat", "hnsw")
+ENGINES = ("local", "ray")
 
 
 def _positive_int_problems(spec: dict, keys: Sequence[str], where: str) -> list[Problem]:
@@ -99,7 +109,50 @@ def dense_problems(spec: dict, where: str) -> list[Problem]:
     if index not in INDEX_KINDS:
         problems.append(Problem(where, f"unknown index {index!r}", "use index: flat (exact) or index: hnsw"))
     problems += _positive_int_problems(spec, ["hnsw_m", "ef_search", "ef_construction"], where)
-    return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
+    return (
+        problems
+        + engine_problems(spec, where)
+        + encoder_problems(spec, where, ("sentence_transformers", "torch", "faiss"))
+    )
+
+
+def engine_problems(spec: dict, where: str) -> list[Problem]:
+    """Cheap checks of the engine keys: a known engine, counts and resources, a string location, the extra."""
+    engine = spec.get("engine", DENSE_DEFAULTS["engine"])
+    if engine not in ENGINES:
+        return [Problem(where, f"unknown engine {engine!r}", "use engine: local (this process) or engine: ray")]
+    problems = _positive_int_problems(spec, ["shard_rows", "ray_actors"], where)
+    for key in ("ray_num_cpus", "ray_num_gpus"):
+        value = spec.get(key, DENSE_DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            problems.append(
+                Problem(where, f"{key} must be a number >= 0, got {value!r}", f"set {key}: {DENSE_DEFAULTS[key]}")
+            )
+    if not isinstance(spec.get("vectors", ""), str) or not spec.get("vectors", "x"):
+        problems.append(
+            Problem(
+                where, "vectors must be a folder or a URL", 'e.g. vectors: .ragvet/vectors or "s3://bucket/vectors"'
+            )
+        )
+    if "@" in str(spec.get("vectors", "")):
+        problems.append(
+            Problem(
+                where,
+                "vectors must not carry credentials",
+                "give them through the environment (AWS_ACCESS_KEY_ID, ...)",
+            )
+        )
+    if not isinstance(spec.get("trusted_cluster", False), bool):
+        problems.append(
+            Problem(where, "trusted_cluster must be true or false", "set trusted_cluster: false, or remove it")
+        )
+    if engine == "ray" and importlib.util.find_spec("ray") is None:
+        problems.append(
+            Problem(
+                where, "engine: ray needs the Python module ray, which is not installed", "pip install 'ragvet[ray]'"
+            )
+        )
+    return problems
 
 
 def dense_settings(spec: dict) -> dict[str, Any]:

