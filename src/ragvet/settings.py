@@ -25,6 +25,7 @@ DEFAULT_CORRECTION = "holm"
 CHARS = "chars"  # the budget's default unit, and its tokenizer's name when it counts characters
 JUDGED_MAX_DROP = 0.10
 JUDGED_K = 10
+RBO_PERSISTENCE = 0.9  # rank-biased overlap's p: the first 10 ranks carry 86% of its weight
 
 
 @dataclass(frozen=True)
