@@ -45,6 +45,7 @@ def baseline_accept(
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, kept while gate.latency is on."
     ),
+    runs_dir: Path = typer.Option(Path("data/runs"), help="The retrieve stages' runs: their top k is kept."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Make the current results of the gated configurations the new baseline.
@@ -54,13 +55,16 @@ def baseline_accept(
     per-case tables in DVC, the baseline's go there too (`dvc add`): commit
     metrics/baseline/cases.dvc and `dvc push`. With gate.latency.max_p95_rise
     set, it keeps their latency too (metrics/baseline/latency/), measured on
-    this machine: the gate compares p95 only on the same machine.
+    this machine: the gate compares p95 only on the same machine. It keeps each
+    one's top-k ranking (down to the largest k) beside the per-case tables, in
+    metrics/baseline/cases/rankings/: what moved is measured against it.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
     gate = Gate.from_params(settings)
     timed = latency_dir if gate.max_p95_rise is not None else None  # the p95 check is on: keep it too
-    written = accept_baseline(metrics_dir, list(gate.configs), latency=timed)
+    ranked = (runs_dir, max(settings["ks"]))  # what the gated configurations' users saw, to measure movement
+    written = accept_baseline(metrics_dir, list(gate.configs), latency=timed, runs=ranked)
     for path in written:
         typer.echo(f"wrote {path}")
 
