@@ -26,6 +26,7 @@ CHARS = "chars"  # the budget's default unit, and its tokenizer's name when it c
 JUDGED_MAX_DROP = 0.10
 JUDGED_K = 10
 RBO_PERSISTENCE = 0.9  # rank-biased overlap's p: the first 10 ranks carry 86% of its weight
+MOST_MOVED = 10  # the cases the verdict and the report name as moved most
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import typer
 
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
+from ragvet.gating.movement import movement_by_config
 from ragvet.inputs.params import stage_params
-from ragvet.settings import Gate
+from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
 
 
 @user_errors
@@ -35,12 +36,22 @@ def main(
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
     ),
+    runs: Path | None = typer.Option(
+        None, help="The retrieve stages' runs: each gated one's movement from the baseline's ranking is measured."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Decide the gate's verdict and write it.
 
     It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
-    gate = Gate.from_params(stage_params(params, ["gate", "slices"]))
+    settings = stage_params(params, ["gate", "slices", "ks"])
+    gate = Gate.from_params(settings)
     decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None)
+    if runs is not None:  # what the change moved on every case, labelled or not, at the deepest k
+        depth = max(settings["ks"])
+        moved = movement_by_config(
+            gate.configs, runs, baseline, cases_dir, gate.slices, depth, RBO_PERSISTENCE, MOST_MOVED
+        )
+        decided = {**decided, "moved": moved}
     write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
