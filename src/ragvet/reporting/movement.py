@@ -24,7 +24,7 @@ def _cells(figures: dict[str, Any]) -> list[str]:
 
 def _config_lines(config: str, moved: dict[str, Any]) -> list[str]:
     if "unavailable" in moved:
-        return [f"- {md_code(config)}: not measured: {md_prose(moved['unavailable'])}"]
+        return [f"- {md_code(config)}: not measured: {md_prose(moved['unavailable'])}", ""]
     k, changed = moved["k"], moved["topk_changed"]
     share = "no case" if changed is None else f"{fmt(changed)} of {fmt(moved['cases'])} cases"
     lines = [f"- {md_code(config)}: top {k} changed for {share} (RBO p = {fmt(moved['p'])})", ""]
@@ -51,10 +51,11 @@ def movement_section(verdict: dict[str, Any]) -> list[str]:
         return []
     body = [
         "Each case's top k against the ranking the baseline kept, at the deepest k: overlap@k is "
-        "|baseline top k ∩ top k| / k and RBO the extrapolated rank-biased overlap (docs/comparisons.md). "
-        "No labels are needed, so every case counts.",
+        "|baseline top k ∩ top k| / k (below 1 for a case that retrieved fewer than k chunks, changed or not) "
+        "and RBO the extrapolated rank-biased overlap (docs/comparisons.md). No labels are needed, so every "
+        "case counts.",
         "",
     ]
     for config, figures in sorted(moved.items()):
         body += _config_lines(config, figures)
-    return md_details(TITLE, body)
+    return md_details(TITLE, body[:-1])
