@@ -8,9 +8,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import yaml
+from builders import gate_of
 
 from ragvet.gating.baselines import baseline_ranking_path
-from ragvet.gating.movement import distribution, movement_by_config, movement_summary
+from ragvet.gating.compare import render_verdict
+from ragvet.gating.movement import distribution, guard_movement, movement_by_config, movement_entry, movement_summary
+from ragvet.inputs.params import validate_params
+from ragvet.reporting.verdict import verdict_section
 from ragvet.storage import results
 
 
@@ -61,16 +66,25 @@ def test_summary_over_all_cases_per_slice_and_the_most_moved():
     ]
 
 
-def test_a_run_against_the_baselines_ranking(tmp_path: Path):
-    runs, cases, baseline = tmp_path / "runs", tmp_path / "cases", tmp_path / "baseline"
-    for folder in (runs, cases, baseline_ranking_path(baseline, "x").parent):
+def ranking(rows, path):
+    pl.DataFrame(rows, schema=["case_id", "rank", "chunk_id"], orient="row").write_parquet(path)
+
+
+def two_rankings(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline that kept x's ranking (y's none), and x's run: q1 reordered, q2 replaced."""
+    runs, baseline = tmp_path / "runs", tmp_path / "baseline"
+    for folder in (runs, baseline_ranking_path(baseline, "x").parent):
         folder.mkdir(parents=True)
-
-    def ranking(rows, path):
-        pl.DataFrame(rows, schema=["case_id", "rank", "chunk_id"], orient="row").write_parquet(path)
-
     ranking([("q1", 1, "a"), ("q1", 2, "b"), ("q2", 1, "c")], baseline_ranking_path(baseline, "x"))
-    ranking([("q1", 1, "b"), ("q1", 2, "a"), ("q2", 1, "d")], runs / "x.parquet")
+    for config in ("x", "y"):
+        ranking([("q1", 1, "b"), ("q1", 2, "a"), ("q2", 1, "d")], runs / f"{config}.parquet")
+    return runs, baseline
+
+
+def test_a_run_against_the_baselines_ranking(tmp_path: Path):
+    runs, baseline = two_rankings(tmp_path)
+    cases = tmp_path / "cases"
+    cases.mkdir()
     rows = [
         {"case_id": case, "split": "eval", "answerable": True, "tags": {"t": value}, "metrics": {"hit@1": 1.0}}
         for case, value in (("q1", "one"), ("q2", "two"))
@@ -88,3 +102,48 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         {"case_id": "q1", "overlap": 1.0, "rbo": 0.5},
     ]
     assert found["x"]["slices"]["t"]["one"]["rbo"]["mean"] == 0.5
+
+
+def test_a_guarded_share_fails_above_max_drop_and_exactly_it_passes():
+    moves = pl.DataFrame({"case_id": ["a", "b", "c", "d"], "topk_changed@2": [0, 1, 0, 0]})
+    entry = movement_entry("topk_changed@2", moves, 0.25)
+    assert entry["baseline"] == 0.0 and entry["current"] == 0.25 and entry["cases"] == 4
+    assert (entry["losses"], entry["ties"], entry["failed"]) == (1, 3, False)  # exactly the limit passes
+    assert movement_entry("topk_changed@2", moves, 0.2)["failed"]
+    unmeasured = movement_entry("topk_changed@2", "no ranking", 0.5)
+    assert unmeasured["failed"] and unmeasured["current"] is None and unmeasured["unmeasured"] == "no ranking"
+
+
+def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monkeypatch):
+    gate = gate_of({"configs": ["x", "y"], "metrics": ["recall@5", "topk_changed@2"], "max_drop": 0.4})
+    assert gate.metrics == ("recall@5",) and gate.movement == ("topk_changed@2",)
+    runs, baseline = two_rankings(tmp_path)
+    paired = {"metric": "recall@5", "baseline": 0.5, "current": 0.5, "delta": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    paired |= {"p_corrected": 1.0, "cases": 2, "failed": False}
+    shape = {"reasons": [], "slices": [], "newly_missed": [], "max_drop": 0.4, "slice_max_drop": 0.1}
+    verdict = {
+        "passed": True,
+        "configs": [{"config": c, "passed": True, "metrics": [paired], **shape} for c in ("x", "y")],
+    }
+    decided = guard_movement(verdict, gate, baseline, None, runs)
+    x, y = decided["configs"]
+    # x: q1 only reordered (same set), q2 replaced: half the cases changed, beyond 0.4.
+    assert x["metrics"][0] == paired and x["metrics"][1]["current"] == 0.5 and not x["passed"]
+    assert y["metrics"][1]["unmeasured"].startswith("the baseline keeps no ranking") and not decided["passed"]
+    terminal = render_verdict(decided)
+    assert "FAIL x topk_changed@2: 0.000 -> 0.500 (delta +0.500" in terminal
+    assert "FAIL y topk_changed@2: not measured: the baseline keeps no ranking" in terminal
+    assert any(
+        "`topk_changed@2` not measured: the baseline keeps no ranking" in line
+        for line in verdict_section(decided, None)
+    )
+    assert guard_movement(verdict, gate_of({"configs": ["x"]}), baseline, None, runs) is verdict
+
+
+def test_only_gate_metrics_may_name_a_movement_metric(tmp_path: Path):
+    params = yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text())
+    params["gate"]["metrics"] = [*params["gate"]["metrics"], "topk_changed@5"]
+    assert validate_params(params, "params.yaml") == []
+    params["gate"]["slice_metric"] = "topk_changed@5"
+    (problem,) = validate_params(params, "params.yaml")
+    assert "gate.slice_metric" in problem.where and "against the baseline's ranking" in problem.what

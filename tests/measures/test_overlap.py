@@ -135,3 +135,10 @@ def test_moved_pairs_two_runs_by_case_and_cuts_them_at_k():
     assert found["topk_changed@2"].to_list() == [0, 0, 1, 1]
     # q1: ab vs ba at p = 0.9: X = 0, 2, so (0.1/0.9)·(0 + 2/2·0.81) + 1·0.81 = 0.9.
     assert found["rbo@2"].to_list() == pytest.approx([0.9, 1.0, 0.0, 0.0], abs=1e-15)
+
+
+def test_the_gate_splits_off_exactly_the_registrys_movement_metrics():
+    from ragvet.measures.registry import MOVEMENT
+    from ragvet.settings import MOVEMENT_METRICS
+
+    assert tuple(MOVEMENT) == MOVEMENT_METRICS

@@ -39,6 +39,8 @@ from ragvet.gating.baselines import (
 )
 from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
+from ragvet.gating.movement import guard_movement
+from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
@@ -57,6 +59,7 @@ def decide(
     current: Mapping[str, Any] | None = None,
     baselines: Mapping[str, tuple] | None = None,
     summaries_dir: Path | None = None,
+    runs: Path = RUNS,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -64,7 +67,9 @@ def decide(
     check off). A caller that has read the tables already passes them (``current``,
     ``baselines``: wider reads hold what the gate compares). The current chunking
     fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
-    that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``)."""
+    that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``).
+    Guarded movement metrics (``gate.movement``) are measured from the runs in ``runs``
+    (:func:`ragvet.gating.movement.guard_movement`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -73,7 +78,7 @@ def decide(
     split_record = read_split_record(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
-    return gate_all(
+    verdict = gate_all(
         gate,
         dict(baselines),
         dict(current),
@@ -83,6 +88,7 @@ def decide(
         latency,
         current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs),
     )
+    return guard_movement(verdict, gate, baseline, against, runs)
 
 
 def decide_gate(
@@ -93,6 +99,7 @@ def decide_gate(
     summaries_dir: Path,
     latency_dir: Path,
     against: str | None,
+    runs: Path = RUNS,
 ) -> dict:
     """The verdict as the gate decides it. First what would make it mean nothing is
     refused (exit 2): results the current params, inputs and code did not produce, a
@@ -102,7 +109,7 @@ def decide_gate(
     raise_if(stale_guards(gate, summaries_dir))
     latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
-    return decide(gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir)
+    return decide(gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir, runs=runs)
 
 
 def exact_text(verdict: dict) -> str:

@@ -10,6 +10,7 @@ between the two nearest cases, numpy's default); all None over no case.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,19 +18,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragvet.errors import InputError, Problem
-from ragvet.gating.baselines import baseline_ranking_path
+from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import moved
+from ragvet.settings import RBO_PERSISTENCE, Gate
 from ragvet.storage.results import column, per_case_path, read_results
 from ragvet.storage.tables import run_path
 
 PERCENTILES = (10, 50, 90)
-
-
-def per_case_movement(run: Path, baseline_ranking: Path, k: int, p: float) -> pl.DataFrame:
-    """``case_id, overlap@k, topk_changed@k, rbo@k`` of every case either file ranks."""
-    sides = [pl.read_parquet(path, columns=["case_id", "rank", "chunk_id"]) for path in (baseline_ranking, run)]
-    return moved(*sides, k, p)
+RANKING = ("case_id", "rank", "chunk_id")  # what movement reads of a run or a kept ranking
 
 
 def distribution(values: np.ndarray) -> dict[str, float | None]:
@@ -53,7 +49,7 @@ def _figures(moves: pl.DataFrame, k: int) -> dict[str, Any]:
 def movement_summary(
     moves: pl.DataFrame, tags: pl.DataFrame, slices: Sequence[str], k: int, p: float, most: int
 ) -> dict[str, Any]:
-    """The movement of every case of ``moves`` (:func:`per_case_movement`): over all of
+    """The movement of every case of ``moves`` (:func:`ragvet.measures.overlap.moved`): over all of
     them, per value of each slice key (``tags`` holds ``case_id`` and the per-case
     table's ``tags.<key>`` columns; a case without the tag is not in that slice), and
     the ``most`` cases that moved most (lowest ``rbo@k``, then lowest ``overlap@k``,
@@ -79,21 +75,76 @@ def movement_by_config(
 ) -> dict[str, dict[str, Any]]:
     """:func:`movement_summary` of each configuration's run in ``runs`` against the ranking
     the ``baseline`` folder kept, sliced by the tags of its per-case table in ``cases``. A
-    baseline accepted before rankings were kept has none: that configuration's entry says
-    so (``unavailable``) with the fix, since nothing was measured."""
+    configuration with no ranking to compare (a baseline accepted before rankings were
+    kept) says so in its entry (``unavailable``) with the fix, since nothing was measured."""
     found: dict[str, dict[str, Any]] = {}
     for config in sorted(configs):
-        ranking, run = baseline_ranking_path(baseline, config), run_path(runs, config)
-        if not ranking.is_file():
-            what = f"the baseline keeps no ranking ({ranking.as_posix()})"
-            found[config] = {"unavailable": f"{what}: accept it again with `ragvet baseline accept`"}
+        sides = ranked_sides(config, baseline, None, runs)
+        if isinstance(sides, str):
+            found[config] = {"unavailable": sides}
             continue
-        if not run.is_file():
-            fix = f"run `dvc repro` (or `dvc checkout {run.as_posix()}`)"
-            raise InputError(
-                [Problem(str(run), f"the run of gated configuration {config} is not in the work tree", fix)]
-            )
         table = read_results(per_case_path(cases, config), columns=("tags",))
         tags = table.select("case_id", *(name for name in table.columns if name.startswith("tags.")))
-        found[config] = movement_summary(per_case_movement(run, ranking, k, p), tags, slices, k, p, most)
+        found[config] = movement_summary(moved(*sides, k, p), tags, slices, k, p, most)
     return found
+
+
+def ranked_sides(
+    config: str, baseline: Path, against: str | None, runs: Path
+) -> tuple[pl.DataFrame, pl.DataFrame] | str:
+    """The two rankings movement is measured between, as ``case_id, rank, chunk_id``
+    frames: the one the committed ``baseline`` folder kept (or, with ``against``, that
+    revision's run of ``config``, from git or DVC), and the work tree's run in ``runs``;
+    or why there are not two, as text."""
+    run = run_path(runs, config)
+    if not run.is_file():
+        return f"{run.as_posix()} is not in the work tree: run `dvc repro` (or `dvc checkout` it)"
+    if against is None:
+        path = baseline_ranking_path(baseline, config)
+        if not path.is_file():
+            return f"the baseline keeps no ranking ({path.as_posix()}): accept it again with `ragvet baseline accept`"
+        base = pl.read_parquet(path, columns=list(RANKING))
+    else:
+        where = run.as_posix()
+        found = files_at(against, [where], Path.cwd())[where]
+        if found is None:
+            return f"{against} has no {where}"
+        base = pl.read_parquet(io.BytesIO(found), columns=list(RANKING))
+    return base, pl.read_parquet(run, columns=list(RANKING))
+
+
+def movement_entry(metric: str, moves: pl.DataFrame | str, max_drop: float) -> dict[str, Any]:
+    """A guarded movement metric (``topk_changed@k``) as an entry of a configuration's
+    verdict, shaped as a paired comparison's: the baseline's share is 0 by definition (its
+    own ranking), the current share is over every case either side ranks, and the entry
+    fails when it exceeds ``max_drop``; exactly the limit passes. Every case is measured, so
+    there is no interval or test. Unmeasured (``moves`` is the reason) it fails: a gate
+    never passes what it did not measure."""
+    untested = {"metric": metric, "baseline": 0.0, "ci_low": None, "ci_high": None, "p_value": None}
+    untested |= {"p_corrected": None, "higher_is_better": False}
+    if isinstance(moves, str):
+        counts = {"current": None, "delta": None, "cases": 0, "wins": 0, "losses": 0, "ties": 0}
+        return {**untested, **counts, "exceeds": True, "failed": True, "unmeasured": moves}
+    changed = moves[metric].to_numpy()
+    share = float(changed.mean()) if len(changed) else 0.0
+    counts = {"current": share, "delta": share, "cases": len(changed), "wins": 0, "losses": int(changed.sum())}
+    counts["ties"] = len(changed) - counts["losses"]
+    return {**untested, **counts, "exceeds": share > max_drop, "failed": share > max_drop}
+
+
+def guard_movement(verdict: dict[str, Any], gate: Gate, baseline: Path, against: str | None, runs: Path) -> dict:
+    """``verdict`` with each gated configuration's guarded movement metrics
+    (``gate.movement``) added to its ``metrics`` and its pass decided again."""
+    if not gate.movement:
+        return verdict
+    configs = []
+    for result in verdict["configs"]:
+        sides = ranked_sides(result["config"], baseline, against, runs)
+        entries = []
+        for metric in gate.movement:
+            k = int(metric.partition("@")[2])
+            moves = sides if isinstance(sides, str) else moved(*sides, k, RBO_PERSISTENCE)
+            entries.append(movement_entry(metric, moves, gate.max_drop))
+        passed = result["passed"] and not any(entry["failed"] for entry in entries)
+        configs.append({**result, "metrics": [*result["metrics"], *entries], "passed": passed})
+    return {**verdict, "configs": configs, "passed": bool(configs) and all(c["passed"] for c in configs)}

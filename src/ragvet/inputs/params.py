@@ -300,7 +300,7 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budge
             )
         else:
             where = f"{check.source}: gate.metrics"
-            check.problems.extend(metric_problems(metrics, ks, where, gated=True, budgets=budgets))
+            check.problems.extend(metric_problems(metrics, ks, where, gated=True, budgets=budgets, movement=True))
     if "slice_metric" in gate:
         if not isinstance(gate["slice_metric"], str):
             check.add(

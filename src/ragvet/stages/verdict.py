@@ -36,8 +36,8 @@ def main(
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
     ),
-    runs: Path | None = typer.Option(
-        None, help="The retrieve stages' runs: each gated one's movement from the baseline's ranking is measured."
+    runs: Path = typer.Option(
+        Path("data/runs"), help="The retrieve stages' runs: each gated one's movement from the baseline's ranking."
     ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -46,12 +46,10 @@ def main(
     It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
     settings = stage_params(params, ["gate", "slices", "ks"])
     gate = Gate.from_params(settings)
-    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None)
-    if runs is not None:  # what the change moved on every case, labelled or not, at the deepest k
-        depth = max(settings["ks"])
-        moved = movement_by_config(
-            gate.configs, runs, baseline, cases_dir, gate.slices, depth, RBO_PERSISTENCE, MOST_MOVED
-        )
-        decided = {**decided, "moved": moved}
+    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs)
+    # what the change moved on every case, labelled or not, at the deepest k (the baseline keeps that many)
+    depth = max(settings["ks"])
+    moved = movement_by_config(gate.configs, runs, baseline, cases_dir, gate.slices, depth, RBO_PERSISTENCE, MOST_MOVED)
+    decided = {**decided, "moved": moved}
     write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
