@@ -13,7 +13,14 @@ from builders import gate_of
 
 from ragvet.gating.baselines import baseline_ranking_path
 from ragvet.gating.compare import render_verdict
-from ragvet.gating.movement import distribution, guard_movement, movement_by_config, movement_entry, movement_summary
+from ragvet.gating.movement import (
+    distribution,
+    guard_movement,
+    movement_by_config,
+    movement_entry,
+    movement_summary,
+    ranked_sides,
+)
 from ragvet.inputs.params import validate_params
 from ragvet.reporting.verdict import verdict_section
 from ragvet.storage import results
@@ -90,18 +97,18 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         for case, value in (("q1", "one"), ("q2", "two"))
     ]
     results.write_results(cases / "x.parquet", results.results_frame(rows))
-    found = movement_by_config(["x", "y"], runs, baseline, cases, ["t"], 2, 0.5, 5)
+    found = movement_by_config(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), cases, ["t"], 2)
     assert found["y"] == {
         "unavailable": f"the baseline keeps no ranking ({baseline_ranking_path(baseline, 'y').as_posix()}): "
         "accept it again with `ragvet baseline accept`"
     }
-    # q1: ab vs ba at p = 0.5: X = 0, 2, so (0.5/0.5)·(0 + 2/2·0.25) + 1·0.25 = 0.5; q2: c vs d, 0.
+    # q1: ab vs ba at p = 0.9: X = 0, 2, so (0.1/0.9)·(0 + 2/2·0.81) + 1·0.81 = 0.9; q2: c vs d, 0.
     assert found["x"]["topk_changed"] == 0.5
     assert found["x"]["most_moved"] == [
         {"case_id": "q2", "overlap": 0.0, "rbo": 0.0},
-        {"case_id": "q1", "overlap": 1.0, "rbo": 0.5},
+        {"case_id": "q1", "overlap": 1.0, "rbo": pytest.approx(0.9, abs=1e-15)},
     ]
-    assert found["x"]["slices"]["t"]["one"]["rbo"]["mean"] == 0.5
+    assert found["x"]["slices"]["t"]["one"]["rbo"]["mean"] == pytest.approx(0.9, abs=1e-15)
 
 
 def test_a_guarded_share_fails_above_max_drop_and_exactly_it_passes():
@@ -125,7 +132,7 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
         "passed": True,
         "configs": [{"config": c, "passed": True, "metrics": [paired], **shape} for c in ("x", "y")],
     }
-    decided = guard_movement(verdict, gate, baseline, None, runs)
+    decided = guard_movement(verdict, gate, lambda config: ranked_sides(config, baseline, None, runs))
     x, y = decided["configs"]
     # x: q1 only reordered (same set), q2 replaced: half the cases changed, beyond 0.4.
     assert x["metrics"][0] == paired and x["metrics"][1]["current"] == 0.5 and not x["passed"]
@@ -137,7 +144,7 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
         "`topk_changed@2` not measured: the baseline keeps no ranking" in line
         for line in verdict_section(decided, None)
     )
-    assert guard_movement(verdict, gate_of({"configs": ["x"]}), baseline, None, runs) is verdict
+    assert guard_movement(verdict, gate_of({"configs": ["x"]}), lambda config: "unused") is verdict
 
 
 def test_only_gate_metrics_may_name_a_movement_metric(tmp_path: Path):

@@ -22,6 +22,7 @@ The verdict is written twice, at once:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,7 +40,7 @@ from ragvet.gating.baselines import (
 )
 from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.gating.movement import guard_movement
+from ragvet.gating.movement import guard_movement, movement_by_config, ranked_sides
 from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
@@ -60,6 +61,7 @@ def decide(
     baselines: Mapping[str, tuple] | None = None,
     summaries_dir: Path | None = None,
     runs: Path = RUNS,
+    depth: int | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -68,8 +70,10 @@ def decide(
     ``baselines``: wider reads hold what the gate compares). The current chunking
     fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
     that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``).
-    Guarded movement metrics (``gate.movement``) are measured from the runs in ``runs``
-    (:func:`ragvet.gating.movement.guard_movement`)."""
+    Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
+    and the baseline's rankings (:func:`ragvet.gating.movement.guard_movement`); with a
+    ``depth`` (the largest k), the verdict also holds what moved at that depth, per slice
+    (``moved``: :func:`ragvet.gating.movement.movement_by_config`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -88,7 +92,11 @@ def decide(
         latency,
         current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs),
     )
-    return guard_movement(verdict, gate, baseline, against, runs)
+    sides = functools.cache(lambda config: ranked_sides(config, baseline, against, runs))
+    verdict = guard_movement(verdict, gate, sides)
+    if depth is None:
+        return verdict
+    return {**verdict, "moved": movement_by_config(configs, sides, cases_dir, gate.slices, depth)}
 
 
 def decide_gate(
@@ -100,6 +108,7 @@ def decide_gate(
     latency_dir: Path,
     against: str | None,
     runs: Path = RUNS,
+    depth: int | None = None,
 ) -> dict:
     """The verdict as the gate decides it. First what would make it mean nothing is
     refused (exit 2): results the current params, inputs and code did not produce, a
@@ -109,7 +118,9 @@ def decide_gate(
     raise_if(stale_guards(gate, summaries_dir))
     latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
-    return decide(gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir, runs=runs)
+    return decide(
+        gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir, runs=runs, depth=depth
+    )
 
 
 def exact_text(verdict: dict) -> str:

@@ -11,7 +11,7 @@ between the two nearest cases, numpy's default); all None over no case.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,13 @@ import polars as pl
 
 from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import moved
-from ragvet.settings import RBO_PERSISTENCE, Gate
+from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
 from ragvet.storage.results import column, per_case_path, read_results
 from ragvet.storage.tables import run_path
 
 PERCENTILES = (10, 50, 90)
 RANKING = ("case_id", "rank", "chunk_id")  # what movement reads of a run or a kept ranking
+Sides = tuple[pl.DataFrame, pl.DataFrame]  # the baseline's ranking and the current run, as RANKING frames
 
 
 def distribution(values: np.ndarray) -> dict[str, float | None]:
@@ -71,21 +72,23 @@ def movement_summary(
 
 
 def movement_by_config(
-    configs: Sequence[str], runs: Path, baseline: Path, cases: Path, slices: Sequence[str], k: int, p: float, most: int
+    configs: Sequence[str], sides_of: Callable[[str], Sides | str], cases: Path, slices: Sequence[str], k: int
 ) -> dict[str, dict[str, Any]]:
-    """:func:`movement_summary` of each configuration's run in ``runs`` against the ranking
-    the ``baseline`` folder kept, sliced by the tags of its per-case table in ``cases``. A
+    """:func:`movement_summary` of each configuration between its two rankings
+    (``sides_of``, :func:`ranked_sides`), sliced by the tags of its per-case table in
+    ``cases``, naming the :data:`ragvet.settings.MOST_MOVED` cases that moved most. A
     configuration with no ranking to compare (a baseline accepted before rankings were
     kept) says so in its entry (``unavailable``) with the fix, since nothing was measured."""
     found: dict[str, dict[str, Any]] = {}
     for config in sorted(configs):
-        sides = ranked_sides(config, baseline, None, runs)
+        sides = sides_of(config)
         if isinstance(sides, str):
             found[config] = {"unavailable": sides}
             continue
         table = read_results(per_case_path(cases, config), columns=("tags",))
         tags = table.select("case_id", *(name for name in table.columns if name.startswith("tags.")))
-        found[config] = movement_summary(moved(*sides, k, p), tags, slices, k, p, most)
+        moves = moved(*sides, k, RBO_PERSISTENCE)
+        found[config] = movement_summary(moves, tags, slices, k, RBO_PERSISTENCE, MOST_MOVED)
     return found
 
 
@@ -132,14 +135,15 @@ def movement_entry(metric: str, moves: pl.DataFrame | str, max_drop: float) -> d
     return {**untested, **counts, "exceeds": share > max_drop, "failed": share > max_drop}
 
 
-def guard_movement(verdict: dict[str, Any], gate: Gate, baseline: Path, against: str | None, runs: Path) -> dict:
+def guard_movement(verdict: dict[str, Any], gate: Gate, sides_of: Callable[[str], Sides | str]) -> dict:
     """``verdict`` with each gated configuration's guarded movement metrics
-    (``gate.movement``) added to its ``metrics`` and its pass decided again."""
+    (``gate.movement``) between its two rankings (``sides_of``, :func:`ranked_sides`)
+    added to its ``metrics``, and its pass decided again."""
     if not gate.movement:
         return verdict
     configs = []
     for result in verdict["configs"]:
-        sides = ranked_sides(result["config"], baseline, against, runs)
+        sides = sides_of(result["config"])
         entries = []
         for metric in gate.movement:
             k = int(metric.partition("@")[2])

@@ -16,9 +16,8 @@ import typer
 
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
-from ragvet.gating.movement import movement_by_config
 from ragvet.inputs.params import stage_params
-from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
+from ragvet.settings import Gate
 
 
 @user_errors
@@ -46,10 +45,8 @@ def main(
     It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
     settings = stage_params(params, ["gate", "slices", "ks"])
     gate = Gate.from_params(settings)
-    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs)
-    # what the change moved on every case, labelled or not, at the deepest k (the baseline keeps that many)
+    # what moved on every case, labelled or not, at the deepest k: the baseline keeps that many ranks
     depth = max(settings["ks"])
-    moved = movement_by_config(gate.configs, runs, baseline, cases_dir, gate.slices, depth, RBO_PERSISTENCE, MOST_MOVED)
-    decided = {**decided, "moved": moved}
+    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs, depth)
     write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
