@@ -57,7 +57,7 @@ def movement_summary(
     then case id), only those whose top k changed or whose order did."""
     summary: dict[str, Any] = {"k": k, "p": p, **_figures(moves, k), "slices": {}}
     joined = moves.join(tags, on="case_id", how="left")
-    for key in slices:
+    for key in sorted(slices):  # sorted, as the verdict file (sorted keys) gives them back
         name = column("tags", key)
         if name not in joined.columns:
             continue
