@@ -11,7 +11,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragvet.measures.overlap import moved, overlap_at_k, overlap_by_depth, paired_rankings, rbo_ext, topk_changed
+from ragvet.measures.overlap import (
+    moved,
+    movement,
+    overlap_at_k,
+    overlap_by_depth,
+    paired_rankings,
+    rbo_ext,
+    topk_changed,
+)
 
 
 def matrix(*lists: str, width: int | None = None) -> np.ndarray:
@@ -103,21 +111,25 @@ def test_rbo_ext_matches_the_rbo_package(p):
     assert found.tolist() == pytest.approx([value for *_, value in rows], abs=1e-12)
 
 
-def test_a_batch_equals_its_rows_one_by_one_and_sets():
+@pytest.mark.parametrize("width", [8, 40])  # pairs compared, and the sorted search past BROADCAST_WIDTH
+def test_a_batch_equals_its_rows_one_by_one_and_sets(width):
     # Each row's chunk numbers collide with the other rows': the kernel must keep cases apart.
-    rng = random.Random(7)
-    lists = [[rng.sample(range(12), rng.randint(0, 8)) for _ in range(2)] for _ in range(300)]
-    base = np.full((300, 8), -1)
-    cand = np.full((300, 8), -1)
+    rng = random.Random(width)
+    lists = [[rng.sample(range(width + 4), rng.randint(0, width)) for _ in range(2)] for _ in range(300)]
+    base, cand = np.full((300, width), -1), np.full((300, width), -1)
     for row, (b, c) in enumerate(lists):
         base[row, : len(b)], cand[row, : len(c)] = b, c
-    depths = overlap_by_depth(base, cand)
-    expected = [[len(set(b[:d]) & set(c[:d])) for d in range(1, 9)] for b, c in lists]
-    assert depths.tolist() == expected
+    expected = [[len(set(b[:d]) & set(c[:d])) for d in range(1, width + 1)] for b, c in lists]
+    assert overlap_by_depth(base, cand).tolist() == expected
     whole = rbo_ext(base, cand, 0.8)
     one_by_one = [rbo_ext(base[row : row + 1], cand[row : row + 1], 0.8)[0] for row in range(300)]
     assert whole.tolist() == one_by_one
     assert ((whole >= 0) & (whole <= 1)).all()
+    k = width // 2
+    overlap, changed, rbo = movement(base, cand, k, 0.8)
+    assert overlap.tolist() == [len(set(b[:k]) & set(c[:k])) / k for b, c in lists]
+    assert changed.tolist() == [int(set(b[:k]) != set(c[:k])) for b, c in lists]
+    assert rbo.tolist() == rbo_ext(base[:, :k], cand[:, :k], 0.8).tolist()
 
 
 def test_moved_pairs_two_runs_by_case_and_cuts_them_at_k():
