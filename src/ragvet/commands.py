@@ -14,8 +14,9 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
-from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
+from ragvet.gating.baselines import accept_baseline, baseline_ranking_path, current_table, experiment_results
 from ragvet.gating.reproduction import render, verify_results
+from ragvet.gating.retrieved import RUNS
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.cases import cases_target_problems, cases_text
 from ragvet.inputs.labelling import case_row, moved_queries, read_queries, read_ranking, stratified
@@ -27,7 +28,7 @@ from ragvet.reporting.metrics_doc import metrics_doc
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import summary_k
 from ragvet.retrieval.endpoints import clear_http_cache
-from ragvet.settings import RBO_PERSISTENCE, Budget, Gate
+from ragvet.settings import Budget, Gate
 from ragvet.storage.atomic import write_text
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage
@@ -213,10 +214,9 @@ def sample_for_labels(
     out: Path = typer.Option(..., help="Cases file to write (.yaml/.yml, or .jsonl)."),
     candidate: Path | None = typer.Option(None, help="The candidate's run [default: data/runs/<config>.parquet]."),
     baseline: Path | None = typer.Option(
-        None, help="The baseline's ranking [default: metrics/baseline/rankings/<config>.parquet]."
+        None, help="The baseline's ranking [default: metrics/baseline/cases/rankings/<config>.parquet]."
     ),
     k: int | None = typer.Option(None, help="The depth users see [default: the largest of params' ks]."),
-    p: float = typer.Option(RBO_PERSISTENCE, help="RBO's persistence, for the figures printed."),
     force: bool = typer.Option(False, help="Replace --out if it exists."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
@@ -228,13 +228,12 @@ def sample_for_labels(
     --seed. Each becomes a case with `status: pending`: add its evidence, remove the
     status, and add it to data/cases/ (docs/comparisons.md).
     """
-    problems = _sample_problems(out, per_slice, force, k, p)
-    raise_if(problems)
+    raise_if(_sample_problems(out, per_slice, force, k))
     depth = k if k is not None else max(_params_ks(params))
-    candidate = candidate or run_path(Path("data/runs"), config)
-    baseline = baseline or Path("metrics/baseline/rankings") / f"{config}.parquet"
+    candidate = candidate or run_path(RUNS, config)
+    baseline = baseline or baseline_ranking_path(Path("metrics/baseline"), config)
     rows = read_queries(queries)
-    found = moved_queries(rows, read_ranking(baseline, "baseline ranking"), read_ranking(candidate, "run"), depth, p)
+    found = moved_queries(rows, read_ranking(baseline, "baseline ranking"), read_ranking(candidate, "run"), depth)
     drawn = stratified(found, slice_key, per_slice, seed)
     cases = [case_row(query) for slice_queries in drawn.values() for query in slice_queries]
     write_text(out, cases_text(cases, out.suffix))
@@ -244,15 +243,13 @@ def sample_for_labels(
     typer.echo(f"wrote {len(cases)} cases to {out}")
 
 
-def _sample_problems(out: Path, per_slice: int, force: bool, k: int | None, p: float) -> list[Problem]:
+def _sample_problems(out: Path, per_slice: int, force: bool, k: int | None) -> list[Problem]:
     """Why sample-for-labels' options cannot be used, before anything is read."""
     problems = cases_target_problems(out, force, "--out")
     if per_slice < 1:
         problems.append(Problem("--per-slice", f"must be at least 1, got {per_slice}", "draw at least one per slice"))
     if k is not None and k < 1:
         problems.append(Problem("--k", f"must be at least 1, got {k}", "give the depth users see, e.g. --k 5"))
-    if not 0.0 < p < 1.0:
-        problems.append(Problem("--p", f"must be strictly between 0 and 1, got {p}", "use e.g. --p 0.9"))
     return problems
 
 

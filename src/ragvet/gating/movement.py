@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragvet.errors import InputError
 from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import moved
 from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
@@ -109,7 +110,11 @@ def ranked_sides(
         base = pl.read_parquet(path, columns=list(RANKING))
     else:
         where = run.as_posix()
-        found = files_at(against, [where], Path.cwd())[where]
+        try:
+            found = files_at(against, [where], Path.cwd())[where]
+        except InputError as err:  # DVC cannot bring it: no comparison, and why
+            problem = err.problems[0]
+            return f"{problem.where}: {problem.what} (fix: {problem.fix})"
         if found is None:
             return f"{against} has no {where}"
         base = pl.read_parquet(io.BytesIO(found), columns=list(RANKING))

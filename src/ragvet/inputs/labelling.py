@@ -28,6 +28,7 @@ from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.imported import unique
 from ragvet.formats.logs import jsonl_rows, query_fields
 from ragvet.measures.overlap import moved
+from ragvet.settings import RBO_PERSISTENCE
 
 NO_SLICE = "(none)"  # the slice of a query without the slice tag
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")
@@ -35,13 +36,11 @@ RANKING_COLUMNS = ("case_id", "rank", "chunk_id")
 
 @dataclass(frozen=True)
 class Query:
-    """One query of the unlabelled log, and how far the change moved it."""
+    """One query of the unlabelled log."""
 
     query_id: str
     question: str
     tags: dict[str, str]
-    overlap: float
-    rbo: float
 
 
 def read_ranking(path: Path, what: str) -> pl.DataFrame:
@@ -101,20 +100,15 @@ def moved_queries(
     baseline: pl.DataFrame,
     candidate: pl.DataFrame,
     k: int,
-    p: float,
 ) -> list[Query]:
-    """The queries whose top ``k`` set changed from ``baseline`` to ``candidate``, with their
-    ``overlap@k`` and ``rbo@k``."""
+    """The queries whose top ``k`` set changed from ``baseline`` to ``candidate``."""
     queries = list(queries)
     ids = pl.Series("case_id", [query_id for query_id, _, _ in queries], dtype=pl.String)
     sides = [frame.filter(pl.col("case_id").cast(pl.String).is_in(ids.implode())) for frame in (baseline, candidate)]
     # A query neither ranking holds is in neither frame: both its lists are empty, so it did not move.
-    figures = {row[0]: row[1:] for row in moved(*sides, k, p).iter_rows()}
-    return [
-        Query(query_id, question, tags, figures[query_id][0], figures[query_id][2])
-        for query_id, question, tags in queries
-        if query_id in figures and figures[query_id][1] == 1
-    ]
+    changed = moved(*sides, k, RBO_PERSISTENCE).filter(pl.col(f"topk_changed@{k}") == 1)
+    ids = set(changed["case_id"].to_list())
+    return [Query(query_id, question, tags) for query_id, question, tags in queries if query_id in ids]
 
 
 def draw_order(seed: int, query_id: str) -> str:
