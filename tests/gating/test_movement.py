@@ -127,12 +127,12 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
     runs, baseline = two_rankings(tmp_path)
     paired = {"metric": "recall@5", "baseline": 0.5, "current": 0.5, "delta": 0.0, "ci_low": 0.0, "ci_high": 0.0}
     paired |= {"p_corrected": 1.0, "cases": 2, "failed": False}
-    shape = {"reasons": [], "slices": [], "newly_missed": [], "max_drop": 0.4, "slice_max_drop": 0.1}
+    shape = {"reasons": [], "slices": [], "skipped": [], "newly_missed": [], "max_drop": 0.4, "slice_max_drop": 0.1}
     verdict = {
         "passed": True,
         "configs": [{"config": c, "passed": True, "metrics": [paired], **shape} for c in ("x", "y")],
     }
-    decided = guard_movement(verdict, gate, lambda config: ranked_sides(config, baseline, None, runs))
+    decided = guard_movement(verdict, gate, lambda config: ranked_sides(config, baseline, None, runs), {})
     x, y = decided["configs"]
     # x: q1 only reordered (same set), q2 replaced: half the cases changed, beyond 0.4.
     assert x["metrics"][0] == paired and x["metrics"][1]["current"] == 0.5 and not x["passed"]
@@ -144,7 +144,13 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
         "`topk_changed@2` not measured: the baseline keeps no ranking" in line
         for line in verdict_section(decided, None)
     )
-    assert guard_movement(verdict, gate_of({"configs": ["x"]}), lambda config: "unused") is verdict
+    assert guard_movement(verdict, gate_of({"configs": ["x"]}), lambda config: "unused", {}) is verdict
+    # Under another chunking, chunk ids name other passages: skipped with the reason, as chunk-level metrics are.
+    other = guard_movement(verdict, gate, lambda config: "unused", {"x": "not comparable across chunkings (...)"})
+    assert other["configs"][0]["metrics"] == [paired] and other["configs"][0]["passed"]
+    assert other["configs"][0]["skipped"] == [
+        {"metric": "topk_changed@2", "reason": "not comparable across chunkings (...)"}
+    ]
 
 
 def test_only_gate_metrics_may_name_a_movement_metric(tmp_path: Path):

@@ -38,7 +38,7 @@ from ragvet.gating.baselines import (
     missing_latency,
     rebaselined,
 )
-from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
+from ragvet.gating.compare import chunking_reason, gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
 from ragvet.gating.movement import guard_movement, movement_by_config, ranked_sides
 from ragvet.gating.retrieved import RUNS
@@ -82,6 +82,7 @@ def decide(
     split_record = read_split_record(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
+    chunkings = current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs)
     verdict = gate_all(
         gate,
         dict(baselines),
@@ -90,10 +91,15 @@ def decide(
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,
-        current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs),
+        chunkings,
     )
-    sides = functools.cache(lambda config: ranked_sides(config, baseline, against, runs))
-    verdict = guard_movement(verdict, gate, sides)
+    # chunk ids name other passages under another chunking: movement by id would mean nothing
+    other_chunking = {
+        config: chunking_reason((baselines[config][0] or {}).get("fingerprints"), {"chunking": chunkings[config]})
+        for config in configs
+    }
+    sides = functools.cache(lambda config: other_chunking[config] or ranked_sides(config, baseline, against, runs))
+    verdict = guard_movement(verdict, gate, sides, other_chunking)
     if depth is None:
         return verdict
     return {**verdict, "moved": movement_by_config(configs, sides, cases_dir, gate.slices, depth)}

@@ -11,7 +11,7 @@ between the two nearest cases, numpy's default); all None over no case.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +140,26 @@ def movement_entry(metric: str, moves: pl.DataFrame | str, max_drop: float) -> d
     return {**untested, **counts, "exceeds": share > max_drop, "failed": share > max_drop}
 
 
-def guard_movement(verdict: dict[str, Any], gate: Gate, sides_of: Callable[[str], Sides | str]) -> dict:
+def guard_movement(
+    verdict: dict[str, Any],
+    gate: Gate,
+    sides_of: Callable[[str], Sides | str],
+    other_chunking: Mapping[str, str | None],
+) -> dict:
     """``verdict`` with each gated configuration's guarded movement metrics
     (``gate.movement``) between its two rankings (``sides_of``, :func:`ranked_sides`)
-    added to its ``metrics``, and its pass decided again."""
+    added to its ``metrics``, and its pass decided again. Where the chunking is not the
+    baseline's (``other_chunking`` holds why), chunk ids name other passages, so they are
+    skipped with that reason, as the gate skips chunk-level metrics."""
     if not gate.movement:
         return verdict
     configs = []
     for result in verdict["configs"]:
+        reason = other_chunking.get(result["config"])
+        if reason:
+            skipped = [*result["skipped"], *({"metric": metric, "reason": reason} for metric in gate.movement)]
+            configs.append({**result, "skipped": skipped})
+            continue
         sides = sides_of(result["config"])
         entries = []
         for metric in gate.movement:

@@ -132,7 +132,6 @@ MOVEMENT: dict[str, Metric] = {
             "topk_changed",
             "share of all cases, labelled or not, whose set of top-k chunks differs from the top k of the "
             "ranking the baseline kept (the baseline's own share is 0)",
-            comparable_across_chunkings=True,
             higher_is_better=False,
             abstention=True,
         ),
