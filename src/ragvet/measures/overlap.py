@@ -168,8 +168,19 @@ def rbo_ext(baseline: np.ndarray, candidate: np.ndarray, p: float) -> np.ndarray
     return _rbo(overlap_by_depth(baseline, candidate), lengths(baseline), lengths(candidate), p)
 
 
+def _powers(p: float, width: int) -> np.ndarray:
+    """``p^0 .. p^width`` by repeated multiplication: IEEE products, the same bits on every
+    machine, where ``pow`` comes from the platform's maths library."""
+    powers = np.ones(width + 1)
+    for d in range(1, width + 1):
+        powers[d] = powers[d - 1] * p
+    return powers
+
+
 def _rbo(overlap: np.ndarray, len_b: np.ndarray, len_c: np.ndarray, p: float) -> np.ndarray:
-    """Eq. 32 from the overlaps by depth and the two lists' lengths."""
+    """Eq. 32 from the overlaps by depth and the two lists' lengths. The sums over depth
+    run one column at a time, in depth order: elementwise IEEE operations only, so no
+    reduction order, SIMD width or thread count can change a bit."""
     overlap = overlap.astype(np.float64)
     width = overlap.shape[1]
     short, long = np.minimum(len_b, len_c), np.maximum(len_b, len_c)
@@ -178,17 +189,16 @@ def _rbo(overlap: np.ndarray, len_b: np.ndarray, len_c: np.ndarray, p: float) ->
     if not scored.any():
         return result
     overlap, short, long = overlap[scored], short[scored], long[scored]
-    depth = np.arange(1, width + 1, dtype=np.float64)[None, :]
-    weight = np.power(p, depth)
+    powers = _powers(p, width)
     row = np.arange(len(short))
     x_short, x_long = overlap[row, short - 1], overlap[row, long - 1]
-    within = depth <= long[:, None]
-    agreement = np.where(within, overlap / depth * weight, 0.0).sum(axis=1)
-    beyond_short = within & (depth > short[:, None])
-    carried = (x_short[:, None] * (depth - short[:, None]) / (short[:, None] * depth)) * weight
-    carried = np.where(beyond_short, carried, 0.0).sum(axis=1)
-    tail = ((x_long - x_short) / long + x_short / short) * np.power(p, long.astype(np.float64))
-    result[scored] = np.clip((1.0 - p) / p * (agreement + carried) + tail, 0.0, 1.0)
+    total = np.zeros(len(short))
+    for d in range(1, width + 1):
+        within, beyond_short = d <= long, (d <= long) & (d > short)
+        total += np.where(within, overlap[:, d - 1] / d * powers[d], 0.0)
+        total += np.where(beyond_short, x_short * (d - short) / (short * d) * powers[d], 0.0)
+    tail = ((x_long - x_short) / long + x_short / short) * powers[long]
+    result[scored] = np.clip((1.0 - p) / p * total + tail, 0.0, 1.0)
     return result
 
 
