@@ -19,6 +19,8 @@ from ragvet.gating.movement import (
     movement_by_config,
     movement_entry,
     movement_summary,
+    movement_table,
+    per_case_moves,
     ranked_sides,
 )
 from ragvet.inputs.params import validate_params
@@ -97,7 +99,8 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         for case, value in (("q1", "one"), ("q2", "two"))
     ]
     results.write_results(cases / "x.parquet", results.results_frame(rows))
-    found = movement_by_config(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), cases, ["t"], 2)
+    moves = per_case_moves(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), 2)
+    found = movement_by_config(moves, cases, ["t"], 2)
     assert found["y"] == {
         "unavailable": f"the baseline keeps no ranking ({baseline_ranking_path(baseline, 'y').as_posix()}): "
         "accept it again with `ragvet baseline accept`"
@@ -109,6 +112,10 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         {"case_id": "q1", "overlap": 1.0, "rbo": pytest.approx(0.9, abs=1e-15)},
     ]
     assert found["x"]["slices"]["t"]["one"]["rbo"]["mean"] == pytest.approx(0.9, abs=1e-15)
+    table = movement_table(moves, 2)  # what the verdict stage writes for programs: y measured nothing
+    assert table.rows() == [("x", "q1", 1.0, 0, 0.9), ("x", "q2", 0.0, 1, 0.0)]
+    assert table.columns == ["config", "case_id", "overlap@2", "topk_changed@2", "rbo@2"]
+    assert movement_table({}, 2).columns == table.columns
 
 
 def test_a_guarded_share_fails_above_max_drop_and_exactly_it_passes():

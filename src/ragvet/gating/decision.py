@@ -40,7 +40,7 @@ from ragvet.gating.baselines import (
 )
 from ragvet.gating.compare import chunking_reason, gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.gating.movement import guard_movement, movement_by_config, ranked_sides
+from ragvet.gating.movement import guard_movement, movement_by_config, per_case_moves, ranked_sides
 from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
@@ -62,6 +62,7 @@ def decide(
     summaries_dir: Path | None = None,
     runs: Path = RUNS,
     depth: int | None = None,
+    moves: dict | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -73,7 +74,8 @@ def decide(
     Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
     and the baseline's rankings (:func:`ragvet.gating.movement.guard_movement`); with a
     ``depth`` (the largest k), the verdict also holds what moved at that depth, per slice
-    (``moved``: :func:`ragvet.gating.movement.movement_by_config`)."""
+    (``moved``: :func:`ragvet.gating.movement.movement_by_config`), and ``moves``, when
+    given, receives the per-case figures (:func:`ragvet.gating.movement.per_case_moves`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -102,7 +104,10 @@ def decide(
     verdict = guard_movement(verdict, gate, sides, other_chunking)
     if depth is None:
         return verdict
-    return {**verdict, "moved": movement_by_config(configs, sides, cases_dir, gate.slices, depth)}
+    measured = per_case_moves(configs, sides, depth)
+    if moves is not None:
+        moves.update(measured)
+    return {**verdict, "moved": movement_by_config(measured, cases_dir, gate.slices, depth)}
 
 
 def decide_gate(
@@ -115,6 +120,7 @@ def decide_gate(
     against: str | None,
     runs: Path = RUNS,
     depth: int | None = None,
+    moves: dict | None = None,
 ) -> dict:
     """The verdict as the gate decides it. First what would make it mean nothing is
     refused (exit 2): results the current params, inputs and code did not produce, a
@@ -125,7 +131,16 @@ def decide_gate(
     latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
     return decide(
-        gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir, runs=runs, depth=depth
+        gate,
+        cases_dir,
+        split,
+        baseline,
+        against,
+        latency,
+        summaries_dir=summaries_dir,
+        runs=runs,
+        depth=depth,
+        moves=moves,
     )
 
 

@@ -22,6 +22,7 @@ from ragvet.errors import InputError
 from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import moved
 from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
+from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, per_case_path, read_results
 from ragvet.storage.tables import run_path
 
@@ -72,25 +73,50 @@ def movement_summary(
     return summary
 
 
-def movement_by_config(
-    configs: Sequence[str], sides_of: Callable[[str], Sides | str], cases: Path, slices: Sequence[str], k: int
-) -> dict[str, dict[str, Any]]:
-    """:func:`movement_summary` of each configuration between its two rankings
-    (``sides_of``, :func:`ranked_sides`), sliced by the tags of its per-case table in
-    ``cases``, naming the :data:`ragvet.settings.MOST_MOVED` cases that moved most. A
-    configuration with no ranking to compare (a baseline accepted before rankings were
-    kept) says so in its entry (``unavailable``) with the fix, since nothing was measured."""
-    found: dict[str, dict[str, Any]] = {}
+def per_case_moves(
+    configs: Sequence[str], sides_of: Callable[[str], Sides | str], k: int
+) -> dict[str, pl.DataFrame | str]:
+    """Each configuration's :func:`ragvet.measures.overlap.moved` between its two rankings
+    (``sides_of``, :func:`ranked_sides`) at ``k``, or why there are not two."""
+    found: dict[str, pl.DataFrame | str] = {}
     for config in sorted(configs):
         sides = sides_of(config)
-        if isinstance(sides, str):
-            found[config] = {"unavailable": sides}
+        found[config] = sides if isinstance(sides, str) else moved(*sides, k, RBO_PERSISTENCE)
+    return found
+
+
+def movement_by_config(
+    moves: Mapping[str, pl.DataFrame | str], cases: Path, slices: Sequence[str], k: int
+) -> dict[str, dict[str, Any]]:
+    """:func:`movement_summary` of each configuration's :func:`per_case_moves`, sliced by
+    the tags of its per-case table in ``cases``, naming the
+    :data:`ragvet.settings.MOST_MOVED` cases that moved most. A configuration with no
+    ranking to compare (a baseline accepted before rankings were kept) says so in its
+    entry (``unavailable``) with the fix, since nothing was measured."""
+    found: dict[str, dict[str, Any]] = {}
+    for config, moved_here in moves.items():
+        if isinstance(moved_here, str):
+            found[config] = {"unavailable": moved_here}
             continue
         table = read_results(per_case_path(cases, config), columns=("tags",))
         tags = table.select("case_id", *(name for name in table.columns if name.startswith("tags.")))
-        moves = moved(*sides, k, RBO_PERSISTENCE)
-        found[config] = movement_summary(moves, tags, slices, k, RBO_PERSISTENCE, MOST_MOVED)
+        found[config] = movement_summary(moved_here, tags, slices, k, RBO_PERSISTENCE, MOST_MOVED)
     return found
+
+
+def movement_table(moves: Mapping[str, pl.DataFrame | str], k: int) -> pl.DataFrame:
+    """Every measured configuration's per-case figures in one table, ``config, case_id,
+    overlap@k, topk_changed@k, rbo@k``, by configuration and case, floats rounded as every
+    output ragvet writes: what a program reads of every case's movement."""
+    frames = [
+        frame.select(pl.lit(config).alias("config"), pl.all())
+        for config, frame in sorted(moves.items())
+        if not isinstance(frame, str)
+    ]
+    empty = {"config": pl.String, "case_id": pl.String, f"overlap@{k}": pl.Float64}
+    empty |= {f"topk_changed@{k}": pl.Int8, f"rbo@{k}": pl.Float64}
+    table = pl.concat(frames) if frames else pl.DataFrame(schema=empty)
+    return table.with_columns(pl.col(f"overlap@{k}", f"rbo@{k}").round(FLOAT_PLACES))
 
 
 def ranked_sides(
