@@ -79,8 +79,8 @@ def test_rbo_ext_empty_identical_and_disjoint():
     base, cand = matrix("", "a", "", "abcde", "abcde", "abcde"), matrix("", "", "a", "abcde", "abc", "fghij")
     found = rbo_ext(base, cand, 0.9)
     assert found.tolist()[:3] == [1.0, 0.0, 0.0]  # both empty: nothing moved; one empty: all moved
-    assert found[3] == pytest.approx(1.0, abs=1e-15)  # identical lists, at any depth
-    assert found[4] == pytest.approx(1.0, abs=1e-15)  # a prefix: agreement extrapolated from the shorter
+    assert found[3] == 1.0  # identical lists, at any depth: exactly, so "moved" never means a rounding
+    assert found[4] == 1.0  # a prefix: agreement extrapolated from the shorter list
     assert found[5] == 0.0
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         rbo_ext(base, cand, 1.0)

@@ -180,7 +180,9 @@ def _powers(p: float, width: int) -> np.ndarray:
 def _rbo(overlap: np.ndarray, len_b: np.ndarray, len_c: np.ndarray, p: float) -> np.ndarray:
     """Eq. 32 from the overlaps by depth and the two lists' lengths. The sums over depth
     run one column at a time, in depth order: elementwise IEEE operations only, so no
-    reduction order, SIMD width or thread count can change a bit."""
+    reduction order, SIMD width or thread count can change a bit. Where the shorter list
+    is a prefix of the other (identical lists included) the value is exactly 1.0, as the
+    formula gives it, rather than a sum rounded a bit below it."""
     overlap = overlap.astype(np.float64)
     width = overlap.shape[1]
     short, long = np.minimum(len_b, len_c), np.maximum(len_b, len_c)
@@ -198,7 +200,9 @@ def _rbo(overlap: np.ndarray, len_b: np.ndarray, len_c: np.ndarray, p: float) ->
         total += np.where(within, overlap[:, d - 1] / d * powers[d], 0.0)
         total += np.where(beyond_short, x_short * (d - short) / (short * d) * powers[d], 0.0)
     tail = ((x_long - x_short) / long + x_short / short) * powers[long]
-    result[scored] = np.clip((1.0 - p) / p * total + tail, 0.0, 1.0)
+    depth = np.arange(1, width + 1)[None, :]
+    prefix = np.all((overlap == depth) | (depth > short[:, None]), axis=1)
+    result[scored] = np.where(prefix, 1.0, np.clip((1.0 - p) / p * total + tail, 0.0, 1.0))
     return result
 
 
