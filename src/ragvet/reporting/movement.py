@@ -50,7 +50,8 @@ def movement_section(verdict: dict[str, Any]) -> list[str]:
     if not moved:
         return []
     body = [
-        "Each case's top k against the ranking the baseline kept, at the deepest k: overlap@k is "
+        "Each case's top k against the baseline's (the ranking `ragvet baseline accept` kept, or the compared "
+        "revision's run), at the deepest k: overlap@k is "
         "|baseline top k ∩ top k| / k (below 1 for a case that retrieved fewer than k chunks, changed or not) "
         "and RBO the extrapolated rank-biased overlap (docs/comparisons.md). No labels are needed, so every "
         "case counts.",
