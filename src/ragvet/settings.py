@@ -25,7 +25,7 @@ DEFAULT_CORRECTION = "holm"
 CHARS = "chars"  # the budget's default unit, and its tokenizer's name when it counts characters
 JUDGED_MAX_DROP = 0.10
 JUDGED_K = 10
-RBO_PERSISTENCE = 0.9  # rank-biased overlap's p: the first 10 ranks carry 86% of its weight
+RBO_PERSISTENCE = 0.9  # gate.rbo_p, rank-biased overlap's p: the first 10 ranks carry 86% of its weight
 MOST_MOVED = 10  # the cases the verdict and the report name as moved most
 # Guarded metrics measured on every case against the ranking the baseline kept, not by evaluate
 # (ragvet.measures.registry.MOVEMENT defines them): Gate.movement, apart from Gate.metrics.
@@ -61,6 +61,7 @@ class Gate:
     correction: str = DEFAULT_CORRECTION
     max_p95_rise: float | None = None
     movement: tuple[str, ...] = ()
+    rbo_p: float = RBO_PERSISTENCE
 
     @property
     def alpha(self) -> float:
@@ -91,6 +92,7 @@ class Gate:
             correction=str(gate.get("correction", DEFAULT_CORRECTION)),
             max_p95_rise=None if latency.get("max_p95_rise") is None else float(latency["max_p95_rise"]),
             movement=tuple(moving),
+            rbo_p=float(gate.get("rbo_p", RBO_PERSISTENCE)),
         )
 
 

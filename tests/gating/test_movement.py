@@ -99,8 +99,8 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         for case, value in (("q1", "one"), ("q2", "two"))
     ]
     results.write_results(cases / "x.parquet", results.results_frame(rows))
-    moves = per_case_moves(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), 2)
-    found = movement_by_config(moves, cases, ["t"], 2)
+    moves = per_case_moves(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), 2, 0.9)
+    found = movement_by_config(moves, cases, ["t"], 2, 0.9)
     assert found["y"] == {
         "unavailable": f"the baseline keeps no ranking ({baseline_ranking_path(baseline, 'y').as_posix()}): "
         "accept it again with `ragvet baseline accept`"
@@ -163,7 +163,13 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
 def test_only_gate_metrics_may_name_a_movement_metric(tmp_path: Path):
     params = yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text())
     params["gate"]["metrics"] = [*params["gate"]["metrics"], "topk_changed@5"]
+    params["gate"]["rbo_p"] = 0.5
     assert validate_params(params, "params.yaml") == []
+    assert gate_of({"rbo_p": 0.5}).rbo_p == 0.5 and gate_of({}).rbo_p == 0.9
+    params["gate"]["rbo_p"] = 1
+    (problem,) = validate_params(params, "params.yaml")
+    assert "gate.rbo_p" in problem.where
+    params["gate"]["rbo_p"] = 0.5
     params["gate"]["slice_metric"] = "topk_changed@5"
     (problem,) = validate_params(params, "params.yaml")
     assert "gate.slice_metric" in problem.where and "against the baseline's ranking" in problem.what

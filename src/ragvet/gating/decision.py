@@ -104,10 +104,10 @@ def decide(
     verdict = guard_movement(verdict, gate, sides, other_chunking)
     if depth is None:
         return verdict
-    measured = per_case_moves(configs, sides, depth)
+    measured = per_case_moves(configs, sides, depth, gate.rbo_p)
     if moves is not None:
         moves.update(measured)
-    return {**verdict, "moved": movement_by_config(measured, cases_dir, gate.slices, depth)}
+    return {**verdict, "moved": movement_by_config(measured, cases_dir, gate.slices, depth, gate.rbo_p)}
 
 
 def decide_gate(

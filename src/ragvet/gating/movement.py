@@ -21,7 +21,7 @@ import polars as pl
 from ragvet.errors import InputError
 from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import moved
-from ragvet.settings import MOST_MOVED, RBO_PERSISTENCE, Gate
+from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, per_case_path, read_results
 from ragvet.storage.tables import run_path
@@ -74,19 +74,20 @@ def movement_summary(
 
 
 def per_case_moves(
-    configs: Sequence[str], sides_of: Callable[[str], Sides | str], k: int
+    configs: Sequence[str], sides_of: Callable[[str], Sides | str], k: int, p: float
 ) -> dict[str, pl.DataFrame | str]:
     """Each configuration's :func:`ragvet.measures.overlap.moved` between its two rankings
-    (``sides_of``, :func:`ranked_sides`) at ``k``, or why there are not two."""
+    (``sides_of``, :func:`ranked_sides`) at ``k`` with RBO's persistence ``p``, or why there
+    are not two."""
     found: dict[str, pl.DataFrame | str] = {}
     for config in sorted(configs):
         sides = sides_of(config)
-        found[config] = sides if isinstance(sides, str) else moved(*sides, k, RBO_PERSISTENCE)
+        found[config] = sides if isinstance(sides, str) else moved(*sides, k, p)
     return found
 
 
 def movement_by_config(
-    moves: Mapping[str, pl.DataFrame | str], cases: Path, slices: Sequence[str], k: int
+    moves: Mapping[str, pl.DataFrame | str], cases: Path, slices: Sequence[str], k: int, p: float
 ) -> dict[str, dict[str, Any]]:
     """:func:`movement_summary` of each configuration's :func:`per_case_moves`, sliced by
     the tags of its per-case table in ``cases``, naming the
@@ -100,7 +101,7 @@ def movement_by_config(
             continue
         table = read_results(per_case_path(cases, config), columns=("tags",))
         tags = table.select("case_id", *(name for name in table.columns if name.startswith("tags.")))
-        found[config] = movement_summary(moved_here, tags, slices, k, RBO_PERSISTENCE, MOST_MOVED)
+        found[config] = movement_summary(moved_here, tags, slices, k, p, MOST_MOVED)
     return found
 
 
@@ -190,7 +191,7 @@ def guard_movement(
         entries = []
         for metric in gate.movement:
             k = int(metric.partition("@")[2])
-            moves = sides if isinstance(sides, str) else moved(*sides, k, RBO_PERSISTENCE)
+            moves = sides if isinstance(sides, str) else moved(*sides, k, gate.rbo_p)
             entries.append(movement_entry(metric, moves, gate.max_drop))
         passed = result["passed"] and not any(entry["failed"] for entry in entries)
         configs.append({**result, "metrics": [*result["metrics"], *entries], "passed": passed})
