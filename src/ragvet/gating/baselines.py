@@ -17,6 +17,7 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.measures.latency import accepted_latency
+from ragvet.measures.overlap import RANKING_COLUMNS
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
@@ -238,10 +239,10 @@ def ranking_of(run: Path, depth: int) -> pl.DataFrame:
     """The first ``depth`` ranks of every case of a retrieve stage's run, as
     ``case_id, rank, chunk_id`` sorted by case and rank: what a baseline keeps of a run
     to tell later how far a change moved each case's top k (:mod:`ragvet.measures.overlap`)."""
-    frame = pl.read_parquet(run, columns=["case_id", "rank", "chunk_id"])
+    frame = pl.read_parquet(run, columns=list(RANKING_COLUMNS))
     return (
         frame.cast({"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String})
-        .sort(["case_id", "rank", "chunk_id"])
+        .sort(list(RANKING_COLUMNS))
         .filter(pl.int_range(pl.len()).over("case_id") < depth)
     )
 

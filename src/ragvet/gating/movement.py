@@ -20,15 +20,14 @@ import polars as pl
 
 from ragvet.errors import InputError
 from ragvet.gating.baselines import baseline_ranking_path, files_at
-from ragvet.measures.overlap import moved
+from ragvet.measures.overlap import RANKING_COLUMNS, moved
 from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
 from ragvet.storage.results import column, per_case_path, read_results
 from ragvet.storage.tables import run_path
 
 PERCENTILES = (10, 50, 90)
-RANKING = ("case_id", "rank", "chunk_id")  # what movement reads of a run or a kept ranking
-Sides = tuple[pl.DataFrame, pl.DataFrame]  # the baseline's ranking and the current run, as RANKING frames
+Sides = tuple[pl.DataFrame, pl.DataFrame]  # the baseline's ranking and the current run (RANKING_COLUMNS)
 
 
 def distribution(values: np.ndarray) -> dict[str, float | None]:
@@ -134,7 +133,7 @@ def ranked_sides(
         path = baseline_ranking_path(baseline, config)
         if not path.is_file():
             return f"the baseline keeps no ranking ({path.as_posix()}): accept it again with `ragvet baseline accept`"
-        base = pl.read_parquet(path, columns=list(RANKING))
+        base = pl.read_parquet(path, columns=list(RANKING_COLUMNS))
     else:
         where = run.as_posix()
         try:
@@ -144,8 +143,8 @@ def ranked_sides(
             return f"{problem.where}: {problem.what} (fix: {problem.fix})"
         if found is None:
             return f"{against} has no {where}"
-        base = pl.read_parquet(io.BytesIO(found), columns=list(RANKING))
-    return base, pl.read_parquet(run, columns=list(RANKING))
+        base = pl.read_parquet(io.BytesIO(found), columns=list(RANKING_COLUMNS))
+    return base, pl.read_parquet(run, columns=list(RANKING_COLUMNS))
 
 
 def movement_entry(metric: str, moves: pl.DataFrame | str, max_drop: float) -> dict[str, Any]:

@@ -12,7 +12,7 @@ machine, and a query added to the log never changes the order of the others.
 
 Each drawn query becomes a case ready for annotation: its id, question and tags, and
 ``status: pending``, so that validate accepts the file and leaves the case out of the
-splits until an annotator adds its evidence and removes the status ([inputs.md]).
+splits until an annotator adds its evidence and removes the status (docs/inputs.md).
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ import polars as pl
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.imported import unique
 from ragvet.formats.logs import jsonl_rows, query_fields
-from ragvet.measures.overlap import moved
+from ragvet.measures.overlap import RANKING_COLUMNS, moved
 from ragvet.settings import RBO_PERSISTENCE
 
 NO_SLICE = "(none)"  # the slice of a query without the slice tag
-RANKING_COLUMNS = ("case_id", "rank", "chunk_id")
 
 
 @dataclass(frozen=True)

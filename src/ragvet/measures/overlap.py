@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 MISSING = -1  # a rank past the end of a case's list
+RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 
 
 def _checked(baseline: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,7 +225,7 @@ def paired_rankings(
     matrices = []
     for side in sides:
         placed = (
-            side.sort(["case_id", "rank", "chunk_id"])
+            side.sort(list(RANKING_COLUMNS))
             .with_columns(position=pl.int_range(pl.len()).over("case_id"))
             .filter(pl.col("position") < depth)
             .join(case_rows, on="case_id")
