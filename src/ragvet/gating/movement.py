@@ -119,9 +119,7 @@ def movement_table(moves: Mapping[str, pl.DataFrame | str], k: int) -> pl.DataFr
     return table.with_columns(pl.col(f"overlap@{k}", f"rbo@{k}").round(FLOAT_PLACES))
 
 
-def ranked_sides(
-    config: str, baseline: Path, against: str | None, runs: Path
-) -> tuple[pl.DataFrame, pl.DataFrame] | str:
+def ranked_sides(config: str, baseline: Path, against: str | None, runs: Path) -> Sides | str:
     """The two rankings movement is measured between, as ``case_id, rank, chunk_id``
     frames: the one the committed ``baseline`` folder kept (or, with ``against``, that
     revision's run of ``config``, from git or DVC), and the work tree's run in ``runs``;
