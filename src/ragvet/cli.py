@@ -89,6 +89,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "migrate_storage_command",
         "Move the per-case tables, the split's membership and the baseline's tables from git to DVC.",
     ),
+    "sample-for-labels": (
+        "ragvet.commands",
+        "sample_for_labels",
+        "Write a stratified sample of the moved, unlabelled queries as cases, ready for annotation.",
+    ),
     "metrics-doc": (
         "ragvet.commands",
         "metrics_doc_command",

@@ -14,9 +14,12 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
-from ragvet.gating.baselines import accept_baseline, current_table, experiment_results
+from ragvet.gating.baselines import accept_baseline, baseline_ranking_path, current_table, experiment_results
 from ragvet.gating.reproduction import render, verify_results
+from ragvet.gating.retrieved import RUNS
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
+from ragvet.inputs.cases import cases_target_problems, cases_text
+from ragvet.inputs.labelling import case_row, moved_queries, read_queries, read_ranking, stratified
 from ragvet.inputs.params import validate_params
 from ragvet.measures.registry import metric_problems
 from ragvet.pinning import installed_version
@@ -26,8 +29,10 @@ from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import summary_k
 from ragvet.retrieval.endpoints import clear_http_cache
 from ragvet.settings import Budget, Gate
+from ragvet.storage.atomic import write_text
 from ragvet.storage.files import read_params, write_json
 from ragvet.storage.placement import migrate_storage
+from ragvet.storage.tables import run_path
 from ragvet.upgrade import upgrade_project
 
 baseline_app = typer.Typer(no_args_is_help=True, help="Manage the committed baseline.")
@@ -41,6 +46,7 @@ def baseline_accept(
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, kept while gate.latency is on."
     ),
+    runs_dir: Path = typer.Option(Path("data/runs"), help="The retrieve stages' runs: their top k is kept."),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Make the current results of the gated configurations the new baseline.
@@ -50,13 +56,16 @@ def baseline_accept(
     per-case tables in DVC, the baseline's go there too (`dvc add`): commit
     metrics/baseline/cases.dvc and `dvc push`. With gate.latency.max_p95_rise
     set, it keeps their latency too (metrics/baseline/latency/), measured on
-    this machine: the gate compares p95 only on the same machine.
+    this machine: the gate compares p95 only on the same machine. It keeps each
+    one's top-k ranking (down to the largest k) beside the per-case tables, in
+    metrics/baseline/cases/rankings/: what moved is measured against it.
     """
     settings = read_params(params)
     raise_if(validate_params(settings, str(params)))
     gate = Gate.from_params(settings)
     timed = latency_dir if gate.max_p95_rise is not None else None  # the p95 check is on: keep it too
-    written = accept_baseline(metrics_dir, list(gate.configs), latency=timed)
+    ranked = (runs_dir, max(settings["ks"]))  # what the gated configurations' users saw, to measure movement
+    written = accept_baseline(metrics_dir, list(gate.configs), latency=timed, runs=ranked)
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -193,6 +202,62 @@ def migrate_storage_command(
     """
     for line in migrate_storage(project) or ["nothing to move: the tables already live in DVC"]:
         typer.echo(line)
+
+
+@user_errors
+def sample_for_labels(
+    config: str = typer.Option(..., help="The configuration whose change is sampled (a gated one)."),
+    queries: Path = typer.Option(..., help="The unlabelled log (`ragvet import log --out-unlabelled`), JSONL."),
+    slice_key: str = typer.Option(..., "--slice", help="The tag whose values are the strata, e.g. tenant."),
+    per_slice: int = typer.Option(20, help="Queries drawn from each slice value (all its moved ones when fewer)."),
+    seed: int = typer.Option(0, help="The draw's seed: the same seed and inputs give the same file."),
+    out: Path = typer.Option(..., help="Cases file to write (.yaml/.yml, or .jsonl)."),
+    candidate: Path | None = typer.Option(None, help="The candidate's run [default: data/runs/<config>.parquet]."),
+    baseline: Path | None = typer.Option(
+        None, help="The baseline's ranking [default: metrics/baseline/cases/rankings/<config>.parquet]."
+    ),
+    k: int | None = typer.Option(None, help="The depth users see [default: the largest of params' ks]."),
+    force: bool = typer.Option(False, help="Replace --out if it exists."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Write a stratified sample of the moved, unlabelled queries as cases, ready for annotation.
+
+    A query moved when the set of its top k chunks differs between the baseline's
+    ranking and the candidate's run. The moved queries are grouped by the value of
+    their --slice tag and up to --per-slice are drawn from each, in an order fixed by
+    --seed. Each becomes a case with `status: pending`: add its evidence, remove the
+    status, and add it to data/cases/ (docs/comparisons.md).
+    """
+    raise_if(_sample_problems(out, per_slice, force, k))
+    depth = k if k is not None else max(_params_ks(params))
+    candidate = candidate or run_path(RUNS, config)
+    baseline = baseline or baseline_ranking_path(Path("metrics/baseline"), config)
+    rows = read_queries(queries)
+    found = moved_queries(rows, read_ranking(baseline, "baseline ranking"), read_ranking(candidate, "run"), depth)
+    drawn = stratified(found, slice_key, per_slice, seed)
+    cases = [case_row(query) for slice_queries in drawn.values() for query in slice_queries]
+    write_text(out, cases_text(cases, out.suffix))
+    typer.echo(f"{len(found)} of {len(rows)} unlabelled queries moved (top {depth} changed)")
+    for value, slice_queries in drawn.items():
+        typer.echo(f"  {slice_key}={value}: {len(slice_queries)} drawn")
+    typer.echo(f"wrote {len(cases)} cases to {out}")
+
+
+def _sample_problems(out: Path, per_slice: int, force: bool, k: int | None) -> list[Problem]:
+    """Why sample-for-labels' options cannot be used, before anything is read."""
+    problems = cases_target_problems(out, force, "--out")
+    if per_slice < 1:
+        problems.append(Problem("--per-slice", f"must be at least 1, got {per_slice}", "draw at least one per slice"))
+    if k is not None and k < 1:
+        problems.append(Problem("--k", f"must be at least 1, got {k}", "give the depth users see, e.g. --k 5"))
+    return problems
+
+
+def _params_ks(params: Path) -> list[int]:
+    """The ks of a checked params.yaml."""
+    settings = read_params(params)
+    raise_if(validate_params(settings, str(params)))
+    return list(settings["ks"])
 
 
 def metrics_doc_command() -> None:

@@ -21,7 +21,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import typer
-import yaml
 
 from ragvet.errors import InputError, Problem, raise_if, user_errors
 from ragvet.formats.beir import import_beir
@@ -30,11 +29,11 @@ from ragvet.formats.imported import Imported
 from ragvet.formats.logs import LOG_SUFFIXES, LogImport
 from ragvet.formats.squad import import_squad
 from ragvet.formats.trec import import_trec
-from ragvet.inputs.cases import collect_cases
+from ragvet.inputs.cases import cases_target_problems, cases_text, collect_cases
 from ragvet.inputs.corpus import CORPUS_SUFFIXES, collect_corpus
 from ragvet.schema import SPLITS
 from ragvet.storage.atomic import UMASK, atomic_output, outputs_together, write_text
-from ragvet.storage.files import dumps_line, write_jsonl
+from ragvet.storage.files import write_jsonl
 from ragvet.storage.records import read_split_record
 from ragvet.storage.tables import iter_run_rows, read_cases, read_chunks, run_path
 
@@ -64,13 +63,6 @@ ABSTAIN = typer.Option(
 
 
 # --- import -------------------------------------------------------------------------
-
-
-def _cases_text(rows: list[dict], suffix: str) -> str:
-    if suffix == ".jsonl":
-        return "".join(dumps_line(row) + "\n" for row in rows)
-
-    return yaml.dump(rows, Dumper=yaml.SafeDumper, sort_keys=True, allow_unicode=True, width=1 << 30)
 
 
 def _relocate(problem: Problem, imported: Imported, temp_corpus: Path, temp_cases: Path, suffix: str) -> Problem:
@@ -161,14 +153,7 @@ def _corpus_folder_problems(out_corpus: Path, force: bool) -> list[Problem]:
 
 
 def _check_targets(out_corpus: Path, out_cases: Path, force: bool) -> None:
-    problems = []
-    if out_cases.suffix.lower() not in (".jsonl", ".yaml", ".yml"):
-        problems.append(Problem(str(out_cases), "the cases file must end in .jsonl, .yaml or .yml", "rename it"))
-    problems += _corpus_folder_problems(out_corpus, force)
-    if out_cases.is_dir() or any(parent.is_file() for parent in out_cases.parents):
-        problems.append(Problem(str(out_cases), "--out-cases is a folder or lies under a file", "give a file path"))
-    elif out_cases.exists() and not force:
-        problems.append(Problem(str(out_cases), "the cases file exists", "pass --force to replace it"))
+    problems = cases_target_problems(out_cases, force, "--out-cases") + _corpus_folder_problems(out_corpus, force)
     if out_cases.resolve().is_relative_to(out_corpus.resolve()):
         problems.append(
             Problem(str(out_cases), "the cases file is inside the corpus folder", "write it outside --out-corpus")
@@ -207,7 +192,7 @@ def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force:
     """
     _check_targets(out_corpus, out_cases, force)
     suffix = out_cases.suffix.lower()
-    cases_text = _cases_text(imported.cases, suffix)
+    text = cases_text(imported.cases, suffix)
     # The work folder sits in the nearest existing folder on the way to --out-corpus, so that
     # the final rename stays on one file system and a failed import creates no folder at all.
     base = next(parent for parent in out_corpus.absolute().parents if parent.is_dir())
@@ -216,7 +201,7 @@ def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force:
         temp_corpus, temp_cases = temp / "corpus", temp / f"cases{suffix}"
         temp_corpus.mkdir()
         write_jsonl(temp_corpus / "corpus.jsonl", imported.docs)
-        write_text(temp_cases, cases_text)
+        write_text(temp_cases, text)
         docs, problems = collect_corpus(temp_corpus)
         _, case_problems = collect_cases(temp_cases, {doc.doc_id: doc for doc in docs}, {})
         problems += case_problems
@@ -224,7 +209,7 @@ def write_imported(imported: Imported, out_corpus: Path, out_cases: Path, force:
             raise InputError(_relocate(p, imported, temp_corpus, temp_cases, suffix) for p in problems)
         temp_corpus.chmod(0o777 & ~UMASK)
         with outputs_together(out_cases):  # the cases file's rename waits for the corpus swap
-            write_text(out_cases, cases_text)
+            write_text(out_cases, text)
             _swap_in(temp_corpus, out_corpus.absolute(), temp / "replaced")
     finally:
         shutil.rmtree(temp, ignore_errors=True)

@@ -25,6 +25,11 @@ DEFAULT_CORRECTION = "holm"
 CHARS = "chars"  # the budget's default unit, and its tokenizer's name when it counts characters
 JUDGED_MAX_DROP = 0.10
 JUDGED_K = 10
+RBO_PERSISTENCE = 0.9  # gate.rbo_p, rank-biased overlap's p: the first 10 ranks carry 86% of its weight
+MOST_MOVED = 10  # the cases the verdict and the report name as moved most
+# Guarded metrics measured on every case against the ranking the baseline kept, not by evaluate
+# (ragvet.measures.registry.MOVEMENT defines them): Gate.movement, apart from Gate.metrics.
+MOVEMENT_METRICS = ("topk_changed",)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class Gate:
     slices: tuple[str, ...] = ()
     correction: str = DEFAULT_CORRECTION
     max_p95_rise: float | None = None
+    movement: tuple[str, ...] = ()
+    rbo_p: float = RBO_PERSISTENCE
 
     @property
     def alpha(self) -> float:
@@ -62,14 +69,17 @@ class Gate:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Gate:
-        """From checked params: their ``gate`` and ``slices`` sections."""
+        """From checked params: their ``gate`` and ``slices`` sections. ``gate.metrics`` is
+        split: the movement metrics (:data:`MOVEMENT_METRICS`) go to ``movement``, the
+        paired ones, compared case by case with the baseline's tables, stay in ``metrics``."""
         gate = params["gate"]
+        moving = [name for name in gate["metrics"] if name.partition("@")[0] in MOVEMENT_METRICS]
         boot = gate["bootstrap"]
         perm = gate.get("permutation") or boot
         latency = gate.get("latency") or {}
         return cls(
             configs=tuple(gate["configs"]),
-            metrics=tuple(gate["metrics"]),
+            metrics=tuple(name for name in gate["metrics"] if name not in moving),
             max_drop=gate["max_drop"],
             min_slice_cases=int(gate["min_slice_cases"]),
             slice_max_drop=gate["slice_max_drop"],
@@ -81,6 +91,8 @@ class Gate:
             slices=tuple(params.get("slices") or ()),
             correction=str(gate.get("correction", DEFAULT_CORRECTION)),
             max_p95_rise=None if latency.get("max_p95_rise") is None else float(latency["max_p95_rise"]),
+            movement=tuple(moving),
+            rbo_p=float(gate.get("rbo_p", RBO_PERSISTENCE)),
         )
 
 

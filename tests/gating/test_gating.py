@@ -435,6 +435,26 @@ def test_accept_baseline_missing_source_writes_nothing(tmp_path):
     assert not (metrics / "baseline").exists()
 
 
+def test_accept_baseline_keeps_each_runs_top_k_and_drops_ungated_ones(tmp_path):
+    metrics, runs = tmp_path / "metrics", tmp_path / "runs"
+    runs.mkdir()
+    for config in ("keep", "old"):
+        write_results(metrics, config)
+        rows = [("b", 2, "x#1"), ("a", 3, "x#9"), ("a", 1, "x#0"), ("a", 2, "x#2"), ("b", 1, "x#5")]
+        pl.DataFrame(rows, schema=["case_id", "rank", "chunk_id"], orient="row").write_parquet(
+            runs / f"{config}.parquet"
+        )
+    accept_baseline(metrics, ["keep", "old"], runs=(runs, 2))
+    written = accept_baseline(metrics, ["keep"], runs=(runs, 2))
+    ranking = metrics / "baseline" / "cases" / "rankings" / "keep.parquet"
+    assert ranking in written and not ranking.with_name("old.parquet").exists()
+    kept = pl.read_parquet(ranking)
+    assert kept.rows() == [("a", 1, "x#0"), ("a", 2, "x#2"), ("b", 1, "x#5"), ("b", 2, "x#1")]  # rank 3 cut
+    with pytest.raises(InputError) as err:
+        accept_baseline(metrics, ["keep", "new"], runs=(runs, 2))
+    assert "the run of gated configuration new is not in the work tree" in str(err.value)
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],

@@ -11,6 +11,7 @@ fails for want of space inside its temporary file, as a full disk would.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from repos import ROOT, copy_project, edit_params, sh, tool_env
@@ -175,19 +177,22 @@ def test_baseline_accept_out_of_space_never_leaves_a_new_summary_beside_old_rows
     ):
         (metrics / path).parent.mkdir(parents=True, exist_ok=True)
         (metrics / path).write_text(text)
+    (tmp_path / "runs").mkdir()
+    run = pl.DataFrame({"case_id": ["q1"], "rank": [1], "chunk_id": ["d#0"], "score": [1.0]})
+    run.write_parquet(tmp_path / "runs" / f"{GATED}.parquet")
     before = snapshot(metrics / "baseline")
     monkeypatch.setattr(baselines, "write_copy", out_of_space_at(baselines.write_copy, 2))  # summary first, then rows
-    accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--params", str(ROOT / "params.yaml")]
+    accept = ["baseline", "accept", "--metrics-dir", str(metrics), "--runs-dir", str(tmp_path / "runs")]
+    accept += ["--params", str(ROOT / "params.yaml")]
     result = CliRunner().invoke(app, accept)
     assert result.exit_code == 2, result.output
     assert f"cannot write {metrics}/baseline/cases/{GATED}.parquet: no space left on the device" in result.output
     assert snapshot(metrics / "baseline") == before
     monkeypatch.undo()
     assert CliRunner().invoke(app, accept).exit_code == 0
-    assert snapshot(metrics / "baseline") == {
-        f"{GATED}.json": b"new summary\n",
-        f"cases/{GATED}.parquet": b"new rows\n",
-    }
+    accepted = snapshot(metrics / "baseline")
+    assert pl.read_parquet(io.BytesIO(accepted.pop(f"cases/rankings/{GATED}.parquet"))).rows() == [("q1", 1, "d#0")]
+    assert accepted == {f"{GATED}.json": b"new summary\n", f"cases/{GATED}.parquet": b"new rows\n"}
 
 
 # --- defect 10: stray temporary files of a killed run --------------------------------------

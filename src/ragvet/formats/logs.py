@@ -130,7 +130,8 @@ def evidence_of(result: Result, chunking: str | None) -> dict[str, Any]:
 # --- reading rows ----------------------------------------------------------------------
 
 
-def _jsonl_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[str, Row]]:
+def jsonl_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[str, Row]]:
+    """``(file:line, object)`` for each non-blank line of a JSONL log; a bad line is a problem, not a row."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             where = f"{path}:{number}"
@@ -358,7 +359,7 @@ def _tags(where: str, row: Row) -> dict[str, str] | Problem:
     }
 
 
-def _query_fields(where: str, row: Row) -> tuple[str, str, dict[str, str]] | list[Problem]:
+def query_fields(where: str, row: Row) -> tuple[str, str, dict[str, str]] | list[Problem]:
     """A row's query id, question and tags, checked."""
     problems = []
     found = lone_surrogate(row)
@@ -433,9 +434,7 @@ class LogImport:
 
     def _rows(self) -> Iterator[tuple[str, Row]]:
         suffix = self.path.suffix.lower()
-        rows = (
-            _parquet_rows(self.path, self.problems) if suffix == ".parquet" else _jsonl_rows(self.path, self.problems)
-        )
+        rows = _parquet_rows(self.path, self.problems) if suffix == ".parquet" else jsonl_rows(self.path, self.problems)
         for where, row in rows:
             if len(self.problems) >= MAX_PROBLEMS:
                 self.problems.append(
@@ -453,7 +452,7 @@ class LogImport:
             row = _present(row)
             if self.layout is None:
                 self.layout = "query" if "results" in row else "passage"
-            fields = _query_fields(where, row)
+            fields = query_fields(where, row)
             if self.layout == "query":
                 query = self._query_row(where, row, fields)
                 if query is not None:

@@ -17,12 +17,14 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.measures.latency import accepted_latency
+from ragvet.measures.overlap import RANKING_COLUMNS
 from ragvet.schema import DEV, EVAL
-from ragvet.storage.atomic import outputs_together, remove_output, write_copy
+from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.records import listed_ids, object_problems
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
+from ragvet.storage.tables import run_path
 from ragvet.text.values import is_int, is_number, kind_of
 
 Summary = dict[str, Any]
@@ -222,6 +224,29 @@ def baseline_latency_dir(baseline: Path) -> Path:
     return baseline / "latency"
 
 
+def baseline_rankings_dir(baseline: Path) -> Path:
+    """The accepted top-k rankings: inside the per-case tables' folder, so that they are
+    kept where those are (git, or DVC with ``cases.dvc``) and move with them."""
+    return cases_dir(baseline) / "rankings"
+
+
+def baseline_ranking_path(baseline: Path, config: str) -> Path:
+    """A configuration's accepted top-k ranking (:func:`baseline_rankings_dir`)."""
+    return baseline_rankings_dir(baseline) / f"{config}{SUFFIX}"
+
+
+def ranking_of(run: Path, depth: int) -> pl.DataFrame:
+    """The first ``depth`` ranks of every case of a retrieve stage's run, as
+    ``case_id, rank, chunk_id`` sorted by case and rank: what a baseline keeps of a run
+    to tell later how far a change moved each case's top k (:mod:`ragvet.measures.overlap`)."""
+    frame = pl.read_parquet(run, columns=list(RANKING_COLUMNS))
+    return (
+        frame.cast({"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String})
+        .sort(list(RANKING_COLUMNS))
+        .filter(pl.int_range(pl.len()).over("case_id") < depth)
+    )
+
+
 def latency_pairs(
     limit: float | None, configs: list[str], baseline: Path, latency_dir: Path, against: str | None
 ) -> dict[str, tuple[dict | None, dict | None]] | None:
@@ -296,14 +321,20 @@ def _same_table(current: Path, accepted: Path) -> bool:
 
 
 def accept_baseline(
-    metrics_dir: Path, configs: list[str], project: Path = Path("."), latency: Path | None = None
+    metrics_dir: Path,
+    configs: list[str],
+    project: Path = Path("."),
+    latency: Path | None = None,
+    runs: tuple[Path, int] | None = None,
 ) -> list[Path]:
     """Copy the current results of the gated configs into ``metrics/baseline/``.
 
     With ``latency`` (the folder of the retrieve stages' records, given while the
     gate's p95 check is on), each one's latency record too,
     without its per-case timings (:func:`ragvet.measures.latency.accepted_latency`),
-    into ``metrics/baseline/latency/``; with it off, none is kept there.
+    into ``metrics/baseline/latency/``; with it off, none is kept there. With ``runs``
+    (the retrieve stages' folder and the depth, the largest k), each one's top-k ranking
+    (:func:`baseline_ranking_path`), against which a later run's movement is measured.
 
     Every source is checked before anything is written, so a missing result never
     leaves a half-updated baseline. Baseline files of configurations that are no
@@ -334,21 +365,32 @@ def accept_baseline(
         timed.append((src, latency_path(baseline_latency_dir(baseline_dir), config)))
         if not src.is_file():
             problems.append(Problem(str(src), f"latency of gated configuration {config} not found", "run dvc repro"))
+    ranked: list[tuple[Path, Path]] = []
+    for config in sorted(set(configs)) if runs is not None else []:
+        src = run_path(runs[0], config)
+        ranked.append((src, baseline_ranking_path(baseline_dir, config)))
+        if not src.is_file():
+            fix = f"run `dvc repro` (or `dvc checkout {src.as_posix()}` when the DVC cache has it)"
+            problems.append(Problem(str(src), f"the run of gated configuration {config} is not in the work tree", fix))
     if problems:
         raise InputError(problems)
     records = [(accepted_latency(read_json(src)), dst) for src, dst in timed]
+    rankings = [(ranking_of(src, runs[1]), dst) for src, dst in ranked] if runs is not None else []
     keep = set(configs)
-    written = [dst for _, dst in pairs] + [dst for _, dst in timed]
+    written = [dst for _, dst in pairs] + [dst for _, dst in timed] + [dst for _, dst in ranked]
     with outputs_together(*written):  # never a new summary beside an old per-case table
         for src, dst in pairs:
             write_copy(dst, src)
         for record, dst in records:
             write_json(dst, record)
+        for frame, dst in rankings:
+            write_parquet(dst, frame)
         kept_latency = keep if latency is not None else set()
         for stale in sorted(baseline_latency_dir(baseline_dir).glob("*.json")):
             if stale.stem not in kept_latency:
                 remove_output(stale)
-        for folder, suffix in ((baseline_dir, ".json"), (cases_dir(baseline_dir), SUFFIX)):
+        tables = (cases_dir(baseline_dir), baseline_rankings_dir(baseline_dir))
+        for folder, suffix in ((baseline_dir, ".json"), *((table, SUFFIX) for table in tables)):
             if folder.is_dir():
                 for stale in sorted(folder.glob(f"*{suffix}")):
                     if stale.is_file() and stale.name[: -len(suffix)] not in keep:

@@ -705,6 +705,8 @@ def family_text(family: dict | None) -> str:
 
 
 def _comparison_text(entry: dict, confidence: float) -> str:
+    if entry.get("unmeasured"):  # a guarded movement metric with no ranking to measure from
+        return f"not measured: {visible(entry['unmeasured'])}"
     return (
         f"{fmt(entry['baseline'])} -> {fmt(entry['current'])} (delta {fmt(entry['delta'], signed=True)}, "
         f"{confidence * 100:g}% CI [{fmt(entry['ci_low'], signed=True)}, {fmt(entry['ci_high'], signed=True)}]"

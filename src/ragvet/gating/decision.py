@@ -22,6 +22,7 @@ The verdict is written twice, at once:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,8 +38,10 @@ from ragvet.gating.baselines import (
     missing_latency,
     rebaselined,
 )
-from ragvet.gating.compare import gate_all, gate_metrics, split_fingerprints
+from ragvet.gating.compare import chunking_reason, gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
+from ragvet.gating.movement import guard_movement, movement_by_config, per_case_moves, ranked_sides
+from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
@@ -57,6 +60,9 @@ def decide(
     current: Mapping[str, Any] | None = None,
     baselines: Mapping[str, tuple] | None = None,
     summaries_dir: Path | None = None,
+    runs: Path = RUNS,
+    depth: int | None = None,
+    moves: dict | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -64,7 +70,12 @@ def decide(
     check off). A caller that has read the tables already passes them (``current``,
     ``baselines``: wider reads hold what the gate compares). The current chunking
     fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
-    that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``)."""
+    that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``).
+    Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
+    and the baseline's rankings (:func:`ragvet.gating.movement.guard_movement`); with a
+    ``depth`` (the largest k), the verdict also holds what moved at that depth, per slice
+    (``moved``: :func:`ragvet.gating.movement.movement_by_config`), and ``moves``, when
+    given, receives the per-case figures (:func:`ragvet.gating.movement.per_case_moves`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -73,7 +84,8 @@ def decide(
     split_record = read_split_record(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
-    return gate_all(
+    chunkings = current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs)
+    verdict = gate_all(
         gate,
         dict(baselines),
         dict(current),
@@ -81,8 +93,21 @@ def decide(
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,
-        current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs),
+        chunkings,
     )
+    # chunk ids name other passages under another chunking: movement by id would mean nothing
+    other_chunking = {
+        config: chunking_reason((baselines[config][0] or {}).get("fingerprints"), {"chunking": chunkings[config]})
+        for config in configs
+    }
+    sides = functools.cache(lambda config: other_chunking[config] or ranked_sides(config, baseline, against, runs))
+    verdict = guard_movement(verdict, gate, sides, other_chunking)
+    if depth is None:
+        return verdict
+    measured = per_case_moves(configs, sides, depth, gate.rbo_p)
+    if moves is not None:
+        moves.update(measured)
+    return {**verdict, "moved": movement_by_config(measured, cases_dir, gate.slices, depth, gate.rbo_p)}
 
 
 def decide_gate(
@@ -93,6 +118,9 @@ def decide_gate(
     summaries_dir: Path,
     latency_dir: Path,
     against: str | None,
+    runs: Path = RUNS,
+    depth: int | None = None,
+    moves: dict | None = None,
 ) -> dict:
     """The verdict as the gate decides it. First what would make it mean nothing is
     refused (exit 2): results the current params, inputs and code did not produce, a
@@ -102,7 +130,18 @@ def decide_gate(
     raise_if(stale_guards(gate, summaries_dir))
     latency = latency_pairs(gate.max_p95_rise, list(gate.configs), baseline, latency_dir, against)
     raise_if(missing_latency(latency or {}, latency_dir, baseline, against))
-    return decide(gate, cases_dir, split, baseline, against, latency, summaries_dir=summaries_dir)
+    return decide(
+        gate,
+        cases_dir,
+        split,
+        baseline,
+        against,
+        latency,
+        summaries_dir=summaries_dir,
+        runs=runs,
+        depth=depth,
+        moves=moves,
+    )
 
 
 def exact_text(verdict: dict) -> str:

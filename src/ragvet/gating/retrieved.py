@@ -4,7 +4,7 @@ candidate) or as a git revision has them (the baseline, through git or DVC).
 
 A run and its chunks are DVC outputs, kept in the DVC cache rather than in git. A
 revision whose run neither the cache nor the remote holds, or a baseline folder (it
-keeps per-case results, not runs), leaves that side unavailable with the reason why:
+keeps per-case results and top-k rankings, not chunks), leaves that side unavailable with the reason why:
 the explorer says so beside the other side, and the report is still written.
 """
 

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ragvet.errors import Problem, raise_if
 from ragvet.evidence import EvidenceResolver
 from ragvet.schema import Case, Claim, Doc, EvidenceUnit, matches_filter
@@ -41,6 +43,25 @@ CASE_KEYS = ("id", "question", "answerable", "evidence", "claims", "tags", "filt
 STATUSES = {"orphaned": "a label could not be placed in its edited document", "pending": "a label awaits review"}
 CLAIM_KEYS = ("text", "evidence")
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+
+
+def cases_text(rows: list[dict], suffix: str) -> str:
+    """Case rows as a cases file's text: JSONL for ``.jsonl``, else a YAML list."""
+    if suffix.lower() == ".jsonl":
+        return "".join(dumps_line(row) + "\n" for row in rows)
+    return yaml.dump(rows, Dumper=yaml.SafeDumper, sort_keys=True, allow_unicode=True, width=1 << 30)
+
+
+def cases_target_problems(path: Path, force: bool, option: str) -> list[Problem]:
+    """Why ``path`` (given as ``option``) cannot receive a new cases file."""
+    problems = []
+    if path.suffix.lower() not in CASE_SUFFIXES:
+        problems.append(Problem(str(path), "the cases file must end in .jsonl, .yaml or .yml", "rename it"))
+    if path.is_dir() or any(parent.is_file() for parent in path.parents):
+        problems.append(Problem(str(path), f"{option} is a folder or lies under a file", "give a file path"))
+    elif path.exists() and not force:
+        problems.append(Problem(str(path), "the cases file exists", "pass --force to replace it"))
+    return problems
 
 
 def cases_file(path: Path, problems: list[Problem]) -> Path | None:

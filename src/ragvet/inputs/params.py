@@ -42,7 +42,7 @@ GATE_KEYS = (
     "require_significance",
     "bootstrap",
 )
-GATE_OPTIONAL_KEYS = ("correction", "permutation", "latency")
+GATE_OPTIONAL_KEYS = ("correction", "permutation", "latency", "rbo_p")
 LATENCY_KEYS = ("max_p95_rise",)
 BOOTSTRAP_KEYS = ("resamples", "seed", "confidence")
 PERMUTATION_KEYS = ("resamples", "seed")
@@ -300,7 +300,7 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budge
             )
         else:
             where = f"{check.source}: gate.metrics"
-            check.problems.extend(metric_problems(metrics, ks, where, gated=True, budgets=budgets))
+            check.problems.extend(metric_problems(metrics, ks, where, gated=True, budgets=budgets, movement=True))
     if "slice_metric" in gate:
         if not isinstance(gate["slice_metric"], str):
             check.add(
@@ -344,6 +344,8 @@ def _check_gate(check: _ParamsChecker, params: dict, ks: list[int] | None, budge
                 )
     _check_significance(check, gate)
     _check_latency(check, gate)
+    if "rbo_p" in gate:  # RBO's persistence, for what moved against the baseline's ranking
+        check.number("gate.rbo_p", gate["rbo_p"], 0, 1, True, True, "set e.g. rbo_p: 0.9 (the first 10 ranks: 86%)")
 
 
 def _check_latency(check: _ParamsChecker, gate: dict) -> None:

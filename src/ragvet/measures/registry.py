@@ -122,6 +122,21 @@ METRICS: dict[str, Metric] = {
         ),
     )
 }
+# How far a gated configuration's top k moved from the ranking its baseline kept, on every case,
+# labelled or not (ragvet.measures.overlap): the verdict measures it, evaluate does not, and the
+# gate guards the share of cases that moved. Listed apart, since the engine computes METRICS.
+MOVEMENT: dict[str, Metric] = {
+    metric.name: metric
+    for metric in (
+        Metric(
+            "topk_changed",
+            "share of all cases, labelled or not, whose set of top-k chunks differs from the top k of the "
+            "ranking the baseline kept (the baseline's own share is 0)",
+            higher_is_better=False,
+            abstention=True,
+        ),
+    )
+}
 
 
 FOREIGN = "foreign"  # the ``passages`` value of per-case rows and summaries of a run of foreign passages
@@ -156,8 +171,8 @@ def reads_threshold(name: str) -> bool:
 
 
 def _lookup(base: str) -> Metric | ReviewMetric | None:
-    """A retrieval metric, or a human review figure (ragvet.measures.answers) by name."""
-    return METRICS.get(base) or REVIEW_METRICS.get(base)
+    """A retrieval metric, a human review figure (ragvet.measures.answers) or a movement metric by name."""
+    return METRICS.get(base) or REVIEW_METRICS.get(base) or MOVEMENT.get(base)
 
 
 def _spends(metric: Metric | ReviewMetric) -> bool:
@@ -166,7 +181,8 @@ def _spends(metric: Metric | ReviewMetric) -> bool:
 
 
 def _supported() -> str:
-    return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in [*METRICS.values(), *REVIEW_METRICS.values()])
+    every = [*METRICS.values(), *REVIEW_METRICS.values(), *MOVEMENT.values()]
+    return ", ".join(f"{m.name}@<k>" if m.at_k else m.name for m in every)
 
 
 def higher_is_better(name: str) -> bool:
@@ -184,6 +200,7 @@ def metric_problems(
     where: str = "params.yaml",
     gated: bool = False,
     budgets: Collection[int] = (),
+    movement: bool = False,
 ) -> list[Problem]:
     """Every problem with a list of metric names, for the validate stage to collect.
 
@@ -192,7 +209,8 @@ def metric_problems(
     metric must be a share, listed once: the gate fails on a move of ``max_drop``
     in its bad direction, which means nothing for a character count. Human review
     figures (:data:`ragvet.measures.answers.REVIEW_METRICS`) are names like any other.
-    A budget metric's cutoff must be one of ``budgets`` (``budget.values``).
+    A budget metric's cutoff must be one of ``budgets`` (``budget.values``). A movement
+    metric (:data:`MOVEMENT`) is a name only where ``movement`` allows it (``gate.metrics``).
     """
     problems: list[Problem] = []
     fix = f"use one of: {_supported()}"
@@ -204,6 +222,9 @@ def metric_problems(
             problems.append(Problem(where, f"metric {name!r} is listed twice", "list each guarded metric once"))
         if metric is None:
             problems.append(Problem(where, f"unknown metric {name!r}", fix))
+        elif base in MOVEMENT and not movement:
+            what = f"{name!r} is measured on every case against the baseline's ranking, not per configuration"
+            problems.append(Problem(where, what, "guard it in gate.metrics; use a retrieval metric here"))
         elif gated and not metric.share:
             problems.append(
                 Problem(where, f"{name!r} cannot be gated: more context is not a drop", "gate on a recall-like metric")

@@ -18,6 +18,7 @@ from ragvet.reporting.absolute import absolute_figures, stale_threshold_lines
 from ragvet.reporting.comparison_tables import budget_section, config_section, headline
 from ragvet.reporting.judged import judged_section
 from ragvet.reporting.markdown import md_details
+from ragvet.reporting.movement import movement_section
 from ragvet.reporting.side_by_side import side_by_side_section
 from ragvet.reporting.summaries import Summary
 from ragvet.reporting.verdict import verdict_headline, verdict_section
@@ -112,6 +113,7 @@ def _render(contents: Contents, against: str | None, marker: bool, cap: int | No
     for comp in gated:
         section = config_section(comp, case_info, confidence, cap, skipped.get(comp["config"], ()))
         lines += [f"## {md_code(comp['config'])} (gated)", ""] + section
+    lines += movement_section(verdict)
     lines += [DISCLAIMER, ""]
     lines += budget_section(comparisons)
     lines += judged_section(summaries, ks, contents.judged)

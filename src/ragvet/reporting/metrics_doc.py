@@ -7,7 +7,7 @@ the documentation cannot drift from what is computed.
 from __future__ import annotations
 
 from ragvet.measures.answers import REVIEW_METRICS
-from ragvet.measures.registry import METRICS
+from ragvet.measures.registry import METRICS, MOVEMENT
 from ragvet.reporting.markdown import md_table
 from ragvet.text.escaping import md_text
 
@@ -109,4 +109,16 @@ def metrics_doc() -> str:
         "",
     ]
     lines += md_table(["metric", "definition", "cases", "comparable across chunkings", "better"], review)
+    moving = [[f"`{m.key('k')}`", md_text(m.definition, limit=None)] for m in MOVEMENT.values()]
+    lines += [
+        "",
+        "## Movement from the baseline",
+        "",
+        "Measured by the verdict stage on every case, labelled or not, against the top-k ranking "
+        "`ragvet baseline accept` kept; the gate may guard it in `gate.metrics` (it fails on a share above "
+        "`max_drop`). Lower is better. See "
+        "[comparisons.md](comparisons.md#what-a-change-moves-on-traffic-nobody-labelled).",
+        "",
+    ]
+    lines += md_table(["metric", "definition"], moving)
     return "\n".join(lines) + "\n"

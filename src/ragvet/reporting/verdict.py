@@ -92,7 +92,9 @@ def verdict_section(verdict: dict, against: str | None) -> list[str]:
             what = f"slices of {md_code(skipped['metric'])}" if skipped.get("slices") else md_code(skipped["metric"])
             out.append(f"- {name}: {what} not compared: {md_prose(skipped['reason'])}.")
         for m in cfg["metrics"]:
-            if m["failed"]:
+            if m.get("unmeasured"):
+                out.append(f"- {name}: {md_code(m['metric'])} not measured: {md_prose(m['unmeasured'])}")
+            elif m["failed"]:
                 out.append(
                     f"- {name}: {md_code(m['metric'])} {fmt(m['baseline'])} → {fmt(m['current'])} "
                     f"({fmt(m['delta'], True)}, {confidence} CI {fmt_ci(m)}, corrected p {fmt_p(m['p_corrected'])}), "

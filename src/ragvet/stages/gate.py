@@ -51,8 +51,9 @@ def main(
         refuse_stale([verdict], "the gate")  # the verdict and everything it was decided from are current
         decided = read_verdict(verdict)
     else:
-        gate = Gate.from_params(stage_params(params, ["gate", "slices"]))
-        decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, against)
+        settings = stage_params(params, ["gate", "slices", "ks"])
+        gate, depth = Gate.from_params(settings), max(settings["ks"])  # depth: what moved, as the verdict stage
+        decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, against, depth=depth)
         if out is not None:
             write_verdict(decided, out)
     typer.echo(render_verdict(decided))

@@ -244,7 +244,8 @@ def main(
     else:
         p95_limit = gate.max_p95_rise if latency_dir is not None else None
         timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
-        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir)
+        depth = max(settings["ks"])  # what moved at the deepest k, as the verdict stage measures it
+        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir, depth=depth)
     comparisons = compare_configs(
         {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
     )

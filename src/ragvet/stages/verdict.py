@@ -16,8 +16,10 @@ import typer
 
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
+from ragvet.gating.movement import movement_table
 from ragvet.inputs.params import stage_params
 from ragvet.settings import Gate
+from ragvet.storage.atomic import outputs_together, write_parquet
 
 
 @user_errors
@@ -35,12 +37,25 @@ def main(
     latency_dir: Path = typer.Option(
         Path(".ragvet/latency"), help="The retrieve stages' latency records, for gate.latency."
     ),
+    runs: Path = typer.Option(
+        Path("data/runs"), help="The retrieve stages' runs: each gated one's movement from the baseline's ranking."
+    ),
+    movement: Path | None = typer.Option(
+        None, help="Parquet to write: every case's overlap@k, topk_changed@k and RBO at the largest k."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Decide the gate's verdict and write it.
 
     It exits 0 whether the verdict passed or failed: the gate stage exits by it."""
-    gate = Gate.from_params(stage_params(params, ["gate", "slices"]))
-    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None)
-    write_verdict(decided, out, verdict)
+    settings = stage_params(params, ["gate", "slices", "ks"])
+    gate = Gate.from_params(settings)
+    # what moved on every case, labelled or not, at the deepest k: the baseline keeps that many ranks
+    depth = max(settings["ks"])
+    moves: dict = {}
+    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs, depth, moves)
+    with outputs_together(movement):  # renamed only once the verdict's own block has renamed both of its files
+        if movement is not None:
+            write_parquet(movement, movement_table(moves, depth))
+        write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
