@@ -74,6 +74,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "upgrade",
         "Pin the installed ragvet and bring the project to it, then re-run what changed.",
     ),
+    "ann-recall": (
+        "ragvet.commands",
+        "ann_recall",
+        "Measure how much of the exact top k an approximate index returns, per case and on average.",
+    ),
     "verify": (
         "ragvet.commands",
         "verify",

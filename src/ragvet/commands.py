@@ -21,6 +21,7 @@ from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.cases import cases_target_problems, cases_text
 from ragvet.inputs.labelling import case_row, moved_queries, read_queries, read_ranking, stratified
 from ragvet.inputs.params import validate_params
+from ragvet.measures.ann_recall import ann_recall_by_case, mean_ann_recall
 from ragvet.measures.registry import metric_problems
 from ragvet.pinning import installed_version
 from ragvet.project import EXTRAS, create_project
@@ -241,6 +242,33 @@ def sample_for_labels(
     for value, slice_queries in drawn.items():
         typer.echo(f"  {slice_key}={value}: {len(slice_queries)} drawn")
     typer.echo(f"wrote {len(cases)} cases to {out}")
+
+
+@user_errors
+def ann_recall(
+    exact: Path = typer.Option(..., help="The exact search's run (`index: flat`): the ground truth."),
+    approximate: Path = typer.Option(..., help="The approximate index's run (HNSW, IVF) of the same cases."),
+    k: list[int] = typer.Option([], "--k", help="A depth to measure; repeat it [default: params' ks]."),
+    out: Path | None = typer.Option(None, help="Per-case JSON to write: {case_id: {ann_recall@k: value}}."),
+    params: Path = typer.Option(Path("params.yaml")),
+) -> None:
+    """Measure how much of the exact top k an approximate index returns, per case and on average.
+
+    Give two runs of one chunking and one model, e.g. two configurations whose retrievers
+    differ only in `index: flat` and `index: hnsw` (data/runs/<config>.parquet). Relevance
+    labels play no part: this measures the index, not the retriever (docs/retrievers.md).
+    """
+    if bad := [depth for depth in k if depth < 1]:
+        raise_if([Problem("--k", f"must be at least 1, got {bad[0]}", "give the depth users see, e.g. --k 10")])
+    ks = sorted(set(k)) if k else _params_ks(params)
+    exact_rows = read_ranking(exact, "exact run").to_dicts()
+    per_case = ann_recall_by_case(exact_rows, read_ranking(approximate, "approximate run").to_dicts(), ks)
+    if out is not None:
+        write_json(out, per_case)
+    for depth in ks:
+        mean, cases = mean_ann_recall(per_case, depth)
+        shown = f"{mean:.3f} over {cases} cases" if mean is not None else "not measured: no case has an exact top k"
+        typer.echo(f"ann_recall@{depth}: {shown}")
 
 
 def _sample_problems(out: Path, per_slice: int, force: bool, k: int | None) -> list[Problem]:

@@ -39,6 +39,13 @@ def ann_recall_by_case(
     }
 
 
+def mean_ann_recall(per_case: Mapping[str, Mapping[str, float | None]], k: int) -> tuple[float | None, int]:
+    """``(mean, cases)`` of ``ann_recall@k`` over the cases it measured (an exact run with
+    rows): Σ valueᵢ / n over those n cases; ``(None, 0)`` when there is none."""
+    values = [value for row in per_case.values() if (value := row[f"ann_recall@{k}"]) is not None]
+    return (sum(values) / len(values) if values else None), len(values)
+
+
 def _ranked_ids(rows: Sequence[RunRow]) -> Mapping[str, list[str]]:
     return {
         case_id: [row["chunk_id"] for row in sorted(group, key=lambda row: row["rank"])]
