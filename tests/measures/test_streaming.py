@@ -14,13 +14,17 @@ import polars as pl
 import pytest
 from builders import measuring
 
+import ragvet.storage.records as records
 import ragvet.storage.results as results
+from ragvet.errors import InputError
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.streaming import evaluated_batches
 from ragvet.measures.summary import Summaries, slice_table, summarise
 from ragvet.measures.tally import ExactSum, exact_total
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.columns import ChunkTable
+from ragvet.storage.files import write_json
+from ragvet.storage.records import split_membership
 from ragvet.storage.results import read_results, round_results, write_result_batches
 from ragvet.storage.tables import read_case_table, read_run_table, run_batches, write_case_table, write_run
 
@@ -100,7 +104,8 @@ def streamed(project, batch: int, tmp_path) -> tuple[str, str, pl.DataFrame]:
             yield frame
 
     out = tmp_path / f"cases-{batch}.parquet"
-    write_result_batches(out, tallying(evaluated_batches(pairs, chunks, split, texts, measuring(KS), tag_keys)))
+    frames = evaluated_batches(pairs, chunks, lambda ids: split, texts, measuring(KS), tag_keys)
+    write_result_batches(out, tallying(frames))
     figures = json.dumps([tallied.summary(), tallied.slice_table()], sort_keys=True)
     return hashlib.sha256(out.read_bytes()).hexdigest(), figures, read_results(out)
 
@@ -127,3 +132,30 @@ def test_a_table_of_one_row_group_is_written_as_a_whole_table_is(project, tmp_pa
     digest, _, table = streamed(project, 100, tmp_path)
     results.write_results(tmp_path / "whole.parquet", table)
     assert hashlib.sha256((tmp_path / "whole.parquet").read_bytes()).hexdigest() == digest
+
+
+def test_a_large_split_record_is_read_in_blocks_in_id_order(tmp_path, monkeypatch):
+    """Past LARGE_SPLIT bytes the record is scanned a block at a time (blocks of 50 bytes
+    cut entries), giving what the whole record gives; a case the record lacks is a
+    problem at the file."""
+    ids = ["a", 'b"q', "c\\d", "caf\u00e9", "zz"]
+    record = {
+        "cases": {
+            case_id: {"fingerprint": f"f{n}", "split": "eval" if n % 2 else "dev"} for n, case_id in enumerate(ids)
+        },
+        "fingerprints": {"corpus": "c", "dev_split": "d", "eval_split": "e"},
+    }
+    write_json(tmp_path / "split.json", record)
+    whole, lookup = split_membership(tmp_path / "split.json")
+    monkeypatch.setattr(records, "LARGE_SPLIT", 0)
+    fingerprints, scan = split_membership(tmp_path / "split.json")
+    assert isinstance(scan, records._SplitScan)
+    monkeypatch.setattr(records, "_BLOCK", 50)
+    assert fingerprints == whole == record["fingerprints"]
+    assert (
+        {**scan(ids[:2]), **scan(ids[2:3]), **scan(ids[3:])}
+        == lookup(ids)
+        == {case_id: entry["split"] for case_id, entry in record["cases"].items()}
+    )
+    with pytest.raises(InputError, match="case b has no split entry"):
+        records._SplitScan(tmp_path / "split.json", "fix")(["a", "b"])

@@ -32,7 +32,7 @@ Producer = Callable[[CaseTable, RunTable], Sequence[pl.Series]]
 def evaluated_batches(
     batches: Iterable[tuple[CaseTable, RunTable]],
     chunks: ChunkTable,
-    split: Mapping[str, str],
+    split_of: Callable[[Sequence[str]], Mapping[str, str]],
     texts: Mapping[str, str],
     measuring: Measuring,
     tag_keys: Sequence[str],
@@ -40,12 +40,14 @@ def evaluated_batches(
     producers: Sequence[Producer] = (),
 ) -> Iterator[pl.DataFrame]:
     """The per-case table's rows, one rounded frame per batch of ``batches`` (cases in
-    case_id order with their run rows), every frame with the same columns:
+    case_id order with their run rows), each case in the split ``split_of`` gives for
+    the batch's case ids (asked in order, as a split record read in blocks needs),
+    every frame with the same columns:
     ``tag_keys`` are every tag key of all the cases, null where a batch has none.
     The engine's columns come first, then each producer's."""
     tags = [column("tags", key) for key in tag_keys]
     for cases, run in batches:
-        frame = evaluate_table(cases, chunks, run, split, texts, measuring, chunk_level)
+        frame = evaluate_table(cases, chunks, run, split_of(cases.case_ids), texts, measuring, chunk_level)
         extra = [series for producer in producers for series in producer(cases, run)]
         missing = [pl.lit(None, dtype=pl.String).alias(name) for name in tags if name not in frame.columns]
         yield round_results(frame.with_columns(*extra, *missing))

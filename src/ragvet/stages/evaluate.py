@@ -23,7 +23,7 @@ from ragvet.schema import chunking_fingerprint
 from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
-from ragvet.storage.records import read_split_record
+from ragvet.storage.records import split_membership
 from ragvet.storage.results import result_rows, results_frame, round_results, write_result_batches
 from ragvet.storage.tables import (
     foreign_passage_ids,
@@ -85,25 +85,25 @@ def main(
     headline_out = fill_path(headline_out, key=config) if headline_out is not None else None
     passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
     all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
-    frozen = read_split_record(split)
+    frozen, split_of = split_membership(split)  # its fingerprints, and each case's split
     retriever = settings["retrievers"][spec["retriever"]]
-    tuned, stale = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
+    tuned, stale = current_thresholds(thresholds, settings, frozen["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
-    membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
     texts = {doc.doc_id: doc.text for doc in read_docs(corpus)}
     chunking = chunking_fingerprint(all_chunks.chunk_ids, all_chunks.doc_ids, all_chunks.starts, all_chunks.ends)
-    fingerprints = {**frozen["fingerprints"], "chunking": chunking}  # the gate compares chunk-level metrics by it
+    fingerprints = {**frozen, "chunking": chunking}  # the gate compares chunk-level metrics by it
     batched = None  # recorded answers are joined to the whole table
     if not answers_file(answers, config).is_file():
         batched = run_batches(run, cases, all_chunks.chunk_ids, batch_cases)
     recorded = reviewed = None
     if batched is not None:  # a numbered Parquet run and case table: scored a batch of cases at a time
         tag_keys, pairs = batched
-        frames = evaluated_batches(pairs, all_chunks, membership, texts, measuring, tag_keys, passages is None)
+        frames = evaluated_batches(pairs, all_chunks, split_of, texts, measuring, tag_keys, passages is None)
     else:
         all_cases = read_case_table(cases)
         ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
         recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
+        membership = split_of(all_cases.case_ids)
         table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, passages is None)
         if recorded is not None:
             reviewed = add_reviews(
