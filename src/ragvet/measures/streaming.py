@@ -22,7 +22,7 @@ from ragvet.settings import Measuring
 from ragvet.storage.columns import CaseTable, ChunkTable, RunTable
 from ragvet.storage.results import column, round_results
 
-BATCH_CASES = 50_000  # cases scored at once: about 200 MB of engine arrays at depth 100
+BATCH_CASES = 10_000  # cases scored at once: about 250 MB of engine arrays at depth 100
 
 # A per-batch column producer: the batch's cases and run rows to more columns of its
 # rows (in the batch's case order), e.g. a comparison with another configuration's run.

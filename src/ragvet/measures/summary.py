@@ -179,8 +179,8 @@ def slice_table(
 
 def dev_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """The dev split's ``answerable`` and ``top1_score``, one row per case: what
-    :func:`ragvet.measures.abstention.sweep` reads (as dicts), without the rest of each row."""
-    return frame.filter(pl.col("split") == DEV).select("case_id", "answerable", "top1_score")
+    :func:`ragvet.measures.abstention.sweep` reads, without the rest of each row."""
+    return frame.filter(pl.col("split") == DEV).select("answerable", "top1_score")
 
 
 def config_summary(

@@ -5,6 +5,7 @@ figures DVC's own views show (``--headline``); and the dev-split abstention swee
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import typer
 
 from ragvet.errors import user_errors
 from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
-from ragvet.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
+from ragvet.measures.abstention import current_thresholds, stale_mark, sweep_counted, threshold_for
 from ragvet.measures.answers import add_reviews, answers_file, config_answers
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.streaming import BATCH_CASES, evaluated_batches
@@ -35,12 +36,13 @@ from ragvet.storage.tables import (
 )
 
 
-def tallying(frames: Iterable[pl.DataFrame], tallied: Summaries, dev: list[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """``frames`` as they pass on to the writer, each added to the summaries and its
-    dev rows kept for the abstention sweep."""
+def tallying(frames: Iterable[pl.DataFrame], tallied: Summaries, dev: Counter) -> Iterator[pl.DataFrame]:
+    """``frames`` as they pass on to the writer, each added to the summaries, and its dev
+    cases counted by ``(answerable, top1_score)`` for the abstention sweep."""
     for frame in frames:
         tallied.add(frame)
-        dev.append(dev_rows(frame))
+        for answerable, score, count in dev_rows(frame).group_by("answerable", "top1_score").len().iter_rows():
+            dev[bool(answerable), score] += count
         yield frame
 
 
@@ -114,7 +116,7 @@ def main(
         reviewed = table if recorded is not None else None
         frames = [table]
     tallied = Summaries(settings["ks"], abstain_below, measuring.budget.values, settings["slices"])
-    dev: list[pl.DataFrame] = []
+    dev: Counter = Counter()
     with outputs_together(per_case, slices, metrics, sweep_out, headline_out):  # never a summary beside old rows
         write_result_batches(per_case, tallying(frames, tallied, dev))
         summary = config_summary(
@@ -134,7 +136,7 @@ def main(
         if headline_out is not None:
             write_json(headline_out, headline(summary, settings["gate"]["metrics"]))
         if sweep_out is not None:
-            write_json(sweep_out, sweep(pl.concat(dev).to_dicts()))
+            write_json(sweep_out, sweep_counted(dev))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
     typer.echo(f"{config}: evaluated {tallied.rows()} cases{note}")
     if config in stale:
