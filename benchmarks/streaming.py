@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -70,7 +69,10 @@ def digest(ids) -> str:
 
 
 def write_static(workdir: Path) -> None:
-    """Corpus, chunks, params and thresholds: the same at every size."""
+    """Corpus, chunks and params: the same at every size (corpus and chunks written once)."""
+    write_params(workdir)
+    if (workdir / "chunks.jsonl").exists():
+        return
     rng = np.random.default_rng(SEED)
     letters = np.frombuffer(b"abcdefgh ", np.uint8)
     length = (CHUNKS_PER_DOC - 1) * STEP + WIDTH
@@ -82,6 +84,9 @@ def write_static(workdir: Path) -> None:
                 start, end = o * STEP, o * STEP + WIDTH
                 row = {"chunk_id": f"d{d:05d}#{o}", "doc_id": f"d{d:05d}", "ordinal": o, "start": start, "end": end}
                 chunks.write(json.dumps({**row, "metadata": {}, "text": text[start:end]}) + "\n")
+
+
+def write_params(workdir: Path) -> None:
     params = {
         "configs": {"bench": {"chunking": "fixed", "retriever": "bm25"}},
         "chunking": {"fixed": {"strategy": "fixed", "unit": "chars", "window": WIDTH, "overlap": WIDTH - STEP}},
@@ -255,9 +260,9 @@ folder, ks = sys.argv[1], json.loads(sys.argv[2])
 q = pl.scan_parquet(f"{folder}/qrels.parquet")
 n = q.group_by("case").agg(pl.len().alias("relevant"))
 r = pl.scan_parquet(f"{folder}/run.parquet").select("case", "chunk", "rank").join(q, on=["case", "chunk"])
+hits = [(pl.col("rank") <= k).sum().alias(f"h{k}") for k in ks]
 per = n.join(
-    r.group_by("case").agg(*[(pl.col("rank") <= k).sum().alias(f"h{k}") for k in ks], pl.col("rank").min().alias("first")),
-    on="case", how="left",
+    r.group_by("case").agg(*hits, pl.col("rank").min().alias("first")), on="case", how="left"
 ).select(
     *[(pl.col(f"h{k}").fill_null(0) / pl.col("relevant")).alias(f"recall@{k}") for k in ks],
     (1.0 / pl.col("first")).fill_null(0.0).alias("mrr"),
@@ -352,17 +357,19 @@ def main() -> None:
     parser.add_argument("--pytrec-max", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--batch", type=int, default=None, help="ragvet's --batch-cases (its default when absent)")
+    parser.add_argument("--generate-only", action="store_true", help="write the data of --sizes and stop")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    if not (workdir / "chunks.jsonl").exists():
-        write_static(workdir)
+    write_static(workdir)
     for size in args.sizes:
         folder = workdir / f"{size}x{args.depth}"
         if not (folder / "done").exists():
             start = time.perf_counter()
             generate(folder, size, args.depth, size <= args.pytrec_max)
             print(f"generated {size:,} cases x {args.depth} in {time.perf_counter() - start:.0f} s", flush=True)
+    if args.generate_only:
+        return
     idle = timed([sys.executable, "-c", "import ragvet.stages.evaluate"], workdir)["rss_mb"]
     print(f"interpreter with the evaluate stage's imports: {idle:.0f} MB; python {sys.version.split()[0]}", flush=True)
     results: dict[tuple[int, str], list[dict]] = {}
@@ -390,9 +397,8 @@ def main() -> None:
             best = min(results[size, tool], key=lambda m: m["seconds"])
             ratio = "" if tool == "ragvet" else f"{base / best['seconds']:.2f}"
             diff = f"{best['diff']:.1e}" if "diff" in best else ""
-            print(
-                f"| {size:,} x {args.depth} | {tool} | {best['seconds']:.1f} | {best['rss_mb']:.0f} | {ratio} | {diff} |"
-            )
+            figures = f"{best['seconds']:.1f} | {best['rss_mb']:.0f} | {ratio} | {diff}"
+            print(f"| {size:,} x {args.depth} | {tool} | {figures} |")
 
 
 if __name__ == "__main__":
