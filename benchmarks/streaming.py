@@ -94,6 +94,16 @@ def write_params(workdir: Path) -> None:
         "ks": KS,
         "evidence": {"span_coverage": 1.0},
         "slices": ["tenant"],
+        "gate": {
+            "configs": ["bench"],
+            "metrics": ["recall@10", "evidence_recall@10", "mrr"],
+            "max_drop": 0.02,
+            "min_slice_cases": 8,
+            "slice_max_drop": 0.1,
+            "slice_metric": "evidence_recall@10",
+            "require_significance": False,
+            "bootstrap": {"resamples": 1000, "seed": 1, "confidence": 0.95},
+        },
     }
     (workdir / "params.yaml").write_text(json.dumps(params))
     (workdir / "answers").mkdir(exist_ok=True)
@@ -325,6 +335,54 @@ def ragvet_command(folder: Path, batch: int | None) -> list[str]:
     ]  # fmt: skip
 
 
+def moved_baseline(folder: Path) -> None:
+    """The baseline the verdict and report compare with (untimed): ``ragvet baseline accept``
+    of the evaluate stage's results, then every 10th case's float metrics halved, so that a
+    tenth of the cases moved and every paired bootstrap runs. Also the validated cases as
+    JSONL, which the report reads for the questions, written from the case table."""
+    import polars as pl
+
+    from ragvet.gating.baselines import accept_baseline
+    from ragvet.storage.results import write_result_batches
+
+    out = folder / "out"
+    accept_baseline(out, ["bench"])
+    table = out / "baseline" / "cases" / "bench.parquet"
+    moved = table.with_suffix(".moved")
+
+    def halved():
+        for frame in pl.scan_parquet(table).with_row_index("row").collect_batches(chunk_size=CASE_GROUP):
+            floats = [n for n, t in frame.schema.items() if n.startswith("metrics.") and t.is_float()]
+            half = [
+                pl.when(pl.col("row") % 10 == 0).then(pl.col(n) * 0.5).otherwise(pl.col(n)).alias(n) for n in floats
+            ]
+            yield frame.with_columns(half).drop("row")
+
+    write_result_batches(moved, halved())
+    moved.replace(table)
+    with open(folder / "cases.jsonl", "w") as handle:
+        for frame in pl.scan_parquet(folder / "cases.parquet").collect_batches(chunk_size=CASE_GROUP):
+            for row in frame.iter_rows(named=True):
+                evidence = [unit["targets"][0] for unit in row["units"]]
+                case = {"id": row["id"], "question": f"question {row['id']}", "answerable": row["answerable"]}
+                case |= {"evidence": evidence, "claims": [], "tags": json.loads(row["tags"]), "filter": {}}
+                handle.write(json.dumps(case, sort_keys=True) + "\n")
+
+
+def gate_commands(folder: Path) -> dict[str, list[str]]:
+    """The verdict and report stages as dvc.yaml runs them, against the moved baseline."""
+    out = folder / "out"
+    verdict = [sys.executable, "-m", "ragvet.cli", "verdict", "--cases-dir", f"{out}/cases",
+               "--split", f"{folder}/split.json", "--baseline", f"{out}/baseline", "--out", f"{out}/gate.json",
+               "--verdict", f"{out}/verdict.json", "--summaries-dir", str(out)]  # fmt: skip
+    report = [sys.executable, "-m", "ragvet.cli", "report", "--cases-dir", f"{out}/cases",
+              "--summaries-dir", str(out), "--slices-dir", f"{out}/slices", "--split", f"{folder}/split.json",
+              "--baseline", f"{out}/baseline", "--verdict", f"{out}/verdict.json",
+              "--cases", f"{folder}/cases.jsonl", "--corpus", "corpus.jsonl", "--out", f"{out}/report.md",
+              "--plots", f"{out}/plots"]  # fmt: skip
+    return {"verdict": verdict, "report": report}
+
+
 def peer_command(script: str, folder: Path) -> list[str]:
     return [sys.executable, "-c", script, str(folder), json.dumps(KS)]
 
@@ -358,6 +416,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--batch", type=int, default=None, help="ragvet's --batch-cases (its default when absent)")
     parser.add_argument("--generate-only", action="store_true", help="write the data of --sizes and stop")
+    parser.add_argument("--gate-sizes", type=int, nargs="*", default=[], help="sizes to run verdict and report at")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -387,15 +446,24 @@ def main() -> None:
                     measured["diff"] = check(ragvet_means(folder), json.loads(measured["out"]), tool)
                 results.setdefault((size, tool), []).append(measured)
                 print(f"{size:>11,} {tool:<12} {measured['seconds']:8.1f} s {measured['rss_mb']:7.0f} MB", flush=True)
+            if size in args.gate_sizes:  # after ragvet's evaluate: its results against a moved baseline
+                if round_ == 0:
+                    moved_baseline(folder)
+                for stage, command in gate_commands(folder).items():
+                    measured = timed(command, workdir)
+                    results.setdefault((size, stage), []).append(measured)
+                    print(
+                        f"{size:>11,} {stage:<12} {measured['seconds']:8.1f} s {measured['rss_mb']:7.0f} MB", flush=True
+                    )
     print("\n| cases x depth | tool | seconds | peak RSS MB | ragvet / tool (time) | max diff of means |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for size in args.sizes:
         base = min(m["seconds"] for m in results[size, "ragvet"])
-        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval"):
+        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval", "verdict", "report"):
             if (size, tool) not in results:
                 continue
             best = min(results[size, tool], key=lambda m: m["seconds"])
-            ratio = "" if tool == "ragvet" else f"{base / best['seconds']:.2f}"
+            ratio = "" if tool in ("ragvet", "verdict", "report") else f"{base / best['seconds']:.2f}"
             diff = f"{best['diff']:.1e}" if "diff" in best else ""
             figures = f"{best['seconds']:.1f} | {best['rss_mb']:.0f} | {ratio} | {diff}"
             print(f"| {size:,} x {args.depth} | {tool} | {figures} |")

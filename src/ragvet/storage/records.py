@@ -66,7 +66,7 @@ def read_split_record(path: Path) -> dict:
     return record
 
 
-LARGE_SPLIT = 1 << 26  # bytes: a split record past this is read a block at a time (:func:`split_membership`)
+LARGE_SPLIT = 1 << 24  # bytes (about 180,000 cases): a larger split record is read a block at a time
 _BLOCK = 1 << 22
 # One case's entry as the split stage writes it (sorted keys, indented): its id and split.
 _ENTRY = re.compile(rb'"((?:[^"\\\n]|\\.)*)": \{\s*"fingerprint": "[^"\n]*",\s*"split": "(dev|eval)"\s*\}')
