@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import stages  # the sibling benchmark: its launcher reads a fresh process's own peak RSS
 
 CHUNKS_PER_DOC, N_DOCS, STEP, WIDTH = 32, 2048, 400, 500
 N_CHUNKS = CHUNKS_PER_DOC * N_DOCS  # 2**16: an odd stride walks distinct chunks
@@ -297,23 +298,10 @@ print(json.dumps({**means, "cases": len(cases)}))
 """
 
 
-# Runs the command and reports its wall time, exit code and peak RSS (from wait4) on its last
-# stderr line. Through this small process, because Linux carries the peak RSS of the process
-# that forks over exec into the child's ru_maxrss (this script holds the generated data).
-LAUNCHER = """
-import json, os, subprocess, sys, time
-start = time.perf_counter()
-child = subprocess.Popen(sys.argv[1:])
-_, status, usage = os.wait4(child.pid, 0)
-seconds = time.perf_counter() - start
-print(json.dumps([seconds, os.waitstatus_to_exitcode(status), usage.ru_maxrss]), file=sys.stderr)
-"""
-
-
 def timed(command: list[str], cwd: Path) -> dict:
-    """Wall seconds, peak RSS (the child's own) and stdout of one fresh process."""
+    """Wall seconds, peak RSS (the child's own, through stages.py's launcher) and stdout of one fresh process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        subprocess.run([sys.executable, "-c", LAUNCHER, *command], cwd=cwd, stdout=out, stderr=err, check=False)
+        subprocess.run([sys.executable, "-c", stages.LAUNCHER, *command], cwd=cwd, stdout=out, stderr=err, check=False)
         out.seek(0), err.seek(0)
         text, problems = out.read().decode(), err.read().decode()
     *lines, last = problems.splitlines() or [""]
