@@ -97,7 +97,7 @@ def main(
     batched = None  # recorded answers are joined to the whole table
     if not answers_file(answers, config).is_file():
         batched = run_batches(run, cases, all_chunks.chunk_ids, batch_cases)
-    recorded = reviewed = None
+    recorded = reviewed = None  # reviewed: the whole table, when it carries recorded answers
     if batched is not None:  # a numbered Parquet run and case table: scored a batch of cases at a time
         tag_keys, pairs = batched
         frames = evaluated_batches(pairs, all_chunks, split_of, texts, measuring, tag_keys, passages is None)
@@ -108,10 +108,8 @@ def main(
         membership = split_of(all_cases.case_ids)
         table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, passages is None)
         if recorded is not None:
-            reviewed = add_reviews(
-                result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"]
-            )
-            table = results_frame(reviewed)
+            by_case = ranked.by_case(recorded, all_chunks.chunk_ids)
+            table = results_frame(add_reviews(result_rows(table), recorded, by_case, settings["ks"]))
         table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
         reviewed = table if recorded is not None else None
         frames = [table]
