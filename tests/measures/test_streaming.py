@@ -159,3 +159,19 @@ def test_a_large_split_record_is_read_in_blocks_in_id_order(tmp_path, monkeypatc
     )
     with pytest.raises(InputError, match="case b has no split entry"):
         records._SplitScan(tmp_path / "split.json", "fix")(["a", "b"])
+
+
+def test_a_numbered_run_out_of_case_order_is_a_problem_at_the_run(project, tmp_path):
+    """A run numbered for the cases but not in case order cannot be read beside the case
+    batches: the problem names the run and the row, not a wrong figure."""
+    root, chunks, _, _ = project
+    run = pl.read_parquet(root / "run.parquet")
+    shuffled = tmp_path / "run.parquet"
+    metadata = pl.read_parquet_metadata(root / "run.parquet")
+    run.reverse().write_parquet(shuffled, metadata=metadata)
+    _, pairs = run_batches(shuffled, root / "cases.parquet", chunks.chunk_ids, 100)
+    with pytest.raises(InputError) as raised:
+        list(pairs)
+    (problem,) = raised.value.problems
+    assert problem.where == str(shuffled) and "not in case order" in problem.what
+    assert "near row 13" in problem.what  # reversed: the last case's 12 rows, then an earlier case's
