@@ -252,6 +252,7 @@ import duckdb, json, sys
 folder, ks = sys.argv[1], json.loads(sys.argv[2])
 db = duckdb.connect()
 db.execute("SET threads = 2")
+db.execute("SET enable_progress_bar = false")
 hits = ", ".join(f"count(r.rank) FILTER (WHERE r.rank <= {k}) / n.relevant AS r{k}" for k in ks)
 means = ", ".join(f"avg(r{k})" for k in ks)
 row = db.execute(f'''

@@ -11,7 +11,6 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -446,6 +445,18 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
 RUN_BATCH_ROWS = 1 << 20  # run rows read at once by :func:`run_batches`
 
 
+def parquet_slices(path: Path, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows ``rows`` at a time (only ``columns``), at least one frame.
+    Each slice is its own read, which opens only the row groups it needs: polars'
+    ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
+    while the engine scored its first batches)."""
+    scan = pl.scan_parquet(path)
+    scan = scan if columns is None else scan.select(columns)
+    total = pl.scan_parquet(path).select(pl.len()).collect().item()
+    for start in range(0, max(total, 1), rows):
+        yield scan.slice(start, rows).collect()
+
+
 def _case_order(path: Path) -> tuple[str, list[str]] | None:
     """The digest of a Parquet case table's ids (:func:`ids_digest`) and its tag keys,
     read one batch at a time; None when its ids are not strictly ascending (then no
@@ -453,7 +464,7 @@ def _case_order(path: Path) -> tuple[str, list[str]] | None:
     digest = hashlib.blake2b(digest_size=16)
     last: str | None = None
     tags: set[str] = set()
-    for frame in pl.scan_parquet(path).select("id", "tags").collect_batches(chunk_size=RUN_BATCH_ROWS):
+    for frame in parquet_slices(path, RUN_BATCH_ROWS, ["id", "tags"]):
         ids = frame["id"]
         if ids.null_count() or (len(ids) > 1 and not (ids.slice(1) > ids.slice(0, len(ids) - 1)).all()):
             return None
@@ -494,12 +505,10 @@ def run_batches(
 
 def _aligned(run: Path, cases: Path, n_chunks: int, batch_cases: int) -> Iterator[tuple[CaseTable, RunTable]]:
     """Each batch of cases with the run rows whose case numbers it holds (see :func:`run_batches`)."""
-    rows = pl.scan_parquet(run).select("case", "chunk", "rank", "score").collect_batches(chunk_size=RUN_BATCH_ROWS)
+    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, ["case", "chunk", "rank", "score"]) if frame.height)
     held: list[pl.DataFrame] = []
     first, read = 0, 0
-    frames = pl.scan_parquet(cases).collect_batches(chunk_size=batch_cases)
-    head = next(frames, None)
-    for frame in chain([pl.read_parquet(cases) if head is None else head], frames):  # no case: one empty batch
+    for frame in parquet_slices(cases, batch_cases):  # no case: one empty batch
         table = CaseTable.from_frame(frame)
         end = first + len(table.case_ids)
         while not held or held[-1]["case"][-1] < end:
