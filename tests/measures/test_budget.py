@@ -26,7 +26,8 @@ from ragvet.measures.reference import (
     span_precision_at_k,
 )
 from ragvet.measures.registry import metric_problems
-from ragvet.measures.summary import nearest_rank, summarise
+from ragvet.measures.summary import summarise
+from ragvet.measures.tally import nearest_rank
 from ragvet.measures.tokenizing import token_starts
 from ragvet.measures.tokens import load_tokenizer, tokenizer_file
 from ragvet.schema import ProjectedUnit

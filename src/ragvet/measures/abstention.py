@@ -25,7 +25,9 @@ are computed as usual, and the gate guards no figure the threshold moves
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -102,28 +104,35 @@ def rates(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, Any]
     return _figures(threshold, hits, false, len(positives), len(negatives))
 
 
-def sweep(dev_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Figures at every candidate threshold, ascending: :func:`rates` at each, with
-    the cases abstained on counted by a binary search of the sorted top-1 scores
-    (a case abstains below ``t`` when its score is under ``t``, or it has none), so
-    30,000 dev cases with as many distinct scores take n log n, not n squared."""
-    scored: dict[bool, list[float]] = {False: [], True: []}  # by answerable
+def sweep(dev_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Figures at every candidate threshold, ascending: :func:`rates` at each (see :func:`sweep_counted`)."""
+    return sweep_counted(Counter((bool(row["answerable"]), row["top1_score"]) for row in dev_rows))
+
+
+def sweep_counted(counts: Mapping[tuple[bool, float | None], int]) -> list[dict[str, Any]]:
+    """:func:`sweep` of the dev cases given as how many have each ``(answerable, top1_score)``,
+    so that millions of cases cost one entry per distinct score. The cases abstained on
+    are counted by a binary search of the sorted distinct scores (a case abstains below
+    ``t`` when its score is under ``t``, or it has none): n log n, not n squared."""
+    scores: dict[bool, list[float]] = {False: [], True: []}  # distinct, by answerable
     unscored = {False: 0, True: 0}
-    for row in dev_rows:
-        if row["top1_score"] is None:
-            unscored[bool(row["answerable"])] += 1
+    for (answerable, score), count in counts.items():
+        if score is None:
+            unscored[answerable] += count
         else:
-            scored[bool(row["answerable"])].append(row["top1_score"])
-    for scores in scored.values():
-        scores.sort()
-    sizes = {answerable: len(scored[answerable]) + unscored[answerable] for answerable in (False, True)}
+            scores[answerable].append(score)
+    below_each: dict[bool, list[int]] = {}  # cases under each distinct score, and all of them last
+    for answerable, distinct in scores.items():
+        distinct.sort()
+        below_each[answerable] = list(accumulate((counts[answerable, s] for s in distinct), initial=0))
+    sizes = {answerable: below_each[answerable][-1] + unscored[answerable] for answerable in (False, True)}
 
     def below(answerable: bool, threshold: float) -> int:
-        return unscored[answerable] + bisect.bisect_left(scored[answerable], threshold)
+        return unscored[answerable] + below_each[answerable][bisect.bisect_left(scores[answerable], threshold)]
 
     return [
         _figures(t, below(False, t), below(True, t), sizes[False], sizes[True])
-        for t in candidate_thresholds([row["top1_score"] for row in dev_rows])
+        for t in candidate_thresholds([*scores[False], *scores[True]])
     ]
 
 

@@ -293,6 +293,11 @@ def stray_answer_files(folder: Path, configs: Collection[str]) -> list[Problem]:
     return problems
 
 
+def answers_file(folder: Path, config: str) -> Path:
+    """Where a configuration's recorded answers are, if it has any: the one path rule."""
+    return folder / f"{config}.jsonl"
+
+
 def stray_answer_cases(folder: Path, configs: Collection[str], case_ids: Collection[str]) -> list[Problem]:
     """Answer lines naming a case that is not in the cases, for the validate stage.
 
@@ -302,7 +307,7 @@ def stray_answer_cases(folder: Path, configs: Collection[str], case_ids: Collect
     """
     problems: list[Problem] = []
     for config in sorted(configs):
-        path = folder / f"{config}.jsonl"
+        path = answers_file(folder, config)
         if not path.is_file():
             continue
         try:
@@ -331,7 +336,7 @@ def config_answers(
     """The configuration's recorded answers, or None when it has none. Stray files
     are the validate stage's business (:func:`stray_answer_files`), so an evaluate
     stage reads only its own configuration's params."""
-    path = folder / f"{config}.jsonl"
+    path = answers_file(folder, config)
     if not path.is_file():
         return None
     return read_answers(path, case_ids, chunk_ids, chunking)

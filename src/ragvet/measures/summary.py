@@ -9,97 +9,18 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from ragvet.measures.answers import review_summary
-from ragvet.measures.registry import FOREIGN, METRICS, metric_names, sorted_ks
+from ragvet.measures.registry import FOREIGN
+from ragvet.measures.tally import Tally, answerable
 from ragvet.schema import DEV, EVAL, SPLITS
 from ragvet.storage.results import column, group_keys, result_rows
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
-
-
-def nearest_rank(values: Sequence[float], share: float) -> float | None:
-    """The nearest-rank percentile: the smallest value with at least ``share`` of the
-    values at or below it (a value that occurs, never an interpolation); None when empty."""
-    ordered = sorted(values)
-    return ordered[max(math.ceil(share * len(ordered)), 1) - 1] if ordered else None
-
-
-# Budgets needed are skewed (a few cases need the whole list): their median and 90th
-# percentile are reported beside the mean, and ``counted`` says how many cases reached one.
-SPREAD = [metric.name for metric in METRICS.values() if metric.budget and not metric.share]
-
-
-def _values(frame: pl.DataFrame, group: str, key: str) -> list:
-    """The non-null values of ``row[group][key]``, in case order; none if no row has the key."""
-    name = column(group, key)
-    return frame[name].drop_nulls().to_list() if name in frame.columns else []
-
-
-def _total(frame: pl.DataFrame, count: str) -> int:
-    """``Σ counts[count]`` over the rows, a missing count being 0."""
-    values = _values(frame, "counts", count)
-    return int(sum(values))
-
-
-def has_judged(frame: pl.DataFrame, ks: Sequence[int]) -> bool:
-    """Whether the per-case table holds the judgements metrics: some case had a
-    judged set (imported qrels), so ``judged@k`` was computed."""
-    judgements = [metric for metric in METRICS.values() if metric.judgements]
-    return any(column("metrics", metric.key(k)) in frame.columns for metric in judgements for k in ks)
-
-
-def _answerable() -> pl.Expr:
-    """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
-    return pl.col("answerable").fill_null(True)
-
-
-def _aggregate(frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int] = ()) -> dict[str, Any]:
-    """Macro means and their denominators over the answerable cases of ``frame``.
-
-    The one aggregation behind :func:`summarise` and :func:`slice_table`. A metric's
-    mean is over the cases where it is not None (``counted`` gives how many), or
-    None when there are none: ``math.fsum`` of the values over their number, the
-    exact sum of what the per-case table holds. Abstention cases are counted but
-    not averaged.
-    """
-    unique_ks = sorted_ks(ks)
-    answerable = frame.filter(_answerable())
-    means: dict[str, float | None] = {}
-    counted: dict[str, int] = {}
-    for name in metric_names(unique_ks, budgets, has_judged(frame, unique_ks)):
-        present = _values(answerable, "metrics", name)
-        means[name] = _mean(present)
-        counted[name] = len(present)
-        if name in SPREAD:
-            means[f"{name}_p50"], means[f"{name}_p90"] = nearest_rank(present, 0.5), nearest_rank(present, 0.9)
-
-    claims = _total(answerable, "claims")
-    pooled: dict[str, float | None] = {}
-    for k in unique_ks:
-        available = _total(answerable, f"claims_available@{k}")
-        pooled[f"claim_availability_pooled@{k}"] = available / claims if claims else None
-
-    claim_column = column("counts", "claims")
-    with_claims = answerable.filter(pl.col(claim_column) > 0).height if claim_column in frame.columns else 0
-    return {
-        "metrics": {**means, **pooled},
-        "counted": counted,
-        "denominators": {
-            "cases": answerable.height,
-            "abstention_cases": frame.height - answerable.height,
-            "cases_with_claims": with_claims,
-            "cases_without_claims": answerable.height - with_claims,
-            "claims": claims,
-            "duplicates_removed": _total(frame, "duplicates_removed"),
-        },
-    }
 
 
 def _by_split(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -111,38 +32,125 @@ def _by_split(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return {split: frame.filter(pl.col("split") == split) for split in SPLITS}
 
 
-def _abstention(frame: pl.DataFrame, abstain_below: float | None) -> dict[str, Any]:
-    """Abstention cases apart: their count, top-1 score distribution and abstain rates.
+@dataclass
+class Abstaining:
+    """Abstention cases apart, one batch at a time: their top-1 scores (kept: the
+    median needs them, one float per abstention case), and per side the cases that
+    would abstain below ``abstain_below`` (a case with no retrieved chunk, ``top1_score``
+    None, counts as abstaining)."""
 
-    A case with no retrieved chunk (``top1_score`` None) counts as abstaining.
-    A rate is None when ``abstain_below`` is None or its denominator is 0.
-    """
-    if "top1_score" not in frame.columns:  # rows without a run: every case abstains
-        frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
-    abstention = frame.filter(~_answerable())
-    answerable = frame.filter(_answerable())
-    scores = sorted(abstention["top1_score"].drop_nulls().to_list())
-    distribution = None
-    if scores:
-        distribution = {
-            "min": scores[0],
-            "median": statistics.median(scores),
-            "max": scores[-1],
-            "mean": math.fsum(scores) / len(scores),
+    abstain_below: float | None
+    scores: list[float] = field(default_factory=list)
+    cases: Counter = field(default_factory=Counter)  # by answerable
+    abstains: Counter = field(default_factory=Counter)
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if "top1_score" not in frame.columns:  # rows without a run: every case abstains
+            frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
+        for side in (False, True):
+            group = frame.filter(answerable() == side)
+            self.cases[side] += group.height
+            if not side:
+                self.scores += group["top1_score"].drop_nulls().to_list()
+            if self.abstain_below is not None:
+                below = pl.col("top1_score").is_null() | (pl.col("top1_score") < self.abstain_below)
+                self.abstains[side] += group.filter(below).height
+
+    def result(self) -> dict[str, Any]:
+        """Their count, top-1 score distribution and abstain rates; a rate is None when
+        ``abstain_below`` is None or its denominator is 0."""
+        scores = sorted(self.scores)
+        distribution = None
+        if scores:
+            distribution = {
+                "min": scores[0],
+                "median": statistics.median(scores),
+                "max": scores[-1],
+                "mean": math.fsum(scores) / len(scores),
+            }
+
+        def rate(side: bool) -> float | None:
+            if self.abstain_below is None or not self.cases[side]:
+                return None
+            return self.abstains[side] / self.cases[side]
+
+        return {
+            "cases": self.cases[False],
+            "top1_score": distribution,
+            "abstain_rate": rate(False),
+            "false_abstain_rate": rate(True),
         }
 
-    def rate(group: pl.DataFrame) -> float | None:
-        if abstain_below is None or not group.height:
-            return None
-        abstains = group.filter(pl.col("top1_score").is_null() | (pl.col("top1_score") < abstain_below)).height
-        return abstains / group.height
 
-    return {
-        "cases": abstention.height,
-        "top1_score": distribution,
-        "abstain_rate": rate(abstention),
-        "false_abstain_rate": rate(answerable),
-    }
+@dataclass
+class Summaries:
+    """Every figure of a configuration's summary and slice tables, added up one batch
+    of per-case rows at a time (:meth:`add`) to the same figures whatever the batches:
+    a :class:`ragvet.measures.tally.Tally` per split and per slice value, and the
+    abstention cases apart.
+    Memory: a tally per slice value, and a float per abstention case."""
+
+    ks: Sequence[int]
+    abstain_below: float | None = None
+    budgets: Sequence[int] = ()
+    slice_keys: Sequence[str] = ()
+    splits: dict[str, Tally] = field(default_factory=dict)
+    abstention: dict[str, Abstaining] = field(default_factory=dict)
+    slices: dict[tuple[str, str, str], Tally] = field(default_factory=dict)
+    foreign: bool = False  # a run of foreign passages (the table has their column)
+
+    def __post_init__(self) -> None:
+        self.splits = {split: Tally(self.ks, self.budgets) for split in SPLITS}
+        self.abstention = {split: Abstaining(self.abstain_below) for split in SPLITS}
+
+    def add(self, frame: pl.DataFrame) -> Summaries:
+        self.foreign = self.foreign or "passages" in frame.columns
+        for split, group in _by_split(frame).items():
+            self.splits[split].add(group)
+            self.abstention[split].add(group)
+            kept = group.filter(answerable())
+            for key in self.slice_keys:
+                tag = column("tags", key)
+                if tag not in frame.columns:
+                    continue
+                tagged = kept.filter(pl.col(tag).is_not_null())
+                for value, part in tagged.partition_by(tag, as_dict=True, maintain_order=True).items():
+                    tally = self.slices.setdefault((split, key, value[0]), Tally(self.ks, self.budgets))
+                    tally.add(part)
+        return self
+
+    def rows(self) -> int:
+        """The per-case rows added."""
+        return sum(tally.totals["rows"] for tally in self.splits.values())
+
+    def summary(self) -> dict[str, Any]:
+        """Per split: macro means with denominators, claim-pooled availability, and abstention apart."""
+        summary: dict[str, Any] = {split: self.splits[split].result() for split in SPLITS}
+        summary["abstention"] = {split: self.abstention[split].result() for split in SPLITS}
+        return summary
+
+    def slice_table(self) -> dict[str, Any]:
+        """Per split, per tag key, per tag value: ``{"cases", "metrics", "counted"}``."""
+        table: dict[str, Any] = {split: {key: {} for key in self.slice_keys} for split in SPLITS}
+        for split, key, value in sorted(self.slices):
+            aggregate = self.slices[split, key, value].result()
+            table[split][key][str(value)] = {
+                "cases": aggregate["denominators"]["cases"],
+                "metrics": aggregate["metrics"],
+                "counted": aggregate["counted"],
+            }
+        return table
+
+
+def summaries(
+    frame: pl.DataFrame,
+    ks: Sequence[int],
+    abstain_below: float | None = None,
+    budgets: Sequence[int] = (),
+    slice_keys: Sequence[str] = (),
+) -> Summaries:
+    """:class:`Summaries` of a whole per-case table."""
+    return Summaries(ks, abstain_below, budgets, slice_keys).add(frame)
 
 
 def summarise(
@@ -155,10 +163,7 @@ def summarise(
     answerable cases (None with no claims); it weighs each claim equally, where the
     macro ``claim_availability@k`` weighs each case with claims equally.
     """
-    grouped = _by_split(frame)
-    summary: dict[str, Any] = {split: _aggregate(grouped[split], ks, budgets) for split in SPLITS}
-    summary["abstention"] = {split: _abstention(grouped[split], abstain_below) for split in SPLITS}
-    return summary
+    return summaries(frame, ks, abstain_below, budgets).summary()
 
 
 def slice_table(
@@ -169,37 +174,19 @@ def slice_table(
     A case without the tag is left out of that key's slices; a slice with only
     abstention cases is left out.
     """
-    table: dict[str, Any] = {}
-    for split, split_frame in _by_split(frame).items():
-        per_key: dict[str, Any] = {}
-        answerable = split_frame.filter(_answerable())
-        for key in slice_keys:
-            per_key[key] = {}
-            tag = column("tags", key)
-            if tag not in frame.columns:
-                continue
-            tagged = answerable.filter(pl.col(tag).is_not_null())
-            for value, group in sorted(tagged.partition_by(tag, as_dict=True, maintain_order=True).items()):
-                aggregate = _aggregate(group, ks, budgets)
-                per_key[key][str(value[0])] = {
-                    "cases": aggregate["denominators"]["cases"],
-                    "metrics": aggregate["metrics"],
-                    "counted": aggregate["counted"],
-                }
-        table[split] = per_key
-    return table
+    return summaries(frame, ks, budgets=budgets, slice_keys=slice_keys).slice_table()
 
 
-def dev_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """The dev split's ``answerable`` and ``top1_score``, one mapping per case: what
+def dev_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The dev split's ``answerable`` and ``top1_score``, one row per case: what
     :func:`ragvet.measures.abstention.sweep` reads, without the rest of each row."""
-    return frame.filter(pl.col("split") == DEV).select("case_id", "answerable", "top1_score").to_dicts()
+    return frame.filter(pl.col("split") == DEV).select("answerable", "top1_score")
 
 
 def config_summary(
     config: str,
     spec: Mapping[str, str],
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | Summaries,
     ks: Sequence[int],
     abstain_below: float | None,
     fingerprints: Mapping[str, str],
@@ -211,18 +198,21 @@ def config_summary(
     and the corpus's, and the chunking's (:func:`ragvet.schema.chunking_fingerprint`)
     where ``fingerprints`` has it, which decides the metrics a gate may compare.
 
-    ``frame`` is the per-case table, rounded as written. Where rows carry recorded
+    ``frame`` is the per-case table, rounded as written, or its :class:`Summaries`
+    added up batch by batch (with the same ``ks``, ``budgets`` and ``abstain_below``;
+    a table read in batches carries no recorded answers). Where rows carry recorded
     answers, a ``human_review`` section is added; with none, the section is absent
     rather than zero. The abstention threshold and
     where it comes from (``abstain_source``) sit beside the rates it produced.
     A run of foreign passages says so (``"passages": "foreign"``); a run of the
     chunking's own chunks has no such key.
     """
+    tallied = frame if isinstance(frame, Summaries) else summaries(frame, ks, abstain_below, budgets)
     summary = {
         "config": config,
         "chunking": spec["chunking"],
         "retriever": spec["retriever"],
-        **summarise(frame, ks, abstain_below, budgets),
+        **tallied.summary(),
         "fingerprints": {
             "eval_split": fingerprints["eval_split"],
             "corpus": fingerprints["corpus"],
@@ -231,10 +221,11 @@ def config_summary(
     }
     if abstain_below is not None:
         summary["abstention"] |= {"abstain_below": abstain_below, "abstain_below_source": abstain_source}
-    review = review_summary(result_rows(frame), ks, SPLITS) if group_keys(frame, "human_review") else None
+    reviewed = isinstance(frame, pl.DataFrame) and group_keys(frame, "human_review")
+    review = review_summary(result_rows(frame), ks, SPLITS) if reviewed else None
     if review is not None:
         summary["human_review"] = review
-    if "passages" in frame.columns:  # only a run of foreign passages has the column
+    if tallied.foreign:  # only a run of foreign passages has the column
         summary["passages"] = FOREIGN
     return summary
 

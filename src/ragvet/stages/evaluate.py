@@ -5,24 +5,45 @@ figures DVC's own views show (``--headline``); and the dev-split abstention swee
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import polars as pl
 import typer
 
 from ragvet.errors import user_errors
 from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
-from ragvet.measures.abstention import current_thresholds, stale_mark, sweep, threshold_for
-from ragvet.measures.answers import add_reviews, config_answers
+from ragvet.measures.abstention import current_thresholds, stale_mark, sweep_counted, threshold_for
+from ragvet.measures.answers import add_reviews, answers_file, config_answers
 from ragvet.measures.evaluation import evaluate_table
-from ragvet.measures.summary import config_summary, dev_rows, headline, slice_table
+from ragvet.measures.streaming import BATCH_CASES, evaluated_batches
+from ragvet.measures.summary import Summaries, config_summary, dev_rows, headline
 from ragvet.retrieval.passages import passage_table
 from ragvet.schema import chunking_fingerprint
 from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
-from ragvet.storage.records import read_split_record
-from ragvet.storage.results import result_rows, results_frame, round_results, write_results
-from ragvet.storage.tables import foreign_passage_ids, read_case_table, read_chunk_table, read_docs, read_run_table
+from ragvet.storage.records import split_membership
+from ragvet.storage.results import result_rows, results_frame, round_results, write_result_batches
+from ragvet.storage.tables import (
+    foreign_passage_ids,
+    read_case_table,
+    read_chunk_table,
+    read_docs,
+    read_run_table,
+    run_batches,
+)
+
+
+def tallying(frames: Iterable[pl.DataFrame], tallied: Summaries, dev: Counter) -> Iterator[pl.DataFrame]:
+    """``frames`` as they pass on to the writer, each added to the summaries, and its dev
+    cases counted by ``(answerable, top1_score)`` for the abstention sweep."""
+    for frame in frames:
+        tallied.add(frame)
+        for answerable, score, count in dev_rows(frame).group_by("answerable", "top1_score").len().iter_rows():
+            dev[bool(answerable), score] += count
+        yield frame
 
 
 @user_errors
@@ -46,6 +67,9 @@ def main(
         None, help="The settings stage's budget.json (dvc.yaml's dep), checked against the params."
     ),
     params: Path = typer.Option(Path("params.yaml")),
+    batch_cases: int = typer.Option(
+        BATCH_CASES, min=1, help="Cases scored at once (memory against speed; the outputs never depend on it)."
+    ),
 ) -> None:
     """Score one configuration's run against the projected evidence."""
     config = stage_key("evaluate", config)
@@ -63,37 +87,55 @@ def main(
     headline_out = fill_path(headline_out, key=config) if headline_out is not None else None
     passages = foreign_passage_ids(run)  # a system that chunks the corpus its own way
     all_chunks = read_chunk_table(chunks) if passages is None else passage_table(passages)
-    all_cases = read_case_table(cases)
-    frozen = read_split_record(split)
-    ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
-    recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
+    frozen, split_of = split_membership(split)  # its fingerprints, and each case's split
     retriever = settings["retrievers"][spec["retriever"]]
-    tuned, stale = current_thresholds(thresholds, settings, frozen["fingerprints"]["dev_split"])
+    tuned, stale = current_thresholds(thresholds, settings, frozen["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
-    membership = {case_id: entry["split"] for case_id, entry in frozen["cases"].items()}
-    budgets = measuring.budget.values
     texts = {doc.doc_id: doc.text for doc in read_docs(corpus)}
-    table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, chunk_level=passages is None)
-    if recorded is not None:
-        reviewed = add_reviews(
-            result_rows(table), recorded, ranked.by_case(recorded, all_chunks.chunk_ids), settings["ks"]
-        )
-        table = results_frame(reviewed)
-    table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
     chunking = chunking_fingerprint(all_chunks.chunk_ids, all_chunks.doc_ids, all_chunks.starts, all_chunks.ends)
-    fingerprints = {**frozen["fingerprints"], "chunking": chunking}  # the gate compares chunk-level metrics by it
-    summary = config_summary(config, spec, table, settings["ks"], abstain_below, fingerprints, source, budgets)
-    if config in stale:  # applied, but its figures describe a threshold chosen for other scores
-        summary["abstention"]["stale"] = stale_mark(stale[config], config)
+    fingerprints = {**frozen, "chunking": chunking}  # the gate compares chunk-level metrics by it
+    batched = None  # recorded answers are joined to the whole table
+    if not answers_file(answers, config).is_file():
+        batched = run_batches(run, cases, all_chunks.chunk_ids, batch_cases)
+    recorded = reviewed = None  # reviewed: the whole table, when it carries recorded answers
+    if batched is not None:  # a numbered Parquet run and case table: scored a batch of cases at a time
+        tag_keys, pairs = batched
+        frames = evaluated_batches(pairs, all_chunks, split_of, texts, measuring, tag_keys, passages is None)
+    else:
+        all_cases = read_case_table(cases)
+        ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
+        recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
+        membership = split_of(all_cases.case_ids)
+        table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, passages is None)
+        if recorded is not None:
+            by_case = ranked.by_case(recorded, all_chunks.chunk_ids)
+            table = results_frame(add_reviews(result_rows(table), recorded, by_case, settings["ks"]))
+        table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
+        reviewed = table if recorded is not None else None
+        frames = [table]
+    tallied = Summaries(settings["ks"], abstain_below, measuring.budget.values, settings["slices"])
+    dev: Counter = Counter()
     with outputs_together(per_case, slices, metrics, sweep_out, headline_out):  # never a summary beside old rows
-        write_results(per_case, table)
-        write_json(slices, slice_table(table, settings["slices"], settings["ks"], budgets))
+        write_result_batches(per_case, tallying(frames, tallied, dev))
+        summary = config_summary(
+            config,
+            spec,
+            tallied if reviewed is None else reviewed,
+            settings["ks"],
+            abstain_below,
+            fingerprints,
+            source,
+            measuring.budget.values,
+        )
+        if config in stale:  # applied, but its figures describe a threshold chosen for other scores
+            summary["abstention"]["stale"] = stale_mark(stale[config], config)
+        write_json(slices, tallied.slice_table())
         write_json(metrics, summary)
         if headline_out is not None:
             write_json(headline_out, headline(summary, settings["gate"]["metrics"]))
         if sweep_out is not None:
-            write_json(sweep_out, sweep(dev_rows(table)))
+            write_json(sweep_out, sweep_counted(dev))
     note = f", {len(recorded)} recorded answers" if recorded is not None else ""
-    typer.echo(f"{config}: evaluated {table.height} cases{note}")
+    typer.echo(f"{config}: evaluated {tallied.rows()} cases{note}")
     if config in stale:
         typer.echo(f"ragvet: warning: {stale[config].render()}", err=True)

@@ -4,11 +4,14 @@ key of it, so it is refused at its file, naming the key, with the fix."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragvet.errors import Problem, raise_if
+import orjson
+
+from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.files import read_json
 from ragvet.text.values import kind_of
@@ -61,3 +64,76 @@ def read_split_record(path: Path) -> dict:
     raise_if(object_problems(str(path), record, "a split record", fix, ("fingerprints", "cases")))
     raise_if(_split_problems(str(path), record, fix))
     return record
+
+
+LARGE_SPLIT = 1 << 24  # bytes (about 180,000 cases): a larger split record is read a block at a time
+_BLOCK = 1 << 22
+# One case's entry as the split stage writes it (sorted keys, indented): its id and split.
+_ENTRY = re.compile(rb'"((?:[^"\\\n]|\\.)*)": \{\s*"fingerprint": "[^"\n]*",\s*"split": "(dev|eval)"\s*\}')
+_AFTER_CASES = b'\n  "fingerprints": '
+
+
+def split_membership(path: Path) -> tuple[dict[str, Any], Callable[[Sequence[str]], dict[str, str]]]:
+    """The frozen split's fingerprints, and each case's split asked a batch of case ids
+    at a time (ids ascending over all calls, as the case table holds them).
+
+    A record up to :data:`LARGE_SPLIT` bytes is read whole and checked
+    (:func:`read_split_record`). A larger one (millions of cases: parsed whole it
+    takes gigabytes) is scanned in blocks beside the batches, its entries in id order
+    as the split stage writes them (sorted keys), so it costs one block of memory;
+    a case without an entry there stops with the problem at the file.
+    """
+    fingerprints = _tail_fingerprints(path) if path.stat().st_size > LARGE_SPLIT else None
+    if fingerprints is None:  # small, or not as the split stage writes it: read whole and checked
+        record = read_split_record(path)
+        membership = {case_id: entry["split"] for case_id, entry in record["cases"].items()}
+        return record["fingerprints"], lambda ids: membership
+    fix = "run `dvc repro` (the split stage writes it), or restore it: git checkout -- " + str(path)
+    return fingerprints, _SplitScan(path, fix)
+
+
+def _tail_fingerprints(path: Path) -> dict[str, str] | None:
+    """The fingerprints after the cases of a record the split stage wrote, read from the
+    file's end; None when they are not found so."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        handle.seek(max(size - _BLOCK, 0))
+        tail = handle.read()
+    at = tail.rfind(_AFTER_CASES)
+    try:
+        fingerprints = orjson.loads(b"{" + tail[at + 1 :]).get("fingerprints") if at >= 0 else None
+    except orjson.JSONDecodeError:
+        return None
+    texts = isinstance(fingerprints, dict) and all(isinstance(fingerprints.get(n), str) for n in SPLIT_FINGERPRINTS)
+    return fingerprints if texts else None
+
+
+class _SplitScan:
+    """Each asked case's split, read from the record's entries in id order, a block at a time."""
+
+    def __init__(self, path: Path, fix: str):
+        self.path, self.fix = path, fix
+        self.entries = self._entries()
+        self.last: tuple[str, str] | None = None
+
+    def _entries(self) -> Iterator[tuple[str, str]]:
+        with open(self.path, "rb") as handle:
+            held = b""
+            while block := handle.read(_BLOCK):
+                held += block
+                end = 0
+                for match in _ENTRY.finditer(held):
+                    end = match.end()
+                    yield orjson.loads(b'"' + match[1] + b'"'), match[2].decode()
+                held = held[end:]
+
+    def __call__(self, ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for case_id in ids:
+            while self.last is None or self.last[0] < case_id:
+                self.last = next(self.entries, None) or (chr(0x10FFFF) * 2, "")
+            if self.last[0] != case_id:
+                problem = f"case {case_id} has no split entry (or the entries are not in id order)"
+                raise InputError([Problem(str(self.path), problem, self.fix)])
+            found[case_id] = self.last[1]
+        return found

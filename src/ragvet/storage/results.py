@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.storage.atomic import write_parquet
+from ragvet.storage.atomic import atomic_output, write_parquet
 from ragvet.storage.files import FLOAT_PLACES, round_floats
 
 GROUPS = ("metrics", "counts", "tags", "human_review")
@@ -170,6 +171,53 @@ def write_results(path: Path, frame: pl.DataFrame) -> None:
     their keys), atomically; the same frame gives the same bytes."""
     table = frame.select(sorted(frame.columns)).sort("case_id")
     write_parquet(path, table, compression="zstd", statistics=False, row_group_size=1 << 30)
+
+
+ROW_GROUP_ROWS = 1 << 16  # rows per row group of a table written in batches: its bytes depend on this alone
+
+
+def row_groups(frames: Iterable[pl.DataFrame], rows: int = ROW_GROUP_ROWS) -> Iterator[pl.DataFrame]:
+    """``frames`` cut and joined into frames of exactly ``rows`` rows (the last one
+    shorter), so that what follows depends on the rows only, never on the batches."""
+    held: list[pl.DataFrame] = []
+    count = 0
+    for frame in frames:
+        held.append(frame)
+        count += frame.height
+        while count >= rows:
+            joined = pl.concat(held, how="vertical", rechunk=True)
+            yield joined.slice(0, rows)
+            held, count = [joined.slice(rows)], count - rows
+    if count or not held:
+        yield pl.concat(held, how="vertical", rechunk=True) if held else pl.DataFrame()
+
+
+def write_result_batches(path: Path, frames: Iterable[pl.DataFrame]) -> None:
+    """Write the per-case table from batches of rows in case_id order, holding one row
+    group at a time: the same rows give the same bytes whatever the batches.
+
+    A table of up to :data:`ROW_GROUP_ROWS` rows is written by :func:`write_results`
+    (one row group, the bytes of a table written whole); a longer one through
+    pyarrow's ``ParquetWriter``, in row groups of exactly that
+    many rows, atomically. Every batch has the same columns (the stream's schema).
+    """
+    groups = row_groups(frames, ROW_GROUP_ROWS)
+    first, second = next(groups), next(groups, None)
+    if second is None:
+        write_results(path, first)
+        return
+    import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
+    with atomic_output(path) as tmp:
+        writer = None
+        try:
+            for group in chain((first, second), groups):
+                table = group.select(sorted(group.columns)).to_arrow()
+                if writer is None:
+                    writer = parquet.ParquetWriter(tmp, table.schema, compression="zstd", write_statistics=False)
+                writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def read_results(

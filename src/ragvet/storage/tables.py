@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -439,3 +440,109 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
         frame["score"].to_numpy(),
         distinct=True,
     )
+
+
+RUN_BATCH_ROWS = 1 << 20  # run rows read at once by :func:`run_batches`
+
+
+def parquet_slices(path: Path, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows ``rows`` at a time (only ``columns``), at least one frame.
+    Each slice is its own read, which opens only the row groups it needs: polars'
+    ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
+    while the engine scored its first batches)."""
+    scan = pl.scan_parquet(path)
+    scan = scan if columns is None else scan.select(columns)
+    total = pl.scan_parquet(path).select(pl.len()).collect().item()
+    for start in range(0, max(total, 1), rows):
+        yield scan.slice(start, rows).collect()
+
+
+def _case_order(path: Path) -> tuple[str, list[str]] | None:
+    """The digest of a Parquet case table's ids (:func:`ids_digest`) and its tag keys,
+    read one batch at a time; None when its ids are not strictly ascending (then no
+    run can number them in row order)."""
+    digest = hashlib.blake2b(digest_size=16)
+    last: str | None = None
+    tags: set[str] = set()
+    for frame in parquet_slices(path, RUN_BATCH_ROWS, ["id", "tags"]):
+        ids = frame["id"]
+        if ids.null_count() or (len(ids) > 1 and not (ids.slice(1) > ids.slice(0, len(ids) - 1)).all()):
+            return None
+        if last is not None and len(ids) and not ids[0] > last:
+            return None
+        if len(ids):
+            digest.update(("\n" if last is not None else "").encode() + "\n".join(ids.to_list()).encode())
+            last = ids[-1]
+        for text in frame["tags"].unique().to_list():
+            tags.update(orjson.loads(text))
+    return digest.hexdigest(), sorted(tags)
+
+
+def run_batches(
+    run: Path, cases: Path, chunk_ids: Sequence[str], batch_cases: int
+) -> tuple[list[str], Iterator[tuple[CaseTable, RunTable]]] | None:
+    """The validate stage's Parquet case table and a Parquet run numbered for exactly
+    its cases and ``chunk_ids``, read together ``batch_cases`` cases at a time: each
+    batch's :class:`CaseTable` and its run rows (case numbers within the batch). With
+    it, every tag key of the cases (a batch may lack some). None when the run is not
+    so numbered (:func:`read_run_table` then reads it whole and checks every row).
+
+    Memory: one batch of cases and at most one batch of run rows beyond them. The run
+    must list its rows in case order, as the retrieve stage writes it; a row out of
+    order or out of range stops with the problem at the run.
+    """
+    if run.suffix != ".parquet" or cases.suffix != ".parquet":
+        return None
+    try:
+        numbering = json.loads(pl.read_parquet_metadata(run).get(RUN_METADATA, "{}"))
+        order = _case_order(cases)
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    if order is None or [numbering.get("cases"), numbering.get("chunks")] != [order[0], ids_digest(chunk_ids)]:
+        return None
+    return order[1], _aligned(run, cases, len(chunk_ids), batch_cases)
+
+
+def _aligned(run: Path, cases: Path, n_chunks: int, batch_cases: int) -> Iterator[tuple[CaseTable, RunTable]]:
+    """Each batch of cases with the run rows whose case numbers it holds (see :func:`run_batches`)."""
+    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, ["case", "chunk", "rank", "score"]) if frame.height)
+    held: list[pl.DataFrame] = []
+    first, read = 0, 0
+    for frame in parquet_slices(cases, batch_cases):  # no case: one empty batch
+        table = CaseTable.from_frame(frame)
+        end = first + len(table.case_ids)
+        while not held or held[-1]["case"][-1] < end:
+            more = next(rows, None)
+            if more is None:
+                break
+            _check_run_rows(run, more, read, held[-1]["case"][-1] if held else 0, n_chunks)
+            read += more.height
+            held.append(more)
+        joined = pl.concat(held) if held else pl.DataFrame(schema={"case": pl.Int32, "chunk": pl.Int32})
+        cut = int(np.searchsorted(joined["case"].to_numpy(), end)) if joined.height else 0
+        mine, rest = joined.slice(0, cut), joined.slice(cut)
+        held = [rest] if rest.height else []
+        numbers = [mine[name].to_numpy() for name in ("case", "chunk", "rank", "score")] if cut else _no_rows()
+        yield table, RunTable(table.case_ids, numbers[0] - first, *numbers[1:])
+        first = end
+    if held or next(rows, None) is not None:
+        raise InputError([Problem(str(run), "the run names cases past the case table's last", _RUN_FIX)])
+
+
+_RUN_FIX = "re-run the retrieve stage (dvc repro), which writes the run in case order and numbered for the cases"
+
+
+def _no_rows() -> list[np.ndarray]:
+    return [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)]
+
+
+def _check_run_rows(run: Path, frame: pl.DataFrame, read: int, after: int, n_chunks: int) -> None:
+    """One batch of a numbered run's rows: complete, chunk numbers in range, case
+    numbers non-decreasing from ``after`` (``read`` rows came before, for the message)."""
+    case = frame["case"].to_numpy()
+    flaws = frame.null_count().sum_horizontal().item() or not frame["chunk"].is_between(0, n_chunks - 1).all()
+    steps = np.diff(case, prepend=after)
+    if flaws or (steps < 0).any():
+        row = read + 1 + (int(np.argmax(steps < 0)) if (steps < 0).any() else 0)
+        problem = f"rows not in case order, incomplete or numbering an unknown chunk (near row {row})"
+        raise InputError([Problem(str(run), problem, _RUN_FIX)])

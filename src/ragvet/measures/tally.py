@@ -1,0 +1,191 @@
+"""Aggregates that add up one batch of per-case rows at a time, to the same figure
+whatever the batches: the means, counts and percentiles behind every summary.
+
+A mean is ``math.fsum`` of the per-case values over their number. ``fsum`` is the
+correctly rounded value of the exact sum, so a sum kept exactly across batches
+(:class:`ExactSum`) and rounded once at the end gives the same double, bit for bit,
+as ``fsum`` over the whole column, at any batch size and in any order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ragvet.measures.registry import METRICS, metric_names, sorted_ks
+from ragvet.storage.results import column
+
+_MANTISSA = 53  # bits of a double's significand: frexp's m * 2**53 is an exact integer
+_HALF = 26  # split so that each half's sum over a batch stays exact in a float64 bincount
+_BASE = 1126  # 1074 (the smallest subnormal's exponent) + 53 - 1: every shift is >= 0
+_MAX_BATCH = 1 << 26  # a half is < 2**27, so a batch of 2**26 sums below 2**53
+
+
+def exact_total(values: np.ndarray) -> int:
+    """The exact sum of finite doubles as an integer count of ``2**-_BASE``.
+
+    Each value is ``M * 2**(e - 53)`` with ``M`` an integer of 53 bits (``np.frexp``);
+    the ``M`` of one exponent are summed exactly (two halves of 26 and 27 bits, whose
+    sums stay below ``2**53`` in a float bincount), and the few exponents are joined
+    as Python integers. Empty: 0.
+    """
+    values = np.asarray(values, np.float64)
+    if not len(values):
+        return 0
+    if len(values) > _MAX_BATCH:
+        return exact_total(values[:_MAX_BATCH]) + exact_total(values[_MAX_BATCH:])
+    fraction, exponent = np.frexp(values)
+    mantissa = (fraction * 2.0**_MANTISSA).astype(np.int64)
+    exponents, group = np.unique(exponent, return_inverse=True)
+    high = np.bincount(group, weights=mantissa >> _HALF, minlength=len(exponents))
+    low = np.bincount(group, weights=mantissa & ((1 << _HALF) - 1), minlength=len(exponents))
+    total = 0
+    for power, up, down in zip(exponents.tolist(), high.tolist(), low.tolist()):
+        total += ((int(up) << _HALF) + int(down)) << (power - _MANTISSA + _BASE)
+    return total
+
+
+@dataclass
+class ExactSum:
+    """A sum of doubles kept exactly, and how many were added: :meth:`mean` is
+    ``math.fsum(all values) / count``, None when nothing was added."""
+
+    total: int = 0
+    count: int = 0
+
+    def add(self, values: np.ndarray) -> None:
+        self.total += exact_total(values)
+        self.count += len(values)
+
+    def value(self) -> float:
+        """The correctly rounded sum (Python's int division rounds correctly), as ``fsum`` gives it."""
+        return self.total / (1 << _BASE)
+
+    def mean(self) -> float | None:
+        return self.value() / self.count if self.count else None
+
+
+# Budgets needed are skewed (a few cases need the whole list): their median and 90th
+# percentile are reported beside the mean, and ``counted`` says how many cases reached one.
+SPREAD = [metric.name for metric in METRICS.values() if metric.budget and not metric.share]
+
+
+def nearest_rank(values: Sequence[float], share: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with at least ``share`` of the
+    values at or below it (a value that occurs, never an interpolation); None when empty."""
+    return counted_rank(Counter(values), share)
+
+
+def counted_rank(counts: Counter, share: float) -> float | None:
+    """:func:`nearest_rank` of the values ``counts`` holds, each with its multiplicity."""
+    n = sum(counts.values())
+    if not n:
+        return None
+    wanted, seen = max(math.ceil(share * n), 1), 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= wanted:
+            return value
+    return None
+
+
+def has_judged(frame: pl.DataFrame, ks: Sequence[int]) -> bool:
+    """Whether the per-case table holds the judgements metrics: some case had a
+    judged set (imported qrels), so ``judged@k`` was computed."""
+    judgements = [metric for metric in METRICS.values() if metric.judgements]
+    return any(column("metrics", metric.key(k)) in frame.columns for metric in judgements for k in ks)
+
+
+def answerable() -> pl.Expr:
+    """Rows of answerable cases: a row without ``answerable`` is one, as in the case file."""
+    return pl.col("answerable").fill_null(True)
+
+
+@dataclass
+class Tally:
+    """Macro means and their denominators over the answerable cases of the batches
+    added (:meth:`add`), abstention cases counted apart; :meth:`result` is the
+    aggregate of :func:`ragvet.measures.summary.summarise` and the slice tables.
+
+    Memory: one exact sum per metric, and each distinct value of the skewed budget
+    metrics (:data:`SPREAD`) with its count.
+    """
+
+    ks: Sequence[int]
+    budgets: Sequence[int] = ()
+    judged: bool = False  # the table holds the judgements metrics (every batch has the same columns)
+    sums: dict[str, ExactSum] = field(default_factory=dict)
+    spreads: dict[str, Counter] = field(default_factory=dict)
+    totals: Counter = field(default_factory=Counter)
+
+    def names(self) -> list[str]:
+        return metric_names(sorted_ks(self.ks), self.budgets, self.judged)
+
+    def add(self, frame: pl.DataFrame) -> Tally:
+        """Count one batch of per-case rows (rounded, as the table holds them)."""
+        self.judged = self.judged or has_judged(frame, self.ks)
+        kept = frame.filter(answerable())
+        for name in self.names():
+            present = _present(kept, column("metrics", name))
+            self.sums.setdefault(name, ExactSum()).add(present)
+            if name in SPREAD:
+                values, times = np.unique(present, return_counts=True)
+                self.spreads.setdefault(name, Counter()).update(dict(zip(values.tolist(), times.tolist())))
+        for k in sorted_ks(self.ks):
+            self.totals[f"claims_available@{k}"] += _total(kept, f"claims_available@{k}")
+        self.totals["claims"] += _total(kept, "claims")
+        self.totals["duplicates_removed"] += _total(frame, "duplicates_removed")
+        self.totals["cases"] += kept.height
+        self.totals["rows"] += frame.height
+        claims = column("counts", "claims")
+        self.totals["cases_with_claims"] += kept.filter(pl.col(claims) > 0).height if claims in frame.columns else 0
+        return self
+
+    def result(self) -> dict[str, Any]:
+        """``{"metrics", "counted", "denominators"}``: a metric's mean is over the cases
+        where it is not None (``counted`` gives how many), None when there are none."""
+        means: dict[str, float | None] = {}
+        counted: dict[str, int] = {}
+        for name in self.names():
+            sum_ = self.sums.get(name, ExactSum())
+            means[name], counted[name] = sum_.mean(), sum_.count
+            if name in SPREAD:
+                spread = self.spreads.get(name, Counter())
+                means[f"{name}_p50"], means[f"{name}_p90"] = counted_rank(spread, 0.5), counted_rank(spread, 0.9)
+        claims = self.totals["claims"]
+        pooled = {
+            f"claim_availability_pooled@{k}": self.totals[f"claims_available@{k}"] / claims if claims else None
+            for k in sorted_ks(self.ks)
+        }
+        cases = self.totals["cases"]
+        return {
+            "metrics": {**means, **pooled},
+            "counted": counted,
+            "denominators": {
+                "cases": cases,
+                "abstention_cases": self.totals["rows"] - cases,
+                "cases_with_claims": self.totals["cases_with_claims"],
+                "cases_without_claims": cases - self.totals["cases_with_claims"],
+                "claims": claims,
+                "duplicates_removed": self.totals["duplicates_removed"],
+            },
+        }
+
+
+def _present(frame: pl.DataFrame, name: str) -> np.ndarray:
+    """The non-null values of a column (integers stay integers); none if the table lacks it."""
+    if name not in frame.columns:
+        return np.zeros(0)
+    return frame[name].drop_nulls().to_numpy()
+
+
+def _total(frame: pl.DataFrame, count: str) -> int:
+    """``Σ counts[count]`` over the rows, a missing count being 0."""
+    name = column("counts", count)
+    return int(frame[name].drop_nulls().sum()) if name in frame.columns else 0
