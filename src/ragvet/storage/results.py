@@ -207,6 +207,7 @@ def write_result_batches(path: Path, frames: Iterable[pl.DataFrame]) -> None:
         write_results(path, first)
         return
     import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
+
     with atomic_output(path) as tmp:
         writer = None
         try:
