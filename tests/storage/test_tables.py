@@ -3,10 +3,12 @@ import json
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as parquet
 import pytest
 
 from ragvet.errors import InputError
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
+from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.columns import TokenStarts
 from ragvet.storage.files import write_jsonl
 from ragvet.storage.tables import (
@@ -22,6 +24,7 @@ from ragvet.storage.tables import (
     write_cases,
     write_chunks,
     write_run,
+    write_run_frame,
 )
 
 RUN_COLUMNS = ("case_id", "rank", "chunk_id", "score")
@@ -223,3 +226,34 @@ def test_chunk_readers_of_a_token_chunking_agree_and_retrievers_get_no_token_sta
     table = read_chunk_table(path)
     assert (table.token_bounds.tolist(), table.token_offsets.tolist()) == ([0, 3, 4], [0, 6, 11, 0])
     assert table.token_offsets.dtype == np.int64
+
+
+def test_a_run_past_one_row_group_is_written_in_groups_a_batch_reader_decodes_one_at_a_time(tmp_path):
+    """700 cases x 100 ranks = 70,000 rows: a group of 65,536 and one of 4,464; 100 rows: one
+    group, the bytes a one-group write gives."""
+
+    def run(cases: int) -> tuple[pl.DataFrame, list[str], list[str]]:
+        case_ids, chunk_ids = [f"q{n:04d}" for n in range(cases)], [f"d#{n}" for n in range(100)]
+        frame = pl.DataFrame(
+            {
+                "case_id": [c for c in case_ids for _ in range(100)],
+                "rank": [r for _ in case_ids for r in range(1, 101)],
+                "chunk_id": [chunk_ids[r] for _ in case_ids for r in range(100)],
+                "score": [1.0 / r for _ in case_ids for r in range(1, 101)],
+            }
+        )
+        return frame, case_ids, chunk_ids
+
+    frame, case_ids, chunk_ids = run(700)
+    write_run_frame(tmp_path / "big.parquet", frame, case_ids, chunk_ids)
+    groups = parquet.ParquetFile(tmp_path / "big.parquet").metadata
+    assert ROW_GROUP_ROWS == 65_536
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [65_536, 4_464]
+    assert pl.read_parquet(tmp_path / "big.parquet").select(frame.columns).equals(frame)
+
+    small, case_ids, chunk_ids = run(1)
+    write_run_frame(tmp_path / "small.parquet", small, case_ids, chunk_ids)
+    one = pl.read_parquet(tmp_path / "small.parquet")
+    metadata = pl.read_parquet_metadata(tmp_path / "small.parquet")
+    one.write_parquet(tmp_path / "one.parquet", row_group_size=len(one), metadata=metadata)
+    assert (tmp_path / "small.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()

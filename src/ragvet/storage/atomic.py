@@ -187,6 +187,12 @@ def _probe(tmp: Path) -> int | None:
     return None
 
 
+# Rows per row group of the tables that grow with the cases (the case table, runs, per-case
+# tables written in batches): a reader in batches decodes one group at a time, never a whole
+# column. A table of at most this many rows is one group, so its bytes are those of one.
+ROW_GROUP_ROWS = 1 << 16
+
+
 def write_parquet(path: str | Path, frame, **options) -> None:
     """Write a polars frame as Parquet atomically (``options`` go to ``write_parquet``): every
     table ragvet writes comes through here, so a write cut short is a :class:`WriteFailed`

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.storage.atomic import atomic_output, write_parquet
+from ragvet.storage.atomic import ROW_GROUP_ROWS, atomic_output, write_parquet
 from ragvet.storage.files import FLOAT_PLACES, round_floats
 
 GROUPS = ("metrics", "counts", "tags", "human_review")
@@ -171,9 +171,6 @@ def write_results(path: Path, frame: pl.DataFrame) -> None:
     their keys), atomically; the same frame gives the same bytes."""
     table = frame.select(sorted(frame.columns)).sort("case_id")
     write_parquet(path, table, compression="zstd", statistics=False, row_group_size=1 << 30)
-
-
-ROW_GROUP_ROWS = 1 << 16  # rows per row group of a table written in batches: its bytes depend on this alone
 
 
 def row_groups(frames: Iterable[pl.DataFrame], rows: int = ROW_GROUP_ROWS) -> Iterator[pl.DataFrame]:

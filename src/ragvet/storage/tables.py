@@ -20,7 +20,7 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import Case, Chunk, Doc
-from ragvet.storage.atomic import write_parquet
+from ragvet.storage.atomic import ROW_GROUP_ROWS, write_parquet
 from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts, token_columns_of
 from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
 
@@ -110,7 +110,7 @@ def write_case_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
             None if grades is None else [{"doc": d, "grade": g} for d, g in sorted(grades.items())] for grades in judged
         ]
         frame = frame.with_columns(pl.Series("judged", entries, dtype=judged_schema()))
-    write_parquet(path, frame, row_group_size=max(len(frame), 1))
+    write_parquet(path, frame, row_group_size=ROW_GROUP_ROWS)
 
 
 def read_case_table(path: Path) -> CaseTable:
@@ -298,8 +298,8 @@ def write_run_frame(
     if frame.select(pl.col("case", "chunk").null_count().sum()).sum_horizontal().item():
         raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
     numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks), **({"foreign": True} if foreign else {})}
-    write_parquet(  # one row group: a reader gets each column as one array, without a copy
-        path, frame, row_group_size=max(len(frame), 1), metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
+    write_parquet(
+        path, frame, row_group_size=ROW_GROUP_ROWS, metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
     )
 
 
