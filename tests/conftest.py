@@ -52,7 +52,7 @@ UNITS = {
 SLOWEST_FIRST = [
     "unit:clones",  # test_reproduction: the sample, then the dense runs, again on other kernels (170 s)
     "unit:kinds",  # test_pipeline_kinds: every retriever kind, cold; no sample (60 s)
-    "unit:ray",  # test_ray_cluster: the sample through the stage on the cluster, a worker killed (120 s with a benchmark beside it)
+    "unit:ray",  # test_ray_cluster: the sample through the stage on the cluster, a worker killed (120 s)
     "unit:storage",  # test_storage's history: accept, migrate, push, a harmful run (90 s); a migration resumed (20 s)
     "unit:pr-harmful",  # (75 s)
     "tests/pipeline/test_pipeline.py::test_a_chunking_change",  # (60 s)
