@@ -4,6 +4,8 @@ where the two must agree."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 import yaml
@@ -27,7 +29,7 @@ from ragvet.measures.reference import (
 )
 from ragvet.measures.registry import metric_problems
 from ragvet.measures.summary import summarise
-from ragvet.measures.tally import nearest_rank
+from ragvet.measures.tally import counted_rank
 from ragvet.measures.tokenizing import token_starts
 from ragvet.measures.tokens import load_tokenizer, tokenizer_file
 from ragvet.schema import ProjectedUnit
@@ -239,7 +241,7 @@ def test_the_summary_gives_the_budget_needed_as_mean_and_nearest_rank_percentile
     assert aggregate["metrics"]["tokens_to_evidence_p50"] == 40  # sorted 10 40 70 100: rank ceil(0.5 * 4) = 2
     assert aggregate["metrics"]["tokens_to_evidence_p90"] == 100  # rank ceil(0.9 * 4) = 4
     assert aggregate["metrics"]["evidence_recall_budget@64"] == 0.5
-    assert nearest_rank([], 0.5) is None and nearest_rank([7], 0.9) == 7
+    assert counted_rank(Counter(), 0.5) is None and counted_rank(Counter([7]), 0.9) == 7
 
 
 def test_the_gate_guards_a_budget_metric_and_keeps_its_k_for_ranks():

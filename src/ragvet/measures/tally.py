@@ -76,14 +76,10 @@ class ExactSum:
 SPREAD = [metric.name for metric in METRICS.values() if metric.budget and not metric.share]
 
 
-def nearest_rank(values: Sequence[float], share: float) -> float | None:
-    """The nearest-rank percentile: the smallest value with at least ``share`` of the
-    values at or below it (a value that occurs, never an interpolation); None when empty."""
-    return counted_rank(Counter(values), share)
-
-
 def counted_rank(counts: Counter, share: float) -> float | None:
-    """:func:`nearest_rank` of the values ``counts`` holds, each with its multiplicity."""
+    """The nearest-rank percentile (:func:`ragvet.measures.latency.nearest_rank`'s rule: the
+    smallest value with at least ``share`` of the values at or below it, never an
+    interpolation) of the values ``counts`` holds, each with its multiplicity; None when empty."""
     n = sum(counts.values())
     if not n:
         return None
