@@ -32,7 +32,9 @@ from ragvet.gating.decision import decide
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
-from ragvet.storage import results
+from ragvet.storage import records, results
+from ragvet.storage.files import write_json
+from ragvet.storage.records import SplitOutline, split_outline
 
 CONFIG = "sentences-600-bm25"
 FP = {"eval_split": "e1", "corpus": "c1", "chunking": "k1"}
@@ -678,6 +680,11 @@ def split_of(rows: list[dict], fp: dict = FP) -> dict:
     return {"fingerprints": {**fp, "dev_split": "d1"}, "cases": cases}
 
 
+def held_split(rows: list[dict]) -> SplitOutline:
+    """:func:`split_of` as the gate reads it."""
+    return SplitOutline.held(split_of(rows))
+
+
 def project_with(
     tmp_path: Path, base_rows: list[dict], base_summary: dict, cur_rows: list[dict], cur_fp: dict = FP
 ) -> dict:
@@ -719,7 +726,9 @@ def test_a_baseline_table_without_the_cases_a_change_broke_is_refused(tmp_path):
     )
     assert "ragvet baseline accept" in rendered
     # With the summary's counts edited to match, the split the summary names still holds them.
-    problems = baseline_problems(CONFIG, counted(kept), results.results_frame(kept), where["baseline"], split_of(base))
+    problems = baseline_problems(
+        CONFIG, counted(kept), results.results_frame(kept), where["baseline"], held_split(base)
+    )
     [problem] = problems
     assert problem.where == str(table)
     assert problem.what.startswith(
@@ -729,11 +738,30 @@ def test_a_baseline_table_without_the_cases_a_change_broke_is_refused(tmp_path):
     assert "ragvet baseline accept" in problem.fix
 
 
+def test_a_large_split_record_finds_the_missing_cases_without_being_held(tmp_path, monkeypatch):
+    """Past LARGE_SPLIT bytes the split's entries are scanned from the file: an intact
+    baseline passes on the digest of its eval ids, a table without 25 of them gets the
+    problem the whole record gives, and an eval case the split has not is named too."""
+    base, _ = broken_change()
+    write_json(tmp_path / "split.json", split_of(base))
+    monkeypatch.setattr(records, "LARGE_SPLIT", 0)
+    outline = split_outline(tmp_path / "split.json")
+    assert outline.scanned and outline.record == {"fingerprints": {**FP, "dev_split": "d1"}}
+    monkeypatch.setattr(records, "_BLOCK", 64)  # the entries' blocks cut entries
+    assert baseline_problems(CONFIG, counted(base), results.results_frame(base), Path("b"), outline) == []
+    kept = [r for r in base if r["case_id"] not in TWENTY_FIVE] + [row("zz", 1.0)]
+    [problem] = baseline_problems(CONFIG, counted(kept), results.results_frame(kept), Path("b"), outline)
+    assert problem.what == (
+        "its summary's eval split fingerprint is the current split's, and it lacks 25 of that split's eval cases "
+        "(c00, c01, c02, c03, c04, ...); it holds 1 eval cases the split has not (zz)"
+    )
+
+
 def test_a_baseline_table_with_a_duplicated_case_is_refused():
     base, _ = broken_change()
     doubled = [*base, row("c00", 1.0)]
     frame = results.results_frame(doubled)
-    problems = baseline_problems(CONFIG, counted(base), frame, Path("metrics/baseline"), split_of(base))
+    problems = baseline_problems(CONFIG, counted(base), frame, Path("metrics/baseline"), held_split(base))
     whats = [p.what for p in problems]
     assert "the baseline table holds case c00 2 times: a comparison pairs each case once" in whats
     assert all(p.where == f"metrics/baseline/cases/{CONFIG}.parquet" for p in problems)
@@ -741,7 +769,7 @@ def test_a_baseline_table_with_a_duplicated_case_is_refused():
 
 def test_an_intact_baseline_passes_the_integrity_check_and_the_gate_fails_on_the_drop(tmp_path):
     base, current = broken_change()
-    assert baseline_problems(CONFIG, counted(base), results.results_frame(base), Path("b"), split_of(base)) == []
+    assert baseline_problems(CONFIG, counted(base), results.results_frame(base), Path("b"), held_split(base)) == []
     where = project_with(tmp_path, base, counted(base), current)
     verdict = decide(gate_of(gate()), where["cases_dir"], where["split"], where["baseline"], None, None)
     assert not verdict["passed"]

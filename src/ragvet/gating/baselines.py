@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
@@ -22,7 +23,7 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from ragvet.storage.records import listed_ids, object_problems
+from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
 from ragvet.storage.tables import run_path
 from ragvet.text.values import is_int, is_number, kind_of
@@ -134,7 +135,7 @@ def checked_latency(where: str, record: Any, fix: str) -> dict:
 
 
 def baseline_problems(
-    config: str, summary: Summary, table: pl.DataFrame, baseline: Path, split_record: Mapping[str, Any]
+    config: str, summary: Summary, table: pl.DataFrame, baseline: Path, split: SplitOutline
 ) -> list[Problem]:
     """Why the committed baseline of ``config`` is not what ``ragvet baseline accept`` wrote.
 
@@ -142,14 +143,14 @@ def baseline_problems(
     (the cases a change broke) or duplicated there would silently change what it compares.
     The table must hold each case once, as many eval-split cases as its summary counts
     (``eval.denominators``), and, when the summary's eval split fingerprint is the
-    current split's (``split_record``, data/split.json), exactly that split's eval cases."""
+    current split's (``split``, data/split.json), exactly that split's eval cases."""
     where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
     fix = baseline_fix(where, summary_path)
     problems = [
         Problem(where, f"the baseline table holds case {case_id} {count} times: a comparison pairs each case once", fix)
         for case_id, count in table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
     ]
-    held = table.filter(pl.col("split") == EVAL)["case_id"].unique().sort().to_list()
+    held = table.filter(pl.col("split") == EVAL)["case_id"].unique()
     denominators = (summary.get(EVAL) or {}).get("denominators") or {}
     if denominators:
         counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))
@@ -157,27 +158,58 @@ def baseline_problems(
             what = f"the baseline table holds {len(held)} eval-split cases, and its summary {summary_path} counts"
             problems.append(Problem(where, f"{what} {counted}", fix))
     fingerprint = (summary.get("fingerprints") or {}).get("eval_split")
-    members = split_record.get("cases")
-    if isinstance(members, Mapping) and fingerprint == (split_record.get("fingerprints") or {}).get("eval_split"):
-        wanted = {case_id for case_id, entry in members.items() if entry.get("split") == EVAL}
-        missing, extra = sorted(wanted - set(held)), sorted(set(held) - wanted)
-        if missing or extra:
-            parts = [f"it lacks {len(missing)} of that split's eval cases ({listed_ids(missing)})"] if missing else []
-            parts += [f"it holds {len(extra)} eval cases the split has not ({listed_ids(extra)})"] if extra else []
-            what = f"its summary's eval split fingerprint is the current split's, and {'; '.join(parts)}"
+    if fingerprint == split.record["fingerprints"].get("eval_split"):
+        differs = _membership_problem(held, split)
+        if differs is not None:
+            what = f"its summary's eval split fingerprint is the current split's, and {differs}"
             problems.append(Problem(where, what, fix))
     return problems
 
 
-def integrity_problems(
-    baselines: Mapping[str, tuple], baseline: Path, split_record: Mapping[str, Any]
-) -> list[Problem]:
+def _membership_problem(held: pl.Series, split: SplitOutline) -> str | None:
+    """What the eval cases ``held`` (each once) lack of the split's eval cases, and hold
+    that it has not; None when they are the same cases. The sets are compared by their
+    size and the sum of their ids' 64-bit hashes first, so an intact table is checked in
+    a pass over the split's entries; only a difference holds both sets, to name it."""
+    if _id_digest([held]) == _id_digest(_batches(split.eval_ids())):
+        return None
+    wanted, have = set(split.eval_ids()), set(held.to_list())
+    missing, extra = sorted(wanted - have), sorted(have - wanted)
+    if not (missing or extra):
+        return None
+    parts = [f"it lacks {len(missing)} of that split's eval cases ({listed_ids(missing)})"] if missing else []
+    parts += [f"it holds {len(extra)} eval cases the split has not ({listed_ids(extra)})"] if extra else []
+    return "; ".join(parts)
+
+
+def _batches(ids: Iterable[str], size: int = 1 << 16) -> Iterator[pl.Series]:
+    """``ids`` as string Series of up to ``size`` ids."""
+    batch: list[str] = []
+    for case_id in ids:
+        batch.append(case_id)
+        if len(batch) == size:
+            yield pl.Series(batch, dtype=pl.String)
+            batch = []
+    yield pl.Series(batch, dtype=pl.String)
+
+
+def _id_digest(parts: Iterable[pl.Series]) -> tuple[int, int]:
+    """The number of ids in ``parts`` and the sum modulo 2**64 of their hashes: the same
+    for the same ids in any order and any batching."""
+    count, total = 0, 0
+    for part in parts:
+        count += len(part)
+        total = (total + int(np.sum(part.cast(pl.String).hash(seed=0).to_numpy(), dtype=np.uint64))) % 2**64
+    return count, total
+
+
+def integrity_problems(baselines: Mapping[str, tuple], baseline: Path, split: SplitOutline) -> list[Problem]:
     """:func:`baseline_problems` of every committed baseline there is."""
     return [
         problem
         for config, (summary, table) in sorted(baselines.items())
         if summary is not None and table is not None
-        for problem in baseline_problems(config, summary, table, baseline, split_record)
+        for problem in baseline_problems(config, summary, table, baseline, split)
     ]
 
 

@@ -45,7 +45,7 @@ from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
 from ragvet.storage.files import read_json, write_json
-from ragvet.storage.records import read_split_record
+from ragvet.storage.records import split_outline
 
 Latency = Mapping[str, tuple[dict | None, dict | None]]
 
@@ -81,7 +81,7 @@ def decide(
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
         baselines = baselines_for(configs, baseline, against, metrics)
-    split_record = read_split_record(split)
+    split_record = split_outline(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))
     chunkings = current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs)
@@ -89,7 +89,7 @@ def decide(
         gate,
         dict(baselines),
         dict(current),
-        split_fingerprints(split_record),
+        split_fingerprints(split_record.record),
         against,
         rebaselined(configs, baseline, cases_dir, against),
         latency,

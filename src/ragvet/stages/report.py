@@ -45,7 +45,7 @@ from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output
 from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
-from ragvet.storage.records import read_split_record
+from ragvet.storage.records import split_outline
 from ragvet.storage.results import per_case_path
 from ragvet.text.escaping import csv_cell
 
@@ -229,7 +229,7 @@ def main(
     summary_paths = [summaries_dir / f"{config}.json" for config in sorted(settings["configs"])]
     read = [cases_dir, slices_dir, split, cases, corpus, *summary_paths, *([verdict] if verdict else [])]
     refuse_stale(read, "the report")
-    fingerprints = split_fingerprints(read_split_record(split))
+    fingerprints = split_fingerprints(split_outline(split).record)
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
     metrics = None if format is Format.html else [*compared_metrics(settings["ks"], gate), *side_metrics]

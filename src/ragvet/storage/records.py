@@ -5,7 +5,8 @@ key of it, so it is refused at its file, naming the key, with the fix."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,29 +84,76 @@ def split_membership(path: Path) -> tuple[dict[str, Any], Callable[[Sequence[str
     as the split stage writes them (sorted keys), so it costs one block of memory;
     a case without an entry there stops with the problem at the file.
     """
-    fingerprints = _tail_fingerprints(path) if path.stat().st_size > LARGE_SPLIT else None
-    if fingerprints is None:  # small, or not as the split stage writes it: read whole and checked
-        record = read_split_record(path)
-        membership = {case_id: entry["split"] for case_id, entry in record["cases"].items()}
-        return record["fingerprints"], lambda ids: membership
-    fix = "run `dvc repro` (the split stage writes it), or restore it: git checkout -- " + str(path)
-    return fingerprints, _SplitScan(path, fix)
+    outline = split_outline(path)
+    if outline.scanned:
+        fix = "run `dvc repro` (the split stage writes it), or restore it: git checkout -- " + str(path)
+        return outline.record["fingerprints"], _SplitScan(path, fix)
+    membership = dict(outline.entries())
+    return outline.record["fingerprints"], lambda ids: membership
 
 
-def _tail_fingerprints(path: Path) -> dict[str, str] | None:
-    """The fingerprints after the cases of a record the split stage wrote, read from the
-    file's end; None when they are not found so."""
+@dataclass(frozen=True)
+class SplitOutline:
+    """The frozen split with its cases left on disk: the record's other keys (its
+    ``fingerprints``, and ``left_out`` when it left cases out), and its cases' ``(id,
+    split)`` read on demand (:meth:`entries`, in id order), so a reader that compares
+    fingerprints or counts eval cases never holds millions of entries."""
+
+    record: dict[str, Any]
+    entries: Callable[[], Iterable[tuple[str, str]]]
+    scanned: bool = False  # the entries are scanned from the file, not held
+
+    @classmethod
+    def held(cls, record: Mapping[str, Any]) -> SplitOutline:
+        """The outline of a record read whole (checked by :func:`read_split_record`)."""
+        cases = record["cases"]
+        pairs = sorted((case_id, entry["split"]) for case_id, entry in cases.items())
+        return cls({key: value for key, value in record.items() if key != "cases"}, lambda: pairs)
+
+    def eval_ids(self) -> Iterator[str]:
+        """The ids of the eval split's cases, in id order."""
+        return (case_id for case_id, split in self.entries() if split == EVAL)
+
+
+def split_outline(path: Path) -> SplitOutline:
+    """The frozen split (``data/split.json``) as :class:`SplitOutline`. A record up to
+    :data:`LARGE_SPLIT` bytes is read whole and checked (:func:`read_split_record`); a
+    larger one as the split stage writes it has its other keys read from the file's end
+    and its entries scanned a block at a time each time they are asked for."""
+    tail = _tail_record(path) if path.stat().st_size > LARGE_SPLIT else None
+    if tail is None:  # small, or not as the split stage writes it: read whole and checked
+        return SplitOutline.held(read_split_record(path))
+    return SplitOutline(tail, lambda: _scan_entries(path), scanned=True)
+
+
+def _tail_record(path: Path) -> dict[str, Any] | None:
+    """The keys after the cases of a record the split stage wrote (``fingerprints``, then
+    ``left_out`` when there is one), read from the file's end; None when they are not found so."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
         handle.seek(max(size - _BLOCK, 0))
         tail = handle.read()
     at = tail.rfind(_AFTER_CASES)
     try:
-        fingerprints = orjson.loads(b"{" + tail[at + 1 :]).get("fingerprints") if at >= 0 else None
+        record = orjson.loads(b"{" + tail[at + 1 :]) if at >= 0 else None
     except orjson.JSONDecodeError:
         return None
+    fingerprints = record.get("fingerprints") if isinstance(record, dict) else None
     texts = isinstance(fingerprints, dict) and all(isinstance(fingerprints.get(n), str) for n in SPLIT_FINGERPRINTS)
-    return fingerprints if texts else None
+    return record if texts and isinstance(record.get("left_out", {}), dict) else None
+
+
+def _scan_entries(path: Path) -> Iterator[tuple[str, str]]:
+    """Each case entry's ``(id, split)`` in file order, read a block at a time."""
+    with open(path, "rb") as handle:
+        held = b""
+        while block := handle.read(_BLOCK):
+            held += block
+            end = 0
+            for match in _ENTRY.finditer(held):
+                end = match.end()
+                yield orjson.loads(b'"' + match[1] + b'"'), match[2].decode()
+            held = held[end:]
 
 
 class _SplitScan:
@@ -113,19 +161,8 @@ class _SplitScan:
 
     def __init__(self, path: Path, fix: str):
         self.path, self.fix = path, fix
-        self.entries = self._entries()
+        self.entries = _scan_entries(path)
         self.last: tuple[str, str] | None = None
-
-    def _entries(self) -> Iterator[tuple[str, str]]:
-        with open(self.path, "rb") as handle:
-            held = b""
-            while block := handle.read(_BLOCK):
-                held += block
-                end = 0
-                for match in _ENTRY.finditer(held):
-                    end = match.end()
-                    yield orjson.loads(b'"' + match[1] + b'"'), match[2].decode()
-                held = held[end:]
 
     def __call__(self, ids: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
