@@ -136,11 +136,10 @@ def test_bootstrap_of_constant_delta_is_that_delta_and_empty_is_none():
 @pytest.mark.parametrize("n", [1_000, 50_000])
 def test_bootstrap_in_batches_equals_one_batch(monkeypatch, n):
     """Multinomial (n = 1,000: 200 x 1,000 indices in batches of 30 resamples) and
-    Poisson (n = 50,000: weights drawn 7 cases at a time, products of 10 resamples),
-    each against one batch."""
+    Poisson (n = 50,000: weights drawn 7 cases at a time, summed 2,500 cases at a
+    time), each against one batch."""
     rng = np.random.default_rng(0)
     base, cur = rng.random(n), rng.random(n)
-    monkeypatch.setattr(resampling, "MIN_PRODUCT_ROWS", 1)
     monkeypatch.setattr(resampling, "_BOOTSTRAP_CELLS", (30 if n == 1_000 else 10) * n)
     monkeypatch.setattr(resampling, "_DRAW_CELLS", 7 * 200)
     resampling._WEIGHTS.clear()
@@ -167,8 +166,7 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
     cur[:, 2] = base[:, 2] + np.where(np.arange(n) < 5, 0.5, 0.0)  # 5 moved cases: exact p
     cur[:, 3] = base[:, 3] + 1e6 * (cur[:, 0] - base[:, 0])  # another scale
     deltas = cur - base
-    monkeypatch.setattr(resampling, "MIN_PRODUCT_ROWS", 1)  # several batches (3,000 cases: Poisson)
-    monkeypatch.setattr(resampling, "_BOOTSTRAP_CELLS", 400_000)
+    monkeypatch.setattr(resampling, "_BOOTSTRAP_CELLS", 400_000)  # Poisson: 3,000 cases summed 800 at a time
     shared_ci = bootstrap_cis(deltas, 500, 11, 0.95)
     shared_p = permutation_ps(deltas, 2_000, 12)
     for j in range(deltas.shape[1]):

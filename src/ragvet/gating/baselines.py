@@ -24,7 +24,7 @@ from ragvet.storage.atomic import outputs_together, remove_output, write_copy, w
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
-from ragvet.storage.results import SUFFIX, cases_dir, column, per_case_path, read_results
+from ragvet.storage.results import SUFFIX, cases_dir, column, in_id_order, per_case_path, read_results
 from ragvet.storage.tables import run_path
 from ragvet.text.values import is_int, is_number, kind_of
 
@@ -146,11 +146,15 @@ def baseline_problems(
     current split's (``split``, data/split.json), exactly that split's eval cases."""
     where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
     fix = baseline_fix(where, summary_path)
+    ids = table["case_id"]
+    once = in_id_order(ids)  # as evaluate writes it
+    doubled = [] if once else table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
     problems = [
         Problem(where, f"the baseline table holds case {case_id} {count} times: a comparison pairs each case once", fix)
-        for case_id, count in table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
+        for case_id, count in doubled
     ]
-    held = table.filter(pl.col("split") == EVAL)["case_id"].unique()
+    held = ids.filter(table["split"] == EVAL)
+    held = held if once else held.unique()
     denominators = (summary.get(EVAL) or {}).get("denominators") or {}
     if denominators:
         counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))

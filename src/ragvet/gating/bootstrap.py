@@ -34,10 +34,14 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from ragvet.gating.significance import MIN_PRODUCT_ROWS
+if TYPE_CHECKING:
+    import polars as pl
+
+CaseIds: TypeAlias = "pl.Series | np.ndarray | Sequence[str]"  # indexed by an integer array, or one by one
 
 MULTINOMIAL_MAX_CASES = 1_000
 # Bound the (resamples x cases) matrices of a batch so large eval sets do not exhaust memory
@@ -49,21 +53,27 @@ _MAX_WEIGHT = 64  # a Poisson(1) draw of a 53-bit uniform is at most 17; a bound
 _UNSURE = 255
 
 
-def split_columns(columns: np.ndarray, total: int) -> np.ndarray:
+def split_columns(columns: np.ndarray, total: int, grid: np.ndarray | None = None) -> np.ndarray:
     """``columns`` (n x m) as n x 2m: each column's part on a power-of-two grid q, then
     the remainder, for :func:`weighted_sums` with integer weights whose Σᵢ|wᵢ| per row
     is at most ``total``.
 
-    q is coarse enough that every partial sum of such weights times the first part is
-    a multiple of q below 2⁵³q, so exact in any order; the remainder is below q/2
-    (about 2⁻⁵² total max|d|), and its sum's own rounding far below the result's last
-    bit. q depends on the column and ``total`` only, never on the other columns.
+    q (:func:`column_grid`, or ``grid`` when the columns are some rows of those it was
+    made for) is coarse enough that every partial sum of such weights times the first
+    part is a multiple of q below 2⁵³q, so exact in any order; the remainder is below
+    q/2 (about 2⁻⁵² total max|d|), and its sum's own rounding far below the result's
+    last bit. q depends on the column and ``total`` only, never on the other columns.
     """
-    scale = np.abs(columns).max(axis=0, initial=0.0) * max(total, 1)
-    _, exponent = np.frexp(scale)
-    grid = np.ldexp(1.0, exponent - 51)  # scale <= 2**exponent = 2**51 * grid
+    grid = column_grid(columns, total) if grid is None else grid
     high = np.rint(columns / grid) * grid
     return np.hstack([high, columns - high])
+
+
+def column_grid(columns: np.ndarray, total: int) -> np.ndarray:
+    """Each column's grid q of :func:`split_columns`: 2^(e - 51) for max|d| x total <= 2^e."""
+    scale = np.abs(columns).max(axis=0, initial=0.0) * max(total, 1)
+    _, exponent = np.frexp(scale)
+    return np.ldexp(1.0, exponent - 51)  # scale <= 2**exponent = 2**51 * grid
 
 
 def weighted_sums(weights: np.ndarray, split: np.ndarray) -> np.ndarray:
@@ -82,7 +92,7 @@ def bootstrap_ci(
     resamples: int,
     seed: int,
     confidence: float,
-    case_ids: Sequence[str] | None = None,
+    case_ids: CaseIds | None = None,
 ) -> tuple[float | None, float | None]:
     """Percentile interval of the mean paired delta ``cur - base`` (the module doc's
     scheme); ``case_ids`` name the cases (their positions when omitted), which the
@@ -97,7 +107,7 @@ def bootstrap_cis(
     resamples: int,
     seed: int,
     confidence: float,
-    case_ids: Sequence[str] | None = None,
+    case_ids: CaseIds | None = None,
 ) -> list[tuple[float | None, float | None]]:
     """:func:`bootstrap_ci` of every column of ``deltas`` (n paired cases x m metrics,
     the deltas of each metric over the same cases ``case_ids``, in the same order),
@@ -112,7 +122,7 @@ def bootstrap_cis(
     if n <= MULTINOMIAL_MAX_CASES:
         means = _multinomial_means(deltas, resamples, seed)
     else:
-        names = [str(i) for i in range(n)] if case_ids is None else list(case_ids)
+        names = np.arange(n).astype(str) if case_ids is None else case_ids
         means = _poisson_means(deltas, names, resamples, seed)
     tail = (1.0 - confidence) / 2.0 * 100.0
     bounds = np.percentile(means, [tail, 100.0 - tail], axis=0)
@@ -136,28 +146,34 @@ def _multinomial_means(deltas: np.ndarray, resamples: int, seed: int) -> np.ndar
     return means
 
 
-def _poisson_means(deltas: np.ndarray, case_ids: Sequence[str], resamples: int, seed: int) -> np.ndarray:
+def _poisson_means(deltas: np.ndarray, case_ids: CaseIds, resamples: int, seed: int) -> np.ndarray:
     """resamples x m means Σ wᵢdᵢ / Σ wᵢ of the Poisson bootstrap (module doc). Only the
     cases some column moved get weights (:func:`_case_weights`); a column's n - m
     unmoved cases add one Poisson(n - m) draw to its denominator, from SplitMix64
-    seeded by (seed, n - m)."""
+    seeded by (seed, n - m). The moved cases are weighed a batch at a time into the
+    sums, so memory holds resamples x one batch of weights at any number of cases."""
     n, m = deltas.shape
     rows = np.flatnonzero(deltas.any(axis=1))
     moved = np.ascontiguousarray(deltas[rows])
     counted = (moved != 0).astype(np.float64)  # which cases each column's numerator weighs
-    unmoved = n - counted.sum(axis=0).astype(np.int64)
-    weights = _case_weights([case_ids[i] for i in rows], seed, resamples)
-    split = split_columns(moved, _MAX_WEIGHT * n)
-    others = _unmoved_sums(unmoved, seed, resamples)
-    batch = min(resamples, max(MIN_PRODUCT_ROWS, _BOOTSTRAP_CELLS // max(len(rows), 1)))
-    means = np.empty((resamples, m), dtype=np.float64)
-    for start in range(0, resamples, batch):
-        stop = min(resamples, start + batch)
-        drawn = weights[start:stop].astype(np.float64)
-        sums = weighted_sums(drawn, split)
-        sizes = drawn @ counted + others[start:stop]  # small integers: exact in any order
-        means[start:stop] = np.divide(sums, sizes, out=np.zeros_like(sums), where=sizes > 0)
-    return means
+    grid = column_grid(moved, _MAX_WEIGHT * n)
+    sums = np.zeros((resamples, 2 * m), dtype=np.float64)
+    sizes = _unmoved_sums(n - counted.sum(axis=0).astype(np.int64), seed, resamples)
+    step = max(1, _BOOTSTRAP_CELLS // resamples)
+    for start in range(0, len(rows), step):
+        part = slice(start, start + step)
+        drawn = _case_weights(_picked(case_ids, rows[part]), seed, resamples).astype(np.float64)
+        sums += drawn @ split_columns(moved[part], 0, grid)  # the high parts: exact in any order
+        sizes += drawn @ counted[part]  # small integers: exact in any order
+    means = sums[:, :m] + sums[:, m:]
+    return np.divide(means, sizes, out=np.zeros_like(means), where=sizes > 0)
+
+
+def _picked(case_ids: CaseIds, rows: np.ndarray) -> list[str]:
+    """The ids at ``rows``: a list is indexed one by one, a polars Series or an array at once."""
+    if isinstance(case_ids, (list, tuple)):
+        return [case_ids[i] for i in rows]
+    return list(case_ids[rows])
 
 
 def _unmoved_sums(unmoved: np.ndarray, seed: int, resamples: int) -> np.ndarray:

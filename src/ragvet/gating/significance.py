@@ -35,10 +35,10 @@ _STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
 # Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
 # (the Monte Carlo stream does not depend on it, see _heads).
 _SIGN_CELLS = 4_000_000
-# Resamples per matrix product at least, here and in the bootstrap: OpenBLAS's threads, on a
+# Resamples per matrix product at least: OpenBLAS's threads, on a
 # busy machine, cost more than the product in small ones (60 x 8,306 by 8,306 x 64: 0.9 to
 # 2.3 s for 2,000 resamples with 2 threads, 0.14 s with one; 240 rows and up: 0.15 to 0.25 s).
-MIN_PRODUCT_ROWS = 256
+_MIN_PRODUCT_ROWS = 256
 
 
 def _signs(rows: int, n: int, start: int) -> np.ndarray:
@@ -124,7 +124,7 @@ def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float 
     totals = moved.sum(axis=0)
     rng = np.random.default_rng(seed)
     words = -(-n // 64)
-    batch = min(resamples, max(MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)))
+    batch = min(resamples, max(_MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)))
     hits = np.zeros(len(drawn), dtype=np.int64)
     for start in range(0, resamples, batch):
         rows = min(batch, resamples - start)
