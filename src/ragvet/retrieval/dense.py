@@ -59,7 +59,15 @@ from typing import Any
 import numpy as np
 
 from ragvet.retrieval.cluster_access import cluster_address
-from ragvet.retrieval.cluster_embedding import cluster_passage_vectors, connect, io_location
+from ragvet.retrieval.cluster_embedding import (
+    chunking_fingerprint,
+    connect,
+    gather_vectors,
+    io_location,
+    manifest,
+    plan_shards,
+    store_on_cluster,
+)
 from ragvet.retrieval.embedding import (
     EmbeddingCache,
     default_prompt,
@@ -67,6 +75,7 @@ from ragvet.retrieval.embedding import (
     exact_scores,
     grid_logits,
     load_cross_encoder,
+    model_id,
     run_by_length,
 )
 from ragvet.retrieval.models import PORTABLE
@@ -195,14 +204,20 @@ def hnsw_scores(
             yield scores
 
 
-def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
+def dense_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, manifests: list[dict] | None = None
+) -> list[RunRow]:
+    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``.
+    With ``engine: ray``, the vectors' manifest is appended to ``manifests``."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
     if settings["engine"] == "ray":
-        return cluster_dense_run(cases, chunks, settings, depth)
+        rows, listing = cluster_dense_run(cases, chunks, settings, depth)
+        if manifests is not None:
+            manifests.append(listing)
+        return rows
     passages, queries = embed_run_inputs(chunks, cases, settings)
     return ranked_rows(cases, chunks, passages, queries, settings, depth)
 
@@ -228,30 +243,38 @@ def ranked_rows(
     return rows
 
 
-def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int) -> list[RunRow]:
+def cluster_dense_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int
+) -> tuple[list[RunRow], dict]:
     """``engine: ray``: passages embedded on the cluster of ``RAY_ADDRESS``
     (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
-    across vector shards (:mod:`ragvet.retrieval.sharded_search`); ``hnsw`` here."""
+    across vector shards (:mod:`ragvet.retrieval.sharded_search`), the driver passing shard
+    names and queries and keeping only the merged top ``depth``; ``hnsw`` here, on the
+    vectors read back. The rows, and the vectors' manifest."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
-    passages, listing = cluster_passage_vectors(ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings)
+    chunk_ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
+    mid = model_id(settings["model"], settings["precision"])
+    shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
+    store_on_cluster(ray, shards, settings)
+    fingerprint = chunking_fingerprint(chunk_ids, texts)
     with EmbeddingCache() as cache:
         queries, stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
+    location = io_location(settings["vectors"])
     if settings["index"] == "hnsw":
-        return ranked_rows(cases, chunks, passages, queries, settings, depth)
-    holders = start_shards(
-        ray,
-        io_location(settings["vectors"]),
-        [s["name"] for s in listing["shards"]],
-        settings["ray_actors"],
-        settings["ray_num_cpus"],
+        passages, records = gather_vectors(shards, location)
+        listing = manifest(shards, records, settings, fingerprint)
+        return ranked_rows(cases, chunks, passages, queries, settings, depth), listing
+    holders = start_shards(ray, location, [s.name for s in shards], settings["ray_actors"], settings["ray_num_cpus"])
+    listing = manifest(
+        shards, [r for part in ray.get([h.records.remote() for h in holders]) for r in part], settings, fingerprint
     )
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}
         ids = [cases[m].case_id for m in members]
         rows.extend(cluster_top(ray, holders, ids, queries[members], admitted, depth))
-    return rows
+    return rows, listing
 
 
 # --- scorers for reranking ------------------------------------------------
