@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
@@ -26,7 +27,14 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from ragvet.errors import InputError, Problem  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
-from ragvet.retrieval.cluster_embedding import connect, encode_on_cluster, plan_shards, shard_bytes  # noqa: E402
+from ragvet.retrieval.cluster_embedding import (  # noqa: E402
+    connect,
+    describe,
+    encode_on_cluster,
+    plan_shards,
+    shard_bytes,
+    shard_entries,
+)
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
 from ragvet.retrieval.models import resolve_model  # noqa: E402
@@ -212,6 +220,34 @@ def test_a_worker_whose_model_differs_from_the_drivers_is_an_error_naming_the_fi
         )
     ]
     assert not (tmp_path / "v").exists()
+
+
+def test_a_shard_missing_unreadable_or_holding_other_chunks_is_named_with_the_fix():
+    """No cluster needed: the readers' records checked against the plan (3 shards of 1 chunk)."""
+    shards = plan_shards(["a", "b", "c"], ["one", "two", "three"], "m", "", 1)
+    grid = np.array([[3, -4]], dtype=np.int16)
+    records = [describe(shards[0].name, shard_bytes(["a"], grid))[0]]  # right
+    records.append(describe(shards[1].name, shard_bytes(["x"], grid))[0])  # another chunk
+    records.append(describe(shards[2].name, b"not parquet")[0])
+    assert records[0] == {
+        "name": shards[0].name,
+        "rows": 1,
+        "sha256": hashlib.sha256(shard_bytes(["a"], grid)).hexdigest(),
+        "first_chunk_id": "a",
+        "last_chunk_id": "a",
+        "ids": hashlib.sha256(b"a").hexdigest(),
+    }
+    fix = "delete it and re-run: a missing shard is computed again"
+    what = "the vector shard is missing, unreadable or holds other chunks than its name says"
+    with pytest.raises(InputError) as raised:
+        shard_entries(shards, records, "s3://bucket/v")
+    assert sorted(raised.value.problems) == sorted(
+        Problem(f"s3://bucket/v/{s.name}.parquet", what, fix) for s in shards[1:]
+    )
+    assert shard_entries(shards[:1], records[:1], "v") == [
+        {key: records[0][key] for key in ("name", "rows", "sha256", "first_chunk_id", "last_chunk_id")}
+        | {"uri": f"v/{shards[0].name}.parquet"}
+    ]
 
 
 def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_path):
