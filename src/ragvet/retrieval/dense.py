@@ -24,7 +24,8 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
   ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
   ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
-  searches there too (:mod:`ragvet.retrieval.sharded_search`).
+  searches there too (:mod:`ragvet.retrieval.sharded_search`). pgvector's owned table
+  takes the same keys (:func:`run_vectors`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -60,6 +61,7 @@ import numpy as np
 
 from ragvet.retrieval.cluster_access import cluster_address
 from ragvet.retrieval.cluster_embedding import (
+    Shard,
     chunking_fingerprint,
     connect,
     gather_vectors,
@@ -213,13 +215,25 @@ def dense_run(
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
-    if settings["engine"] == "ray":
-        rows, listing = cluster_dense_run(cases, chunks, settings, depth)
-        if manifests is not None:
-            manifests.append(listing)
-        return rows
-    passages, queries = embed_run_inputs(chunks, cases, settings)
+    manifests = [] if manifests is None else manifests
+    if settings["engine"] == "ray" and settings["index"] == "flat":
+        return cluster_flat_run(cases, chunks, settings, depth, manifests)
+    passages, queries = run_vectors(chunks, cases, settings, manifests)
     return ranked_rows(cases, chunks, passages, queries, settings, depth)
+
+
+def run_vectors(
+    chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict, manifests: list[dict]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The passages' and questions' vectors for an index built in this process (faiss's, or a
+    pgvector table): embedded here through the cache, or with ``engine: ray`` on the cluster
+    and read back (their manifest appended to ``manifests``)."""
+    if settings["engine"] != "ray":
+        return embed_run_inputs(chunks, cases, settings)
+    _, shards, fingerprint = stored_on_cluster(chunks, settings)
+    passages, records = gather_vectors(shards, io_location(settings["vectors"]))
+    manifests.append(manifest(shards, records, settings, fingerprint))
+    return passages, embed_questions(cases, settings)
 
 
 def ranked_rows(
@@ -243,38 +257,44 @@ def ranked_rows(
     return rows
 
 
-def cluster_dense_run(
-    cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int
-) -> tuple[list[RunRow], dict]:
-    """``engine: ray``: passages embedded on the cluster of ``RAY_ADDRESS``
-    (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
-    across vector shards (:mod:`ragvet.retrieval.sharded_search`), the driver passing shard
-    names and queries and keeping only the merged top ``depth``; ``hnsw`` here, on the
-    vectors read back. The rows, and the vectors' manifest."""
+def stored_on_cluster(chunks: Sequence[Chunk], settings: dict) -> tuple[Any, list[Shard], str]:
+    """``engine: ray``: ray connected to the cluster of ``RAY_ADDRESS``, the chunks' shard
+    plan with every shard stored (:mod:`ragvet.retrieval.cluster_embedding`), and the
+    chunking's fingerprint."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
     chunk_ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
     mid = model_id(settings["model"], settings["precision"])
     shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
     store_on_cluster(ray, shards, settings)
-    fingerprint = chunking_fingerprint(chunk_ids, texts)
+    return ray, shards, chunking_fingerprint(chunk_ids, texts)
+
+
+def embed_questions(cases: Sequence[Case], settings: dict) -> np.ndarray:
+    """The questions' vectors, through the cache (the passages' are the cluster's)."""
     with EmbeddingCache() as cache:
         queries, stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
+    return queries
+
+
+def cluster_flat_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int, manifests: list[dict]
+) -> list[RunRow]:
+    """``engine: ray`` with ``index: flat``: searched on the cluster, exactly, across vector
+    shards (:mod:`ragvet.retrieval.sharded_search`). The driver passes shard names and
+    queries and keeps only the merged top ``depth``; it never holds the passage vectors."""
+    ray, shards, fingerprint = stored_on_cluster(chunks, settings)
+    queries = embed_questions(cases, settings)
     location = io_location(settings["vectors"])
-    if settings["index"] == "hnsw":
-        passages, records = gather_vectors(shards, location)
-        listing = manifest(shards, records, settings, fingerprint)
-        return ranked_rows(cases, chunks, passages, queries, settings, depth), listing
     holders = start_shards(ray, location, [s.name for s in shards], settings["ray_actors"], settings["ray_num_cpus"])
-    listing = manifest(
-        shards, [r for part in ray.get([h.records.remote() for h in holders]) for r in part], settings, fingerprint
-    )
+    records = [record for part in ray.get([h.records.remote() for h in holders]) for record in part]
+    manifests.append(manifest(shards, records, settings, fingerprint))
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}
         ids = [cases[m].case_id for m in members]
         rows.extend(cluster_top(ray, holders, ids, queries[members], admitted, depth))
-    return rows, listing
+    return rows
 
 
 # --- scorers for reranking ------------------------------------------------
