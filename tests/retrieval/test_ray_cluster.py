@@ -37,6 +37,7 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
 )
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
+from ragvet.retrieval.kinds import retrieve  # noqa: E402
 from ragvet.retrieval.models import resolve_model  # noqa: E402
 from ragvet.retrieval.specs.dense import dense_settings  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
@@ -248,6 +249,21 @@ def test_a_shard_missing_unreadable_or_holding_other_chunks_is_named_with_the_fi
         {key: records[0][key] for key in ("name", "rows", "sha256", "first_chunk_id", "last_chunk_id")}
         | {"uri": f"v/{shards[0].name}.parquet"}
     ]
+
+
+def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(cluster, pg_dsn, tmp_path, monkeypatch):
+    """pgvector's owned table with engine: ray: the cluster's shards (one process's bytes) fill
+    the table, the run is the one-process run, and the manifest reaches the retrieve call."""
+    pytest.importorskip("psycopg", reason="needs the pgvector extra")
+    monkeypatch.setenv("RAGVET_TEST_PG_DSN", pg_dsn)
+    spec = {"kind": "pgvector", "dsn_env": "RAGVET_TEST_PG_DSN", "table": "ragvet_ray"}
+    ray_spec = {**spec, "engine": "ray", "shard_rows": 8, "vectors": str(tmp_path / "v")}
+    manifests: list[dict] = []
+    rows = retrieve(CASES, CHUNKS[:16], ray_spec, 5, manifests=manifests)
+    assert rows == retrieve(CASES, CHUNKS[:16], spec, 5)
+    assert stored(tmp_path / "v") == local_shards(CHUNKS[:16], 8)
+    [listing] = manifests
+    assert [(s["first_chunk_id"], s["rows"]) for s in listing["shards"]] == [("c000", 8), ("c008", 8)]
 
 
 def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_path):
