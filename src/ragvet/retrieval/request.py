@@ -20,6 +20,7 @@ class Request:
     retrievers: Mapping[str, dict]
     docs: Mapping[str, Doc] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)  # seconds per case, for kinds that time each query
+    manifests: list[dict] = field(default_factory=list)  # of the vectors engine: ray computed, members' included
 
     def deeper(self, depth: int) -> Request:
         """The request for a member retriever: its queries are not the configuration's, so not timed."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ragvet.retrieval.cluster_embedding import load, read_shard
+from ragvet.retrieval.cluster_embedding import describe, load
 from ragvet.retrieval.embedding import GRID
 from ragvet.retrieval.ranking import RunRow, top_ranked
 
@@ -24,17 +24,25 @@ QUERY_BLOCK = 256  # queries scored per matrix product on an actor
 
 
 class VectorShards:
-    """One actor's share of the corpus: its chunk_ids (sorted) and their grid integers as float64."""
+    """One actor's share of the corpus: its chunk_ids (sorted) and their grid integers as float64,
+    read from where the vectors live; and each shard's record for the manifest (:meth:`records`),
+    so the driver lists the shards without reading one."""
 
     def __init__(self, location: str, names: Sequence[str]):
         ids: list[str] = []
         grids = []
+        self.described = []
         for name in names:
-            found, grid = read_shard(load(location, name) or b"")
+            record, found, grid = describe(name, load(location, name))
+            self.described.append(record)
             ids.extend(found)
-            grids.append(grid)
+            if grid.size:
+                grids.append(grid)
         self.chunk_ids = ids
         self.grid = np.concatenate(grids).astype(np.float64) if grids else np.zeros((0, 0))
+
+    def records(self) -> list[dict]:
+        return self.described
 
     def top(self, case_ids: Sequence[str], queries: np.ndarray, allowed: set[str] | None, depth: int) -> list[RunRow]:
         """This share's top ``depth`` rows of each query (``allowed``: the chunk_ids a filter admits, None for all)."""

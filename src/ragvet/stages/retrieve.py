@@ -25,6 +25,9 @@ def main(
     corpus: Path | None = typer.Option(None, help="Validated corpus.jsonl: where foreign passages are located."),
     out: Path = typer.Option(..., help="Run (Parquet) to write; {key} stands for the configuration in every path."),
     latency: Path | None = typer.Option(None, help="Latency JSON to write (p50, p95, max, queries per second)."),
+    vectors: Path | None = typer.Option(
+        None, help="JSON to write: the manifests of the vectors engine: ray computed ([] for every other run)."
+    ),
     params: Path = typer.Option(Path("params.yaml")),
 ) -> None:
     """Write a run ``{case_id, rank, chunk_id, score}`` down to ``depth``.
@@ -34,6 +37,7 @@ def main(
     settings = stage_params(params, [f"configs.{config}", "retrievers", "depth"])
     chunks, out = fill_path(chunks, chunking=settings["configs"][config]["chunking"]), fill_path(out, key=config)
     latency = fill_path(latency, key=config) if latency is not None else None
+    vectors = fill_path(vectors, key=config) if vectors is not None else None
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
@@ -41,16 +45,19 @@ def main(
     chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks, token_starts=False)
     docs = {doc.doc_id: doc for doc in read_docs(corpus)} if corpus and spec["kind"] != "bm25" else {}
     timed: dict[str, float] = {}
+    manifests: list[dict] = []
     started = time.perf_counter()
-    rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers, docs, timed)
+    rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers, docs, timed, manifests)
     figures = latency_figures(timed, len(all_cases), time.perf_counter() - started, machine_fingerprint())
     foreign = is_foreign(row["chunk_id"] for row in rows)
     if foreign:  # a run of foreign passages numbers its own passages
         chunk_ids = [row["chunk_id"] for row in rows]
     else:
         chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
-    with outputs_together(out, latency):
+    with outputs_together(out, latency, vectors):
         write_run(out, rows, [case.case_id for case in all_cases], chunk_ids, foreign)
+        if vectors is not None:  # where the vectors live, small enough for DVC; the same for the same inputs
+            write_json(vectors, {"manifests": manifests})
         if latency is not None:  # varies run to run: a file outside DVC and git, never in the metrics
             write_json(latency, {"config": config, **figures})
     empty = len(all_cases) - len({row["case_id"] for row in rows})

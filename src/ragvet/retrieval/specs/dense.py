@@ -13,6 +13,8 @@ from ragvet.errors import InputError, Problem
 from ragvet.retrieval.models import DEFAULT_MODEL, DENSE_INSTALL_FIX, PORTABLE, PRECISIONS, resolve_model
 from ragvet.text.values import is_positive_int
 
+# engine: ray's keys: where the passage vectors are computed and kept (dense, and pgvector's owned table)
+ENGINE_KEYS = ("engine", "vectors", "shard_rows", "ray_actors", "ray_num_cpus", "ray_num_gpus", "trusted_cluster")
 DENSE_KEYS = {
     "kind",
     "model",
@@ -25,7 +27,7 @@ DENSE_KEYS = {
     "batch_size",
     "precision",
     "abstain_below",
-    *("engine", "vectors", "shard_rows", "ray_actors", "ray_num_cpus", "ray_num_gpus", "trusted_cluster"),
+    *ENGINE_KEYS,
 }
 DENSE_DEFAULTS: dict[str, Any] = {
     "model": DEFAULT_MODEL,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ragvet.errors import Problem
-from ragvet.retrieval.specs.dense import encoder_problems
+from ragvet.retrieval.specs.dense import ENGINE_KEYS, encoder_problems, engine_problems
 from ragvet.text.values import is_positive_int
 
 PGVECTOR_KEYS = {
@@ -25,12 +25,13 @@ PGVECTOR_KEYS = {
     "batch_size",
     "precision",
     "abstain_below",
+    *ENGINE_KEYS,
 }
 MODES = ("owned", "existing")
 # Keys only one mode reads. One of the other mode's is a mistake that can cost a table: the
 # docs' existing-table example without `mode: existing` runs in owned mode.
 MODE_KEYS = {
-    "owned": ("index", "hnsw_m", "ef_construction", "ef_search", "passage_prefix"),
+    "owned": ("index", "hnsw_m", "ef_construction", "ef_search", "passage_prefix", *ENGINE_KEYS),
     "existing": ("columns", "distance"),
 }
 INDEXES = ("exact", "hnsw")
@@ -94,4 +95,5 @@ def pgvector_problems(spec: dict, where: str) -> list[Problem]:
     for key in ("hnsw_m", "ef_construction", "ef_search"):
         if key in spec and not is_positive_int(spec[key]):
             problems.append(Problem(where, f"{key} must be an integer > 0", f"e.g. {key}: 40"))
+    problems += engine_problems(spec, where)
     return problems + encoder_problems(spec, where, ("sentence_transformers", "torch", "psycopg", "pgvector"))
