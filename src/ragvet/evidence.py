@@ -42,8 +42,10 @@ import functools
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from ragvet.chunking import chunk_document, chunking_problems
 from ragvet.errors import Problem
@@ -610,6 +612,14 @@ class EvidenceResolver:
 # --- evidence through a chunking ---------------------------------------------------
 
 
+def space_positions(text: str) -> np.ndarray:
+    """The offsets of ``text``'s whitespace characters, ascending: those ``str.isspace``
+    matches (numpy's ``isspace`` tests each code point by the same table, so a whole doc
+    is classified in C rather than one Python call a character)."""
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), "<U1")
+    return np.flatnonzero(np.strings.isspace(points))
+
+
 def nonspace_before(text: str, offsets: Iterable[int]) -> list[int]:
     """How many non-whitespace characters of ``text`` precede each offset.
 
@@ -619,16 +629,57 @@ def nonspace_before(text: str, offsets: Iterable[int]) -> list[int]:
     never be fully covered. Offsets mapped through this function are *counted
     coordinates*: the length of ``[a, b)`` there is its number of non-whitespace
     characters, and a union of intervals keeps that meaning. The vectorised engine
-    and the reference both map through it, so they count alike.
+    counts through :class:`CountedTexts`, the same rule over a whole corpus.
     """
-    offsets = list(offsets)
-    counts: dict[int, int] = {}
-    total = previous = 0
-    for offset in sorted(set(offsets)):
-        total += len("".join(text[previous:offset].split()))  # str.split drops exactly what str.isspace matches
-        counts[offset] = total
-        previous = offset
-    return [counts[offset] for offset in offsets]
+    at = np.clip(np.asarray(list(offsets), np.int64), 0, len(text))
+    spaces = space_positions(text[: int(at.max(initial=0))])  # nothing past the last offset counts
+    return (at - np.searchsorted(spaces, at)).tolist()
+
+
+class CountedTexts(Mapping[str, str]):
+    """The docs' texts, and where their whitespace lies, so that :func:`nonspace_before`
+    is answered for any number of (doc, offset) pairs by one sorted search, never a
+    rescan of a text: the docs lie one after another on one line, and their whitespace
+    positions on it form one sorted array, found once. Memory: 4 bytes a whitespace
+    character (8 past 2**31 characters in all)."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self._texts = texts
+        self._number = {doc_id: n for n, doc_id in enumerate(texts)}
+        self._length = np.fromiter(map(len, texts.values()), np.int64, len(texts))
+        self._start = np.cumsum(self._length) - self._length  # where each doc starts on the line
+        kind = np.int32 if self._length.sum() < 2**31 else np.int64
+        found = [(space_positions(text) + start).astype(kind) for text, start in zip(texts.values(), self._start)]
+        counts = np.fromiter(map(len, found), np.int64, len(found))
+        self._before = np.cumsum(counts) - counts  # whitespace characters of the docs before each
+        self._spaces = np.concatenate([np.zeros(0, kind), *found])
+
+    @classmethod
+    def of(cls, texts: Mapping[str, str]) -> CountedTexts:
+        """``texts`` itself when it is one already (its positions are kept), else a new one over them."""
+        return texts if isinstance(texts, CountedTexts) else cls(texts)
+
+    def __getitem__(self, doc_id: str) -> str:
+        return self._texts[doc_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def numbers(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """Each doc's number, for :meth:`before` (a KeyError for a doc the texts lack)."""
+        return np.fromiter((self._number[doc_id] for doc_id in doc_ids), np.int64, len(doc_ids))
+
+    def before(self, docs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """:func:`nonspace_before` of each ``offsets[i]`` in doc number ``docs[i]`` (:meth:`numbers`)."""
+        at = np.clip(offsets, 0, self._length[docs])
+        on_line = (self._start[docs] + at).astype(self._spaces.dtype)  # a search in the array's own type: no copy
+        order = np.argsort(on_line)  # sorted keys search from where the last one ended: 5x fewer cache misses
+        spaces = np.empty(len(on_line), np.int64)
+        spaces[order] = np.searchsorted(self._spaces, on_line[order])
+        return at - (spaces - self._before[docs])
 
 
 def project_unit(

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragvet.errors import InputError
-from ragvet.evidence import chunks_by_doc, nonspace_before, project_unit
+from ragvet.evidence import CountedTexts, chunks_by_doc, nonspace_before, project_unit, space_positions
 from ragvet.measures.engine import project, rank_matrix
 from ragvet.measures.evaluation import case_row
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
@@ -251,6 +251,19 @@ def test_fast_run_reader_reports_problems_like_the_validating_reader(tmp_path):
 
 def test_nonspace_before_counts_what_is_not_whitespace():
     assert nonspace_before("a b\n\u00a0c", [0, 1, 2, 3, 6, 4, 3]) == [0, 1, 1, 2, 3, 2, 2]
+
+
+def test_counted_texts_count_as_nonspace_before_in_each_doc():
+    """Three docs on one line: an offset past a doc's end counts to its end, and the
+    whitespace of the docs before it never counts."""
+    texts = CountedTexts({"a": "a b\n\u00a0c", "b": "  xy z", "c": ""})
+    docs = texts.numbers(["b", "a", "a", "c", "b", "a", "b"])
+    assert texts.before(docs, np.array([3, 6, 2, 0, 9, 1, 0])).tolist() == [1, 3, 1, 0, 3, 1, 0]
+
+
+def test_whitespace_is_what_str_isspace_matches_at_every_code_point():
+    every = "".join(map(chr, range(0x110000)))
+    assert space_positions(every).tolist() == [point for point in range(0x110000) if chr(point).isspace()]
 
 
 def test_span_coverage_counts_non_whitespace_characters():

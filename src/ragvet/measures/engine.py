@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import polars as pl
 
-from ragvet.evidence import nonspace_before
+from ragvet.evidence import CountedTexts
 from ragvet.measures.registry import METRICS
 from ragvet.measures.spending import cut, spending
 from ragvet.storage.columns import ChunkTable, EvidenceTable, Judgements, RunTable
@@ -133,12 +132,9 @@ def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ..
     """Chunk rows sorted by (doc, ordinal) and their doc numbers; per doc of ``docs``
     its number and its ``[first, last)`` positions in that order (empty, number 0,
     for a doc the chunking does not have)."""
-    names = pl.Series(chunks.doc_ids, dtype=pl.String).unique().sort()
-    numbers = pl.int_range(len(names), dtype=pl.Int64, eager=True)
-    chunk_doc = pl.Series(chunks.doc_ids, dtype=pl.String).replace_strict(names, numbers).to_numpy()
-    order = np.lexsort((chunks.ordinals, chunk_doc))
-    bounds = np.searchsorted(chunk_doc[order], np.arange(len(names) + 1))
-    wanted = pl.Series(docs, dtype=pl.String).replace_strict(names, numbers, default=-1).to_numpy()
+    number, chunk_doc = chunks.doc_numbers
+    order, bounds = chunks.doc_order
+    wanted = np.fromiter((number.get(doc, -1) for doc in docs), np.int64, len(docs))
     known = wanted >= 0
     first = np.where(known, bounds[np.maximum(wanted, 0)], 0)
     last = np.where(known, bounds[np.maximum(wanted, 0) + 1], 0)
@@ -188,7 +184,7 @@ def project(table: EvidenceTable, chunks: ChunkTable, texts: Mapping[str, str]) 
     own = table.unit_claim[unit_of_piece] < 0
     relevant = np.sort(table.unit_case[unit_of_piece[own]] * n_chunks + piece_chunk[own])
     relevant = relevant[np.concatenate(([True], relevant[1:] != relevant[:-1]))] if len(relevant) else relevant
-    piece_lo, piece_hi, lengths = _counted(table, target_code, piece_target, piece_lo, piece_hi, texts)
+    piece_lo, piece_hi, lengths = _counted(table, piece_target, piece_lo, piece_hi, CountedTexts.of(texts))
     evidence_units = np.flatnonzero(table.unit_claim < 0)
     return Evidence(
         table,
@@ -208,31 +204,25 @@ def project(table: EvidenceTable, chunks: ChunkTable, texts: Mapping[str, str]) 
 
 
 def _counted(
-    table: EvidenceTable,
-    target_code: np.ndarray,
-    piece_target: np.ndarray,
-    piece_lo: np.ndarray,
-    piece_hi: np.ndarray,
-    texts: Mapping[str, str],
+    table: EvidenceTable, piece_target: np.ndarray, piece_lo: np.ndarray, piece_hi: np.ndarray, texts: CountedTexts
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Span pieces' bounds and span targets' lengths mapped through
-    :func:`ragvet.evidence.nonspace_before`, one call per doc, so that coverage
-    counts non-whitespace characters exactly as the reference does. A span no
-    chunk overlaps keeps its length in characters: it is unavailable at any length."""
+    """Span pieces' bounds and span targets' lengths in counted coordinates
+    (:func:`ragvet.evidence.nonspace_before`, through ``texts``), so that coverage
+    counts non-whitespace characters exactly as the reference does. A span no chunk
+    overlaps keeps its length in characters: it is unavailable at any length."""
     lengths = np.where(table.target_start >= 0, table.target_end - table.target_start, 0)
     span_piece = np.flatnonzero(table.target_start[piece_target] >= 0)
     if not len(span_piece):
         return piece_lo, piece_hi, lengths
-    code = target_code[piece_target[span_piece]]
-    order = np.argsort(code, kind="stable")
+    targets = np.unique(piece_target[span_piece])
+    doc = np.zeros(len(lengths), np.int64)
+    doc[targets] = texts.numbers([table.target_doc[target] for target in targets.tolist()])
+    lengths[targets] = texts.before(doc[targets], table.target_end[targets])
+    lengths[targets] -= texts.before(doc[targets], table.target_start[targets])
     lo, hi = piece_lo.copy(), piece_hi.copy()
-    for group in np.split(span_piece[order], np.flatnonzero(np.diff(code[order])) + 1):
-        targets = np.unique(piece_target[group])
-        bounds = (table.target_start[targets], table.target_end[targets], piece_lo[group], piece_hi[group])
-        counted = np.asarray(nonspace_before(texts[table.target_doc[targets[0]]], np.concatenate(bounds).tolist()))
-        n, m = len(targets), len(group)
-        lengths[targets] = counted[n : 2 * n] - counted[:n]
-        lo[group], hi[group] = counted[2 * n : 2 * n + m], counted[2 * n + m :]
+    piece_doc = doc[piece_target[span_piece]]
+    lo[span_piece] = texts.before(piece_doc, piece_lo[span_piece])
+    hi[span_piece] = texts.before(piece_doc, piece_hi[span_piece])
     return lo, hi, lengths
 
 
@@ -312,7 +302,7 @@ def _budget_availability(
     piece_rank: np.ndarray,
     cut_at: tuple[np.ndarray, np.ndarray],
     chunks: ChunkTable,
-    texts: Mapping[str, str],
+    texts: CountedTexts,
     span_coverage: float,
 ) -> np.ndarray:
     """Per unit: whether it is available in what each case's budget sends
@@ -326,10 +316,8 @@ def _budget_availability(
     span = evidence.table.target_start[evidence.piece_target] >= 0
     counted = end.copy()
     clip = np.flatnonzero(crossing & span)
-    docs = np.asarray(evidence.table.target_doc, dtype=object)[evidence.piece_target[clip]]
-    for doc in set(docs.tolist()):
-        mine = clip[docs == doc]
-        counted[mine] = nonspace_before(texts[doc], end[mine].tolist())
+    docs = [evidence.table.target_doc[target] for target in evidence.piece_target[clip].tolist()]
+    counted[clip] = texts.before(texts.numbers(docs), end[clip])
     present = (piece_rank < crossing_rank[piece_case]) | (crossing & (~span | (evidence.piece_lo < counted)))
     piece_hi = np.where(crossing & span, np.minimum(evidence.piece_hi, counted), evidence.piece_hi)
     return _units_available(evidence, present, piece_hi, len(evidence.table.unit_case), span_coverage)
@@ -434,36 +422,43 @@ def _span_figures(
     Evidence spans and top-k chunks become +1/-1 events per (case, doc), sorted by
     position: a running sum of each kind says whether a stretch between two events
     is evidence, sent, or both (every group's events sum to 0, so one running sum
-    serves all groups)."""
+    serves all groups). Only chunks in a (case, doc) with an evidence span can overlap
+    one; the events are sorted once for the largest k, and a chunk ranked at k or below
+    steps by 0 for a smaller k (it only splits a stretch)."""
     n_cases = matrix.shape[0]
     targets = np.bincount(table.target_unit, minlength=len(table.unit_case))
     plain = (targets[table.target_unit] == 1) & (table.target_start >= 0) & (table.unit_claim[table.target_unit] < 0)
     span_case = table.unit_case[table.target_unit[plain]]
     n_spans = np.bincount(span_case, minlength=n_cases)
-    names, codes = np.unique(
-        np.asarray([*np.asarray(table.target_doc, dtype=object)[plain], *chunks.doc_ids], dtype=str),
-        return_inverse=True,
+    number, chunk_doc = chunks.doc_numbers
+    docs = [table.target_doc[target] for target in np.flatnonzero(plain).tolist()]
+    unknown = {doc: len(number) + n for n, doc in enumerate(dict.fromkeys(d for d in docs if d not in number))}
+    n_docs = len(number) + len(unknown)
+    span_group = span_case * n_docs + np.fromiter((number.get(d, unknown.get(d, 0)) for d in docs), np.int64, len(docs))
+    case, rank = np.nonzero(matrix[:, : max(ks)] >= 0)
+    chunk = matrix[case, rank]
+    chunk_group = case * n_docs + chunk_doc[chunk]
+    keys = np.unique(span_group)
+    near = np.isin(chunk_group, keys) if len(keys) else np.zeros(len(chunk_group), bool)
+    rank, chunk, chunk_group = rank[near], chunk[near], chunk_group[near]
+    n_e, n_r = len(span_group), len(chunk)
+    group = np.concatenate([span_group, chunk_group] * 2)
+    position = np.concatenate(
+        (table.target_start[plain], chunks.starts[chunk], table.target_end[plain], chunks.ends[chunk])
     )
-    span_doc, chunk_doc = codes[: len(span_case)], codes[len(span_case) :]
-    n_docs = max(len(names), 1)
+    is_e = np.concatenate((np.ones(n_e), np.zeros(n_r), np.ones(n_e), np.zeros(n_r)))
+    step = np.concatenate((np.ones(n_e + n_r), -np.ones(n_e + n_r)))
+    event_rank = np.concatenate((np.zeros(n_e, np.int64), rank, np.zeros(n_e, np.int64), rank))
+    order = np.lexsort((position, group))
+    group, position, is_e, step, event_rank = group[order], position[order], is_e[order], step[order], event_rank[order]
+    in_e = np.cumsum(step * is_e) > 0
+    length = np.where(group[1:] == group[:-1], np.diff(position), 0) if len(group) else np.zeros(0)
+    owner = group[:-1] // n_docs
+    wanted = np.bincount(owner, weights=length * in_e[:-1], minlength=n_cases)
     figures = {}
     for k in ks:
-        case, rank = np.nonzero(matrix[:, :k] >= 0)
-        chunk = matrix[case, rank]
-        group = np.concatenate([span_case * n_docs + span_doc, case * n_docs + chunk_doc[chunk]] * 2)
-        position = np.concatenate(
-            (table.target_start[plain], chunks.starts[chunk], table.target_end[plain], chunks.ends[chunk])
-        )
-        n_e, n_r = len(span_case), len(case)
-        is_e = np.concatenate((np.ones(n_e), np.zeros(n_r), np.ones(n_e), np.zeros(n_r)))
-        step = np.concatenate((np.ones(n_e + n_r), -np.ones(n_e + n_r)))
-        order = np.lexsort((position, group))
-        group, position, is_e, step = group[order], position[order], is_e[order], step[order]
-        in_e, in_r = np.cumsum(step * is_e) > 0, np.cumsum(step * (1 - is_e)) > 0
-        length = np.where(group[1:] == group[:-1], np.diff(position), 0) if len(group) else np.zeros(0)
-        owner = group[:-1] // n_docs
+        in_r = np.cumsum(step * (1 - is_e) * (event_rank < k)) > 0
         found = np.bincount(owner, weights=length * (in_e & in_r)[:-1], minlength=n_cases)
-        wanted = np.bincount(owner, weights=length * in_e[:-1], minlength=n_cases)
         sent = _top_sums(context, k)
         union = wanted + sent - found
         precision = np.where(sent > 0, found / np.maximum(sent, 1), 0.0)
@@ -477,7 +472,7 @@ def _budget_figures(
     piece_case: np.ndarray,
     matrix: np.ndarray,
     chunks: ChunkTable,
-    texts: Mapping[str, str],
+    texts: CountedTexts,
     span_coverage: float,
     budgets: Sequence[int],
 ) -> tuple[dict[int, np.ndarray], np.ndarray]:
@@ -538,7 +533,10 @@ def score(
     text of every doc the evidence points into, for span coverage. The budget
     metrics are computed at each of ``budgets`` (sorted, unique; none without), and
     ``judged@k`` from the cases' judged sets ``judged`` (none when no case has one).
+    A :class:`ragvet.evidence.CountedTexts` given as ``texts`` keeps what it learnt of
+    the docs for the next call: a run scored in batches reads each doc's text once.
     """
+    texts = CountedTexts.of(texts)
     evidence = project(table, chunks, texts)
     ranking = rank_matrix(run, case_ids)
     matrix = ranking.matrix

@@ -28,27 +28,44 @@ _MAX_BATCH = 1 << 26  # a half is < 2**27, so a batch of 2**26 sums below 2**53
 
 
 def exact_total(values: np.ndarray) -> int:
-    """The exact sum of finite doubles as an integer count of ``2**-_BASE``.
+    """The exact sum of finite doubles as an integer count of ``2**-_BASE`` (see
+    :func:`exact_totals`). Empty: 0."""
+    values = np.asarray(values, np.float64)
+    return exact_totals(values.reshape(len(values), 1))[0][0]
+
+
+def exact_totals(values: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Per column of ``values`` (rows x columns of finite doubles, NaN where a row has
+    no value): the exact sum of its values as an integer count of ``2**-_BASE``, and
+    how many there are. One pass over every column, so a batch's many metrics cost a
+    few array operations, not a few per metric.
 
     Each value is ``M * 2**(e - 53)`` with ``M`` an integer of 53 bits (``np.frexp``);
-    the ``M`` of one exponent are summed exactly (two halves of 26 and 27 bits, whose
-    sums stay below ``2**53`` in a float bincount), and the few exponents are joined
-    as Python integers. Empty: 0.
+    the ``M`` of one column and exponent are summed exactly (two halves of 26 and 27
+    bits, whose sums stay below ``2**53`` in a float bincount), and the few exponents
+    are joined as Python integers. No rows: every total 0.
     """
-    values = np.asarray(values, np.float64)
-    if not len(values):
-        return 0
-    if len(values) > _MAX_BATCH:
-        return exact_total(values[:_MAX_BATCH]) + exact_total(values[_MAX_BATCH:])
-    fraction, exponent = np.frexp(values)
+    totals, counts = [0] * values.shape[1], np.zeros(values.shape[1], np.int64)
+    for first in range(0, len(values), _MAX_BATCH):
+        _add_exact(values[first : first + _MAX_BATCH], totals, counts)
+    return totals, counts
+
+
+def _add_exact(values: np.ndarray, totals: list[int], counts: np.ndarray) -> None:
+    """Add the columns of ``values`` (at most ``_MAX_BATCH`` rows) to ``totals`` and ``counts``."""
+    row, col = np.nonzero(~np.isnan(values))
+    counts += np.bincount(col, minlength=len(totals))
+    fraction, exponent = np.frexp(values[row, col])
     mantissa = (fraction * 2.0**_MANTISSA).astype(np.int64)
-    exponents, group = np.unique(exponent, return_inverse=True)
-    high = np.bincount(group, weights=mantissa >> _HALF, minlength=len(exponents))
-    low = np.bincount(group, weights=mantissa & ((1 << _HALF) - 1), minlength=len(exponents))
-    total = 0
-    for power, up, down in zip(exponents.tolist(), high.tolist(), low.tolist()):
-        total += ((int(up) << _HALF) + int(down)) << (power - _MANTISSA + _BASE)
-    return total
+    lowest = int(exponent.min(initial=0))
+    span = int(exponent.max(initial=0)) - lowest + 1  # the exponents present, a few dozen
+    key = col * span + (exponent - lowest)
+    high = np.bincount(key, weights=mantissa >> _HALF, minlength=len(totals) * span)
+    low = np.bincount(key, weights=mantissa & ((1 << _HALF) - 1), minlength=len(totals) * span)
+    for index in np.flatnonzero((high != 0) | (low != 0)).tolist():
+        column, power = divmod(index, span)
+        total = (int(high[index]) << _HALF) + int(low[index])
+        totals[column] += total << (power + lowest - _MANTISSA + _BASE)
 
 
 @dataclass
@@ -62,6 +79,11 @@ class ExactSum:
     def add(self, values: np.ndarray) -> None:
         self.total += exact_total(values)
         self.count += len(values)
+
+    def add_exact(self, total: int, count: int) -> None:
+        """Add a sum found exactly elsewhere (:func:`exact_totals`) over ``count`` values."""
+        self.total += total
+        self.count += count
 
     def value(self) -> float:
         """The correctly rounded sum (Python's int division rounds correctly), as ``fsum`` gives it."""
@@ -127,10 +149,12 @@ class Tally:
         """Count one batch of per-case rows (rounded, as the table holds them)."""
         self.judged = self.judged or has_judged(frame, self.ks)
         kept = frame.filter(answerable())
-        for name in self.names():
-            present = _present(kept, column("metrics", name))
-            self.sums.setdefault(name, ExactSum()).add(present)
+        names = self.names()
+        totals, counts = exact_totals(_values(kept, [column("metrics", name) for name in names]))
+        for name, total, count in zip(names, totals, counts.tolist()):
+            self.sums.setdefault(name, ExactSum()).add_exact(total, count)
             if name in SPREAD:
+                present = _present(kept, column("metrics", name))
                 values, times = np.unique(present, return_counts=True)
                 self.spreads.setdefault(name, Counter()).update(dict(zip(values.tolist(), times.tolist())))
         for k in sorted_ks(self.ks):
@@ -172,6 +196,14 @@ class Tally:
                 "duplicates_removed": self.totals["duplicates_removed"],
             },
         }
+
+
+def _values(frame: pl.DataFrame, names: Sequence[str]) -> np.ndarray:
+    """The columns ``names`` as one float matrix, NaN for a null or a column the table lacks."""
+    held = set(frame.columns)
+    missing = [pl.lit(None, pl.Float64).alias(name) for name in names if name not in held]
+    table = frame.with_columns(missing).select(pl.col(name).cast(pl.Float64) for name in names)
+    return table.to_numpy().reshape(frame.height, len(names))
 
 
 def _present(frame: pl.DataFrame, name: str) -> np.ndarray:

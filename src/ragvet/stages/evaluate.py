@@ -13,6 +13,7 @@ import polars as pl
 import typer
 
 from ragvet.errors import user_errors
+from ragvet.evidence import CountedTexts
 from ragvet.inputs.params import fill_path, settled, stage_key, stage_params
 from ragvet.measures.abstention import current_thresholds, stale_mark, sweep_counted, threshold_for
 from ragvet.measures.answers import add_reviews, answers_file, config_answers
@@ -91,7 +92,7 @@ def main(
     retriever = settings["retrievers"][spec["retriever"]]
     tuned, stale = current_thresholds(thresholds, settings, frozen["dev_split"])
     abstain_below, source = threshold_for(config, tuned, spec["retriever"], retriever, thresholds)
-    texts = {doc.doc_id: doc.text for doc in read_docs(corpus)}
+    texts = CountedTexts({doc.doc_id: doc.text for doc in read_docs(corpus)})  # for every batch: one look at a doc
     chunking = chunking_fingerprint(all_chunks.chunk_ids, all_chunks.doc_ids, all_chunks.starts, all_chunks.ends)
     fingerprints = {**frozen, "chunking": chunking}  # the gate compares chunk-level metrics by it
     batched = None  # recorded answers are joined to the whole table

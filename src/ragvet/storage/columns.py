@@ -8,6 +8,7 @@ tables straight from the files, and :mod:`ragvet.measures.engine` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,21 @@ class ChunkTable:
 
     def index(self) -> dict[str, int]:
         return {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
+
+    @functools.cached_property
+    def doc_numbers(self) -> tuple[dict[str, int], np.ndarray]:
+        """Each doc's number (the docs in sorted order) and each chunk's doc number: found
+        once per table, since every batch of a run scored in batches asks for them."""
+        number = {doc_id: n for n, doc_id in enumerate(sorted(set(self.doc_ids)))}
+        return number, np.fromiter((number[doc_id] for doc_id in self.doc_ids), np.int64, len(self.doc_ids))
+
+    @functools.cached_property
+    def doc_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk rows sorted by (doc number, ordinal), and each doc's ``[first, last)``
+        positions in that order as ``bounds[doc], bounds[doc + 1]``: once per table."""
+        number, chunk_doc = self.doc_numbers
+        order = np.lexsort((self.ordinals, chunk_doc))
+        return order, np.searchsorted(chunk_doc[order], np.arange(len(number) + 1))
 
 
 @dataclass(frozen=True)
