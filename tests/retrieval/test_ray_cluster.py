@@ -55,21 +55,21 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it)."""
-    # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
-    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
-    workers = [nodes.add_node(**NODE) for _ in range(2)]
-    nodes.wait_for_nodes()
-    before = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = nodes.address
-    yield nodes, workers
-    ray.shutdown()
-    nodes.shutdown()
-    if before is None:
-        os.environ.pop("RAY_ADDRESS", None)
-    else:
-        os.environ["RAY_ADDRESS"] = before
+def cluster(s3_server):
+    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it).
+    Every node starts with the S3 server's endpoint and credentials in its environment, as a
+    team's nodes hold theirs: ragvet sends no credentials to the cluster."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in {**s3_server.credentials, "AWS_ENDPOINT_URL": s3_server.url}.items():
+            env.setenv(name, value)
+        # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
+        nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
+        workers = [nodes.add_node(**NODE) for _ in range(2)]
+        nodes.wait_for_nodes()
+        env.setenv("RAY_ADDRESS", nodes.address)
+        yield nodes, workers
+        ray.shutdown()
+        nodes.shutdown()
 
 
 @pytest.fixture(autouse=True)
@@ -119,6 +119,39 @@ def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothin
     ]
     assert (listing["dtype"], listing["grid"], listing["max_seq_length"]) == ("int16", "2**14", 256)
     assert str(tmp_path) not in manifest[0].read_text().replace(str(tmp_path / "vectors"), "")
+
+
+def test_vectors_on_s3_are_one_process_bytes_and_no_secret_is_written(cluster, s3_server, capfd):
+    """``vectors: s3://...`` on an S3-compatible server: the nodes reach it with the credentials
+    of their own environment; the shards and the manifest are objects in the bucket."""
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 8, "ray_actors": 1, "vectors": "s3://ragvet/vectors"}
+    manifests: list[dict] = []
+    rows = dense_run(CASES, CHUNKS[:16], spec, 5, manifests)
+    assert rows == dense_run(CASES, CHUNKS[:16], {"kind": "dense"}, 5)
+    assert dense_run(CASES, CHUNKS[:16], spec, 5) == rows
+    said = capfd.readouterr()
+    assert "0 shards stored, 2 computed" in said.out and "2 shards stored, 0 computed" in said.out
+    bucket = s3_client(s3_server)
+    keys = sorted(o["Key"] for o in bucket.list_objects_v2(Bucket="ragvet", Prefix="vectors/")["Contents"])
+    shards = local_shards(CHUNKS[:16], 8)
+    [manifest_key] = [key for key in keys if key.endswith(".manifest.json")]
+    assert keys == sorted([manifest_key, *(f"vectors/{name}.parquet" for name in shards)])  # no temporary left
+    assert {
+        name: bucket.get_object(Bucket="ragvet", Key=f"vectors/{name}.parquet")["Body"].read() for name in shards
+    } == shards
+    written = bucket.get_object(Bucket="ragvet", Key=manifest_key)["Body"].read().decode()
+    [listing] = manifests
+    assert json.loads(written) == listing
+    assert [s["uri"] for s in listing["shards"]] == [f"s3://ragvet/vectors/{name}.parquet" for name in shards]
+    secrets = [s3_server.credentials["AWS_ACCESS_KEY_ID"], s3_server.credentials["AWS_SECRET_ACCESS_KEY"]]
+    for secret in [*secrets, s3_server.url.removeprefix("http://")]:
+        assert secret not in said.out + said.err + written
+
+
+def s3_client(server):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
 
 
 def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_search(cluster, tmp_path):
