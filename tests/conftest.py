@@ -8,8 +8,12 @@ from __future__ import annotations
 import compileall
 import itertools
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -145,6 +149,63 @@ def pg_dsn():
     yield server.get_uri()
     server.cleanup()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """An S3-compatible server on loopback: its URL, and the credentials a client gives it
+    (environment variables only; the instance-metadata lookup is off, so no request leaves loopback)."""
+
+    url: str
+    credentials: dict[str, str]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A real S3-compatible server (moto) on 127.0.0.1 for one module, with an empty bucket ``ragvet``."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server", reason="needs moto's server (requirements-dev.lock)")
+    port = free_port()
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    credentials = {
+        "AWS_ACCESS_KEY_ID": "ragvet-test-key",
+        "AWS_SECRET_ACCESS_KEY": "ragvet-test-secret-9f3a",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    try:
+        wait_for_port(port)
+        client = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+            region_name=credentials["AWS_DEFAULT_REGION"],
+        )
+        client.create_bucket(Bucket="ragvet")
+        yield S3Server(f"http://127.0.0.1:{port}", credentials)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

