@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.measures.tally import ExactSum, exact_totals
+from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import FLOAT_PLACES
 
 # Seeds of the two 64-bit polars hashes whose sums (with the count) name a paired case set.
@@ -69,10 +70,17 @@ class PairedBuilder:
     def add(self, ids: pl.Series | Sequence[str], base: np.ndarray, cur: np.ndarray) -> PairedBuilder:
         """Add the next rows (ascending case ids, after every row added before), each case's
         two values; a case without a finite value on both sides (None is NaN here, NaN and
-        infinities are no value) is not paired."""
-        base, cur = np.asarray(base, dtype=np.float64), np.asarray(cur, dtype=np.float64)
-        kept = np.isfinite(base) & np.isfinite(cur)
+        infinities are no value) is not paired. A long batch is added a row group at a time,
+        so the temporaries stay that size whatever the caller holds."""
         names = ids if isinstance(ids, pl.Series) else pl.Series("case_id", list(ids), dtype=pl.String)
+        base, cur = np.asarray(base, dtype=np.float64), np.asarray(cur, dtype=np.float64)
+        for start in range(0, len(names), ROW_GROUP_ROWS):
+            stop = start + ROW_GROUP_ROWS
+            self._add_part(names.slice(start, ROW_GROUP_ROWS), base[start:stop], cur[start:stop])
+        return self
+
+    def _add_part(self, names: pl.Series, base: np.ndarray, cur: np.ndarray) -> None:
+        kept = np.isfinite(base) & np.isfinite(cur)
         names, base, cur = names.filter(pl.Series(kept)), base[kept], cur[kept]
         deltas = cur - base
         sums, _ = exact_totals(np.column_stack([base, cur]))
@@ -87,7 +95,6 @@ class PairedBuilder:
         self.ids.append(names.gather(moved))
         self.deltas.append(deltas[moved])
         self.n += len(deltas)
-        return self
 
     def sample(self) -> PairedSample:
         return PairedSample(
