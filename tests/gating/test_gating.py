@@ -29,6 +29,7 @@ from ragvet.gating.compare import (
     split_fingerprints,
 )
 from ragvet.gating.decision import decide
+from ragvet.gating.paired import PairedBuilder
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
@@ -180,7 +181,8 @@ def test_shared_draws_give_each_metric_what_it_gets_alone(monkeypatch):
         (["a", "c"], base[:2, 0], cur[:2, 0])
     ]
     params = {"bootstrap": {"resamples": 300, "seed": 3, "confidence": 0.9}, "permutation": {"resamples": 4, "seed": 5}}
-    for (_, b, c), (low, high, p) in zip(samples, gating._statistics(samples, gate_of({**gate(), **params}))):
+    paired = [PairedBuilder().add(ids, b, c).sample() for ids, b, c in samples]
+    for (_, b, c), (low, high, p) in zip(samples, gating._statistics(paired, gate_of({**gate(), **params}))):
         assert (low, high) == bootstrap_ci(b, c, 300, 3, 0.9)
         assert p == permutation_p(b, c, 4, 5)
 

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from ragvet.gating.paired import moved_rows
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -111,19 +113,38 @@ def bootstrap_cis(
 ) -> list[tuple[float | None, float | None]]:
     """:func:`bootstrap_ci` of every column of ``deltas`` (n paired cases x m metrics,
     the deltas of each metric over the same cases ``case_ids``, in the same order),
-    their draws made once for all the columns. With every delta 0 nothing is drawn:
-    every resample's mean is 0.0."""
+    their draws made once for all the columns: :func:`moved_cis` of its moved rows."""
     deltas = np.asarray(deltas, dtype=np.float64)
-    n, m = deltas.shape
+    positions, rows = moved_rows(deltas)
+    ids = positions.astype(str) if case_ids is None else _picked(case_ids, positions)
+    return moved_cis(len(deltas), positions, ids, rows, resamples, seed, confidence)
+
+
+def moved_cis(
+    n: int,
+    positions: np.ndarray,
+    ids: CaseIds,
+    rows: np.ndarray,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> list[tuple[float | None, float | None]]:
+    """:func:`bootstrap_cis` of n paired cases given by the rows some column moved
+    (:func:`ragvet.gating.paired.moved_rows`): their ``positions`` among the n cases
+    (ascending), their case ``ids`` and their deltas ``rows`` (moved cases x m). No
+    paired case: (None, None). With every delta 0 nothing is drawn: every resample's
+    mean is 0.0, so (0.0, 0.0)."""
+    m = rows.shape[1]
     if n == 0 or resamples <= 0:
         return [(None, None)] * m
-    if not deltas.any():
+    if len(positions) == 0:
         return [(0.0, 0.0)] * m
     if n <= MULTINOMIAL_MAX_CASES:
+        deltas = np.zeros((n, m), dtype=np.float64)
+        deltas[positions] = rows
         means = _multinomial_means(deltas, resamples, seed)
     else:
-        names = np.arange(n).astype(str) if case_ids is None else case_ids
-        means = _poisson_means(deltas, names, resamples, seed)
+        means = _poisson_means(n, ids, np.ascontiguousarray(rows, dtype=np.float64), resamples, seed)
     tail = (1.0 - confidence) / 2.0 * 100.0
     bounds = np.percentile(means, [tail, 100.0 - tail], axis=0)
     return [(float(bounds[0, j]), float(bounds[1, j])) for j in range(m)]
@@ -146,34 +167,33 @@ def _multinomial_means(deltas: np.ndarray, resamples: int, seed: int) -> np.ndar
     return means
 
 
-def _poisson_means(deltas: np.ndarray, case_ids: CaseIds, resamples: int, seed: int) -> np.ndarray:
-    """resamples x m means Σ wᵢdᵢ / Σ wᵢ of the Poisson bootstrap (module doc). Only the
-    cases some column moved get weights (:func:`_case_weights`); a column's n - m
-    unmoved cases add one Poisson(n - m) draw to its denominator, from SplitMix64
-    seeded by (seed, n - m). The moved cases are weighed a batch at a time into the
-    sums, so memory holds resamples x one batch of weights at any number of cases."""
-    n, m = deltas.shape
-    rows = np.flatnonzero(deltas.any(axis=1))
-    moved = np.ascontiguousarray(deltas[rows])
+def _poisson_means(n: int, ids: CaseIds, moved: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """resamples x m means Σ wᵢdᵢ / Σ wᵢ of the Poisson bootstrap (module doc) of n paired
+    cases, of which only the ``moved`` rows (named by ``ids``) get weights
+    (:func:`_case_weights`); a column's n - m unmoved cases add one Poisson(n - m) draw
+    to its denominator, from SplitMix64 seeded by (seed, n - m). The moved cases are
+    weighed a batch at a time into the sums, so memory holds resamples x one batch of
+    weights at any number of cases."""
+    m = moved.shape[1]
     counted = (moved != 0).astype(np.float64)  # which cases each column's numerator weighs
     grid = column_grid(moved, _MAX_WEIGHT * n)
     sums = np.zeros((resamples, 2 * m), dtype=np.float64)
     sizes = _unmoved_sums(n - counted.sum(axis=0).astype(np.int64), seed, resamples)
     step = max(1, _BOOTSTRAP_CELLS // resamples)
-    for start in range(0, len(rows), step):
+    for start in range(0, len(moved), step):
         part = slice(start, start + step)
-        drawn = _case_weights(_picked(case_ids, rows[part]), seed, resamples).astype(np.float64)
+        drawn = _case_weights(list(ids[part]), seed, resamples).astype(np.float64)
         sums += drawn @ split_columns(moved[part], 0, grid)  # the high parts: exact in any order
         sizes += drawn @ counted[part]  # small integers: exact in any order
     means = sums[:, :m] + sums[:, m:]
     return np.divide(means, sizes, out=np.zeros_like(means), where=sizes > 0)
 
 
-def _picked(case_ids: CaseIds, rows: np.ndarray) -> list[str]:
+def _picked(case_ids: CaseIds, rows: np.ndarray) -> CaseIds:
     """The ids at ``rows``: a list is indexed one by one, a polars Series or an array at once."""
     if isinstance(case_ids, (list, tuple)):
         return [case_ids[i] for i in rows]
-    return list(case_ids[rows])
+    return case_ids[rows]
 
 
 def _unmoved_sums(unmoved: np.ndarray, seed: int, resamples: int) -> np.ndarray:

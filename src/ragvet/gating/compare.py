@@ -30,12 +30,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragvet.gating.bootstrap import bootstrap_cis
+from ragvet.gating.bootstrap import moved_cis
 from ragvet.gating.latency import compare_latency, latency_text
+from ragvet.gating.paired import PairedBuilder, PairedSample, moved_union
 from ragvet.gating.significance import (
     correct_entries,
     describe_family,
-    permutation_ps,
+    moved_ps,
 )
 from ragvet.measures.answers import REVIEW_METRICS
 from ragvet.measures.registry import METRICS, comparable_across_chunkings, higher_is_better
@@ -52,8 +53,6 @@ Summary = dict[str, Any]
 # One configuration's per-case results: the table the stages read
 # (ragvet.storage.results), or the nested rows it stands for.
 Results = pl.DataFrame | Sequence[Row]
-# The case ids of a paired sample, in its order.
-CaseIds = pl.Series | Sequence[str]
 
 COMPARABLE_FIX = (
     "gate a metric comparable across chunkings (evidence_recall@k, claim_availability@k, "
@@ -100,18 +99,13 @@ def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str])
     return wide if in_id_order(wide["case_id"]) else wide.sort("case_id")
 
 
-def _pair(wide: pl.DataFrame, i: int) -> pl.DataFrame:
-    """``case_id``, ``baseline``, ``current`` of metric i of :func:`_wide`, the cases with
-    a finite value on both sides (:func:`ragvet.text.formatting.is_missing`: None,
-    NaN and infinities are no value)."""
-    paired = wide.select("case_id", pl.col(f"b{i}").alias("baseline"), pl.col(f"c{i}").alias("current"))
-    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
-
-
 def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
     """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
-    of ``metric`` on both sides, sorted by case_id (:func:`_wide`, :func:`_pair`)."""
-    return _pair(_wide(baseline_rows, current_rows, [metric]), 0)
+    of ``metric`` on both sides (:func:`ragvet.text.formatting.is_missing`: None, NaN and
+    infinities are no value), sorted by case_id (:func:`_wide`)."""
+    wide = _wide(baseline_rows, current_rows, [metric])
+    paired = wide.select("case_id", pl.col("b0").alias("baseline"), pl.col("c0").alias("current"))
+    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
 
 
 def paired_values(
@@ -123,58 +117,43 @@ def paired_values(
     sees the same order whatever order the rows were written in. Abstention cases
     (metric None) drop out on their own.
     """
-    ids, base, cur = _samples(baseline_rows, current_rows, [metric])[0]
-    return ids.to_list(), base, cur
+    paired = _paired(baseline_rows, current_rows, metric)
+    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
-def _samples(
-    baseline_rows: Results, current_rows: Results, metrics: Sequence[str]
-) -> list[tuple[pl.Series, np.ndarray, np.ndarray]]:
-    """:func:`paired_values` of each of ``metrics``, each table read once for all of them,
-    the case ids left a polars Series: at 100,000 cases, making them Python strings for
-    every metric took longer than its statistics."""
+def _samples(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> list[PairedSample]:
+    """The :class:`PairedSample` of each of ``metrics`` over the eval-split cases on both
+    sides, each table read once for all of them (:func:`_wide`)."""
     wide = _wide(baseline_rows, current_rows, metrics)
-    pairs = [_pair(wide, i) for i in range(len(metrics))]
-    return [(paired["case_id"], paired["baseline"].to_numpy(), paired["current"].to_numpy()) for paired in pairs]
+    ids = wide["case_id"]
+    return [
+        PairedBuilder().add(ids, wide[f"b{i}"].to_numpy(), wide[f"c{i}"].to_numpy()).sample()
+        for i in range(len(metrics))
+    ]
 
 
-def _statistics(samples: Sequence[tuple[CaseIds, np.ndarray, np.ndarray]], gate: Gate) -> list[tuple]:
-    """``(ci_low, ci_high, p_value)`` of every ``(case_ids, base, cur)`` sample.
+def _statistics(samples: Sequence[PairedSample], gate: Gate) -> list[tuple]:
+    """``(ci_low, ci_high, p_value)`` of every paired sample.
 
-    Samples over the same case ids (in the same order) are one group
-    (:func:`_groups`): its bootstrap and permutation draws are made once for all of
-    them (:func:`bootstrap_cis`, :func:`permutation_ps`), and each gets what it would
-    get alone. Samples over other cases (a None on one side drops a case) group apart.
+    Samples over the same cases (the same ``digest``) are one group: its bootstrap and
+    permutation draws are made once for all of them (:func:`moved_cis`,
+    :func:`moved_ps`, over the rows any of them moved: :func:`moved_union`), and each
+    gets what it would get alone. Samples over other cases (a None on one side drops a
+    case) group apart.
     """
     boot, perm = gate.bootstrap, gate.permutation
     out: list[tuple] = [()] * len(samples)
-    for ids, members in _groups([sample[0] for sample in samples]):
-        deltas = np.empty((len(ids), len(members)), dtype=np.float64)
-        for j, i in enumerate(members):
-            _, base, cur = samples[i]
-            deltas[:, j] = np.asarray(cur, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-        cis = bootstrap_cis(deltas, boot.resamples, boot.seed, gate.confidence, ids)
-        ps = permutation_ps(deltas, perm.resamples, perm.seed)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, sample in enumerate(samples):
+        groups.setdefault(sample.digest, []).append(i)
+    for members in groups.values():
+        n = samples[members[0]].n
+        positions, ids, rows = moved_union([samples[i] for i in members])
+        cis = moved_cis(n, positions, ids, rows, boot.resamples, boot.seed, gate.confidence)
+        ps = moved_ps(n, positions, rows, perm.resamples, perm.seed)
         for i, ci, p_value in zip(members, cis, ps):
             out[i] = (*ci, p_value)
     return out
-
-
-def _groups(case_ids: Sequence[CaseIds]) -> list[tuple[pl.Series, list[int]]]:
-    """The distinct case id lists, each with the positions of the samples over it, in
-    order of first appearance. Equal lists are found by their length and polars' hash
-    sum, and confirmed equal value by value (a hash collision only costs a group)."""
-    groups: list[tuple[pl.Series, list[int]]] = []
-    candidates: dict[tuple[int, int], list[int]] = {}
-    for i, ids in enumerate(case_ids):
-        series = ids if isinstance(ids, pl.Series) else pl.Series("case_id", list(ids), dtype=pl.String)
-        found = candidates.setdefault((len(series), int(series.hash().sum() or 0)), [])
-        match = next((g for g in found if groups[g][0].equals(series, check_names=False)), None)
-        if match is None:
-            found.append(match := len(groups))
-            groups.append((series, []))
-        groups[match][1].append(i)
-    return groups
 
 
 class Statistics:
@@ -188,15 +167,15 @@ class Statistics:
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        self.pending: list[tuple[dict, CaseIds, np.ndarray, np.ndarray]] = []
+        self.pending: list[tuple[dict, PairedSample]] = []
 
-    def add(self, entry: dict, case_ids: CaseIds, base: np.ndarray, cur: np.ndarray) -> dict:
-        self.pending.append((entry, case_ids, base, cur))
+    def add(self, entry: dict, sample: PairedSample) -> dict:
+        self.pending.append((entry, sample))
         return entry
 
     def fill(self) -> None:
-        samples = [(ids, base, cur) for _, ids, base, cur in self.pending]
-        for (entry, *_), (low, high, p_value) in zip(self.pending, _statistics(samples, self.gate)):
+        samples = [sample for _, sample in self.pending]
+        for (entry, _), (low, high, p_value) in zip(self.pending, _statistics(samples, self.gate)):
             entry.update(ci_low=low, ci_high=high, p_value=p_value)
         self.pending = []
 
@@ -218,15 +197,7 @@ def _exceeds(delta: float | None, max_drop: float, higher: bool = True) -> bool:
     return delta is not None and (-delta if higher else delta) > max_drop
 
 
-def _compare(
-    base: np.ndarray,
-    cur: np.ndarray,
-    max_drop: float,
-    higher: bool,
-    case_ids: CaseIds,
-    stats: Statistics,
-    entry: dict,
-) -> dict:
+def _compare(sample: PairedSample, max_drop: float, higher: bool, stats: Statistics, entry: dict) -> dict:
     """Means, delta, CI, raw permutation p-value and the cases won, tied and lost
     (moved in the good direction, not at all, the bad one) of one paired sample,
     and whether it moved beyond ``max_drop`` the wrong way (``exceeds``). Whether that
@@ -234,11 +205,13 @@ def _compare(
     into ``entry``, returned; its CI and p-value are filled in by ``stats``
     (:meth:`Statistics.fill`), with the others'.
 
-    The delta is rounded to the places the verdict file keeps, so a drop of
-    exactly ``max_drop`` passes rather than failing on float noise, and the
-    decision always agrees with the numbers written next to it.
+    The means are each side's exact sum over the n cases, as the summaries' means
+    (:class:`ragvet.measures.tally.ExactSum`). The delta is rounded to the places the
+    verdict file keeps, so a drop of exactly ``max_drop`` passes rather than failing
+    on float noise, and the decision always agrees with the numbers written next to it.
+    No paired case: every figure None, every count 0.
     """
-    if len(base) == 0:
+    if sample.n == 0:
         return entry | {
             "baseline": None,
             "current": None,
@@ -252,8 +225,9 @@ def _compare(
             "losses": 0,
             "exceeds": False,
         }
-    b, c = float(base.mean()), float(cur.mean())
-    moves = (cur - base).round(FLOAT_PLACES) * (1 if higher else -1)
+    b, c = sample.means()
+    assert b is not None and c is not None  # n > 0
+    wins, losses = (sample.rises, sample.falls) if higher else (sample.falls, sample.rises)
     delta = round(c - b, FLOAT_PLACES)
     entry.update(
         {
@@ -263,14 +237,14 @@ def _compare(
             "ci_low": None,
             "ci_high": None,
             "p_value": None,
-            "cases": len(base),
-            "wins": int((moves > 0).sum()),
-            "ties": int((moves == 0).sum()),
-            "losses": int((moves < 0).sum()),
+            "cases": sample.n,
+            "wins": wins,
+            "ties": sample.n - wins - losses,
+            "losses": losses,
             "exceeds": _exceeds(delta, max_drop, higher),
         }
     )
-    return stats.add(entry, case_ids, base, cur)
+    return stats.add(entry, sample)
 
 
 def slice_comparisons(
@@ -287,9 +261,8 @@ def slice_comparisons(
     left for its :meth:`Statistics.fill`, else filled before returning.
     """
     metric = gate.slice_metric
-    paired = _paired(baseline_rows, current_rows, metric).with_row_index("position")
-    base, cur = paired["baseline"].to_numpy(), paired["current"].to_numpy()
-    case_ids = paired["case_id"]
+    wide = _wide(baseline_rows, current_rows, [metric]).with_row_index("position")
+    base, cur, case_ids = wide["b0"].to_numpy(), wide["c0"].to_numpy(), wide["case_id"]
     out = []
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
@@ -297,14 +270,14 @@ def slice_comparisons(
         tag = column("tags", key)
         if tag not in _table(current_rows).columns:
             continue
-        tagged = paired.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
+        tagged = wide.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
         for value, members in _slice_positions(tagged, tag):
-            if len(members) < gate.min_slice_cases:
+            sample = PairedBuilder().add(case_ids.gather(members), base[members], cur[members]).sample()
+            if sample.n < gate.min_slice_cases:
                 continue
             entry = {"key": key, "value": value, "metric": metric}
             higher = higher_is_better(metric)
-            ids = case_ids.gather(members)
-            out.append(_compare(base[members], cur[members], float(gate.slice_max_drop), higher, ids, stats, entry))
+            out.append(_compare(sample, float(gate.slice_max_drop), higher, stats, entry))
     if own:
         stats.fill()
     return out
@@ -337,8 +310,8 @@ def compare_metrics(
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     out = []
-    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
-        entry = _compare(base, cur, math.inf, higher_is_better(metric), ids, stats, {"metric": metric})
+    for metric, sample in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+        entry = _compare(sample, math.inf, higher_is_better(metric), stats, {"metric": metric})
         del entry["exceeds"]
         out.append(entry)
     if own:
@@ -557,11 +530,9 @@ def _measure_config(
         )
         return result
 
-    for metric, (ids, base, cur) in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+    for metric, sample in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
         higher = higher_is_better(metric)
-        entry = _compare(
-            base, cur, result["max_drop"], higher, ids, stats, {"metric": metric, "higher_is_better": higher}
-        )
+        entry = _compare(sample, result["max_drop"], higher, stats, {"metric": metric, "higher_is_better": higher})
         if entry["cases"] == 0:
             fix = (
                 f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "

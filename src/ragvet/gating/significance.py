@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragvet.gating.corrections import CORRECTION_NAMES, CORRECTIONS
+from ragvet.gating.paired import moved_rows
 
 _STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
 # Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
@@ -87,26 +88,35 @@ def _exact_p(deltas: np.ndarray) -> float:
 
 def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float | None]:
     """:func:`permutation_p` of every column of ``deltas`` (n paired cases x m metrics,
-    the deltas ``cur - base`` of each metric over the same cases, in the same order).
+    the deltas ``cur - base`` of each metric over the same cases, in the same order):
+    :func:`moved_ps` of its moved rows."""
+    deltas = np.asarray(deltas, dtype=np.float64)
+    positions, rows = moved_rows(deltas)
+    return moved_ps(len(deltas), positions, rows, resamples, seed)
+
+
+def moved_ps(n: int, positions: np.ndarray, rows: np.ndarray, resamples: int, seed: int) -> list[float | None]:
+    """:func:`permutation_ps` of n paired cases given by the rows some column moved
+    (:func:`ragvet.gating.paired.moved_rows`): their ``positions`` among the n cases,
+    ascending, and their deltas ``rows`` (moved cases x m). No paired case: None.
 
     The Monte Carlo sign matrix S (``resamples`` x n, the raw words of
     ``numpy.random.default_rng(seed)``'s bit generator, one bit per case:
     :func:`_heads`) is drawn once for all the columns that need it, and each
     column's |S d| ≥ |Σ dᵢ| - 1e-9 Σ|dᵢ| is counted from one matrix product
-    (S d = 2 H d - Σ dᵢ, H the 0/1 heads) over the cases some column moved: a case
+    (S d = 2 H d - Σ dᵢ, H the 0/1 heads) over the cases those columns moved: a case
     no column moved adds 0 to every sum, so its bits are drawn but never read. The
     tolerance is far above the float noise of any summation order, so the count
     does not depend on the other columns. A column's p-value is therefore a pure
     function of that column, ``resamples`` and ``seed``: the same as alone.
     """
-    deltas = np.asarray(deltas, dtype=np.float64)
-    n, m = deltas.shape
+    m = rows.shape[1]
     if n == 0:
         return [None] * m
     out: list[float | None] = [None] * m
     drawn = []
     for j in range(m):
-        moved = deltas[:, j][deltas[:, j] != 0]
+        moved = rows[:, j][rows[:, j] != 0]
         if len(moved) == 0:
             out[j] = 1.0
         elif len(moved) < 62 and 2 ** len(moved) <= resamples:
@@ -115,9 +125,10 @@ def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float 
             drawn.append(j)
     if not drawn:
         return out
-    columns = deltas[:, drawn]
-    cases = np.flatnonzero(columns.any(axis=1))  # the others add 0 to every Σ sᵢdᵢ
-    moved = np.ascontiguousarray(columns[cases])
+    columns = rows[:, drawn]
+    read = columns.any(axis=1)  # the others add 0 to every Σ sᵢdᵢ
+    cases = positions[read]
+    moved = np.ascontiguousarray(columns[read])
     moved_sums = [moved[:, i][moved[:, i] != 0] for i in range(len(drawn))]
     observed = np.array([abs(float(d.sum())) for d in moved_sums])
     tolerance = 1e-9 * np.array([float(np.abs(d).sum()) for d in moved_sums])
@@ -127,8 +138,8 @@ def permutation_ps(deltas: np.ndarray, resamples: int, seed: int) -> list[float 
     batch = min(resamples, max(_MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)))
     hits = np.zeros(len(drawn), dtype=np.int64)
     for start in range(0, resamples, batch):
-        rows = min(batch, resamples - start)
-        raw = rng.bit_generator.random_raw(rows * words).reshape(rows, words)
+        rows_drawn = min(batch, resamples - start)
+        raw = rng.bit_generator.random_raw(rows_drawn * words).reshape(rows_drawn, words)
         flipped = 2.0 * (_heads(raw, cases) @ moved) - totals  # Σ sᵢdᵢ with sᵢ = 2·headᵢ - 1
         hits += (np.abs(flipped) >= observed - tolerance).sum(axis=0)
     for i, j in enumerate(drawn):
