@@ -442,7 +442,13 @@ def test_accept_baseline_keeps_each_runs_top_k_and_drops_ungated_ones(tmp_path):
     runs.mkdir()
     for config in ("keep", "old"):
         write_results(metrics, config)
-        rows = [("b", 2, "x#1"), ("a", 3, "x#9"), ("a", 1, "x#0"), ("a", 2, "x#2"), ("b", 1, "x#5")]
+        rows = [
+            ("a", 3, "x#9"),
+            ("a", 1, "x#0"),
+            ("a", 2, "x#2"),
+            ("b", 2, "x#1"),
+            ("b", 1, "x#5"),
+        ]  # ranks in any order
         pl.DataFrame(rows, schema=["case_id", "rank", "chunk_id"], orient="row").write_parquet(
             runs / f"{config}.parquet"
         )
@@ -455,6 +461,13 @@ def test_accept_baseline_keeps_each_runs_top_k_and_drops_ungated_ones(tmp_path):
     with pytest.raises(InputError) as err:
         accept_baseline(metrics, ["keep", "new"], runs=(runs, 2))
     assert "the run of gated configuration new is not in the work tree" in str(err.value)
+    # Cases out of order cannot be kept a batch at a time: refused, naming the run, the kept baseline untouched.
+    rows = [("b", 1, "x#5"), ("a", 1, "x#0")]
+    pl.DataFrame(rows, schema=["case_id", "rank", "chunk_id"], orient="row").write_parquet(runs / "keep.parquet")
+    with pytest.raises(InputError) as err:
+        accept_baseline(metrics, ["keep"], runs=(runs, 2))
+    assert f"{(runs / 'keep.parquet').as_posix()}: case ids not in ascending order (row 2: 'a')" in str(err.value)
+    assert pl.read_parquet(ranking).rows() == kept.rows()
 
 
 def git(repo: Path, *args: str) -> None:

@@ -7,25 +7,31 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from builders import gate_of
 
-from ragvet.gating.baselines import baseline_ranking_path
+from ragvet.errors import InputError
+from ragvet.gating.baselines import baseline_ranking_path, ranking_of, write_ranking
 from ragvet.gating.compare import render_verdict
 from ragvet.gating.movement import (
+    MovementTally,
     distribution,
+    empty_table,
     guard_movement,
-    movement_by_config,
+    measure_movement,
+    moved_by_config,
     movement_entry,
-    movement_summary,
-    movement_table,
-    per_case_moves,
     ranked_sides,
+    table_rows,
 )
 from ragvet.inputs.params import validate_params
+from ragvet.measures.overlap import moved
 from ragvet.reporting.verdict import verdict_section
-from ragvet.storage import results
+from ragvet.settings import MOST_MOVED
+from ragvet.storage import rankings, results
+from ragvet.storage.atomic import write_parquet
 
 
 def test_distribution_by_hand_and_empty():
@@ -49,7 +55,9 @@ def moves() -> pl.DataFrame:
 
 def test_summary_over_all_cases_per_slice_and_the_most_moved():
     tags = pl.DataFrame({"case_id": ["a", "b", "c", "d"], "tags.region": ["eu", "eu", "us", None]})
-    summary = movement_summary(moves(), tags, ["region", "absent"], 2, 0.9, 2)
+    tally = MovementTally(2, ["region"], 2)
+    tally.add(moves(), tags)
+    summary = tally.summary(0.9)
     assert summary["cases"] == 4 and summary["topk_changed"] == 0.5
     assert summary["rbo"]["mean"] == pytest.approx(0.6)
     assert summary["slices"] == {
@@ -73,6 +81,10 @@ def test_summary_over_all_cases_per_slice_and_the_most_moved():
         {"case_id": "c", "overlap": 0.0, "rbo": 0.0},
         {"case_id": "b", "overlap": 0.5, "rbo": 0.5},
     ]
+    in_batches = MovementTally(2, ["region"], 2)  # c's tags in the batch before its figures: a left join per batch
+    in_batches.add(moves().slice(0, 1), tags.slice(0, 3))
+    in_batches.add(moves().slice(1), tags.slice(1))
+    assert in_batches.summary(0.9) == summary
 
 
 def ranking(rows, path):
@@ -99,8 +111,9 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         for case, value in (("q1", "one"), ("q2", "two"))
     ]
     results.write_results(cases / "x.parquet", results.results_frame(rows))
-    moves = per_case_moves(["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), 2, 0.9)
-    found = movement_by_config(moves, cases, ["t"], 2, 0.9)
+    rows: list[pl.DataFrame] = []
+    sides = lambda config: ranked_sides(config, baseline, None, runs)  # noqa: E731
+    found = moved_by_config(measure_movement(["x", "y"], sides, [], 2, 0.9, cases, ["t", "absent"], rows.append))
     assert found["y"] == {
         "unavailable": f"the baseline keeps no ranking ({baseline_ranking_path(baseline, 'y').as_posix()}): "
         "accept it again with `ragvet baseline accept`"
@@ -112,14 +125,15 @@ def test_a_run_against_the_baselines_ranking(tmp_path: Path):
         {"case_id": "q1", "overlap": 1.0, "rbo": pytest.approx(0.9, abs=1e-15)},
     ]
     assert found["x"]["slices"]["t"]["one"]["rbo"]["mean"] == pytest.approx(0.9, abs=1e-15)
-    table = movement_table(moves, 2)  # what the verdict stage writes for programs: y measured nothing
+    assert list(found["x"]["slices"]) == ["t"]  # a slice key no case carries has no entry
+    table = pl.concat(rows)  # what the verdict stage writes for programs: y measured nothing
     assert table.rows() == [("x", "q1", 1.0, 0, 0.9), ("x", "q2", 0.0, 1, 0.0)]
     assert table.columns == ["config", "case_id", "overlap@2", "topk_changed@2", "rbo@2"]
-    assert movement_table({}, 2).columns == table.columns
+    assert empty_table(2).schema == table.schema
 
 
 def test_a_guarded_share_fails_above_max_drop_and_exactly_it_passes():
-    moves = pl.DataFrame({"case_id": ["a", "b", "c", "d"], "topk_changed@2": [0, 1, 0, 0]})
+    moves = (4, 1)  # four cases, one whose top 2 changed
     entry = movement_entry("topk_changed@2", moves, 0.25)
     assert entry["baseline"] == 0.0 and entry["current"] == 0.25 and entry["cases"] == 4
     assert (entry["losses"], entry["ties"], entry["failed"]) == (1, 3, False)  # exactly the limit passes
@@ -139,7 +153,10 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
         "passed": True,
         "configs": [{"config": c, "passed": True, "metrics": [paired], **shape} for c in ("x", "y")],
     }
-    decided = guard_movement(verdict, gate, lambda config: ranked_sides(config, baseline, None, runs), {})
+    measured = measure_movement(
+        ["x", "y"], lambda config: ranked_sides(config, baseline, None, runs), [2], None, 0.9, tmp_path, []
+    )
+    decided = guard_movement(verdict, gate, measured, {})
     x, y = decided["configs"]
     # x: q1 only reordered (same set), q2 replaced: half the cases changed, beyond 0.4.
     assert x["metrics"][0] == paired and x["metrics"][1]["current"] == 0.5 and not x["passed"]
@@ -151,9 +168,9 @@ def test_the_gate_guards_movement_beside_the_paired_metrics(tmp_path: Path, monk
         "`topk_changed@2` not measured: the baseline keeps no ranking" in line
         for line in verdict_section(decided, None)
     )
-    assert guard_movement(verdict, gate_of({"configs": ["x"]}), lambda config: "unused", {}) is verdict
+    assert guard_movement(verdict, gate_of({"configs": ["x"]}), {}, {}) is verdict
     # Under another chunking, chunk ids name other passages: skipped with the reason, as chunk-level metrics are.
-    other = guard_movement(verdict, gate, lambda config: "unused", {"x": "not comparable across chunkings (...)"})
+    other = guard_movement(verdict, gate, measured, {"x": "not comparable across chunkings (...)"})
     assert other["configs"][0]["metrics"] == [paired] and other["configs"][0]["passed"]
     assert other["configs"][0]["skipped"] == [
         {"metric": "topk_changed@2", "reason": "not comparable across chunkings (...)"}
@@ -173,3 +190,82 @@ def test_only_gate_metrics_may_name_a_movement_metric(tmp_path: Path):
     params["gate"]["slice_metric"] = "topk_changed@5"
     (problem,) = validate_params(params, "params.yaml")
     assert "gate.slice_metric" in problem.where and "against the baseline's ranking" in problem.what
+
+
+def traffic(tmp_path: Path) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
+    """A kept ranking and a run of 30 cases in case order, and a per-case table tagging some:
+    lists of 0 to 5 chunks (shorter than k = 3 too), tied ranks, ranks listed backwards in
+    some cases, cases only one side holds, and tagged cases neither side ranks."""
+    rng = np.random.default_rng(7)
+    sides: list[list[tuple[str, int, str]]] = [[], []]
+    for case in range(30):
+        for side in sides:
+            if rng.random() < 0.15:  # this side lacks the case
+                continue
+            chunks = rng.choice(6, size=int(rng.integers(1, 6)), replace=False)
+            ranks = np.sort(rng.integers(1, 4, size=len(chunks)))  # ties: equal ranks, broken by chunk id
+            rows = [(f"q{case:02}", int(rank), f"c{chunk}") for rank, chunk in zip(ranks, chunks)]
+            side.extend(rows[::-1] if case % 4 == 0 else rows)
+    base, run = (pl.DataFrame(rows, schema=RANKING, orient="row") for rows in sides)
+    tagged = [
+        {"case_id": f"q{case:02}", "split": "eval", "answerable": True, "tags": {"t": "ab"[case % 2]}}
+        for case in range(0, 34, 3)
+    ]
+    per_case = tmp_path / "cases"
+    per_case.mkdir()
+    results.write_results(per_case / "x.parquet", results.results_frame(tagged))
+    return base, run, per_case
+
+
+RANKING = {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String}
+
+
+@pytest.mark.parametrize("rows", [1, 4, 1 << 20])
+def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, monkeypatch, rows: int):
+    """Batches of 1 and 4 rows cut cases' ranks apart; the figures, the rows written and the
+    guarded counts are those of the two rankings paired whole (:func:`moved`)."""
+    base, run, per_case = traffic(tmp_path)
+    for frame, name in ((base, "base"), (run, "run")):
+        frame.write_parquet(tmp_path / f"{name}.parquet")
+    sides = ((tmp_path / "base.parquet", "base"), (tmp_path / "run.parquet", "run"))
+    monkeypatch.setattr(rankings, "BATCH_ROWS", rows)
+    written: list[pl.DataFrame] = []
+    found = measure_movement(["x"], lambda config: sides, [1, 3], 3, 0.8, per_case, ["t"], written.append)["x"]
+    whole = moved(base, run, 3, 0.8)
+    assert whole.height == len(set(base["case_id"]) | set(run["case_id"])) == 30
+    tally = MovementTally(3, ["t"], MOST_MOVED)
+    tags = pl.read_parquet(per_case / "x.parquet", columns=["case_id", "tags.t"])
+    tally.add(whole, tags)
+    assert found.summary == tally.summary(0.8)
+    assert found.summary["slices"]["t"]["a"]["cases"] + found.summary["slices"]["t"]["b"]["cases"] == 10
+    assert pl.concat(written).equals(table_rows("x", whole, 3))
+    top1 = moved(base, run, 1, 0.8)["topk_changed@1"]
+    assert found.changed == {1: (30, int(top1.sum())), 3: (30, int(whole["topk_changed@3"].sum()))}
+
+
+def test_a_ranking_kept_in_batches_is_that_of_the_whole_run(tmp_path: Path, monkeypatch):
+    """:func:`ranking_of` a batch of 4 rows at a time, written in row groups of 8 rows, reads back
+    as the whole run sorted and cut at depth 2; a table of one row group has the bytes of one."""
+    _, run, _ = traffic(tmp_path)
+    run.write_parquet(tmp_path / "run.parquet")
+    monkeypatch.setattr(rankings, "BATCH_ROWS", 4)
+    monkeypatch.setattr(results, "ROW_GROUP_ROWS", 8)
+    write_ranking(tmp_path / "kept.parquet", tmp_path / "run.parquet", 2)
+    expected = run.sort(["case_id", "rank", "chunk_id"]).filter(pl.int_range(pl.len()).over("case_id") < 2)
+    assert pq.ParquetFile(tmp_path / "kept.parquet").metadata.num_row_groups == -(-expected.height // 8) > 1
+    assert pl.read_parquet(tmp_path / "kept.parquet").equals(expected)
+    monkeypatch.setattr(results, "ROW_GROUP_ROWS", 1 << 16)
+    write_ranking(tmp_path / "kept.parquet", tmp_path / "run.parquet", 2)
+    write_parquet(tmp_path / "whole.parquet", expected)
+    assert (tmp_path / "kept.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+def test_a_run_not_in_case_order_is_refused_at_its_row(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(rankings, "BATCH_ROWS", 2)
+    rows = [("q1", 1, "a"), ("q1", 2, "b"), ("q2", 1, "a"), ("q1", 3, "c")]
+    pl.DataFrame(rows, schema=RANKING, orient="row").write_parquet(tmp_path / "run.parquet")
+    with pytest.raises(InputError) as err:
+        list(ranking_of(tmp_path / "run.parquet", 2))
+    (problem,) = err.value.problems
+    assert problem.where == (tmp_path / "run.parquet").as_posix()
+    assert problem.what == "case ids not in ascending order (row 4: 'q1')" and "sorted by case_id" in problem.fix

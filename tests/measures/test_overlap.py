@@ -139,10 +139,10 @@ def test_moved_pairs_two_runs_by_case_and_cuts_them_at_k():
     base = run([("q1", 1, "d#0"), ("q1", 2, "d#1"), ("q1", 3, "d#9"), ("q2", 1, "e#0"), ("q3", 1, "f#0")])
     cand = run([("q1", 2, "d#0"), ("q1", 1, "d#1"), ("q1", 3, "x#0"), ("q2", 1, "e#0"), ("q4", 1, "g#0")])
     case_ids, b, c = paired_rankings(base, cand, 2)
-    assert case_ids == ["q1", "q2", "q3", "q4"]
+    assert case_ids.to_list() == ["q1", "q2", "q3", "q4"]
     assert b.shape == c.shape == (4, 2)
     found = moved(base, cand, 2, 0.9)
-    assert found["case_id"].to_list() == case_ids
+    assert found["case_id"].to_list() == case_ids.to_list()
     assert found["overlap@2"].to_list() == [1.0, 0.5, 0.0, 0.0]  # q1's top 2 swapped; q3, q4 on one side only
     assert found["topk_changed@2"].to_list() == [0, 0, 1, 1]
     # q1: ab vs ba at p = 0.9: X = 0, 2, so (0.1/0.9)·(0 + 2/2·0.81) + 1·0.81 = 0.9.

@@ -18,13 +18,21 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.measures.latency import accepted_latency
-from ragvet.measures.overlap import RANKING_COLUMNS
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from ragvet.storage.rankings import RANKING_COLUMNS, case_batches
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
-from ragvet.storage.results import SUFFIX, cases_dir, column, in_id_order, per_case_path, read_results
+from ragvet.storage.results import (
+    SUFFIX,
+    cases_dir,
+    column,
+    in_id_order,
+    per_case_path,
+    read_results,
+    row_group_writer,
+)
 from ragvet.storage.tables import run_path
 from ragvet.text.values import is_int, is_number, kind_of
 
@@ -271,16 +279,25 @@ def baseline_ranking_path(baseline: Path, config: str) -> Path:
     return baseline_rankings_dir(baseline) / f"{config}{SUFFIX}"
 
 
-def ranking_of(run: Path, depth: int) -> pl.DataFrame:
+RANKING_SCHEMA = {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String}  # a kept ranking's columns
+
+
+def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
     """The first ``depth`` ranks of every case of a retrieve stage's run, as
-    ``case_id, rank, chunk_id`` sorted by case and rank: what a baseline keeps of a run
-    to tell later how far a change moved each case's top k (:mod:`ragvet.measures.overlap`)."""
-    frame = pl.read_parquet(run, columns=list(RANKING_COLUMNS))
-    return (
-        frame.cast({"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String})
-        .sort(list(RANKING_COLUMNS))
-        .filter(pl.int_range(pl.len()).over("case_id") < depth)
-    )
+    ``case_id, rank, chunk_id`` sorted by case and rank, a batch of whole cases at a time
+    (:func:`ragvet.storage.rankings.case_batches`: a run not in case order is refused):
+    what a baseline keeps of a run to tell later how far a change moved each case's top k
+    (:mod:`ragvet.measures.overlap`)."""
+    for frame in case_batches(run, run.as_posix()):
+        ranked = frame.cast(RANKING_SCHEMA).sort(list(RANKING_COLUMNS))
+        yield ranked.filter(pl.int_range(pl.len()).over("case_id") < depth)
+
+
+def write_ranking(path: Path, run: Path, depth: int) -> None:
+    """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time."""
+    with row_group_writer(path, write_parquet, pl.DataFrame(schema=RANKING_SCHEMA)) as write:
+        for frame in ranking_of(run, depth):
+            write(frame)
 
 
 def latency_pairs(
@@ -411,7 +428,6 @@ def accept_baseline(
     if problems:
         raise InputError(problems)
     records = [(accepted_latency(read_json(src)), dst) for src, dst in timed]
-    rankings = [(ranking_of(src, runs[1]), dst) for src, dst in ranked] if runs is not None else []
     keep = set(configs)
     written = [dst for _, dst in pairs] + [dst for _, dst in timed] + [dst for _, dst in ranked]
     with outputs_together(*written):  # never a new summary beside an old per-case table
@@ -419,8 +435,8 @@ def accept_baseline(
             write_copy(dst, src)
         for record, dst in records:
             write_json(dst, record)
-        for frame, dst in rankings:
-            write_parquet(dst, frame)
+        for src, dst in ranked:
+            write_ranking(dst, src, runs[1])
         kept_latency = keep if latency is not None else set()
         for stale in sorted(baseline_latency_dir(baseline_dir).glob("*.json")):
             if stale.stem not in kept_latency:

@@ -22,7 +22,6 @@ The verdict is written twice, at once:
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,7 +39,16 @@ from ragvet.gating.baselines import (
 )
 from ragvet.gating.compare import chunking_reason, gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
-from ragvet.gating.movement import guard_movement, movement_by_config, per_case_moves, ranked_sides
+from ragvet.gating.movement import (
+    Measured,
+    Sides,
+    Sink,
+    guard_movement,
+    guarded_ks,
+    measure_movement,
+    moved_by_config,
+    ranked_sides,
+)
 from ragvet.gating.retrieved import RUNS
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_text
@@ -62,7 +70,7 @@ def decide(
     summaries_dir: Path | None = None,
     runs: Path = RUNS,
     depth: int | None = None,
-    moves: dict | None = None,
+    moves: Sink | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -74,8 +82,10 @@ def decide(
     Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
     and the baseline's rankings (:func:`ragvet.gating.movement.guard_movement`); with a
     ``depth`` (the largest k), the verdict also holds what moved at that depth, per slice
-    (``moved``: :func:`ragvet.gating.movement.movement_by_config`), and ``moves``, when
-    given, receives the per-case figures (:func:`ragvet.gating.movement.per_case_moves`)."""
+    (``moved``: :func:`ragvet.gating.movement.moved_by_config`), and ``moves``, when
+    given, receives the per-case figures a batch at a time (:func:`ragvet.gating.movement.table_rows`).
+    Both come from one pass over each configuration's two rankings
+    (:func:`ragvet.gating.movement.measure_movement`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     if current is None:
         current = {config: current_table(cases_dir, config, metrics) for config in configs}
@@ -100,14 +110,18 @@ def decide(
         config: chunking_reason((baselines[config][0] or {}).get("fingerprints"), {"chunking": chunkings[config]})
         for config in configs
     }
-    sides = functools.cache(lambda config: other_chunking[config] or ranked_sides(config, baseline, against, runs))
-    verdict = guard_movement(verdict, gate, sides, other_chunking)
+    guarded = guarded_ks(gate)
+    measured: dict[str, Measured | str] = {}
+    if guarded or depth is not None:
+
+        def sides(config: str) -> Sides | str:  # chunk ids name other passages under another chunking
+            return other_chunking[config] or ranked_sides(config, baseline, against, runs)
+
+        measured = measure_movement(configs, sides, guarded, depth, gate.rbo_p, cases_dir, gate.slices, moves)
+    verdict = guard_movement(verdict, gate, measured, other_chunking)
     if depth is None:
         return verdict
-    measured = per_case_moves(configs, sides, depth, gate.rbo_p)
-    if moves is not None:
-        moves.update(measured)
-    return {**verdict, "moved": movement_by_config(measured, cases_dir, gate.slices, depth, gate.rbo_p)}
+    return {**verdict, "moved": moved_by_config(measured)}
 
 
 def decide_gate(
@@ -120,7 +134,7 @@ def decide_gate(
     against: str | None,
     runs: Path = RUNS,
     depth: int | None = None,
-    moves: dict | None = None,
+    moves: Sink | None = None,
 ) -> dict:
     """The verdict as the gate decides it. First what would make it mean nothing is
     refused (exit 2): results the current params, inputs and code did not produce, a

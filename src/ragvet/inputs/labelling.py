@@ -27,8 +27,9 @@ import polars as pl
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.imported import unique
 from ragvet.formats.logs import jsonl_rows, query_fields
-from ragvet.measures.overlap import RANKING_COLUMNS, moved
+from ragvet.measures.overlap import moved
 from ragvet.settings import RBO_PERSISTENCE
+from ragvet.storage.rankings import RANKING_COLUMNS
 
 NO_SLICE = "(none)"  # the slice of a query without the slice tag
 

@@ -30,11 +30,14 @@ The figures, for a baseline list ``B`` and a candidate list ``C`` cut at depth `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
+from ragvet.storage.rankings import RANKING_COLUMNS
+
 MISSING = -1  # a rank past the end of a case's list
-RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 
 
 def _checked(baseline: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,11 +212,13 @@ def _rbo(overlap: np.ndarray, len_b: np.ndarray, len_c: np.ndarray, p: float) ->
 
 def paired_rankings(
     baseline: pl.DataFrame, candidate: pl.DataFrame, depth: int
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Two runs' first ``depth`` ranks (frames of ``case_id, rank, chunk_id``, as a retrieve
-    stage writes them) as the matrices the functions above take: one row per case of
-    either side, sorted by case id (a case one side lacks has an empty row there), chunk
-    ids numbered in their sorted order over both sides."""
+) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """Two rankings' first ``depth`` ranks (frames of ``case_id, rank, chunk_id``, as a
+    retrieve stage writes them, holding whole cases: a batch of cases, or all of them) as
+    the matrices the functions above take: one row per case of either side, sorted by case
+    id (a case one side lacks has an empty row there), chunk ids numbered in their sorted
+    order over both sides. The numbers only need to agree within a case, so each batch of
+    cases may number its chunks afresh."""
     sides = [
         frame.select(pl.col("case_id").cast(pl.String), "rank", pl.col("chunk_id").cast(pl.String))
         for frame in (baseline, candidate)
@@ -234,15 +239,24 @@ def paired_rankings(
         matrix = np.full((len(case_ids), max(depth, 0)), MISSING, dtype=np.int64)
         matrix[placed["row"].to_numpy(), placed["position"].to_numpy()] = placed["number"].to_numpy()
         matrices.append(matrix)
-    return case_ids.to_list(), matrices[0], matrices[1]
+    return case_ids, matrices[0], matrices[1]
+
+
+def moved_at(baseline: pl.DataFrame, candidate: pl.DataFrame, ks: Sequence[int], p: float) -> dict[int, pl.DataFrame]:
+    """Per case of either ranking (whole cases, as :func:`paired_rankings` takes them) and
+    each ``k`` of ``ks``: ``overlap@k``, ``topk_changed@k`` and ``rbo@k`` (RBO_EXT of the
+    two top-``k`` lists, persistence ``p``), sorted by case id; paired once, at the deepest k."""
+    case_ids, base, cand = paired_rankings(baseline, candidate, max(ks, default=0))
+    found = {}
+    for k in ks:
+        overlap, changed, rbo = movement(base, cand, k, p)
+        found[k] = pl.DataFrame(
+            {"case_id": case_ids, f"overlap@{k}": overlap, f"topk_changed@{k}": changed, f"rbo@{k}": rbo},
+            schema_overrides={"case_id": pl.String},
+        )
+    return found
 
 
 def moved(baseline: pl.DataFrame, candidate: pl.DataFrame, k: int, p: float) -> pl.DataFrame:
-    """Per case of either run: ``overlap@k``, ``topk_changed@k`` and ``rbo@k`` (RBO_EXT of
-    the two top-``k`` lists, persistence ``p``), sorted by case id."""
-    case_ids, base, cand = paired_rankings(baseline, candidate, k)
-    overlap, changed, rbo = movement(base, cand, k, p)
-    return pl.DataFrame(
-        {"case_id": case_ids, f"overlap@{k}": overlap, f"topk_changed@{k}": changed, f"rbo@{k}": rbo},
-        schema_overrides={"case_id": pl.String},
-    )
+    """:func:`moved_at` at one ``k``."""
+    return moved_at(baseline, candidate, [k], p)[k]

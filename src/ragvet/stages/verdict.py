@@ -10,16 +10,18 @@ stage after the report exits 1 on it. Bad input exits 2, as every stage.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
-from ragvet.gating.movement import movement_table
+from ragvet.gating.movement import empty_table
 from ragvet.inputs.params import stage_params
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_parquet
+from ragvet.storage.results import row_group_writer
 
 
 @user_errors
@@ -52,10 +54,10 @@ def main(
     gate = Gate.from_params(settings)
     # what moved on every case, labelled or not, at the deepest k: the baseline keeps that many ranks
     depth = max(settings["ks"])
-    moves: dict = {}
-    decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs, depth, moves)
-    with outputs_together(movement):  # renamed only once the verdict's own block has renamed both of its files
-        if movement is not None:
-            write_parquet(movement, movement_table(moves, depth))
+    # each case's movement is written as it is measured, a row group at a time; renamed only
+    # once the verdict's own block has renamed both of its files
+    rows = row_group_writer(movement, write_parquet, empty_table(depth)) if movement is not None else nullcontext()
+    with outputs_together(movement), rows as moves:
+        decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs, depth, moves)
         write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")

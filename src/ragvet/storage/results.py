@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -173,49 +173,56 @@ def write_results(path: Path, frame: pl.DataFrame) -> None:
     write_parquet(path, table, compression="zstd", statistics=False, row_group_size=1 << 30)
 
 
-def row_groups(frames: Iterable[pl.DataFrame], rows: int = ROW_GROUP_ROWS) -> Iterator[pl.DataFrame]:
-    """``frames`` cut and joined into frames of exactly ``rows`` rows (the last one
-    shorter), so that what follows depends on the rows only, never on the batches."""
+@contextmanager
+def row_group_writer(
+    path: Path, write_whole: Callable[[Path, pl.DataFrame], None], empty: pl.DataFrame, **options: Any
+) -> Iterator[Callable[[pl.DataFrame], None]]:
+    """A function that takes a table's rows a batch at a time and writes them to ``path``
+    in row groups of exactly :data:`ROW_GROUP_ROWS` rows (the last one shorter), holding
+    at most one group beyond a batch: the same rows give the same bytes whatever the batches.
+
+    A table of up to that many rows (``empty`` when no row came) is written by
+    ``write_whole`` when the block ends: one row group, the bytes of the table written whole.
+    A longer one goes through pyarrow's ``ParquetWriter`` (``options`` for it), atomically;
+    every batch has the same columns in the same order. Nothing is written when the block fails."""
     held: list[pl.DataFrame] = []
-    count = 0
-    for frame in frames:
-        held.append(frame)
-        count += frame.height
-        while count >= rows:
-            joined = pl.concat(held, how="vertical", rechunk=True)
-            yield joined.slice(0, rows)
-            held, count = [joined.slice(rows)], count - rows
-    if count or not held:
-        yield pl.concat(held, how="vertical", rechunk=True) if held else pl.DataFrame()
+    with ExitStack() as stack:
+        writer = None
+
+        def group(table: pl.DataFrame) -> None:
+            nonlocal writer
+            arrow = table.to_arrow()
+            if writer is None:
+                import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
+
+                writer = parquet.ParquetWriter(stack.enter_context(atomic_output(path)), arrow.schema, **options)
+                stack.callback(writer.close)  # closed before the temporary file is renamed or removed
+            writer.write_table(arrow.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
+
+        def write(frame: pl.DataFrame) -> None:
+            held.append(frame)
+            while sum(part.height for part in held) > ROW_GROUP_ROWS:  # a second group is coming: write the first
+                joined = pl.concat(held, how="vertical", rechunk=True)
+                group(joined.slice(0, ROW_GROUP_ROWS))
+                held[:] = [joined.slice(ROW_GROUP_ROWS)]
+
+        yield write
+        rest = pl.concat(held, how="vertical", rechunk=True) if held else empty
+        if writer is None:
+            write_whole(path, rest)
+        elif rest.height:
+            group(rest)
 
 
 def write_result_batches(path: Path, frames: Iterable[pl.DataFrame]) -> None:
     """Write the per-case table from batches of rows in case_id order, holding one row
-    group at a time: the same rows give the same bytes whatever the batches.
-
-    A table of up to :data:`ROW_GROUP_ROWS` rows is written by :func:`write_results`
-    (one row group, the bytes of a table written whole); a longer one through
-    pyarrow's ``ParquetWriter``, in row groups of exactly that
-    many rows, atomically. Every batch has the same columns (the stream's schema).
-    """
-    groups = row_groups(frames, ROW_GROUP_ROWS)
-    first, second = next(groups), next(groups, None)
-    if second is None:
-        write_results(path, first)
-        return
-    import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
-
-    with atomic_output(path) as tmp:
-        writer = None
-        try:
-            for group in chain((first, second), groups):
-                table = group.select(sorted(group.columns)).to_arrow()
-                if writer is None:
-                    writer = parquet.ParquetWriter(tmp, table.schema, compression="zstd", write_statistics=False)
-                writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
-        finally:
-            if writer is not None:
-                writer.close()
+    group at a time (:func:`row_group_writer`): a table of up to :data:`ROW_GROUP_ROWS`
+    rows as :func:`write_results` writes it, a longer one in row groups of exactly that
+    many rows. Every batch has the same columns (the stream's schema)."""
+    options = {"compression": "zstd", "write_statistics": False}
+    with row_group_writer(path, write_results, pl.DataFrame(), **options) as write:
+        for frame in frames:
+            write(frame.select(sorted(frame.columns)))
 
 
 def in_id_order(ids: pl.Series) -> bool:

@@ -447,8 +447,8 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
 RUN_BATCH_ROWS = 1 << 18
 
 
-def parquet_slices(path: Path, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
-    """A Parquet file's rows ``rows`` at a time (only ``columns``), at least one frame.
+def parquet_slices(path: Path | bytes, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows (at ``path``, or its bytes) ``rows`` at a time (only ``columns``), at least one frame.
     Each slice is its own read, which opens only the row groups it needs: polars'
     ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
     while the engine scored its first batches)."""
