@@ -14,6 +14,7 @@ import pytest
 from builders import gate_of
 
 from ragvet.errors import InputError
+from ragvet.gating import baselines
 from ragvet.gating import bootstrap as resampling
 from ragvet.gating import compare as gating
 from ragvet.gating.baselines import accept_baseline, baseline_problems, files_at, latency_pairs, read_results_at
@@ -28,12 +29,12 @@ from ragvet.gating.compare import (
     render_verdict,
     split_fingerprints,
 )
-from ragvet.gating.decision import decide
+from ragvet.gating.decision import decide, exact_text
 from ragvet.gating.paired import PairedBuilder
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
-from ragvet.storage import records, results
+from ragvet.storage import rankings, records, results
 from ragvet.storage.files import write_json
 from ragvet.storage.records import SplitOutline, split_outline
 
@@ -1035,3 +1036,42 @@ def test_the_report_compares_by_the_same_fingerprints_and_names_the_eval_cases_l
         "(compared without them): c (orphaned); relabel them (`ragvet relabel --accept FILE`) or remove them, "
         "then re-baseline"
     )
+
+
+def test_the_verdict_read_a_batch_of_cases_at_a_time_is_the_verdict_of_the_whole_tables(tmp_path, monkeypatch):
+    """Against the committed baseline, decide pairs the two Parquet tables a batch of cases at
+    a time (here 4 rows, in row groups of 3): a batch cut between paired cases, an abstention
+    case with null metrics on both sides, a dev case and an eval case only the current side
+    holds give the bytes of the verdict on the same tables passed whole."""
+    base = [row(f"c{n:02}", 1.0, t="ab"[n % 2]) for n in range(12)]
+    base += [row("d1", 1.0, split="dev"), row("n1", None, None, t="a")]
+    current = [row(f"c{n:02}", 0.0 if n < 6 else 1.0, t="ab"[n % 2]) for n in range(12)]
+    current += [row("c99", 1.0, t="a"), row("d1", 0.0, split="dev"), row("n1", None, None, t="a")]
+    where = project_with(tmp_path, base, counted(base), current)
+    (where["split"]).write_text(json.dumps(split_of(base)))  # the baseline's cases; c99 joined after
+    tables = [where["baseline"] / "cases" / f"{CONFIG}.parquet", where["cases_dir"] / f"{CONFIG}.parquet"]
+    for path, rows in zip(tables, (base, current)):
+        results.results_frame(sorted(rows, key=lambda r: r["case_id"])).write_parquet(path, row_group_size=3)
+    monkeypatch.setattr(rankings, "BATCH_ROWS", 4)
+    monkeypatch.setattr(baselines, "BATCH_ROWS", 4)
+    settings = gate_of(gate(), slices=["t"])
+    streamed = decide(settings, where["cases_dir"], where["split"], where["baseline"], None, None)
+    frames = [results.read_results(path) for path in tables]
+    whole = decide(
+        settings,
+        where["cases_dir"],
+        where["split"],
+        where["baseline"],
+        None,
+        None,
+        current={CONFIG: frames[1]},
+        baselines={CONFIG: (counted(base), frames[0])},
+    )
+    assert exact_text(streamed) == exact_text(whole)
+    [result] = streamed["configs"]
+    assert result["newly_missed"] == ["c00", "c01", "c02", "c03", "c04", "c05"]
+    assert [(m["metric"], m["cases"], m["baseline"], m["current"]) for m in result["metrics"]] == [
+        ("recall@5", 12, 1.0, 0.5),
+        ("mrr", 12, 1.0, 1.0),
+    ]
+    assert [(s["value"], s["cases"], s["current"]) for s in result["slices"]] == [("a", 6, 0.5), ("b", 6, 0.5)]

@@ -22,7 +22,7 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from ragvet.storage.rankings import RANKING_COLUMNS, case_batches
+from ragvet.storage.rankings import BATCH_ROWS, RANKING_COLUMNS, case_batches
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import (
     SUFFIX,
@@ -33,7 +33,7 @@ from ragvet.storage.results import (
     read_results,
     row_group_writer,
 )
-from ragvet.storage.tables import run_path
+from ragvet.storage.tables import parquet_slices, run_path
 from ragvet.text.values import is_int, is_number, kind_of
 
 Summary = dict[str, Any]
@@ -50,11 +50,11 @@ def compared_columns(metrics: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def read_baseline_dir(
-    baseline: Path, config: str, metrics: Sequence[str] | None = None
-) -> tuple[dict | None, pl.DataFrame | None]:
+    baseline: Path, config: str, metrics: Sequence[str] | None = None, whole: bool = True
+) -> tuple[dict | None, pl.DataFrame | Path | None]:
     """The committed baseline of one configuration (its summary and what a comparison
-    of ``metrics`` reads of its per-case table, :func:`compared_columns`), or
-    (None, None) if there is none.
+    of ``metrics`` reads of its per-case table, :func:`compared_columns`; the table's
+    path when not ``whole``), or (None, None) if there is none.
 
     A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
     which are not in the work tree is an error: the comparison would otherwise
@@ -75,7 +75,8 @@ def read_baseline_dir(
     if not (summary.exists() and cases.exists()):
         return None, None
     found = checked_summary(str(summary), read_json(summary), baseline_fix(summary, cases))
-    return found, read_results(cases, columns=compared_columns(metrics))
+    table = read_results(cases, columns=compared_columns(metrics), rows=None if whole else 0)  # checked, or read
+    return found, table if whole else cases
 
 
 def baseline_fix(*paths: Path | str) -> str:
@@ -142,8 +143,11 @@ def checked_latency(where: str, record: Any, fix: str) -> dict:
     return record
 
 
+_ONCE = "a comparison pairs each case once"
+
+
 def baseline_problems(
-    config: str, summary: Summary, table: pl.DataFrame, baseline: Path, split: SplitOutline
+    config: str, summary: Summary, table: pl.DataFrame | Path, baseline: Path, split: SplitOutline
 ) -> list[Problem]:
     """Why the committed baseline of ``config`` is not what ``ragvet baseline accept`` wrote.
 
@@ -151,41 +155,70 @@ def baseline_problems(
     (the cases a change broke) or duplicated there would silently change what it compares.
     The table must hold each case once, as many eval-split cases as its summary counts
     (``eval.denominators``), and, when the summary's eval split fingerprint is the
-    current split's (``split``, data/split.json), exactly that split's eval cases."""
+    current split's (``split``, data/split.json), exactly that split's eval cases.
+    A table's file is read a batch of ids at a time (:func:`_eval_digest`); only a table
+    not in id order, to name its doubled cases, or one whose cases differ, to name them, whole."""
     where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
     fix = baseline_fix(where, summary_path)
-    ids = table["case_id"]
-    once = in_id_order(ids)  # as evaluate writes it
-    doubled = [] if once else table.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
-    problems = [
-        Problem(where, f"the baseline table holds case {case_id} {count} times: a comparison pairs each case once", fix)
-        for case_id, count in doubled
-    ]
-    held = ids.filter(table["split"] == EVAL)
-    held = held if once else held.unique()
+    once, digest = _eval_digest(table)
+    problems = []
+    if not once:  # not as evaluate writes it: name the doubled cases
+        ids = _ids_splits(table)
+        doubled = ids.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
+        problems += [
+            Problem(where, f"the baseline table holds case {case_id} {count} times: {_ONCE}", fix)
+            for case_id, count in doubled
+        ]
+        digest = _id_digest([_held(table).unique()])
     denominators = (summary.get(EVAL) or {}).get("denominators") or {}
     if denominators:
         counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))
-        if len(held) != counted:
-            what = f"the baseline table holds {len(held)} eval-split cases, and its summary {summary_path} counts"
+        if digest[0] != counted:
+            what = f"the baseline table holds {digest[0]} eval-split cases, and its summary {summary_path} counts"
             problems.append(Problem(where, f"{what} {counted}", fix))
     fingerprint = (summary.get("fingerprints") or {}).get("eval_split")
     if fingerprint == split.record["fingerprints"].get("eval_split"):
-        differs = _membership_problem(held, split)
+        differs = _membership_problem(digest, table, split)
         if differs is not None:
             what = f"its summary's eval split fingerprint is the current split's, and {differs}"
             problems.append(Problem(where, what, fix))
     return problems
 
 
-def _membership_problem(held: pl.Series, split: SplitOutline) -> str | None:
-    """What the eval cases ``held`` (each once) lack of the split's eval cases, and hold
-    that it has not; None when they are the same cases. The sets are compared by their
-    size and the sum of their ids' 64-bit hashes first, so an intact table is checked in
-    a pass over the split's entries; only a difference holds both sets, to name it."""
-    if _id_digest([held]) == _id_digest(_batches(split.eval_ids())):
+def _ids_splits(table: pl.DataFrame | Path) -> pl.DataFrame:
+    """``case_id`` and ``split`` of a baseline table, whole."""
+    return (table if isinstance(table, pl.DataFrame) else read_results(table, columns=())).select("case_id", "split")
+
+
+def _held(table: pl.DataFrame | Path) -> pl.Series:
+    """The eval-split case ids of a baseline table, whole."""
+    ids = _ids_splits(table)
+    return ids["case_id"].filter(ids["split"] == EVAL)
+
+
+def _eval_digest(table: pl.DataFrame | Path) -> tuple[bool, tuple[int, int]]:
+    """Whether the table's case ids ascend (each case once, as evaluate writes them), and
+    :func:`_id_digest` of its eval-split ids; a file read a batch at a time."""
+    batches = [table] if isinstance(table, pl.DataFrame) else parquet_slices(table, BATCH_ROWS, ["case_id", "split"])
+    once, last, count, total = True, None, 0, 0
+    for frame in batches:
+        ids = frame["case_id"]
+        once = once and in_id_order(ids if last is None else pl.concat([pl.Series([last], dtype=ids.dtype), ids]))
+        last = ids[-1] if len(ids) else last
+        part = _id_digest([ids.filter(frame["split"] == EVAL)])
+        count, total = count + part[0], (total + part[1]) % 2**64
+    return once, (count, total)
+
+
+def _membership_problem(digest: tuple[int, int], table: pl.DataFrame | Path, split: SplitOutline) -> str | None:
+    """What the eval cases of ``table`` (their :func:`_id_digest`, ``digest``) lack of the
+    split's eval cases, and hold that it has not; None when they are the same cases. The
+    sets are compared by their size and the sum of their ids' 64-bit hashes first, so an
+    intact table is checked in a pass over the split's entries; only a difference holds
+    both sets, to name it."""
+    if digest == _id_digest(_batches(split.eval_ids())):
         return None
-    wanted, have = set(split.eval_ids()), set(held.to_list())
+    wanted, have = set(split.eval_ids()), set(_held(table).to_list())
     missing, extra = sorted(wanted - have), sorted(have - wanted)
     if not (missing or extra):
         return None
@@ -226,15 +259,16 @@ def integrity_problems(baselines: Mapping[str, tuple], baseline: Path, split: Sp
 
 
 def baselines_for(
-    configs: list[str], baseline: Path, against: str | None, metrics: Sequence[str] | None = None
+    configs: list[str], baseline: Path, against: str | None, metrics: Sequence[str] | None = None, whole: bool = True
 ) -> dict[str, tuple]:
     """``{config: (summary, table)}`` from a git revision's results or from the
     committed baseline folder; ``(None, None)`` where there is none. Of each table,
-    what a comparison of ``metrics`` reads (:func:`compared_columns`)."""
+    what a comparison of ``metrics`` reads (:func:`compared_columns`); of the committed
+    baseline folder's, its path when not ``whole`` (a comparison reads it a batch at a time)."""
     if against:
         found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics))
         return {config: found[config] or (None, None) for config in configs}
-    return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
+    return {config: read_baseline_dir(baseline, config, metrics, whole) for config in configs}
 
 
 def rank_tables(
@@ -337,6 +371,17 @@ def current_table(folder: Path, config: str, metrics: Sequence[str] | None = Non
     not written it."""
     path = per_case_path(folder, config)
     return read_results(path, columns=compared_columns(metrics)) if path.exists() else None
+
+
+def current_path(folder: Path, config: str, metrics: Sequence[str] | None = None) -> Path | None:
+    """One configuration's per-case table in ``folder``, its columns checked as
+    :func:`current_table` checks them, for a comparison to read a batch at a time; None
+    if evaluate has not written it."""
+    path = per_case_path(folder, config)
+    if not path.exists():
+        return None
+    read_results(path, columns=compared_columns(metrics), rows=0)
+    return path
 
 
 def current_chunkings(summaries_dir: Path, configs: Iterable[str]) -> dict[str, str | None]:

@@ -17,14 +17,18 @@ A gate is only useful if its failures are real and its passes are meaningful, so
   changed corpus, undefined metric) the gate *fails and says why*, instead of
   silently passing on numbers that mean nothing.
 
-Everything here is pure: :mod:`ragvet.gating.baselines` reads both sides, and the gate
-and the report compare them with the same functions, so they cannot disagree.
+:mod:`ragvet.gating.baselines` finds both sides, and the gate and the report compare them
+with the same functions, so they cannot disagree. A side is a per-case table as a frame,
+or, for the verdict against the committed baseline, its Parquet file: two files are read
+in one pass a batch of cases at a time (:class:`Pairing`), so neither is held whole, and a
+frame is one such batch, so both give the same figures.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +47,8 @@ from ragvet.measures.registry import METRICS, comparable_across_chunkings, highe
 from ragvet.schema import EVAL
 from ragvet.settings import Gate
 from ragvet.storage.files import FLOAT_PLACES
-from ragvet.storage.results import column, in_id_order, results_frame
+from ragvet.storage.rankings import case_batches, paired_batches
+from ragvet.storage.results import column, in_id_order, read_results, results_frame
 from ragvet.text.escaping import visible
 from ragvet.text.formatting import fmt, fmt_p
 
@@ -53,6 +58,8 @@ Summary = dict[str, Any]
 # One configuration's per-case results: the table the stages read
 # (ragvet.storage.results), or the nested rows it stands for.
 Results = pl.DataFrame | Sequence[Row]
+# A side of a comparison: per-case results, or the per-case table's Parquet file, read a batch at a time.
+Side = Results | Path
 
 COMPARABLE_FIX = (
     "gate a metric comparable across chunkings (evidence_recall@k, claim_availability@k, "
@@ -77,26 +84,117 @@ def _eval_columns(rows: Results, *columns: str | pl.Expr) -> pl.DataFrame:
     return _table(rows).lazy().filter(pl.col("split") == EVAL).select(*columns).collect()
 
 
-def _metrics(rows: Results, metrics: Sequence[str], side: str) -> pl.DataFrame:
-    """``case_id`` and each metric as floats (``{side}0``, ``{side}1``, ...; all null when
-    the table does not have it) of the eval-split cases."""
+def _metrics(rows: pl.DataFrame, metrics: Sequence[str], side: str, tags: Sequence[str] = ()) -> pl.DataFrame:
+    """``case_id``, each metric as floats (``{side}0``, ``{side}1``, ...; all null when
+    the table does not have it) and the ``tags`` columns it has, of the eval-split cases."""
     names = [column("metrics", metric) for metric in metrics]
-    present = set(_table(rows).columns)
+    present = set(rows.columns)
     values = [(pl.col(name) if name in present else pl.lit(None)).cast(pl.Float64) for name in names]
-    return _eval_columns(rows, "case_id", *(value.alias(f"{side}{i}") for i, value in enumerate(values)))
+    kept = [tag for tag in tags if tag in present]
+    return _eval_columns(rows, "case_id", *(value.alias(f"{side}{i}") for i, value in enumerate(values)), *kept)
 
 
-def _wide(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> pl.DataFrame:
-    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
-    the eval-split cases on both sides, sorted by case_id. Two tables of the same cases
-    (the usual case) are paired by position, others by a join on case_id. One pass
-    over each table for all the metrics of a comparison."""
-    base, cur = _metrics(baseline_rows, metrics, "b"), _metrics(current_rows, metrics, "c")
+def _joined(
+    base_rows: pl.DataFrame, cur_rows: pl.DataFrame, metrics: Sequence[str], tags: Sequence[str]
+) -> pl.DataFrame:
+    """:func:`_wide` of two frames: tables of the same cases (the usual case) are paired
+    by position, others by a join on case_id; sorted by case_id."""
+    base, cur = _metrics(base_rows, metrics, "b"), _metrics(cur_rows, metrics, "c", tags)
     if base["case_id"].equals(cur["case_id"]):
         wide = base.with_columns(cur.drop("case_id"))
     else:
         wide = base.join(cur, on="case_id", how="inner")
     return wide if in_id_order(wide["case_id"]) else wide.sort("case_id")
+
+
+def _read_columns(path: Path) -> list[str]:
+    """The columns of the per-case table at ``path``, refused (exit 2) as
+    :func:`ragvet.storage.results.read_results` refuses a table that is not one."""
+    return read_results(path, rows=0).columns
+
+
+def _wide_batches(
+    baseline: Side, current: Side, metrics: Sequence[str], tags: Sequence[str] = ()
+) -> Iterator[pl.DataFrame]:
+    """:func:`_wide` (with the current side's ``tags`` columns it has) a run of cases at a
+    time, ascending: two Parquet files are read a batch of cases at a time, paired by case
+    id (:func:`ragvet.storage.rankings.paired_batches`), only the columns compared, so
+    neither is held whole; a frame (or rows) is one batch."""
+    if isinstance(baseline, Path) and isinstance(current, Path):
+        wanted = {"case_id", "split", *(column("metrics", metric) for metric in metrics), *tags}
+        streams = [
+            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted])
+            for path in (baseline, current)
+        ]
+        for base, cur in paired_batches(streams):
+            yield _joined(base, cur, metrics, tags)
+        return
+    yield _joined(_whole(baseline), _whole(current), metrics, tags)
+
+
+def _whole(side: Side) -> pl.DataFrame:
+    """A side as one frame: a Parquet file read whole, rows converted."""
+    return read_results(side) if isinstance(side, Path) else _table(side)
+
+
+def _wide(baseline_rows: Side, current_rows: Side, metrics: Sequence[str]) -> pl.DataFrame:
+    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
+    the eval-split cases on both sides, sorted by case_id (:func:`_wide_batches`, joined)."""
+    return pl.concat(list(_wide_batches(baseline_rows, current_rows, metrics)))
+
+
+class Pairing:
+    """Every figure the gate takes of two per-case tables, gathered in one pass over their
+    paired eval-split cases (:func:`_wide_batches`), a batch at a time in case-id order:
+    the :class:`PairedSample` of each of ``metrics``, of ``slice_metric`` per slice of
+    each of ``keys`` the current side tags, the newly missed cases at ``hit@k`` and how
+    many cases are paired. A whole frame is one batch, so each figure has one definition."""
+
+    def __init__(
+        self, metrics: Sequence[str], slice_metric: str | None = None, keys: Sequence[str] = (), k: int | None = None
+    ):
+        extra = [*([slice_metric] if slice_metric else []), *([f"hit@{k}"] if k is not None else [])]
+        self.columns = list(dict.fromkeys([*metrics, *extra]))
+        self.metrics, self.slice_metric, self.keys, self.k = list(metrics), slice_metric, list(keys), k
+        self.samples = [PairedBuilder() for _ in self.metrics]
+        self.slices: dict[str, dict[str, PairedBuilder]] = {}
+        self.missed: list[pl.Series] = []
+        self.cases = 0
+
+    def read(self, baseline: Side, current: Side) -> Pairing:
+        """Add every paired case of the two tables; the slices of the keys the current side tags."""
+        tagged = _read_columns(current) if isinstance(current, Path) else _table(current).columns
+        tags = [column("tags", key) for key in self.keys]
+        self.slices = {key: {} for key, tag in zip(self.keys, tags) if tag in tagged}
+        for wide in _wide_batches(baseline, current, self.columns, tags):
+            self.add(wide)
+        return self
+
+    def add(self, wide: pl.DataFrame) -> None:
+        """Add the next batch of :func:`_wide` rows (after every row added before)."""
+        ids, self.cases = wide["case_id"], self.cases + wide.height
+        for metric, builder in zip(self.metrics, self.samples):
+            builder.add(ids, *self._values(wide, metric))
+        if self.slice_metric is not None:
+            base, cur = self._values(wide, self.slice_metric)
+            for key, builders in self.slices.items():
+                for value, members in _slice_positions(wide.with_row_index("position"), column("tags", key)):
+                    builders.setdefault(value, PairedBuilder()).add(ids.gather(members), base[members], cur[members])
+        if self.k is not None:
+            i = self.columns.index(f"hit@{self.k}")
+            both = pl.col(f"b{i}").is_finite() & pl.col(f"c{i}").is_finite()
+            self.missed.append(wide.filter(both & (pl.col(f"b{i}") >= 1) & (pl.col(f"c{i}") <= 0))["case_id"])
+
+    def _values(self, wide: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        i = self.columns.index(metric)
+        return wide[f"b{i}"].to_numpy(), wide[f"c{i}"].to_numpy()
+
+    def sliced(self, key: str) -> list[tuple[str, PairedSample]]:
+        """Each slice of ``key`` (by its value, ascending) with its sample; none when untagged."""
+        return [(value, builder.sample()) for value, builder in sorted(self.slices.get(key, {}).items())]
+
+    def newly_missed(self) -> list[str]:
+        return [case_id for part in self.missed for case_id in part.to_list()]
 
 
 def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
@@ -121,15 +219,10 @@ def paired_values(
     return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
-def _samples(baseline_rows: Results, current_rows: Results, metrics: Sequence[str]) -> list[PairedSample]:
+def _samples(baseline_rows: Side, current_rows: Side, metrics: Sequence[str]) -> list[PairedSample]:
     """The :class:`PairedSample` of each of ``metrics`` over the eval-split cases on both
-    sides, each table read once for all of them (:func:`_wide`)."""
-    wide = _wide(baseline_rows, current_rows, metrics)
-    ids = wide["case_id"]
-    return [
-        PairedBuilder().add(ids, wide[f"b{i}"].to_numpy(), wide[f"c{i}"].to_numpy()).sample()
-        for i in range(len(metrics))
-    ]
+    sides, each table read once for all of them (:class:`Pairing`)."""
+    return [builder.sample() for builder in Pairing(metrics).read(baseline_rows, current_rows).samples]
 
 
 def _statistics(samples: Sequence[PairedSample], gate: Gate) -> list[tuple]:
@@ -248,31 +341,28 @@ def _compare(sample: PairedSample, max_drop: float, higher: bool, stats: Statist
 
 
 def slice_comparisons(
-    baseline_rows: Results,
-    current_rows: Results,
+    baseline_rows: Side,
+    current_rows: Side,
     gate: Gate,
     stats: Statistics | None = None,
+    pairing: Pairing | None = None,
 ) -> list[dict]:
     """One entry per (tag key, value) with at least ``min_slice_cases`` paired cases.
 
     Slice membership comes from the current rows' tags: with an unchanged eval
     fingerprint they match the baseline's anyway. Smaller slices are left out:
     their deltas are too noisy to gate on. With ``stats``, the CIs and p-values are
-    left for its :meth:`Statistics.fill`, else filled before returning.
+    left for its :meth:`Statistics.fill`, else filled before returning. ``pairing``,
+    when given, has read the two tables already with ``gate``'s slices.
     """
     metric = gate.slice_metric
-    wide = _wide(baseline_rows, current_rows, [metric]).with_row_index("position")
-    base, cur, case_ids = wide["b0"].to_numpy(), wide["c0"].to_numpy(), wide["case_id"]
+    if pairing is None:
+        pairing = Pairing([], metric, gate.slices).read(baseline_rows, current_rows)
     out = []
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     for key in gate.slices:
-        tag = column("tags", key)
-        if tag not in _table(current_rows).columns:
-            continue
-        tagged = wide.join(_eval_columns(current_rows, "case_id", tag), on="case_id", how="inner")
-        for value, members in _slice_positions(tagged, tag):
-            sample = PairedBuilder().add(case_ids.gather(members), base[members], cur[members]).sample()
+        for value, sample in pairing.sliced(key):
             if sample.n < gate.min_slice_cases:
                 continue
             entry = {"key": key, "value": value, "metric": metric}
@@ -319,10 +409,9 @@ def compare_metrics(
     return out
 
 
-def newly_missed(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
+def newly_missed(baseline_rows: Side, current_rows: Side, k: int) -> list[str]:
     """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    paired = _paired(baseline_rows, current_rows, f"hit@{k}")
-    return paired.filter((pl.col("baseline") >= 1) & (pl.col("current") <= 0))["case_id"].to_list()
+    return Pairing([], k=k).read(baseline_rows, current_rows).newly_missed()
 
 
 def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
@@ -439,8 +528,8 @@ def comparable_split(metrics: Sequence[str], reason: str | None) -> tuple[list[s
 
 def _measure_config(
     config: str,
-    baseline_rows: Sequence[Row] | None,
-    current_rows: Sequence[Row] | None,
+    baseline_rows: Side | None,
+    current_rows: Side | None,
     baseline_fp: dict | None,
     current_fp: dict | None,
     gate: Gate,
@@ -510,17 +599,18 @@ def _measure_config(
     if note is not None:
         result["notes"] = [note]
 
-    base_ids, cur_ids = (_eval_columns(rows, "case_id")["case_id"] for rows in (baseline_rows, current_rows))
-    if not base_ids.is_in(cur_ids.implode()).any():
+    chunking = chunking_reason(baseline_fp, current_fp)
+    metrics, skipped = comparable_split(metrics, chunking)
+    sliced = bool(comparable_split([gate.slice_metric], chunking)[0])
+    pairing = Pairing(metrics, gate.slice_metric if sliced else None, gate.slices if sliced else (), k_missed)
+    pairing.read(baseline_rows, current_rows)  # one pass over both tables for every figure below
+    if not pairing.cases:
         reasons.append(
             "no paired cases: no eval-split case is in both the baseline and the current results; "
             "re-baseline deliberately with `ragvet baseline accept`"
         )
         return result
 
-    chunking = chunking_reason(baseline_fp, current_fp)
-    metrics, skipped = comparable_split(metrics, chunking)
-    sliced = bool(comparable_split([gate.slice_metric], chunking)[0])
     result["skipped"] = [{"metric": metric, "reason": chunking} for metric in skipped]
     if not sliced:
         result["skipped"].append({"metric": gate.slice_metric, "slices": True, "reason": chunking})
@@ -530,9 +620,11 @@ def _measure_config(
         )
         return result
 
-    for metric, sample in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+    for metric, builder in zip(metrics, pairing.samples):
         higher = higher_is_better(metric)
-        entry = _compare(sample, result["max_drop"], higher, stats, {"metric": metric, "higher_is_better": higher})
+        entry = _compare(
+            builder.sample(), result["max_drop"], higher, stats, {"metric": metric, "higher_is_better": higher}
+        )
         if entry["cases"] == 0:
             fix = (
                 f"it is a human review figure: record answers in data/answers/{config}.jsonl, then re-baseline "
@@ -547,9 +639,9 @@ def _measure_config(
         result["metrics"].append(entry)
 
     if sliced:
-        result["slices"] = slice_comparisons(baseline_rows, current_rows, gate, stats)
+        result["slices"] = slice_comparisons(baseline_rows, current_rows, gate, stats, pairing)
     if k_missed is not None:
-        result["newly_missed"] = newly_missed(baseline_rows, current_rows, k_missed)
+        result["newly_missed"] = pairing.newly_missed()
     result["reasons"] = sorted(set(reasons), key=reasons.index)
     result["valid"] = not result["reasons"]
     return result

@@ -31,6 +31,7 @@ from ragvet.errors import InputError, Problem, raise_if
 from ragvet.gating.baselines import (
     baselines_for,
     current_chunkings,
+    current_path,
     current_table,
     integrity_problems,
     latency_pairs,
@@ -76,7 +77,8 @@ def decide(
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
     results, with the eval split's fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
     check off). A caller that has read the tables already passes them (``current``,
-    ``baselines``: wider reads hold what the gate compares). The current chunking
+    ``baselines``: wider reads hold what the gate compares); else, against the committed
+    baseline, both tables are read a batch of cases at a time, so neither is held whole. The current chunking
     fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
     that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``).
     Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
@@ -87,10 +89,12 @@ def decide(
     Both come from one pass over each configuration's two rankings
     (:func:`ragvet.gating.movement.measure_movement`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
+    streamed = against is None  # both sides' Parquet files, paired a batch at a time (ragvet.gating.compare.Pairing)
     if current is None:
-        current = {config: current_table(cases_dir, config, metrics) for config in configs}
+        table = current_path if streamed else current_table
+        current = {config: table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
-        baselines = baselines_for(configs, baseline, against, metrics)
+        baselines = baselines_for(configs, baseline, against, metrics, whole=not streamed)
     split_record = split_outline(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))

@@ -233,11 +233,15 @@ def in_id_order(ids: pl.Series) -> bool:
 
 
 def read_results(
-    source: Path | str | bytes | IO[bytes], where: str | None = None, columns: Sequence[str] | None = None
+    source: Path | str | bytes | IO[bytes],
+    where: str | None = None,
+    columns: Sequence[str] | None = None,
+    rows: int | None = None,
 ) -> pl.DataFrame:
     """The per-case table from a path, its bytes or a binary file object. ``columns``
     reads only those, a group name (``"metrics"``) standing for all its columns, plus
     case_id, split and answerable; absent ones are skipped. ``where`` names the source in errors.
+    ``rows`` reads only the first that many (0: the columns and their types, checked).
     A file that is not such a table is an :class:`InputError`, never a traceback."""
     label = where or (str(source) if isinstance(source, (str, Path)) else "per-case table")
     fix = (
@@ -255,7 +259,7 @@ def read_results(
             if columns is None
             else [n for n in names if n in asked or n.partition(".")[0] in asked or n in _REQUIRED]
         )
-        frame = pl.read_parquet(readable, columns=wanted)
+        frame = pl.read_parquet(readable, columns=wanted, n_rows=rows)
     except (OSError, pl.exceptions.PolarsError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError([Problem(label, f"not a readable per-case Parquet table ({first})", fix)]) from None
