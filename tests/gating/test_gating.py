@@ -25,7 +25,6 @@ from ragvet.gating.compare import (
     gate_verdict,
     newly_found,
     newly_missed,
-    paired_values,
     render_verdict,
     split_fingerprints,
 )
@@ -104,12 +103,13 @@ BASE = [row("a", 1.0), row("b", 1.0), row("c", 0.5), row("d", 0.5), row("x", Non
 # ------------------------------------------------------------------ pairing, bootstrap
 
 
-def test_paired_values_uses_eval_cases_on_both_sides_with_values_sorted():
+def test_a_paired_sample_holds_eval_cases_on_both_sides_with_values_sorted():
     base = [row("b", 0.5), row("a", 1.0), row("c", 0.0), row("d", 1.0, split="dev"), row("e", None)]
     cur = [row("a", 0.0), row("c", None), row("b", 1.0), row("d", 0.0, split="dev"), row("f", 1.0)]
-    ids, b, c = paired_values(base, cur, "recall@5")
-    assert ids == ["a", "b"]
-    assert b.tolist() == [1.0, 0.5] and c.tolist() == [0.0, 1.0]
+    [sample] = gating._samples(base, cur, ["recall@5"])
+    assert (sample.n, sample.means()) == (2, (0.75, 0.5))
+    assert sample.ids.to_list() == ["a", "b"] and sample.positions.tolist() == [0, 1]
+    assert sample.deltas.tolist() == [-1.0, 0.5] and (sample.rises, sample.falls) == (1, 1)
 
 
 def test_bootstrap_is_seeded_brackets_the_mean_and_narrows_with_lower_confidence():

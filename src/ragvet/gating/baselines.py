@@ -13,10 +13,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
+from ragvet.gating.paired import NO_IDS, Digest, id_digest
 from ragvet.measures.latency import accepted_latency
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
@@ -169,7 +169,7 @@ def baseline_problems(
             Problem(where, f"the baseline table holds case {case_id} {count} times: {_ONCE}", fix)
             for case_id, count in doubled
         ]
-        digest = _id_digest([_held(table).unique()])
+        digest = id_digest([_held(table).unique()])
     denominators = (summary.get(EVAL) or {}).get("denominators") or {}
     if denominators:
         counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))
@@ -196,27 +196,26 @@ def _held(table: pl.DataFrame | Path) -> pl.Series:
     return ids["case_id"].filter(ids["split"] == EVAL)
 
 
-def _eval_digest(table: pl.DataFrame | Path) -> tuple[bool, tuple[int, int]]:
+def _eval_digest(table: pl.DataFrame | Path) -> tuple[bool, Digest]:
     """Whether the table's case ids ascend (each case once, as evaluate writes them), and
-    :func:`_id_digest` of its eval-split ids; a file read a batch at a time."""
+    :func:`ragvet.gating.paired.id_digest` of its eval-split ids; a file read a batch at a time."""
     batches = [table] if isinstance(table, pl.DataFrame) else parquet_slices(table, BATCH_ROWS, ["case_id", "split"])
-    once, last, count, total = True, None, 0, 0
+    once, last, digest = True, None, NO_IDS
     for frame in batches:
         ids = frame["case_id"]
         once = once and in_id_order(ids if last is None else pl.concat([pl.Series([last], dtype=ids.dtype), ids]))
         last = ids[-1] if len(ids) else last
-        part = _id_digest([ids.filter(frame["split"] == EVAL)])
-        count, total = count + part[0], (total + part[1]) % 2**64
-    return once, (count, total)
+        digest = id_digest([ids.filter(frame["split"] == EVAL)], digest)
+    return once, digest
 
 
-def _membership_problem(digest: tuple[int, int], table: pl.DataFrame | Path, split: SplitOutline) -> str | None:
-    """What the eval cases of ``table`` (their :func:`_id_digest`, ``digest``) lack of the
+def _membership_problem(digest: Digest, table: pl.DataFrame | Path, split: SplitOutline) -> str | None:
+    """What the eval cases of ``table`` (their :func:`ragvet.gating.paired.id_digest`, ``digest``) lack of the
     split's eval cases, and hold that it has not; None when they are the same cases. The
     sets are compared by their size and the sum of their ids' 64-bit hashes first, so an
     intact table is checked in a pass over the split's entries; only a difference holds
     both sets, to name it."""
-    if digest == _id_digest(_batches(split.eval_ids())):
+    if digest == id_digest(_batches(split.eval_ids())):
         return None
     wanted, have = set(split.eval_ids()), set(_held(table).to_list())
     missing, extra = sorted(wanted - have), sorted(have - wanted)
@@ -236,16 +235,6 @@ def _batches(ids: Iterable[str], size: int = 1 << 16) -> Iterator[pl.Series]:
             yield pl.Series(batch, dtype=pl.String)
             batch = []
     yield pl.Series(batch, dtype=pl.String)
-
-
-def _id_digest(parts: Iterable[pl.Series]) -> tuple[int, int]:
-    """The number of ids in ``parts`` and the sum modulo 2**64 of their hashes: the same
-    for the same ids in any order and any batching."""
-    count, total = 0, 0
-    for part in parts:
-        count += len(part)
-        total = (total + int(np.sum(part.cast(pl.String).hash(seed=0).to_numpy(), dtype=np.uint64))) % 2**64
-    return count, total
 
 
 def integrity_problems(baselines: Mapping[str, tuple], baseline: Path, split: SplitOutline) -> list[Problem]:

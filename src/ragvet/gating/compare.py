@@ -97,8 +97,10 @@ def _metrics(rows: pl.DataFrame, metrics: Sequence[str], side: str, tags: Sequen
 def _joined(
     base_rows: pl.DataFrame, cur_rows: pl.DataFrame, metrics: Sequence[str], tags: Sequence[str]
 ) -> pl.DataFrame:
-    """:func:`_wide` of two frames: tables of the same cases (the usual case) are paired
-    by position, others by a join on case_id; sorted by case_id."""
+    """``case_id``, then ``b<i>`` and ``c<i>`` (metric i's baseline and current values) and
+    the current side's ``tags`` columns it has, of the eval-split cases both frames hold:
+    tables of the same cases (the usual case) are paired by position, others by a join on
+    case_id; sorted by case_id."""
     base, cur = _metrics(base_rows, metrics, "b"), _metrics(cur_rows, metrics, "c", tags)
     if base["case_id"].equals(cur["case_id"]):
         wide = base.with_columns(cur.drop("case_id"))
@@ -116,10 +118,10 @@ def _read_columns(path: Path) -> list[str]:
 def _wide_batches(
     baseline: Side, current: Side, metrics: Sequence[str], tags: Sequence[str] = ()
 ) -> Iterator[pl.DataFrame]:
-    """:func:`_wide` (with the current side's ``tags`` columns it has) a run of cases at a
-    time, ascending: two Parquet files are read a batch of cases at a time, paired by case
-    id (:func:`ragvet.storage.rankings.paired_batches`), only the columns compared, so
-    neither is held whole; a frame (or rows) is one batch."""
+    """:func:`_joined` of the two sides a run of cases at a time, ascending: two Parquet
+    files are read a batch of cases at a time, paired by case id
+    (:func:`ragvet.storage.rankings.paired_batches`), only the columns compared, so neither
+    is held whole; a frame (or rows) is one batch."""
     if isinstance(baseline, Path) and isinstance(current, Path):
         wanted = {"case_id", "split", *(column("metrics", metric) for metric in metrics), *tags}
         streams = [
@@ -135,12 +137,6 @@ def _wide_batches(
 def _whole(side: Side) -> pl.DataFrame:
     """A side as one frame: a Parquet file read whole, rows converted."""
     return read_results(side) if isinstance(side, Path) else _table(side)
-
-
-def _wide(baseline_rows: Side, current_rows: Side, metrics: Sequence[str]) -> pl.DataFrame:
-    """``case_id``, then ``b<i>`` and ``c<i>``: metric i's baseline and current values of
-    the eval-split cases on both sides, sorted by case_id (:func:`_wide_batches`, joined)."""
-    return pl.concat(list(_wide_batches(baseline_rows, current_rows, metrics)))
 
 
 class Pairing:
@@ -171,7 +167,7 @@ class Pairing:
         return self
 
     def add(self, wide: pl.DataFrame) -> None:
-        """Add the next batch of :func:`_wide` rows (after every row added before)."""
+        """Add the next batch of :func:`_joined` rows (after every row added before)."""
         ids, self.cases = wide["case_id"], self.cases + wide.height
         for metric, builder in zip(self.metrics, self.samples):
             builder.add(ids, *self._values(wide, metric))
@@ -195,28 +191,6 @@ class Pairing:
 
     def newly_missed(self) -> list[str]:
         return [case_id for part in self.missed for case_id in part.to_list()]
-
-
-def _paired(baseline_rows: Results, current_rows: Results, metric: str) -> pl.DataFrame:
-    """``case_id``, ``baseline``, ``current`` of the eval-split cases with a finite value
-    of ``metric`` on both sides (:func:`ragvet.text.formatting.is_missing`: None, NaN and
-    infinities are no value), sorted by case_id (:func:`_wide`)."""
-    wide = _wide(baseline_rows, current_rows, [metric])
-    paired = wide.select("case_id", pl.col("b0").alias("baseline"), pl.col("c0").alias("current"))
-    return paired.filter(pl.col("baseline").is_finite() & pl.col("current").is_finite())
-
-
-def paired_values(
-    baseline_rows: Results, current_rows: Results, metric: str
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Values of ``metric`` for eval-split cases present, with a value, on both sides.
-
-    Sorted by case_id, so that the bootstrap (which indexes into these arrays)
-    sees the same order whatever order the rows were written in. Abstention cases
-    (metric None) drop out on their own.
-    """
-    paired = _paired(baseline_rows, current_rows, metric)
-    return paired["case_id"].to_list(), paired["baseline"].to_numpy(), paired["current"].to_numpy()
 
 
 def _samples(baseline_rows: Side, current_rows: Side, metrics: Sequence[str]) -> list[PairedSample]:

@@ -14,7 +14,7 @@ whole table and many row groups give the same sample, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +27,23 @@ from ragvet.storage.files import FLOAT_PLACES
 # Seeds of the two 64-bit polars hashes whose sums (with the count) name a paired case set.
 HASH_SEEDS = (0, 1)
 _WRAP = 1 << 64
+
+
+Digest = tuple[int, ...]  # an id set's count, then the wrapped sum of its ids' hashes under each seed
+NO_IDS: Digest = (0,) * (1 + len(HASH_SEEDS))
+
+
+def id_digest(parts: Iterable[pl.Series], start: Digest = NO_IDS) -> Digest:
+    """``start`` with the ids of ``parts`` added: their number, and per seed of
+    :data:`HASH_SEEDS` the sum modulo 2**64 of their 64-bit polars hashes. The same for the
+    same ids in any order and any batching, so two sets are compared in one pass each."""
+    count, *sums = start
+    for part in parts:
+        count += len(part)
+        names = part.cast(pl.String)
+        hashed = [int(names.hash(seed).to_numpy().sum(dtype=np.uint64)) for seed in HASH_SEEDS]
+        sums = [(total + part_sum) % _WRAP for total, part_sum in zip(sums, hashed)]
+    return (count, *sums)
 
 
 @dataclass(frozen=True)
@@ -47,7 +64,7 @@ class PairedSample:
     positions: np.ndarray  # int64, ascending: the moved cases' positions among the n paired cases
     ids: pl.Series  # their case ids
     deltas: np.ndarray  # their deltas cur - base, none 0
-    digest: tuple[int, ...]
+    digest: Digest
 
     def means(self) -> tuple[float | None, float | None]:
         """``(baseline, current)``: each side's exact sum over n (:class:`ExactSum`), None when n is 0."""
@@ -62,7 +79,7 @@ class PairedBuilder:
     totals: list[int] = field(default_factory=lambda: [0, 0])
     rises: int = 0
     falls: int = 0
-    digest: list[int] = field(default_factory=lambda: [0] * len(HASH_SEEDS))
+    digest: Digest = NO_IDS
     positions: list[np.ndarray] = field(default_factory=list)
     ids: list[pl.Series] = field(default_factory=list)
     deltas: list[np.ndarray] = field(default_factory=list)
@@ -88,8 +105,7 @@ class PairedBuilder:
         rounded = deltas.round(FLOAT_PLACES)
         self.rises += int((rounded > 0).sum())
         self.falls += int((rounded < 0).sum())
-        for i, seed in enumerate(HASH_SEEDS):
-            self.digest[i] = (self.digest[i] + int(names.hash(seed).to_numpy().sum(dtype=np.uint64))) % _WRAP
+        self.digest = id_digest([names], self.digest)
         moved = np.flatnonzero(deltas != 0)
         self.positions.append(moved.astype(np.int64) + self.n)
         self.ids.append(names.gather(moved))
@@ -106,7 +122,7 @@ class PairedBuilder:
             positions=np.concatenate([np.zeros(0, np.int64), *self.positions]),
             ids=pl.concat([pl.Series("case_id", [], dtype=pl.String), *self.ids]),
             deltas=np.concatenate([np.zeros(0), *self.deltas]),
-            digest=(self.n, *self.digest),
+            digest=self.digest,
         )
 
 
