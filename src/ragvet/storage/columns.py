@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 import polars as pl
 
 from ragvet.schema import Case, Chunk, matches_filter
@@ -286,6 +285,17 @@ class Judgements:
         )
 
 
+def _tag_columns(tags: Sequence[Mapping[str, str]]) -> pl.DataFrame:
+    """Each case's tags as :attr:`CaseTable.tags` holds them."""
+    keys = sorted({key for mapping in tags for key in mapping})
+    return pl.DataFrame([pl.Series(key, [mapping.get(key) for mapping in tags], dtype=pl.String) for key in keys])
+
+
+def _sorted_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """The columns by name, as text."""
+    return frame.select(pl.col(name).cast(pl.String) for name in sorted(frame.columns))
+
+
 @dataclass(frozen=True)
 class CaseTable:
     """What evaluation reads of the validated cases, in case_id order: the ids,
@@ -294,7 +304,7 @@ class CaseTable:
 
     case_ids: list[str]
     answerable: list[bool]
-    tags: list[dict[str, str]]
+    tags: pl.DataFrame  # a String column per tag key, keys sorted; null where a case lacks the key
     evidence: EvidenceTable
     judged: Judgements | None = None
 
@@ -323,7 +333,7 @@ class CaseTable:
                 yield row
 
         evidence = EvidenceTable.from_rows(noted(rows))
-        return cls(case_ids, answerable, tags, evidence, Judgements.from_sets(judged))
+        return cls(case_ids, answerable, _tag_columns(tags), evidence, Judgements.from_sets(judged))
 
     @classmethod
     def from_frame(cls, frame: Any) -> CaseTable:
@@ -341,7 +351,7 @@ class CaseTable:
         return cls(
             frame["id"].to_list(),
             frame["answerable"].to_list(),
-            [orjson.loads(text) for text in frame["tags"].to_list()],
+            _sorted_columns(frame["tags"].str.json_decode(infer_schema_length=None).struct.unnest()),
             EvidenceTable(
                 n_cases,
                 unit_case,

@@ -507,24 +507,24 @@ def run_batches(
 
 def _aligned(run: Path, cases: Path, n_chunks: int, batch_cases: int) -> Iterator[tuple[CaseTable, RunTable]]:
     """Each batch of cases with the run rows whose case numbers it holds (see :func:`run_batches`)."""
-    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, ["case", "chunk", "rank", "score"]) if frame.height)
-    held: list[pl.DataFrame] = []
+    names = ["case", "chunk", "rank", "score"]
+    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, names) if frame.height)
+    held: list[list[np.ndarray]] = []  # run rows read and not yet handed out, as numpy columns
     first, read = 0, 0
     for frame in parquet_slices(cases, batch_cases):  # no case: one empty batch
         table = CaseTable.from_frame(frame)
         end = first + len(table.case_ids)
-        while not held or held[-1]["case"][-1] < end:
+        while not held or held[-1][0][-1] < end:
             more = next(rows, None)
             if more is None:
                 break
-            _check_run_rows(run, more, read, held[-1]["case"][-1] if held else 0, n_chunks)
+            _check_run_rows(run, more, read, held[-1][0][-1] if held else 0, n_chunks)
             read += more.height
-            held.append(more)
-        joined = pl.concat(held) if held else pl.DataFrame(schema={"case": pl.Int32, "chunk": pl.Int32})
-        cut = int(np.searchsorted(joined["case"].to_numpy(), end)) if joined.height else 0
-        mine, rest = joined.slice(0, cut), joined.slice(cut)
-        held = [rest] if rest.height else []
-        numbers = [mine[name].to_numpy() for name in ("case", "chunk", "rank", "score")] if cut else _no_rows()
+            held.append([more[name].to_numpy() for name in names])
+        joined = [np.concatenate(parts) for parts in zip(*held)] if held else _no_rows()
+        cut = int(np.searchsorted(joined[0], end))
+        held = [[part[cut:].copy() for part in joined]] if cut < len(joined[0]) else []  # frees the batch's rows
+        numbers = [part[:cut] for part in joined] if cut else _no_rows()
         yield table, RunTable(table.case_ids, numbers[0] - first, *numbers[1:])
         first = end
     if held or next(rows, None) is not None:
