@@ -158,7 +158,7 @@ def _filesystem(location: str):
     except ImportError:
         protocol = location.partition("://")[0]
         what = f"`vectors` is on {protocol}://, and the package fsspec reads it with is not installed here"
-        fix = "install it here and on every node (for s3://: pip install s3fs, pinned in requirements-dev.lock)"
+        fix = "install it here and on every node (for s3://: pip install s3fs: in the ray extra, pinned in requirements-ray.lock)"
         raise InputError([Problem("params.yaml: retrievers (engine: ray)", what, fix)]) from None
 
 
