@@ -6,21 +6,25 @@ How, and why each step keeps the bits:
    chunks. A shard's name is the sha256 of what determines its vectors (the model id of
    :func:`ragvet.retrieval.embedding.model_id`, the passage prefix, each chunk_id and the
    sha256 of its text), never of a worker, a run or an arrival order.
-2. Ray Data runs ``map_batches`` over the shards still missing, one shard per batch, with
-   an actor pool of :class:`ShardEncoder`: each actor loads the model once and encodes a
-   shard with :func:`ragvet.retrieval.embedding.encode_grid`, the encoding the one-process
-   stage runs, into grid vectors (int16), and writes one Parquet file per shard,
-   ``<name>.parquet``, through fsspec (a local folder, or ``s3://...``): first under a
-   temporary name, then moved, so a file that exists is whole.
+   The pairs stream in (:class:`ShardCutter`): a shard is cut as soon as it is full, so
+   the driver never holds more than the shards it has cut and not yet seen stored.
+2. Each shard still missing is handed, as it is cut, to a pool of :class:`ShardEncoder`
+   actors (Ray's ``ActorPool``), at most :data:`IN_FLIGHT` per actor unfinished at a
+   time: each actor loads the model once and encodes a shard with
+   :func:`ragvet.retrieval.embedding.encode_grid`, the encoding the one-process stage runs,
+   into grid vectors (int16), and writes one Parquet file per shard, ``<name>.parquet``,
+   through fsspec (a local folder, or ``s3://...``): first under a temporary name, then
+   moved, so a file that exists is whole.
 3. A shard whose file exists is not computed again: a crashed or killed run resumes
-   where it stopped, and a worker lost mid-shard only costs that shard (Ray Data restarts
-   the actor and retries it).
+   where it stopped, and a worker lost mid-shard only costs that shard (Ray restarts the
+   actor elsewhere and runs its unfinished calls again).
 4. The driver never reads the vectors to list them: whoever reads a shard (an actor of
    the exact search, or the driver itself when it builds an HNSW index) describes it
    (:func:`describe`), and the manifest (:func:`manifest`) is made from those records,
    checked against the plan: each shard's URI, rows and file sha256, with the model, its
    revision, tokenizer and maximum length, the dtype and grid, and the chunking's
-   fingerprint. It is small enough for DVC; the vectors stay where it says.
+   fingerprint. It is small enough for DVC; the vectors stay where it says, and it is
+   stored beside them (:func:`write_manifest`).
 
 A portable vector is a function of its text alone (see :mod:`ragvet.retrieval.embedding`),
 so the cluster's vectors are byte for byte those of one machine; in fast mode they are
@@ -158,7 +162,8 @@ def _filesystem(location: str):
     except ImportError:
         protocol = location.partition("://")[0]
         what = f"`vectors` is on {protocol}://, and the package fsspec reads it with is not installed here"
-        fix = "install it here and on every node (for s3://: pip install s3fs: in the ray extra, pinned in requirements-ray.lock)"
+        fix = "install it here and on every node (for s3://: pip install s3fs; the ray extra has it, pinned in "
+        fix += "requirements-ray.lock)"
         raise InputError([Problem("params.yaml: retrievers (engine: ray)", what, fix)]) from None
 
 
@@ -238,7 +243,7 @@ def worker_problems(found: set[str], settings: dict) -> list[Problem]:
 
 def _ray():
     try:
-        import ray.data  # deferred: the ray extra (binds ray, with Ray Data loaded)
+        import ray  # deferred: the ray extra
     except ImportError:
         raise InputError([Problem("params.yaml", "engine: ray needs the Python module ray", RAY_INSTALL_FIX)]) from None
     return ray
@@ -249,11 +254,7 @@ def connect(address: str) -> Any:
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    context.print_on_execution_start = False
-    for name in ("ray", "ray.data"):  # Ray Data announces each execution, with its log folder
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("ray").setLevel(logging.ERROR)
     return ray
 
 
