@@ -12,7 +12,8 @@ what is measured. The driver is a fresh process; it reports its own peak RSS
 
 ``--src`` runs the driver on another checkout's ``src`` (e.g. the main branch's, which
 reads every chunk text and hands all missing shards to Ray Data in one ``from_items``):
-the before of a change, measured in the same way. Generated files live under
+the before of a change, measured in the same way. ``--cut-only`` times this checkout's
+reading and cutting of the file alone, without a cluster. Generated files live under
 ``/tmp/ragvet-ray-driver`` and are reused.
 """
 
@@ -123,6 +124,17 @@ def driver(path: Path, model: Path, vectors: str) -> dict:
     }
 
 
+def cut_only(path: Path) -> str:
+    """The driver's reading and cutting alone (this checkout's code), without a cluster."""
+    from ragvet.retrieval.cluster_embedding import ShardCutter
+    from ragvet.storage.tables import chunk_texts_by_id
+
+    start = time.perf_counter()
+    shards = sum(1 for _ in ShardCutter("m", "", SHARD_ROWS).shards(chunk_texts_by_id(path)))
+    seconds = time.perf_counter() - start
+    return f"{shards} shards cut in {seconds:.1f} s, peak RSS {peak_mb():.0f} MB"
+
+
 def measure(path: Path, model: Path, address: str, vectors: str) -> dict:
     """One driver run in a fresh process (``--src``'s code first on its path when given)."""
     env = {**os.environ, "RAY_ADDRESS": address}
@@ -137,12 +149,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--src", help="a checkout's src folder to run the driver on")
+    parser.add_argument("--cut-only", action="store_true", help="time reading and cutting alone, no cluster")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.driver:
         print(json.dumps(driver(Path(args.driver), Path(args.model), args.vectors)))
+        return
+    if args.cut_only:
+        print(cut_only(chunk_file(args.chunks)))
         return
     import ray
     from ray.cluster_utils import Cluster
