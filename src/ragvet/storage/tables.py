@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import heapq
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -203,6 +204,45 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
             return ChunkTexts.from_rows(rows(handle))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
         return ChunkTexts.from_chunks(read_chunks(path))
+
+
+SORT_WINDOW = 65_536  # chunks :func:`chunk_texts_by_id` holds to put a file back in chunk_id order
+
+
+def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[str, str]]:
+    """The ``(chunk_id, text)`` pairs of a chunk file in (chunk_id, text) order, one line read
+    at a time, holding at most ``window`` pairs whatever the file's length.
+
+    The chunk stage writes a document's chunks in ordinal order, which chunk_id order is not
+    (``d#10`` sorts before ``d#2``): a chunk is out of place by at most about its document's
+    chunk count. A heap of ``window`` pairs puts such a file back in order, each pair given
+    as soon as no later line can sort before it; a line that sorts before a pair already
+    given is an error naming it, with the fix.
+    """
+    heap: list[tuple[str, str]] = []
+    given: tuple[str, str] | None = None
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+                pair = (str(row["chunk_id"]), str(row["text"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                raise InputError(
+                    [Problem(f"{path}:{number}", "not a chunk row with chunk_id and text", "re-run the chunk stage")]
+                ) from None
+            if given is not None and pair < given:
+                what = f"chunk {pair[0]!r} sorts more than {window:,} chunks before where it stands"
+                fix = "sort the chunk file by chunk_id, or split documents of more chunks than that"
+                raise InputError([Problem(f"{path}:{number}", what, fix)])
+            if len(heap) < window:
+                heapq.heappush(heap, pair)
+            else:
+                given = heapq.heappushpop(heap, pair)
+                yield given
+    while heap:
+        yield heapq.heappop(heap)
 
 
 def read_chunk_table(path: Path) -> ChunkTable:
