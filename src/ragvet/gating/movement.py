@@ -164,7 +164,7 @@ def _named(cases: np.ndarray, baseline: pl.DataFrame, run: Path | bytes) -> pl.S
     return named["case_id"]
 
 
-def _moves(sides: Sides, ks: Sequence[int], p: float) -> Iterator[pl.DataFrame]:
+def moved_batches(sides: Sides, ks: Sequence[int], p: float) -> Iterator[pl.DataFrame]:
     """:func:`moved_at` of the two rankings at every k of ``ks``, a batch of whole cases at
     a time in case-id order (at least one frame). Two rankings numbered alike
     (:func:`numbering`) are paired by their numbers, the others by their ids: the same
@@ -205,7 +205,7 @@ def _measured(
     tally = MovementTally(depth, keys, MOST_MOVED) if depth is not None else None
     ks = sorted({*guarded, *([] if depth is None else [depth])})
     counts = dict.fromkeys(guarded, (0, 0))
-    for moves, tagged in paired_batches([_moves(sides, ks, p), tags]):
+    for moves, tagged in paired_batches([moved_batches(sides, ks, p), tags]):
         by_k = {k: moves.select("case_id", *(f"{name}@{k}" for name in MOVED)) for k in ks}
         for k in guarded:
             changed = by_k[k][f"topk_changed@{k}"]
