@@ -286,6 +286,21 @@ def test_numbered_rankings_paired_by_hand(tmp_path: Path):
         assert pl.concat(written).drop("config").to_dict(as_series=False) == expected
 
 
+def test_a_numbered_ranking_without_a_chunk_number_is_refused(tmp_path: Path):
+    write_numbered(pl.DataFrame([("q01", 1, "c1")], schema=RANKING, orient="row"), tmp_path / "base.parquet")
+    run = pl.DataFrame([("q01", 1, "c1"), ("q02", 1, "c2")], schema=RANKING, orient="row")
+    write_parquet(
+        tmp_path / "run.parquet",
+        run.with_columns(case=pl.Series([1, 2], dtype=pl.Int32), chunk=pl.Series([1, None], dtype=pl.Int32)),
+        metadata={RUN_METADATA: NUMBERING},
+    )
+    sides = ((tmp_path / "base.parquet", "base"), (tmp_path / "run.parquet", "run"))
+    with pytest.raises(InputError) as err:
+        measure_movement(["x"], lambda config: sides, [1], None, 0.5, tmp_path, [], None)
+    (problem,) = err.value.problems
+    assert problem.where == "run" and problem.what.startswith("a row without a rank or a chunk number")
+
+
 def test_a_ranking_kept_in_batches_is_that_of_the_whole_run(tmp_path: Path, monkeypatch):
     """:func:`ranking_of` a batch of 4 rows at a time, written in row groups of 8 rows, reads back
     as the whole run sorted and cut at depth 2; a table of one row group has the bytes of one."""

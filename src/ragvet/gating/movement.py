@@ -31,7 +31,14 @@ from ragvet.gating.baselines import baseline_ranking_path, files_at
 from ragvet.measures.overlap import MOVED, figures_at, moved_at, numbered_rankings
 from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
-from ragvet.storage.rankings import NUMBERED_COLUMNS, case_batches, case_ids_of, numbering, paired_batches
+from ragvet.storage.rankings import (
+    NUMBERED_COLUMNS,
+    case_batches,
+    case_ids_of,
+    numbered_batches,
+    numbering,
+    paired_batches,
+)
 from ragvet.storage.results import column, per_case_path
 from ragvet.storage.tables import run_path
 
@@ -177,7 +184,7 @@ def moved_batches(sides: Sides, ks: Sequence[int], p: float) -> Iterator[pl.Data
         found = (moved_at(base_rows, run_rows, ks, p) for base_rows, run_rows in pairs)
     else:
         columns = [[*NUMBERED_COLUMNS, "case_id"], list(NUMBERED_COLUMNS)]
-        streams = [case_batches(source, where, read, key="case") for (source, where), read in zip(sides, columns)]
+        streams = [numbered_batches(source, where, read) for (source, where), read in zip(sides, columns)]
         found = (
             figures_at(_named(cases, base_rows, run), *matrices, ks, p)
             for base_rows, run_rows in paired_batches(streams, key="case")

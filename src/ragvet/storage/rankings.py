@@ -36,6 +36,7 @@ from ragvet.storage.tables import RUN_METADATA, parquet_slices
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 NUMBERED_COLUMNS = ("case", "rank", "chunk")  # a numbered ranking's integers (:func:`numbering`)
 BATCH_ROWS = 1 << 20  # rows read at once: about 10,000 cases of a run at depth 100
+NUMBERS_FIX = "re-run the retrieve stage (dvc repro), then `ragvet baseline accept` for a kept ranking"
 ORDER_FIX = "write it sorted by case_id (the retrieve stage and `ragvet baseline accept` do): re-run them"
 
 
@@ -98,6 +99,19 @@ def case_batches(
         held = held.slice(last)
     if held is not None and (held.height or not yielded):
         yield held
+
+
+def numbered_batches(
+    source: Path | bytes, where: str, columns: Sequence[str] = NUMBERED_COLUMNS
+) -> Iterator[pl.DataFrame]:
+    """:func:`case_batches` of a numbered ranking by its case numbers, each batch's ranks
+    and chunk numbers checked: every row has both, and no chunk number is negative."""
+    for frame in case_batches(source, where, columns, key="case"):
+        missing = frame.select(pl.col("rank", "chunk").null_count().sum()).sum_horizontal().item()
+        if missing or (frame["chunk"] < 0).any():
+            what = "a row without a rank or a chunk number, or with a negative chunk number"
+            raise InputError([Problem(where, what, NUMBERS_FIX)])
+        yield frame
 
 
 def paired_batches(tables: Iterable[Iterator[pl.DataFrame]], key: str = "case_id") -> Iterator[list[pl.DataFrame]]:
