@@ -81,8 +81,7 @@ def side_ray(texts: list[str], shard_rows: int) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
-    from ragvet.retrieval.cluster_embedding import connect, gather_vectors, plan_shards, store_on_cluster
-    from ragvet.retrieval.embedding import model_id
+    from ragvet.retrieval.cluster_embedding import connect, gather_vectors, store_on_cluster
     from ragvet.retrieval.specs.dense import dense_settings
 
     started = time.perf_counter()
@@ -97,8 +96,7 @@ def side_ray(texts: list[str], shard_rows: int) -> dict:
             start = time.perf_counter()
             handle = connect(cluster.address)
             ids = [f"c{i:06d}" for i in range(len(texts))]
-            shards = plan_shards(ids, texts, model_id(settings["model"]), "", shard_rows)
-            store_on_cluster(handle, shards, settings)
+            shards, _ = store_on_cluster(handle, zip(ids, texts), settings)
             vectors, _ = gather_vectors(shards, folder)  # back in this process, to compare the bits
             seconds = time.perf_counter() - start
     finally:

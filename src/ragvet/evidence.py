@@ -670,7 +670,7 @@ class CountedTexts(Mapping[str, str]):
 
     def numbers(self, doc_ids: Sequence[str]) -> np.ndarray:
         """Each doc's number, for :meth:`before` (a KeyError for a doc the texts lack)."""
-        return np.fromiter((self._number[doc_id] for doc_id in doc_ids), np.int64, len(doc_ids))
+        return np.fromiter(map(self._number.__getitem__, doc_ids), np.int64, len(doc_ids))
 
     def before(self, docs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """:func:`nonspace_before` of each ``offsets[i]`` in doc number ``docs[i]`` (:meth:`numbers`)."""

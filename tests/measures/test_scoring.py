@@ -223,7 +223,7 @@ def test_column_readers_equal_the_object_readers(tmp_path):
     case_table = read_case_table(tmp_path / "cases.jsonl")
     ids, evidence = case_table.case_ids, case_table.evidence
     expected = EvidenceTable.from_cases(sorted(cases, key=lambda c: c.case_id))
-    assert ids == ["a", "b"] and case_table.answerable == [False, True] and case_table.tags == [{}, {}]
+    assert ids == ["a", "b"] and case_table.answerable == [False, True] and case_table.tags.width == 0
     assert evidence.target_doc == expected.target_doc == ["d", "d", "d"]
     for name in ("unit_case", "unit_claim", "claim_case", "target_unit", "target_start", "target_end"):
         assert getattr(evidence, name).tolist() == getattr(expected, name).tolist(), name

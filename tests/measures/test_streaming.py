@@ -20,7 +20,7 @@ from ragvet.errors import InputError
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.streaming import evaluated_batches
 from ragvet.measures.summary import Summaries, slice_table, summarise
-from ragvet.measures.tally import ExactSum, exact_total
+from ragvet.measures.tally import ExactColumns, ExactSum, Tally, exact_total
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
@@ -55,6 +55,43 @@ def test_exact_sum_of_rounded_values_equals_fsum_in_any_split():
         for part in reversed(parts):  # another order too
             total.add(part)
         assert total.value() == math.fsum(values.tolist())
+
+
+def test_exact_columns_keep_every_column_exact_as_batches_widen_their_exponents():
+    """Batches whose exponents lie below, above and between the ones seen, and a column
+    added later: every column's total is fsum's, its count the values it was given."""
+    batches = [
+        np.asarray([[0.5, np.nan], [0.25, 3.0]]),
+        np.asarray([[1e-300, 1e300], [np.nan, -1e300]]),
+        np.asarray([[7.0, 0.1], [0.2, 0.3]]),
+    ]
+    sums = ExactColumns(2)
+    for batch in batches:
+        sums.add(batch)
+    sums.widen(3)
+    sums.add(np.asarray([[1.0, 1.0, 0.125]]))
+    whole = np.vstack([np.column_stack([b, np.full(len(b), np.nan)]) for b in batches] + [[[1.0, 1.0, 0.125]]])
+    for column, total in enumerate(sums.totals()):
+        values = whole[:, column][~np.isnan(whole[:, column])].tolist()
+        assert ExactSum(total, len(values)).value() == math.fsum(values)
+    assert sums.counts.tolist() == [6, 6, 1]
+    assert ExactSum(sums.totals()[1], 6).value() == 4.4  # a float sum in row order loses the 3.0 to 1e300
+
+
+def test_a_tally_of_batches_equals_the_whole_when_judgements_come_later():
+    """The judgements metrics first appear in the second batch: its means are over the
+    cases that have them, every other mean over all answerable cases, as for one frame."""
+    first = pl.DataFrame({"answerable": [True, False], "metrics.recall@1": [0.5, 1.0]})
+    second = pl.DataFrame(
+        {"answerable": [True, None], "metrics.recall@1": [0.25, 1.0], "metrics.judged@1": [0.75, None]}
+    )
+    tally = Tally([1]).add(first).add(second)
+    whole = Tally([1]).add(pl.concat([first, second], how="diagonal"))
+    assert tally.result() == whole.result()
+    result = tally.result()
+    assert result["metrics"]["recall@1"] == (0.5 + 0.25 + 1.0) / 3  # the null answerable is answerable
+    assert result["metrics"]["judged@1"] == 0.75 and result["counted"]["judged@1"] == 1
+    assert result["denominators"]["cases"] == 3 and result["denominators"]["abstention_cases"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +196,8 @@ def test_a_large_split_record_is_read_in_blocks_in_id_order(tmp_path, monkeypatc
     )
     with pytest.raises(InputError, match="case b has no split entry"):
         records._SplitScan(tmp_path / "split.json", "fix")(["a", "b"])
+    skipping = records._SplitScan(tmp_path / "split.json", "fix")  # a case table may lack some cases
+    assert {**skipping(["a", "c\\d"]), **skipping(["zz"])} == {"a": "dev", "c\\d": "dev", "zz": "dev"}
 
 
 def test_a_numbered_run_out_of_case_order_is_a_problem_at_the_run(project, tmp_path):

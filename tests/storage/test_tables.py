@@ -139,7 +139,7 @@ def test_case_table_reads_cases_out_of_order_through_the_validating_reader(tmp_p
     path.write_text("\n".join(reversed(lines)) + "\n")  # b before a: not as validate writes
     table = read_case_table(path)
     assert table.case_ids == ["a", "b"] and table.answerable == [False, True]
-    assert table.tags == [{}, {"kind": "x"}]
+    assert table.tags.to_dict(as_series=False) == {"kind": [None, "x"]}
     assert table.evidence.unit_case.tolist() == [1] and table.evidence.target_end.tolist() == [4]
 
 
@@ -160,7 +160,8 @@ def test_parquet_case_table_holds_what_the_jsonl_reader_builds(tmp_path):
     rows = read_case_table(tmp_path / "cases.jsonl")
     assert columns.case_ids == rows.case_ids == ["a", "b", "c"]
     assert columns.answerable == rows.answerable == [False, True, True]
-    assert columns.tags == rows.tags == [{"kind": "abstain"}, {}, {"t": "1"}]
+    assert columns.tags.equals(rows.tags)
+    assert rows.tags.to_dict(as_series=False) == {"kind": ["abstain", None, None], "t": [None, None, "1"]}
     evidence = columns.evidence
     assert evidence.n_cases == 3 and evidence.target_doc == rows.evidence.target_doc
     for name in EVIDENCE_COLUMNS:

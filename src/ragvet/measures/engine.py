@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -134,7 +135,7 @@ def _doc_ranges(chunks: ChunkTable, docs: Sequence[str]) -> tuple[np.ndarray, ..
     for a doc the chunking does not have)."""
     number, chunk_doc = chunks.doc_numbers
     order, bounds = chunks.doc_order
-    wanted = np.fromiter((number.get(doc, -1) for doc in docs), np.int64, len(docs))
+    wanted = np.fromiter(map(number.get, docs, repeat(-1)), np.int64, len(docs))
     known = wanted >= 0
     first = np.where(known, bounds[np.maximum(wanted, 0)], 0)
     last = np.where(known, bounds[np.maximum(wanted, 0) + 1], 0)
@@ -431,10 +432,13 @@ def _span_figures(
     span_case = table.unit_case[table.target_unit[plain]]
     n_spans = np.bincount(span_case, minlength=n_cases)
     number, chunk_doc = chunks.doc_numbers
-    docs = [table.target_doc[target] for target in np.flatnonzero(plain).tolist()]
-    unknown = {doc: len(number) + n for n, doc in enumerate(dict.fromkeys(d for d in docs if d not in number))}
+    docs = list(map(table.target_doc.__getitem__, np.flatnonzero(plain).tolist()))
+    codes = np.fromiter(map(number.get, docs, repeat(-1)), np.int64, len(docs))
+    strange = [docs[at] for at in np.flatnonzero(codes < 0).tolist()]  # docs the chunking lacks: numbered after
+    unknown = {doc: len(number) + n for n, doc in enumerate(dict.fromkeys(strange))}
+    codes[codes < 0] = [unknown[doc] for doc in strange]
     n_docs = len(number) + len(unknown)
-    span_group = span_case * n_docs + np.fromiter((number.get(d, unknown.get(d, 0)) for d in docs), np.int64, len(docs))
+    span_group = span_case * n_docs + codes
     case, rank = np.nonzero(matrix[:, : max(ks)] >= 0)
     chunk = matrix[case, rank]
     chunk_group = case * n_docs + chunk_doc[chunk]
@@ -612,18 +616,12 @@ def case_columns(scores: Scores, evidence: Evidence, ks: Sequence[int]) -> dict[
     ``missed_case`` the case row of each label of ``missed_label``."""
     n_cases = len(scores.top1_score)
     units = scores.missed_units
-    cases = evidence.table.unit_case[units]
-    labels = evidence.table.labels(units)
-    first = np.ones(len(labels), bool)  # a label twice in one case (alternatives of one doc) is listed once
-    seen: set[tuple[int, str]] = set()
-    for index, key in enumerate(zip(cases.tolist(), labels)):
-        first[index] = key not in seen
-        seen.add(key)
+    cases, labels = evidence.table.case_labels(units)
     return {
         "top1_score": scores.top1_score,
         "first_relevant_rank": np.where(scores.first_relevant_rank > 0, scores.first_relevant_rank, NONE),
-        "missed_case": cases[first],
-        "missed_label": [label for label, keep in zip(labels, first.tolist()) if keep],
+        "missed_case": cases,
+        "missed_label": labels,
         "missed_evidence_at": np.full(n_cases, max(ks), np.int64),
         **{column("metrics", name): values for name, values in scores.metrics.items()},
         **{column("counts", name): np.asarray(values, np.int64) for name, values in scores.counts.items()},

@@ -15,7 +15,7 @@ from ragvet.measures.registry import FOREIGN, METRICS, is_chunk_level, sorted_ks
 from ragvet.schema import Case, Chunk
 from ragvet.settings import Measuring
 from ragvet.storage.columns import CaseTable, ChunkTable, RunTable
-from ragvet.storage.results import column, list_column, mapping_columns
+from ragvet.storage.results import column, list_column
 
 
 def case_row(
@@ -130,6 +130,6 @@ def evaluate_table(
             *marker,
             missed,
             *(s.cast(pl.Int64) if s.name in integers else s for s in series),
-            *mapping_columns("tags", cases.tags),
+            *(tag.alias(column("tags", tag.name)) for tag in cases.tags.iter_columns()),
         ]
     ).sort("case_id")

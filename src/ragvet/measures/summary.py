@@ -14,22 +14,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ragvet.measures.answers import review_summary
 from ragvet.measures.registry import FOREIGN
-from ragvet.measures.tally import Tally, answerable
+from ragvet.measures.tally import Tally, TallyRows
 from ragvet.schema import DEV, EVAL, SPLITS
 from ragvet.storage.results import column, group_keys, result_rows
 
 
-def _by_split(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
-
+def _split_rows(frame: pl.DataFrame) -> dict[str, np.ndarray]:
+    """The row numbers of each split's cases; a row of another split is an error."""
     stray = frame.filter(~pl.col("split").is_in(SPLITS) | pl.col("split").is_null())
     if stray.height:
         case_id, split = stray.row(0, named=True)["case_id"], stray.row(0, named=True)["split"]
         raise ValueError(f"case {case_id!r} has split {split!r}; expected one of {SPLITS}")
-    return {split: frame.filter(pl.col("split") == split) for split in SPLITS}
+    return {split: np.flatnonzero((frame["split"] == split).to_numpy()) for split in SPLITS}
+
+
+def _slice_rows(tags: pl.Series, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Each tag value among ``rows`` (a row without the tag is in no slice), with its rows."""
+    found = pl.DataFrame({"value": tags.gather(rows), "row": rows}).drop_nulls("value")
+    grouped = found.group_by("value", maintain_order=True).agg("row")
+    return [(value, np.asarray(part, np.int64)) for value, part in grouped.iter_rows()]
 
 
 @dataclass
@@ -44,17 +52,16 @@ class Abstaining:
     cases: Counter = field(default_factory=Counter)  # by answerable
     abstains: Counter = field(default_factory=Counter)
 
-    def add(self, frame: pl.DataFrame) -> None:
-        if "top1_score" not in frame.columns:  # rows without a run: every case abstains
-            frame = frame.with_columns(top1_score=pl.lit(None, dtype=pl.Float64))
+    def add(self, scores: pl.Series, answers: np.ndarray) -> None:
+        """Count a batch's cases: their top-1 ``scores`` and whether each is answerable."""
+        null, values = scores.is_null().to_numpy(), scores.fill_null(0.0).to_numpy()
         for side in (False, True):
-            group = frame.filter(answerable() == side)
-            self.cases[side] += group.height
+            mine = answers == side
+            self.cases[side] += int(mine.sum())
             if not side:
-                self.scores += group["top1_score"].drop_nulls().to_list()
+                self.scores += values[mine & ~null].tolist()
             if self.abstain_below is not None:
-                below = pl.col("top1_score").is_null() | (pl.col("top1_score") < self.abstain_below)
-                self.abstains[side] += group.filter(below).height
+                self.abstains[side] += int((mine & (null | (values < self.abstain_below))).sum())
 
     def result(self) -> dict[str, Any]:
         """Their count, top-1 score distribution and abstain rates; a rate is None when
@@ -105,18 +112,16 @@ class Summaries:
 
     def add(self, frame: pl.DataFrame) -> Summaries:
         self.foreign = self.foreign or "passages" in frame.columns
-        for split, group in _by_split(frame).items():
-            self.splits[split].add(group)
-            self.abstention[split].add(group)
-            kept = group.filter(answerable())
-            for key in self.slice_keys:
-                tag = column("tags", key)
-                if tag not in frame.columns:
-                    continue
-                tagged = kept.filter(pl.col(tag).is_not_null())
-                for value, part in tagged.partition_by(tag, as_dict=True, maintain_order=True).items():
-                    tally = self.slices.setdefault((split, key, value[0]), Tally(self.ks, self.budgets))
-                    tally.add(part)
+        rows = TallyRows.of(frame, self.ks, self.budgets, any(tally.judged for tally in self.splits.values()))
+        scores = pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)  # rows without a run: all abstain
+        scores = frame["top1_score"] if "top1_score" in frame.columns else scores
+        for split, index in _split_rows(frame).items():
+            self.splits[split].add_rows(rows, index)
+            self.abstention[split].add(scores.gather(index), rows.answerable[index])
+            kept = index[rows.answerable[index]]
+            for key in (key for key in self.slice_keys if column("tags", key) in frame.columns):
+                for value, part in _slice_rows(frame[column("tags", key)], kept):
+                    self.slices.setdefault((split, key, value), Tally(self.ks, self.budgets)).add_rows(rows, part)
         return self
 
     def rows(self) -> int:

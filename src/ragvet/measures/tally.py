@@ -37,35 +37,105 @@ def exact_total(values: np.ndarray) -> int:
 def exact_totals(values: np.ndarray) -> tuple[list[int], np.ndarray]:
     """Per column of ``values`` (rows x columns of finite doubles, NaN where a row has
     no value): the exact sum of its values as an integer count of ``2**-_BASE``, and
-    how many there are. One pass over every column, so a batch's many metrics cost a
-    few array operations, not a few per metric.
+    how many there are (:class:`ExactColumns` over one batch). No rows: every total 0."""
+    sums = ExactColumns(values.shape[1])
+    sums.add(values)
+    return sums.totals(), sums.counts
 
-    Each value is ``M * 2**(e - 53)`` with ``M`` an integer of 53 bits (``np.frexp``);
-    the ``M`` of one column and exponent are summed exactly (two halves of 26 and 27
-    bits, whose sums stay below ``2**53`` in a float bincount), and the few exponents
-    are joined as Python integers. No rows: every total 0.
+
+@dataclass(frozen=True)
+class Split:
+    """A matrix of finite doubles (NaN: no value) taken apart as :class:`ExactColumns`
+    sums it, once for any number of row selections (:meth:`ExactColumns.add_rows`):
+    each value is ``M * 2**(e - 53)`` with ``M`` an integer of 53 bits (``np.frexp``),
+    cut into a high half (``M >> 26``) and a low one, keyed by column and exponent."""
+
+    present: np.ndarray  # rows x columns: the value is there
+    key: np.ndarray  # column * span + e - lowest (a missing value: a zero at e = 0)
+    high: np.ndarray  # the halves, as float64 bincount weights
+    low: np.ndarray
+    lowest: int
+    span: int  # exponents from lowest on
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Split:
+        present = ~np.isnan(values)
+        fraction, exponent = np.frexp(np.where(present, values, 0.0))
+        mantissa = (fraction * 2.0**_MANTISSA).astype(np.int64)
+        lowest = int(exponent.min(initial=0))
+        span = int(exponent.max(initial=0)) - lowest + 1
+        key = (exponent - lowest) + (np.arange(values.shape[1]) * span)[None, :]
+        high = (mantissa >> _HALF).astype(np.float64)
+        return cls(present, key, high, (mantissa & ((1 << _HALF) - 1)).astype(np.float64), lowest, span)
+
+
+@dataclass
+class ExactColumns:
+    """Exact sums of ``width`` columns of doubles, added a batch of rows at a time in a
+    few array operations however many columns and exponents there are.
+
+    Per column and exponent the mantissas' halves (:class:`Split`) are summed: a
+    batch's half sums stay below ``2**53`` in a float bincount (at most ``2**26`` rows
+    at once), and below ``2**63`` in the int64 accumulators for ``2**36`` values; the
+    exponents are joined into Python integers only when the totals are read.
+    Memory: two int64 per column and exponent present, a few dozen exponents.
     """
-    totals, counts = [0] * values.shape[1], np.zeros(values.shape[1], np.int64)
-    for first in range(0, len(values), _MAX_BATCH):
-        _add_exact(values[first : first + _MAX_BATCH], totals, counts)
-    return totals, counts
 
+    width: int
+    counts: np.ndarray = field(init=False)  # values added per column
+    high: np.ndarray = field(init=False)  # column x exponent: the sums of the halves
+    low: np.ndarray = field(init=False)
+    lowest: int = 0  # the exponent of the accumulators' first slot
 
-def _add_exact(values: np.ndarray, totals: list[int], counts: np.ndarray) -> None:
-    """Add the columns of ``values`` (at most ``_MAX_BATCH`` rows) to ``totals`` and ``counts``."""
-    row, col = np.nonzero(~np.isnan(values))
-    counts += np.bincount(col, minlength=len(totals))
-    fraction, exponent = np.frexp(values[row, col])
-    mantissa = (fraction * 2.0**_MANTISSA).astype(np.int64)
-    lowest = int(exponent.min(initial=0))
-    span = int(exponent.max(initial=0)) - lowest + 1  # the exponents present, a few dozen
-    key = col * span + (exponent - lowest)
-    high = np.bincount(key, weights=mantissa >> _HALF, minlength=len(totals) * span)
-    low = np.bincount(key, weights=mantissa & ((1 << _HALF) - 1), minlength=len(totals) * span)
-    for index in np.flatnonzero((high != 0) | (low != 0)).tolist():
-        column, power = divmod(index, span)
-        total = (int(high[index]) << _HALF) + int(low[index])
-        totals[column] += total << (power + lowest - _MANTISSA + _BASE)
+    def __post_init__(self) -> None:
+        self.counts = np.zeros(self.width, np.int64)
+        self.high = np.zeros((self.width, 0), np.int64)
+        self.low = np.zeros((self.width, 0), np.int64)
+
+    def widen(self, width: int) -> None:
+        """Room for ``width`` columns, the new ones empty."""
+        more = width - self.width
+        if more > 0:
+            self.counts = np.concatenate([self.counts, np.zeros(more, np.int64)])
+            self.high, self.low = (np.pad(part, ((0, more), (0, 0))) for part in (self.high, self.low))
+            self.width = width
+
+    def add(self, values: np.ndarray) -> None:
+        """Add the rows of ``values`` (rows x ``width``, NaN where a row has no value)."""
+        self.add_rows(Split.of(values), np.arange(len(values)))
+
+    def add_rows(self, split: Split, rows: np.ndarray) -> None:
+        """Add the rows ``rows`` of a matrix of ``width`` columns taken apart as ``split``."""
+        self.counts += split.present[rows].sum(axis=0)
+        self._cover(split.lowest, split.lowest + split.span - 1)
+        at = split.lowest - self.lowest
+        bins = self.width * split.span
+        for first in range(0, len(rows), _MAX_BATCH):
+            part, key = rows[first : first + _MAX_BATCH], split.key[rows[first : first + _MAX_BATCH]].ravel()
+            for total, half in ((self.high, split.high), (self.low, split.low)):
+                found = np.bincount(key, weights=half[part].ravel(), minlength=bins)
+                total[:, at : at + split.span] += found.astype(np.int64).reshape(self.width, split.span)
+
+    def _cover(self, lowest: int, highest: int) -> None:
+        """Slots for every exponent from ``lowest`` to ``highest``."""
+        span = self.high.shape[1]
+        if not span:
+            self.lowest = lowest
+        before = max(self.lowest - lowest, 0)
+        after = max(highest - (self.lowest + span - 1), 0) if span else highest - lowest + 1
+        if before or after:
+            self.high, self.low = (np.pad(part, ((0, 0), (before, after))) for part in (self.high, self.low))
+            self.lowest -= before
+
+    def totals(self) -> list[int]:
+        """Each column's exact sum, as an integer count of ``2**-_BASE``."""
+        totals = [0] * self.width
+        span = self.high.shape[1]
+        for index in np.flatnonzero((self.high != 0) | (self.low != 0)).tolist():
+            column, power = divmod(index, span)
+            total = (int(self.high.flat[index]) << _HALF) + int(self.low.flat[index])
+            totals[column] += total << (power + self.lowest - _MANTISSA + _BASE)
+        return totals
 
 
 @dataclass
@@ -125,6 +195,53 @@ def answerable() -> pl.Expr:
     return pl.col("answerable").fill_null(True)
 
 
+@dataclass(frozen=True)
+class TallyRows:
+    """What the tallies read of a batch of per-case rows, taken from the frame once as
+    arrays, so that the tally of every split and slice value selects its rows by
+    index instead of filtering the frame again (:meth:`Tally.add_rows`)."""
+
+    names: list[str]  # the metrics, registry order: the columns of ``values``
+    values: np.ndarray  # rows x names, NaN for a null or a column the table lacks
+    split: Split  # ``values`` taken apart for the exact sums
+    spreads: dict[str, tuple[np.ndarray, np.ndarray]]  # a SPREAD metric's values (its own type) and presence
+    counts: dict[str, np.ndarray]  # a count per row, 0 for a null or a count the table lacks
+    answerable: np.ndarray
+    judged: bool
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, ks: Sequence[int], budgets: Sequence[int], judged: bool = False) -> TallyRows:
+        """The rows of ``frame`` for a tally of ``ks`` and ``budgets`` (``judged``: an
+        earlier batch held the judgements metrics)."""
+        judged = judged or has_judged(frame, ks)
+        names = metric_names(sorted_ks(ks), budgets, judged)
+        held = set(frame.columns)
+        spreads = {}
+        for name in (name for name in names if name in SPREAD and column("metrics", name) in held):
+            values = frame[column("metrics", name)]
+            spreads[name] = (values.fill_null(0).to_numpy(), values.is_not_null().to_numpy())
+        wanted = [*(f"claims_available@{k}" for k in sorted_ks(ks)), "claims", "duplicates_removed"]
+        counts = {name: _count(frame, name) for name in wanted}
+        values = _values(frame, [column("metrics", name) for name in names])
+        return cls(
+            names,
+            values,
+            Split.of(values),
+            spreads,
+            counts,
+            frame.select(answerable()).to_series().to_numpy(),
+            judged,
+        )
+
+    def matrix(self, names: Sequence[str]) -> np.ndarray:
+        """The values of the metrics ``names``, NaN for one these rows lack."""
+        if list(names) == self.names:
+            return self.values
+        at = {name: place for place, name in enumerate(self.names)}
+        empty = np.full(len(self.values), np.nan)
+        return np.column_stack([self.values[:, at[name]] if name in at else empty for name in names])
+
+
 @dataclass
 class Tally:
     """Macro means and their denominators over the answerable cases of the batches
@@ -138,7 +255,8 @@ class Tally:
     ks: Sequence[int]
     budgets: Sequence[int] = ()
     judged: bool = False  # the table holds the judgements metrics (every batch has the same columns)
-    sums: dict[str, ExactSum] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)  # the metrics ``sums`` holds, in its order
+    sums: ExactColumns = field(default_factory=lambda: ExactColumns(0))
     spreads: dict[str, Counter] = field(default_factory=dict)
     totals: Counter = field(default_factory=Counter)
 
@@ -147,33 +265,36 @@ class Tally:
 
     def add(self, frame: pl.DataFrame) -> Tally:
         """Count one batch of per-case rows (rounded, as the table holds them)."""
-        self.judged = self.judged or has_judged(frame, self.ks)
-        kept = frame.filter(answerable())
-        names = self.names()
-        totals, counts = exact_totals(_values(kept, [column("metrics", name) for name in names]))
-        for name, total, count in zip(names, totals, counts.tolist()):
-            self.sums.setdefault(name, ExactSum()).add_exact(total, count)
-            if name in SPREAD:
-                present = _present(kept, column("metrics", name))
-                values, times = np.unique(present, return_counts=True)
-                self.spreads.setdefault(name, Counter()).update(dict(zip(values.tolist(), times.tolist())))
-        for k in sorted_ks(self.ks):
-            self.totals[f"claims_available@{k}"] += _total(kept, f"claims_available@{k}")
-        self.totals["claims"] += _total(kept, "claims")
-        self.totals["duplicates_removed"] += _total(frame, "duplicates_removed")
-        self.totals["cases"] += kept.height
-        self.totals["rows"] += frame.height
-        claims = column("counts", "claims")
-        self.totals["cases_with_claims"] += kept.filter(pl.col(claims) > 0).height if claims in frame.columns else 0
+        return self.add_rows(TallyRows.of(frame, self.ks, self.budgets, self.judged), np.arange(frame.height))
+
+    def add_rows(self, rows: TallyRows, index: np.ndarray) -> Tally:
+        """Count the rows ``index`` of a batch (:class:`TallyRows` of this tally's ks and budgets)."""
+        self.judged = self.judged or rows.judged
+        self.columns += [name for name in self.names() if name not in self.columns]
+        self.sums.widen(len(self.columns))
+        kept = index[rows.answerable[index]]
+        if self.columns == rows.names:
+            self.sums.add_rows(rows.split, kept)
+        else:  # the judgements metrics came in a later batch than the first
+            self.sums.add(rows.matrix(self.columns)[kept])
+        for name, (values, present) in rows.spreads.items():
+            found, times = np.unique(values[kept][present[kept]], return_counts=True)
+            self.spreads.setdefault(name, Counter()).update(dict(zip(found.tolist(), times.tolist())))
+        for name, counts in rows.counts.items():
+            self.totals[name] += int(counts[index if name == "duplicates_removed" else kept].sum())
+        self.totals["cases"] += len(kept)
+        self.totals["rows"] += len(index)
+        self.totals["cases_with_claims"] += int((rows.counts["claims"][kept] > 0).sum())
         return self
 
     def result(self) -> dict[str, Any]:
         """``{"metrics", "counted", "denominators"}``: a metric's mean is over the cases
         where it is not None (``counted`` gives how many), None when there are none."""
+        sums = dict(zip(self.columns, zip(self.sums.totals(), self.sums.counts.tolist(), strict=True), strict=True))
         means: dict[str, float | None] = {}
         counted: dict[str, int] = {}
         for name in self.names():
-            sum_ = self.sums.get(name, ExactSum())
+            sum_ = ExactSum(*sums.get(name, (0, 0)))
             means[name], counted[name] = sum_.mean(), sum_.count
             if name in SPREAD:
                 spread = self.spreads.get(name, Counter())
@@ -206,14 +327,9 @@ def _values(frame: pl.DataFrame, names: Sequence[str]) -> np.ndarray:
     return table.to_numpy().reshape(frame.height, len(names))
 
 
-def _present(frame: pl.DataFrame, name: str) -> np.ndarray:
-    """The non-null values of a column (integers stay integers); none if the table lacks it."""
-    if name not in frame.columns:
-        return np.zeros(0)
-    return frame[name].drop_nulls().to_numpy()
-
-
-def _total(frame: pl.DataFrame, count: str) -> int:
-    """``Σ counts[count]`` over the rows, a missing count being 0."""
+def _count(frame: pl.DataFrame, count: str) -> np.ndarray:
+    """``counts[count]`` of each row as int64, 0 for a null or a count the table lacks."""
     name = column("counts", count)
-    return int(frame[name].drop_nulls().sum()) if name in frame.columns else 0
+    if name not in frame.columns:
+        return np.zeros(frame.height, np.int64)
+    return frame[name].fill_null(0).cast(pl.Int64).to_numpy()

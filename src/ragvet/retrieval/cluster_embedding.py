@@ -6,21 +6,25 @@ How, and why each step keeps the bits:
    chunks. A shard's name is the sha256 of what determines its vectors (the model id of
    :func:`ragvet.retrieval.embedding.model_id`, the passage prefix, each chunk_id and the
    sha256 of its text), never of a worker, a run or an arrival order.
-2. Ray Data runs ``map_batches`` over the shards still missing, one shard per batch, with
-   an actor pool of :class:`ShardEncoder`: each actor loads the model once and encodes a
-   shard with :func:`ragvet.retrieval.embedding.encode_grid`, the encoding the one-process
-   stage runs, into grid vectors (int16), and writes one Parquet file per shard,
-   ``<name>.parquet``, through fsspec (a local folder, or ``s3://...``): first under a
-   temporary name, then moved, so a file that exists is whole.
+   The pairs stream in (:class:`ShardCutter`): a shard is cut as soon as it is full, so
+   the driver never holds more than the shards it has cut and not yet seen stored.
+2. Each shard still missing is handed, as it is cut, to a pool of :class:`ShardEncoder`
+   actors (Ray's ``ActorPool``), at most :data:`IN_FLIGHT` per actor unfinished at a
+   time: each actor loads the model once and encodes a shard with
+   :func:`ragvet.retrieval.embedding.encode_grid`, the encoding the one-process stage runs,
+   into grid vectors (int16), and writes one Parquet file per shard, ``<name>.parquet``,
+   through fsspec (a local folder, or ``s3://...``): first under a temporary name, then
+   moved, so a file that exists is whole.
 3. A shard whose file exists is not computed again: a crashed or killed run resumes
-   where it stopped, and a worker lost mid-shard only costs that shard (Ray Data restarts
-   the actor and retries it).
+   where it stopped, and a worker lost mid-shard only costs that shard (Ray restarts the
+   actor elsewhere and runs its unfinished calls again).
 4. The driver never reads the vectors to list them: whoever reads a shard (an actor of
    the exact search, or the driver itself when it builds an HNSW index) describes it
    (:func:`describe`), and the manifest (:func:`manifest`) is made from those records,
    checked against the plan: each shard's URI, rows and file sha256, with the model, its
    revision, tokenizer and maximum length, the dtype and grid, and the chunking's
-   fingerprint. It is small enough for DVC; the vectors stay where it says.
+   fingerprint. It is small enough for DVC; the vectors stay where it says, and it is
+   stored beside them (:func:`write_manifest`).
 
 A portable vector is a function of its text alone (see :mod:`ragvet.retrieval.embedding`),
 so the cluster's vectors are byte for byte those of one machine; in fast mode they are
@@ -31,9 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +60,7 @@ from ragvet.storage.files import dumps
 from ragvet.storage.progress import progress_bar
 
 MANIFEST_FORMAT = "ragvet-vectors-v1"
+IN_FLIGHT = 2  # shards submitted per model actor and not yet finished: one encoding, one waiting
 RAY_INSTALL_FIX = "install the ray extra: pip install 'ragvet[ray]' (pinned in requirements-ray.lock)"
 
 
@@ -66,27 +72,63 @@ class Shard:
     chunk_ids: tuple[str, ...]
     texts: tuple[str, ...]
 
+    def planned(self) -> PlannedShard:
+        return PlannedShard(self.name, ids_digest(self.chunk_ids))
 
-def chunking_fingerprint(chunk_ids: Sequence[str], texts: Sequence[str]) -> str:
-    """sha256 of every (chunk_id, sha256 of its text), in chunk_id order: what the vectors were computed from."""
-    digest = hashlib.sha256()
-    for chunk_id, text in sorted(zip(chunk_ids, texts)):
-        digest.update(f"{chunk_id}\0{text_hash(text)}\n".encode())
-    return digest.hexdigest()
+
+@dataclass(frozen=True)
+class PlannedShard:
+    """What the driver keeps of a shard once its texts went to the cluster: its name and the
+    digest of its chunk ids (:func:`ids_digest`), against which a stored file is checked."""
+
+    name: str
+    ids: str
+
+
+class ShardCutter:
+    """Cuts ``(chunk_id, text)`` pairs arriving in chunk_id order into shards of ``rows``
+    consecutive chunks, a shard as soon as it is full, so a stream of any length holds one
+    shard at a time. Each shard is named by the sha256 of the model id, the prefix and its
+    chunks' (chunk_id, text sha256): the same names on every run. The chunking's fingerprint
+    (sha256 of every (chunk_id, text sha256), in chunk_id order: what the vectors were
+    computed from) is summed on the way, from the same text hashes."""
+
+    def __init__(self, mid: str, prefix: str, rows: int):
+        self.head = f"{MANIFEST_FORMAT}\0{mid}\0{prefix}\n".encode()
+        self.rows = rows
+        self.digest = hashlib.sha256()
+
+    def fingerprint(self) -> str:
+        """The chunking's fingerprint of the pairs cut so far (of them all, once the stream is spent)."""
+        return self.digest.hexdigest()
+
+    def shards(self, pairs: Iterable[tuple[str, str]]) -> Iterator[Shard]:
+        """The shards of ``pairs``, which must come in (chunk_id, text) order."""
+        previous: tuple[str, str] | None = None
+        part: list[tuple[str, str]] = []
+        shard = hashlib.sha256(self.head)
+        for pair in pairs:
+            if previous is not None and pair < previous:
+                raise ValueError(f"chunk {pair[0]!r} comes after {previous[0]!r}: the pairs are not in chunk_id order")
+            line = f"{pair[0]}\0{text_hash(pair[1])}\n".encode()
+            self.digest.update(line)
+            shard.update(line)
+            part.append(pair)
+            previous = pair
+            if len(part) == self.rows:
+                yield _shard(shard, part)
+                part, shard = [], hashlib.sha256(self.head)
+        if part:
+            yield _shard(shard, part)
+
+
+def _shard(digest, part: list[tuple[str, str]]) -> Shard:
+    return Shard(digest.hexdigest()[:32], tuple(c for c, _ in part), tuple(t for _, t in part))
 
 
 def plan_shards(chunk_ids: Sequence[str], texts: Sequence[str], mid: str, prefix: str, rows: int) -> list[Shard]:
-    """Shards of ``rows`` chunks in chunk_id order, each named by the sha256 of the model id,
-    the prefix and its chunks' (chunk_id, text sha256): the same names on every run."""
-    pairs = sorted(zip(chunk_ids, texts))
-    shards = []
-    for start in range(0, len(pairs), rows):
-        part = pairs[start : start + rows]
-        digest = hashlib.sha256(f"{MANIFEST_FORMAT}\0{mid}\0{prefix}\n".encode())
-        for chunk_id, text in part:
-            digest.update(f"{chunk_id}\0{text_hash(text)}\n".encode())
-        shards.append(Shard(digest.hexdigest()[:32], tuple(c for c, _ in part), tuple(t for _, t in part)))
-    return shards
+    """Every shard of the chunks held in memory, sorted here (:class:`ShardCutter`)."""
+    return list(ShardCutter(mid, prefix, rows).shards(sorted(zip(chunk_ids, texts))))
 
 
 def shard_uri(location: str, name: str) -> str:
@@ -120,7 +162,8 @@ def _filesystem(location: str):
     except ImportError:
         protocol = location.partition("://")[0]
         what = f"`vectors` is on {protocol}://, and the package fsspec reads it with is not installed here"
-        fix = "install it here and on every node (for s3://: pip install s3fs, pinned in requirements-dev.lock)"
+        fix = "install it here and on every node (for s3://: pip install s3fs; the ray extra has it, pinned in "
+        fix += "requirements-ray.lock)"
         raise InputError([Problem("params.yaml: retrievers (engine: ray)", what, fix)]) from None
 
 
@@ -153,10 +196,10 @@ def load(location: str, name: str) -> bytes | None:
 
 
 class ShardEncoder:
-    """A Ray Data actor: the model loaded once, then one shard per call, stored under its name.
+    """A model actor: the model loaded once, then one shard per call, stored under its name.
 
     What stops this worker from loading the model (a model the driver resolves and this
-    node does not, other weights or library versions) is not raised: Ray would retry the
+    node does not, other weights or library versions) is not raised: Ray would restart the
     actor and hand the driver its traceback. It is returned with each shard instead, no
     shard is written, and the driver reports it (:func:`worker_problems`)."""
 
@@ -176,16 +219,13 @@ class ShardEncoder:
             self.problem = f"{type(err).__name__}: {err}"
         self.precision, self.prefix, self.batch_size, self.location = precision, prefix, batch_size, location
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        names, rows = [], []
-        for name, chunk_ids, texts in zip(batch["name"], batch["chunk_ids"], batch["texts"]):
-            if not self.problem and not exists(self.location, name):  # a retried task may find its shard done
-                inputs = [self.prefix + str(text) for text in texts]
-                grid = encode_grid(self.model, inputs, self.batch_size, self.precision)
-                store(self.location, name, shard_bytes([str(c) for c in chunk_ids], grid))
-            names.append(name)
-            rows.append(len(chunk_ids))
-        return {"name": names, "rows": rows, "problem": [self.problem] * len(names)}
+    def encode(self, shard: Shard) -> tuple[int, str]:
+        """Store ``shard``'s vectors; its rows and this actor's problem ("" when none)."""
+        if not self.problem and not exists(self.location, shard.name):  # a retried task may find its shard done
+            inputs = [self.prefix + text for text in shard.texts]
+            grid = encode_grid(self.model, inputs, self.batch_size, self.precision)
+            store(self.location, shard.name, shard_bytes(shard.chunk_ids, grid))
+        return len(shard.chunk_ids), self.problem
 
 
 def worker_problems(found: set[str], settings: dict) -> list[Problem]:
@@ -203,7 +243,7 @@ def worker_problems(found: set[str], settings: dict) -> list[Problem]:
 
 def _ray():
     try:
-        import ray.data  # deferred: the ray extra (binds ray, with Ray Data loaded)
+        import ray  # deferred: the ray extra
     except ImportError:
         raise InputError([Problem("params.yaml", "engine: ray needs the Python module ray", RAY_INSTALL_FIX)]) from None
     return ray
@@ -214,51 +254,81 @@ def connect(address: str) -> Any:
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    context.print_on_execution_start = False
-    for name in ("ray", "ray.data"):  # Ray Data announces each execution, with its log folder
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("ray").setLevel(logging.ERROR)
     return ray
 
 
-def encode_on_cluster(ray, pending: Sequence[Shard], settings: dict, location: str, mid: str) -> None:
-    """Encode the ``pending`` shards through Ray Data's actor pool; each stores its own file.
-    A bar counts the chunks of the shards finished, on a terminal only."""
-    items = [{"name": s.name, "chunk_ids": list(s.chunk_ids), "texts": list(s.texts)} for s in pending]
-    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        ShardEncoder,
-        fn_constructor_kwargs={
-            "model_name": settings["model"],
-            "precision": settings["precision"],
-            "prefix": settings["passage_prefix"],
-            "batch_size": settings["batch_size"],
-            "location": location,
-            "mid": mid,
-        },
-        batch_size=1,
-        batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=settings["ray_actors"]),
-        num_cpus=settings["ray_num_cpus"],
-        num_gpus=settings["ray_num_gpus"],
+def start_encoders(ray, settings: dict, location: str, mid: str) -> list[Any]:
+    """``ray_actors`` model actors; one whose node is lost is restarted elsewhere and its
+    shard retried (Ray's actor fault tolerance), so a lost worker costs only its shard."""
+    remote = ray.remote(ShardEncoder).options(
+        num_cpus=settings["ray_num_cpus"], num_gpus=settings["ray_num_gpus"], max_restarts=-1, max_task_retries=-1
     )
-    found: set[str] = set()
-    with progress_bar(total=sum(len(s.chunk_ids) for s in pending), desc="embedding on the cluster") as bar:
-        for row in dataset.iter_rows():
-            found.add(str(row["problem"]))
-            bar.update(int(row["rows"]))
-    found.discard("")
-    if found:
-        raise InputError(worker_problems(found, settings))
+    args = (settings["model"], settings["precision"], settings["passage_prefix"], settings["batch_size"], location, mid)
+    return [remote.remote(*args) for _ in range(settings["ray_actors"])]
 
 
-def store_on_cluster(ray, shards: Sequence[Shard], settings: dict) -> None:
-    """Every shard of the plan stored: those whose file is missing computed on the cluster."""
+def encode_on_cluster(ray, pending: Iterable[Shard], settings: dict, location: str, mid: str) -> int:
+    """Encode the ``pending`` shards on the model actors as they come: each shard is its
+    task's argument (Ray puts it in the object store), and at most :data:`IN_FLIGHT` shards
+    per actor are submitted and not yet finished, so the driver holds that many shards' texts,
+    whatever the length of ``pending``. The first problem an actor reports stops the
+    submissions. Returns the number of shards computed; a bar counts their chunks, on a
+    terminal only."""
+    from ray.util import ActorPool  # deferred: the ray extra
+
+    shards = iter(pending)
+    first = next(shards, None)
+    if first is None:  # every shard stored: no model is loaded
+        return 0
+    actors = start_encoders(ray, settings, location, mid)
+    pool, found, computed, finished = ActorPool(actors), set(), 0, 0
+    try:
+        with progress_bar(total=None, desc="embedding on the cluster") as bar:
+            for shard in itertools.chain([first], shards):
+                if computed - finished >= IN_FLIGHT * len(actors):
+                    found.add(_collect(pool, bar))
+                    finished += 1
+                if found - {""}:
+                    break
+                pool.submit(lambda actor, work: actor.encode.remote(work), shard)
+                computed += 1
+            while pool.has_next():
+                found.add(_collect(pool, bar))
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    if found - {""}:
+        raise InputError(worker_problems(found - {""}, settings))
+    return computed
+
+
+def _collect(pool, bar) -> str:
+    """Wait for a shard to finish; the problem its actor reported ("" when none)."""
+    rows, problem = pool.get_next_unordered()
+    bar.update(rows)
+    return problem
+
+
+def store_on_cluster(ray, pairs: Iterable[tuple[str, str]], settings: dict) -> tuple[list[PlannedShard], str]:
+    """Every shard of ``pairs`` (``(chunk_id, text)`` in chunk_id order, e.g. streamed from a
+    chunk file by :func:`ragvet.storage.tables.chunk_texts_by_id`) stored: cut as the pairs
+    come, and those whose file is missing computed on the cluster. Returns the plan (what the
+    driver keeps of each shard) and the chunking's fingerprint."""
     location = io_location(settings["vectors"])
-    pending = [shard for shard in shards if not exists(location, shard.name)]
-    if pending:
-        encode_on_cluster(ray, pending, settings, location, model_id(settings["model"], settings["precision"]))
-    print(f"embeddings on the cluster: {len(shards) - len(pending)} shards stored, {len(pending)} computed")
+    mid = model_id(settings["model"], settings["precision"])
+    cutter = ShardCutter(mid, settings["passage_prefix"], settings["shard_rows"])
+    plan: list[PlannedShard] = []
+
+    def missing() -> Iterator[Shard]:
+        for shard in cutter.shards(pairs):
+            plan.append(shard.planned())
+            if not exists(location, shard.name):
+                yield shard
+
+    computed = encode_on_cluster(ray, missing(), settings, location, mid)
+    print(f"embeddings on the cluster: {len(plan) - computed} shards stored, {computed} computed")
+    return plan, cutter.fingerprint()
 
 
 def ids_digest(chunk_ids: Sequence[str]) -> str:
@@ -287,7 +357,7 @@ def describe(name: str, blob: bytes | None) -> tuple[dict, list[str], np.ndarray
     return record, ids, grid
 
 
-def shard_entries(shards: Sequence[Shard], records: Sequence[dict], location: str) -> list[dict]:
+def shard_entries(shards: Sequence[PlannedShard], records: Sequence[dict], location: str) -> list[dict]:
     """The manifest's shard list, in plan order, from the readers' records; a file that is
     missing, unreadable or holds other chunks than its name says is an error naming it."""
     by_name = {record["name"]: record for record in records}
@@ -298,7 +368,7 @@ def shard_entries(shards: Sequence[Shard], records: Sequence[dict], location: st
             "delete it and re-run: a missing shard is computed again",
         )
         for shard in shards
-        if by_name.get(shard.name, {}).get("ids") != ids_digest(shard.chunk_ids)
+        if by_name.get(shard.name, {}).get("ids") != shard.ids
     ]
     if problems:
         raise InputError(problems)
@@ -308,7 +378,7 @@ def shard_entries(shards: Sequence[Shard], records: Sequence[dict], location: st
     ]
 
 
-def gather_vectors(shards: Sequence[Shard], location: str) -> tuple[np.ndarray, list[dict]]:
+def gather_vectors(shards: Sequence[PlannedShard], location: str) -> tuple[np.ndarray, list[dict]]:
     """Every shard read here (what an index built in one process needs): the vectors as
     float32 (``k / GRID``, as :func:`embed_texts` returns them) in chunk_id order, and the records."""
     described = [describe(shard.name, load(location, shard.name)) for shard in shards]
@@ -317,16 +387,14 @@ def gather_vectors(shards: Sequence[Shard], location: str) -> tuple[np.ndarray, 
     return vectors, [record for record, _, _ in described]
 
 
-def manifest(shards: Sequence[Shard], records: Sequence[dict], settings: dict, fingerprint: str) -> dict:
+def manifest(shards: Sequence[PlannedShard], records: Sequence[dict], settings: dict, fingerprint: str) -> dict:
     """What the vectors are and where, checked against the plan: small, deterministic, free of
-    credentials and absolute paths (``settings["vectors"]`` as written). It is also stored
-    beside the shards as ``<chunking fingerprint>-<model id>.manifest.json``."""
+    credentials and absolute paths (``settings["vectors"]`` as written)."""
     model = load_encoder(settings["model"], settings["precision"])
-    mid = model_id(settings["model"], settings["precision"])
-    listing = {
+    return {
         "format": MANIFEST_FORMAT,
         "model": settings["model"],
-        "model_id": mid,
+        "model_id": model_id(settings["model"], settings["precision"]),
         "revision": model_revision(settings["model"]),
         "tokenizer": type(getattr(model, "tokenizer", None)).__name__,
         "max_seq_length": int(getattr(model, "max_seq_length", 0) or 0),
@@ -338,8 +406,13 @@ def manifest(shards: Sequence[Shard], records: Sequence[dict], settings: dict, f
         "location": settings["vectors"],
         "shards": shard_entries(shards, records, settings["vectors"]),
     }
-    put(io_location(settings["vectors"]), f"{fingerprint[:16]}-{mid[:16]}.manifest.json", dumps(listing).encode())
-    return listing
+
+
+def write_manifest(listing: dict) -> None:
+    """Store a manifest beside its shards, as ``<chunking fingerprint>-<model id>.manifest.json``
+    (their first 16 hex digits): one file per chunking and model."""
+    filename = f"{listing['chunking_fingerprint'][:16]}-{listing['model_id'][:16]}.manifest.json"
+    put(io_location(listing["location"]), filename, dumps(listing).encode())
 
 
 def io_location(location: str) -> str:

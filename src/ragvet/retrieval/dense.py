@@ -61,14 +61,13 @@ import numpy as np
 
 from ragvet.retrieval.cluster_access import cluster_address
 from ragvet.retrieval.cluster_embedding import (
-    Shard,
-    chunking_fingerprint,
+    PlannedShard,
     connect,
     gather_vectors,
     io_location,
     manifest,
-    plan_shards,
     store_on_cluster,
+    write_manifest,
 )
 from ragvet.retrieval.embedding import (
     EmbeddingCache,
@@ -77,7 +76,6 @@ from ragvet.retrieval.embedding import (
     exact_scores,
     grid_logits,
     load_cross_encoder,
-    model_id,
     run_by_length,
 )
 from ragvet.retrieval.models import PORTABLE
@@ -232,7 +230,7 @@ def run_vectors(
         return embed_run_inputs(chunks, cases, settings)
     _, shards, fingerprint = stored_on_cluster(chunks, settings)
     passages, records = gather_vectors(shards, io_location(settings["vectors"]))
-    manifests.append(manifest(shards, records, settings, fingerprint))
+    manifests.append(stored_manifest(shards, records, settings, fingerprint))
     return passages, embed_questions(cases, settings)
 
 
@@ -257,16 +255,20 @@ def ranked_rows(
     return rows
 
 
-def stored_on_cluster(chunks: Sequence[Chunk], settings: dict) -> tuple[Any, list[Shard], str]:
-    """``engine: ray``: ray connected to the cluster of ``RAY_ADDRESS``, the chunks' shard
-    plan with every shard stored (:mod:`ragvet.retrieval.cluster_embedding`), and the
-    chunking's fingerprint."""
+def stored_on_cluster(chunks: Sequence[Chunk], settings: dict) -> tuple[Any, list[PlannedShard], str]:
+    """``engine: ray``: ray connected to the cluster of ``RAY_ADDRESS``, the shard plan of
+    ``chunks`` (in chunk_id order) with every shard stored
+    (:mod:`ragvet.retrieval.cluster_embedding`), and the chunking's fingerprint."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
-    chunk_ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
-    mid = model_id(settings["model"], settings["precision"])
-    shards = plan_shards(chunk_ids, texts, mid, settings["passage_prefix"], settings["shard_rows"])
-    store_on_cluster(ray, shards, settings)
-    return ray, shards, chunking_fingerprint(chunk_ids, texts)
+    shards, fingerprint = store_on_cluster(ray, ((c.chunk_id, c.text) for c in chunks), settings)
+    return ray, shards, fingerprint
+
+
+def stored_manifest(shards: Sequence[PlannedShard], records: Sequence[dict], settings: dict, fingerprint: str) -> dict:
+    """The vectors' manifest, also stored beside the shards."""
+    listing = manifest(shards, records, settings, fingerprint)
+    write_manifest(listing)
+    return listing
 
 
 def embed_questions(cases: Sequence[Case], settings: dict) -> np.ndarray:
@@ -288,7 +290,7 @@ def cluster_flat_run(
     location = io_location(settings["vectors"])
     holders = start_shards(ray, location, [s.name for s in shards], settings["ray_actors"], settings["ray_num_cpus"])
     records = [record for part in ray.get([h.records.remote() for h in holders]) for record in part]
-    manifests.append(manifest(shards, records, settings, fingerprint))
+    manifests.append(stored_manifest(shards, records, settings, fingerprint))
     rows: list[RunRow] = []
     for allowed, members in _filter_groups(cases, chunks):
         admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}

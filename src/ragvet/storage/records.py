@@ -143,17 +143,40 @@ def _tail_record(path: Path) -> dict[str, Any] | None:
     return record if texts and isinstance(record.get("left_out", {}), dict) else None
 
 
-def _scan_entries(path: Path) -> Iterator[tuple[str, str]]:
-    """Each case entry's ``(id, split)`` in file order, read a block at a time."""
+def _entry_blocks(path: Path) -> Iterator[tuple[list[str], list[str]]]:
+    """The case entries' ids and splits in file order, those of a block of the file at a
+    time: the regex finds them in C and the ids decode together, no object per entry."""
     with open(path, "rb") as handle:
         held = b""
         while block := handle.read(_BLOCK):
             held += block
-            end = 0
-            for match in _ENTRY.finditer(held):
-                end = match.end()
-                yield orjson.loads(b'"' + match[1] + b'"'), match[2].decode()
-            held = held[end:]
+            found = _ENTRY.findall(held)
+            if found:
+                raw, splits = zip(*found)
+                held = held[_last_entry(held, raw[-1]).end() :]
+                yield _decoded(raw), b"\n".join(splits).decode().split("\n")
+
+
+def _last_entry(held: bytes, raw: bytes) -> re.Match:
+    """The match of the last whole entry in ``held``, whose raw id is ``raw``."""
+    found = _ENTRY.match(held, held.rfind(b'"' + raw + b'": {'))
+    if found is None or found[1] != raw:  # the text recurs in a later, cut entry's id
+        *_, found = _ENTRY.finditer(held)
+    return found
+
+
+def _decoded(raw: Sequence[bytes]) -> list[str]:
+    """JSON string contents as text: joined and decoded at once when none escapes a character."""
+    joined = b"\n".join(raw)  # an entry's id holds no raw newline
+    if b"\\" not in joined:
+        return joined.decode().split("\n")
+    return [orjson.loads(b'"' + text + b'"') for text in raw]
+
+
+def _scan_entries(path: Path) -> Iterator[tuple[str, str]]:
+    """Each case entry's ``(id, split)`` in file order, read a block at a time."""
+    for ids, splits in _entry_blocks(path):
+        yield from zip(ids, splits)
 
 
 class _SplitScan:
@@ -161,16 +184,40 @@ class _SplitScan:
 
     def __init__(self, path: Path, fix: str):
         self.path, self.fix = path, fix
-        self.entries = _scan_entries(path)
-        self.last: tuple[str, str] | None = None
+        self.blocks = _entry_blocks(path)
+        self.ids: list[str] = []  # the entries read and not yet passed, from ``self.at`` on
+        self.splits: list[str] = []
+        self.at = 0
+
+    def _cover(self, last: str) -> None:
+        """Read blocks until the held entries reach ``last`` (or the file ends)."""
+        while len(self.ids) == self.at or self.ids[-1] < last:
+            block = next(self.blocks, None)
+            if block is None:
+                return
+            self.ids, self.splits = self.ids[self.at :] + block[0], self.splits[self.at :] + block[1]
+            self.at = 0
 
     def __call__(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        self._cover(ids[-1])
+        end = self.at + len(ids)
+        if self.ids[self.at : end] == list(ids):  # every entry asked for, in a row: the usual case
+            found = dict(zip(ids, self.splits[self.at : end]))
+            self.at = end
+            return found
+        return self._walk(ids)
+
+    def _walk(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each of ``ids`` matched to its entry, passing entries nobody asks for."""
         found: dict[str, str] = {}
         for case_id in ids:
-            while self.last is None or self.last[0] < case_id:
-                self.last = next(self.entries, None) or (chr(0x10FFFF) * 2, "")
-            if self.last[0] != case_id:
+            while self.at < len(self.ids) and self.ids[self.at] < case_id:
+                self.at += 1
+            if self.at == len(self.ids) or self.ids[self.at] != case_id:
                 problem = f"case {case_id} has no split entry (or the entries are not in id order)"
                 raise InputError([Problem(str(self.path), problem, self.fix)])
-            found[case_id] = self.last[1]
+            found[case_id] = self.splits[self.at]
+            self.at += 1
         return found

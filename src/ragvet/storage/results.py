@@ -139,18 +139,21 @@ def round_array(values: np.ndarray, places: int = FLOAT_PLACES) -> np.ndarray:
 
     ``rint(x * 10**places) / 10**places`` is that value whenever the product's one
     rounding cannot have crossed a half-integer: the division of two exact
-    integers is correctly rounded, as ``round`` is. Where the scaled value lies
-    within 4 ulps of a half-integer, or beyond 2**52 where doubles step by
-    more than one, the element goes through ``round_floats`` itself.
+    integers is correctly rounded, as ``round`` is. Where the scaled value ``s`` lies
+    within ``|s| * 2**-50`` (at least 4 ulps) of a half-integer, or beyond 2**52 where
+    doubles step by more than one, the element goes through ``round_floats`` itself.
     """
     values = np.asarray(values, dtype=np.float64)
     scale = 10.0**places
     finite = np.isfinite(values)
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = values * scale
-        rounded = np.rint(scaled) / scale
-        near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 4 * np.spacing(np.abs(scaled))
-        unsure = finite & (near_half | ~(np.abs(scaled) < 2.0**52))
+        whole = np.rint(scaled)
+        rounded = whole / scale
+        off = np.abs(scaled - whole)  # exact (Sterbenz), at most 0.5
+        off -= 0.5
+        size = np.abs(scaled)
+        unsure = finite & ((np.abs(off) <= size * 2.0**-50) | ~(size < 2.0**52))
     for index in np.flatnonzero(unsure):
         rounded[index] = round_floats(float(values[index]), places)
     rounded[~finite] = math.nan

