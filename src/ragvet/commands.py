@@ -19,7 +19,7 @@ from ragvet.gating.reproduction import render, verify_results
 from ragvet.gating.retrieved import RUNS
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.cases import cases_target_problems, cases_text
-from ragvet.inputs.labelling import case_row, moved_queries, read_queries, read_ranking, stratified
+from ragvet.inputs.labelling import case_row, checked_ranking, moved_queries, read_queries, read_ranking, stratified
 from ragvet.inputs.params import validate_params
 from ragvet.measures.ann_recall import ann_recall_by_case, mean_ann_recall
 from ragvet.measures.registry import metric_problems
@@ -234,7 +234,8 @@ def sample_for_labels(
     candidate = candidate or run_path(RUNS, config)
     baseline = baseline or baseline_ranking_path(Path("metrics/baseline"), config)
     rows = read_queries(queries)
-    found = moved_queries(rows, read_ranking(baseline, "baseline ranking"), read_ranking(candidate, "run"), depth)
+    sides = checked_ranking(baseline, "baseline ranking"), checked_ranking(candidate, "run")
+    found = moved_queries(rows, sides, depth)
     drawn = stratified(found, slice_key, per_slice, seed)
     cases = [case_row(query) for slice_queries in drawn.values() for query in slice_queries]
     write_text(out, cases_text(cases, out.suffix))

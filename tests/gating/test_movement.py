@@ -13,6 +13,7 @@ import yaml
 from builders import gate_of
 
 from ragvet.errors import InputError
+from ragvet.gating import movement
 from ragvet.gating.baselines import baseline_ranking_path, ranking_of, write_ranking
 from ragvet.gating.compare import render_verdict
 from ragvet.gating.movement import (
@@ -32,6 +33,7 @@ from ragvet.reporting.verdict import verdict_section
 from ragvet.settings import MOST_MOVED
 from ragvet.storage import rankings, results
 from ragvet.storage.atomic import write_parquet
+from ragvet.storage.tables import RUN_METADATA
 
 
 def test_distribution_by_hand_and_empty():
@@ -220,15 +222,34 @@ def traffic(tmp_path: Path) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
 RANKING = {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String}
 
 
+NUMBERING = '{"cases": "q00 .. q33", "chunks": "c0 .. c5"}'
+
+
+def write_numbered(frame: pl.DataFrame, path: Path, numbering: str = NUMBERING) -> None:
+    """``frame`` (in its own row order) with each case's and chunk's number among the sorted
+    ids q00 .. q33 and c0 .. c5, and the numbering in the metadata, as the retrieve stage
+    writes a run and `ragvet baseline accept` keeps one."""
+    numbers = [pl.col(f"{name}_id").str.slice(1).cast(pl.Int32).alias(name) for name in ("case", "chunk")]
+    write_parquet(path, frame.with_columns(numbers), metadata={RUN_METADATA: numbering})
+
+
+@pytest.mark.parametrize("numbered", [False, True])
 @pytest.mark.parametrize("rows", [1, 4, 1 << 20])
-def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, monkeypatch, rows: int):
+def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, monkeypatch, rows: int, numbered: bool):
     """Batches of 1 and 4 rows cut cases' ranks apart; the figures, the rows written and the
-    guarded counts are those of the two rankings paired whole (:func:`moved`)."""
+    guarded counts are those of the two rankings paired whole by their ids (:func:`moved`),
+    whether the files are paired by ids or, numbered alike, by their numbers (then the
+    ids of the cases only the run ranks come from the run)."""
     base, run, per_case = traffic(tmp_path)
     for frame, name in ((base, "base"), (run, "run")):
-        frame.write_parquet(tmp_path / f"{name}.parquet")
+        if numbered:
+            write_numbered(frame, tmp_path / f"{name}.parquet")
+        else:
+            frame.write_parquet(tmp_path / f"{name}.parquet")
     sides = ((tmp_path / "base.parquet", "base"), (tmp_path / "run.parquet", "run"))
     monkeypatch.setattr(rankings, "BATCH_ROWS", rows)
+    if numbered:  # the numbers, never the ids, pair them
+        monkeypatch.setattr(movement, "moved_at", None)
     written: list[pl.DataFrame] = []
     found = measure_movement(["x"], lambda config: sides, [1, 3], 3, 0.8, per_case, ["t"], written.append)["x"]
     whole = moved(base, run, 3, 0.8)
@@ -241,6 +262,43 @@ def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, 
     assert pl.concat(written).equals(table_rows("x", whole, 3))
     top1 = moved(base, run, 1, 0.8)["topk_changed@1"]
     assert found.changed == {1: (30, int(top1.sum())), 3: (30, int(whole["topk_changed@3"].sum()))}
+
+
+def test_numbered_rankings_paired_by_hand(tmp_path: Path):
+    """q01 reordered (overlap 1, same set, RBO at p = 0.5 of [1, 0] vs [0, 1]: (1 - p)/p ·
+    (0/1 · p + 2/2 · p²) + 1 · p² = 0.5), q02 replaced (0, changed, 0), q03 only in the run
+    (its id read from the run: 0, changed, 0 with one list empty), q04 only in the baseline.
+    Numbered differently (another chunking), the ids pair them: the same figures."""
+    base = [("q01", 1, "c1"), ("q01", 2, "c0"), ("q02", 1, "c2"), ("q04", 1, "c5")]
+    run = [("q01", 1, "c0"), ("q01", 2, "c1"), ("q02", 1, "c3"), ("q03", 1, "c4")]
+    expected = {
+        "case_id": ["q01", "q02", "q03", "q04"],
+        "overlap@2": [1.0, 0.0, 0.0, 0.0],
+        "topk_changed@2": [0, 1, 1, 1],
+        "rbo@2": [0.5, 0.0, 0.0, 0.0],
+    }
+    for other in (NUMBERING, '{"cases": "q00 .. q33", "chunks": "another"}'):
+        write_numbered(pl.DataFrame(base, schema=RANKING, orient="row"), tmp_path / "base.parquet")
+        write_numbered(pl.DataFrame(run, schema=RANKING, orient="row"), tmp_path / "run.parquet", other)
+        sides = ((tmp_path / "base.parquet", "base"), (tmp_path / "run.parquet", "run"))
+        written: list[pl.DataFrame] = []
+        measure_movement(["x"], lambda config, sides=sides: sides, [], 2, 0.5, tmp_path, [], written.append)
+        assert pl.concat(written).drop("config").to_dict(as_series=False) == expected
+
+
+def test_a_numbered_ranking_without_a_chunk_number_is_refused(tmp_path: Path):
+    write_numbered(pl.DataFrame([("q01", 1, "c1")], schema=RANKING, orient="row"), tmp_path / "base.parquet")
+    run = pl.DataFrame([("q01", 1, "c1"), ("q02", 1, "c2")], schema=RANKING, orient="row")
+    write_parquet(
+        tmp_path / "run.parquet",
+        run.with_columns(case=pl.Series([1, 2], dtype=pl.Int32), chunk=pl.Series([1, None], dtype=pl.Int32)),
+        metadata={RUN_METADATA: NUMBERING},
+    )
+    sides = ((tmp_path / "base.parquet", "base"), (tmp_path / "run.parquet", "run"))
+    with pytest.raises(InputError) as err:
+        measure_movement(["x"], lambda config: sides, [1], None, 0.5, tmp_path, [], None)
+    (problem,) = err.value.problems
+    assert problem.where == "run" and problem.what.startswith("a row without a rank or a chunk number")
 
 
 def test_a_ranking_kept_in_batches_is_that_of_the_whole_run(tmp_path: Path, monkeypatch):
@@ -258,6 +316,22 @@ def test_a_ranking_kept_in_batches_is_that_of_the_whole_run(tmp_path: Path, monk
     write_ranking(tmp_path / "kept.parquet", tmp_path / "run.parquet", 2)
     write_parquet(tmp_path / "whole.parquet", expected)
     assert (tmp_path / "kept.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("group_rows", [8, 1 << 16])  # several row groups (pyarrow's writer), then one
+def test_a_ranking_kept_of_a_numbered_run_keeps_its_numbers(tmp_path: Path, monkeypatch, group_rows: int):
+    """The kept ranking of a numbered run holds the run's case and chunk numbers of its rows
+    and the run's numbering: a later run numbered alike pairs with it by numbers."""
+    _, run, _ = traffic(tmp_path)
+    write_numbered(run, tmp_path / "run.parquet")
+    monkeypatch.setattr(results, "ROW_GROUP_ROWS", group_rows)
+    write_ranking(tmp_path / "kept.parquet", tmp_path / "run.parquet", 2)
+    expected = run.sort(["case_id", "rank", "chunk_id"]).filter(pl.int_range(pl.len()).over("case_id") < 2)
+    kept = pl.read_parquet(tmp_path / "kept.parquet")
+    assert kept.columns == ["case_id", "rank", "chunk_id", "case", "chunk"]
+    assert kept.select(list(RANKING)).equals(expected) and kept["case"][0] == int(expected["case_id"][0][1:])
+    assert (kept["chunk"] == kept["chunk_id"].str.slice(1).cast(pl.Int32)).all()
+    assert rankings.numbering(tmp_path / "kept.parquet") == NUMBERING
 
 
 def test_a_run_not_in_case_order_is_refused_at_its_row(tmp_path: Path, monkeypatch):

@@ -16,8 +16,9 @@ from builders import gate_of
 from repos import ROOT
 from scipy.stats import permutation_test
 
+from ragvet.gating import significance
 from ragvet.gating.compare import family_text, gate_all
-from ragvet.gating.significance import correct, correct_entries, permutation_p
+from ragvet.gating.significance import correct, correct_entries, moved_ps, permutation_p, permutation_ps
 from ragvet.inputs.params import validate_params
 
 HAND_LISTS = [
@@ -134,6 +135,38 @@ def test_monte_carlo_p_is_seeded_never_zero_and_close_to_the_exact_value():
     # two Monte Carlo estimates of the same p: 4 standard errors of their difference
     assert abs(p - theirs) <= 4 * math.sqrt(theirs * (1 - theirs) * (1 / 4000 + 1 / 20_000))
     assert permutation_p(np.zeros(40), np.ones(40), resamples=999, seed=1) == pytest.approx(1 / 1000)
+
+
+def _signs_by_hand(n: int, resamples: int, seed: int) -> np.ndarray:
+    """The sign vectors the module doc defines, one case at a time: row r is the next
+    ⌈n/64⌉ raw words of ``default_rng(seed)``'s bit generator, case i's sign + where bit
+    i % 64 of word i // 64 is set."""
+    words = -(-n // 64)
+    raw = np.random.default_rng(seed).bit_generator.random_raw(resamples * words).reshape(resamples, words)
+    return np.array([[1 if int(row[i // 64]) >> (i % 64) & 1 else -1 for i in range(n)] for row in raw])
+
+
+def test_monte_carlo_p_drawn_in_small_batches_and_blocks_is_the_whole_draw(monkeypatch):
+    """130 cases (3 raw words a resample), 101 of them moved: column 0 moves every one
+    of those by +1, so only an all-equal sign vector over them reaches |101| (2 of 2^101):
+    p = (1 + 0) / (1 + 200); column 1's p is counted by hand from the sign vectors (141
+    of 200 reach its |sum|). With the cells bounded to 16 the signs come one resample at
+    a time, 3 resamples a batch, and the moved cases 8 at a time (the last block 5): the
+    same p-values as one draw."""
+    n, resamples, seed = 130, 200, 4
+    deltas = np.zeros((n, 2))
+    moved = np.r_[0:60, 70:111]  # 101 cases, crossing words and bytes
+    deltas[moved, 0] = 1.0
+    deltas[moved, 1] = (moved % 7 - 3) / 4  # -0.75 .. 0.75 in turn: sum -2.25
+    signs = _signs_by_hand(n, resamples, seed)
+    sums = np.abs(signs @ deltas[:, 1])
+    expected = [1 / 201, (1 + int((sums >= abs(deltas[:, 1].sum()) - 1e-9 * np.abs(deltas[:, 1]).sum()).sum())) / 201]
+    whole = permutation_ps(deltas, resamples, seed)
+    monkeypatch.setattr(significance, "_SIGN_CELLS", 16)
+    monkeypatch.setattr(significance, "_MIN_PRODUCT_ROWS", 3)
+    batched = permutation_ps(deltas, resamples, seed)
+    assert whole == batched == pytest.approx(expected, abs=0) and expected[1] == 142 / 201
+    assert moved_ps(n, moved, deltas[moved], resamples, seed) == whole
 
 
 # ------------------------------------------------------------------ params

@@ -36,7 +36,7 @@ def traffic(tmp_path: Path) -> dict[str, Path]:
         base += [(query, rank, f"doc{n}#{rank}") for rank in (1, 2, 3)]
         order = ["#1", "#2", "#9"] if n % 2 == 0 else ["#3", "#1", "#2"]
         cand += [(query, rank, f"doc{n}{suffix}") for rank, suffix in enumerate(order, start=1)]
-    cand.append(("not-in-the-log", 1, "x#0"))  # a labelled case's ranking: never sampled
+    cand.insert(0, ("not-in-the-log", 1, "x#0"))  # a labelled case's ranking (in case order): never sampled
     (tmp_path / "unlabelled.jsonl").write_text(jsonl(log))
     return {
         "queries": tmp_path / "unlabelled.jsonl",
@@ -108,6 +108,9 @@ def test_bad_input_is_refused_at_its_place_with_nothing_written(traffic, tmp_pat
     assert f"{wrong}: the baseline ranking has no column rank, chunk_id" in result.output
     result = sample({**traffic, "candidate": tmp_path / "absent.parquet"}, out, code=2)
     assert "the run does not exist" in result.output
+    unsorted = ranking([("q2", 1, "a"), ("q1", 1, "b")], tmp_path / "unsorted.parquet")  # read a batch at a time
+    result = sample({**traffic, "candidate": unsorted}, out, code=2)
+    assert f"{unsorted}: case ids not in ascending order (row 2: 'q1')" in result.output
     assert not out.exists()
 
     out.write_text("kept\n")

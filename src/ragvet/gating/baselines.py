@@ -7,6 +7,7 @@ comparison itself (:mod:`ragvet.gating.compare`) is pure, so they compare the sa
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -22,7 +23,7 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from ragvet.storage.rankings import BATCH_ROWS, RANKING_COLUMNS, case_batches
+from ragvet.storage.rankings import BATCH_ROWS, RANKING_COLUMNS, case_batches, numbering
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import (
     SUFFIX,
@@ -33,7 +34,7 @@ from ragvet.storage.results import (
     read_results,
     row_group_writer,
 )
-from ragvet.storage.tables import parquet_slices, run_path
+from ragvet.storage.tables import RUN_METADATA, parquet_slices, run_path
 from ragvet.text.values import is_int, is_number, kind_of
 
 Summary = dict[str, Any]
@@ -303,22 +304,32 @@ def baseline_ranking_path(baseline: Path, config: str) -> Path:
 
 
 RANKING_SCHEMA = {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String}  # a kept ranking's columns
+NUMBERS_SCHEMA = {"case": pl.Int32, "chunk": pl.Int32}  # and, of a numbered run, its numbers
 
 
 def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
     """The first ``depth`` ranks of every case of a retrieve stage's run, as
-    ``case_id, rank, chunk_id`` sorted by case and rank, a batch of whole cases at a time
-    (:func:`ragvet.storage.rankings.case_batches`: a run not in case order is refused):
-    what a baseline keeps of a run to tell later how far a change moved each case's top k
-    (:mod:`ragvet.measures.overlap`)."""
-    for frame in case_batches(run, run.as_posix()):
-        ranked = frame.cast(RANKING_SCHEMA).sort(list(RANKING_COLUMNS))
+    ``case_id, rank, chunk_id`` sorted by case and rank, then the run's ``case`` and
+    ``chunk`` numbers when it has them (:func:`ragvet.storage.rankings.numbering`), a batch
+    of whole cases at a time (:func:`ragvet.storage.rankings.case_batches`: a run not in
+    case order is refused): what a baseline keeps of a run to tell later how far a change
+    moved each case's top k (:mod:`ragvet.measures.overlap`)."""
+    schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbering(run) is not None else {})
+    for frame in case_batches(run, run.as_posix(), list(schema)):
+        ranked = frame.cast(schema).sort(list(RANKING_COLUMNS))
         yield ranked.filter(pl.int_range(pl.len()).over("case_id") < depth)
 
 
 def write_ranking(path: Path, run: Path, depth: int) -> None:
-    """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time."""
-    with row_group_writer(path, write_parquet, pl.DataFrame(schema=RANKING_SCHEMA)) as write:
+    """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time, with the run's
+    numbering in its metadata when it has one: a later run numbered alike is then paired
+    with it by numbers (:mod:`ragvet.gating.movement`). A ranking kept without them (by an
+    older ragvet, or of a run without numbers) is paired by its ids: the same figures."""
+    numbered = numbering(run)
+    schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbered is not None else {})
+    metadata = None if numbered is None else {RUN_METADATA: numbered}
+    whole = functools.partial(write_parquet, metadata=metadata) if metadata else write_parquet
+    with row_group_writer(path, whole, pl.DataFrame(schema=schema), metadata) as write:
         for frame in ranking_of(run, depth):
             write(frame)
 

@@ -278,7 +278,8 @@ def _compare(sample: PairedSample, max_drop: float, higher: bool, stats: Statist
     on float noise, and the decision always agrees with the numbers written next to it.
     No paired case: every figure None, every count 0.
     """
-    if sample.n == 0:
+    b, c = sample.means()
+    if b is None or c is None:  # no paired case
         return entry | {
             "baseline": None,
             "current": None,
@@ -292,8 +293,6 @@ def _compare(sample: PairedSample, max_drop: float, higher: bool, stats: Statist
             "losses": 0,
             "exceeds": False,
         }
-    b, c = sample.means()
-    assert b is not None and c is not None  # n > 0
     wins, losses = (sample.rises, sample.falls) if higher else (sample.falls, sample.rises)
     delta = round(c - b, FLOAT_PLACES)
     entry.update(

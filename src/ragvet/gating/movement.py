@@ -28,10 +28,17 @@ import polars as pl
 
 from ragvet.errors import InputError
 from ragvet.gating.baselines import baseline_ranking_path, files_at
-from ragvet.measures.overlap import moved_at
+from ragvet.measures.overlap import MOVED, figures_at, moved_at, numbered_rankings
 from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
-from ragvet.storage.rankings import case_batches, paired_batches
+from ragvet.storage.rankings import (
+    NUMBERED_COLUMNS,
+    case_batches,
+    case_ids_of,
+    numbered_batches,
+    numbering,
+    paired_batches,
+)
 from ragvet.storage.results import column, per_case_path
 from ragvet.storage.tables import run_path
 
@@ -153,6 +160,42 @@ def _tags(per_case: Path, slices: Sequence[str]) -> tuple[list[str], Iterator[pl
     return keys, case_batches(per_case, per_case.as_posix(), ["case_id", *(column("tags", key) for key in keys)])
 
 
+def _named(cases: np.ndarray, baseline: pl.DataFrame, run: Path | bytes) -> pl.Series:
+    """The ids of the case numbers ``cases``: from the baseline's rows (``case, case_id``),
+    and, for a case only the run ranks, from the run (:func:`case_ids_of`)."""
+    known = baseline.select("case", "case_id").unique("case")
+    named = pl.DataFrame({"case": cases.astype(np.int32)}).join(known, on="case", how="left", maintain_order="left")
+    unnamed = named.filter(pl.col("case_id").is_null())["case"].to_numpy()
+    if len(unnamed):
+        named = named.update(case_ids_of(run, unnamed), on="case")
+    return named["case_id"]
+
+
+def moved_batches(sides: Sides, ks: Sequence[int], p: float) -> Iterator[pl.DataFrame]:
+    """:func:`moved_at` of the two rankings at every k of ``ks``, a batch of whole cases at
+    a time in case-id order (at least one frame). Two rankings numbered alike
+    (:func:`numbering`) are paired by their numbers, the others by their ids: the same
+    figures either way."""
+    (base, _), (run, _) = sides
+    depth = max(ks, default=0)
+    numbered = numbering(base)
+    if numbered is None or numbered != numbering(run):
+        pairs = paired_batches([case_batches(source, where) for source, where in sides])
+        found = (moved_at(base_rows, run_rows, ks, p) for base_rows, run_rows in pairs)
+    else:
+        columns = [[*NUMBERED_COLUMNS, "case_id"], list(NUMBERED_COLUMNS)]
+        streams = [numbered_batches(source, where, read) for (source, where), read in zip(sides, columns)]
+        found = (
+            figures_at(_named(cases, base_rows, run), *matrices, ks, p)
+            for base_rows, run_rows in paired_batches(streams, key="case")
+            for cases, matrices in [numbered_rankings(base_rows, run_rows, depth)]
+        )
+    first = next(found, None)
+    none = np.zeros((0, depth), dtype=np.int64)
+    yield figures_at(pl.Series("case_id", [], pl.String), none, none, ks, p) if first is None else first
+    yield from found
+
+
 def _measured(
     config: str,
     sides: Sides,
@@ -169,8 +212,8 @@ def _measured(
     tally = MovementTally(depth, keys, MOST_MOVED) if depth is not None else None
     ks = sorted({*guarded, *([] if depth is None else [depth])})
     counts = dict.fromkeys(guarded, (0, 0))
-    for base, run, tagged in paired_batches([*(case_batches(source, where) for source, where in sides), tags]):
-        by_k = moved_at(base, run, ks, p)
+    for moves, tagged in paired_batches([moved_batches(sides, ks, p), tags]):
+        by_k = {k: moves.select("case_id", *(f"{name}@{k}" for name in MOVED)) for k in ks}
         for k in guarded:
             changed = by_k[k][f"topk_changed@{k}"]
             counts[k] = (counts[k][0] + len(changed), counts[k][1] + int(changed.sum()))

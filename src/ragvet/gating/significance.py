@@ -33,8 +33,8 @@ from ragvet.gating.corrections import CORRECTION_NAMES, CORRECTIONS
 from ragvet.gating.paired import moved_rows
 
 _STATSMODELS_METHOD = {"holm": "holm", "bh": "fdr_bh"}
-# Bound the (resamples x cases) sign matrix so large eval sets do not exhaust memory
-# (the Monte Carlo stream does not depend on it, see _heads).
+# Bound the raw words, coins and sign cells held at once so large eval sets do not exhaust
+# memory (the Monte Carlo stream does not depend on it, see _heads).
 _SIGN_CELLS = 4_000_000
 # Resamples per matrix product at least: OpenBLAS's threads, on a
 # busy machine, cost more than the product in small ones (60 x 8,306 by 8,306 x 64: 0.9 to
@@ -49,13 +49,40 @@ def _signs(rows: int, n: int, start: int) -> np.ndarray:
 
 
 def _heads(raw: np.ndarray, cases: np.ndarray) -> np.ndarray:
-    """The coins of ``cases`` (positions among the paired cases) as 0.0 / 1.0 (1 is a
-    + sign) in each row of ``raw``: a row is one random vector of fair coins, the next
-    ⌈n/64⌉ raw 64-bit words of the seeded bit generator, case i its bit i
-    (little-endian), so the stream depends neither on the batching nor on which
-    cases are read."""
+    """The coins of ``cases`` (positions among the paired cases) in each row of ``raw``,
+    packed eight to a byte (little-endian bit order, 1 a + sign): a row is one random
+    vector of fair coins, the next ⌈n/64⌉ raw 64-bit words of the seeded bit generator,
+    case i its bit i (little-endian), so the stream depends neither on the batching nor
+    on which cases are read."""
     octets = raw.astype("<u8", copy=False).view(np.uint8)[:, cases >> 3]  # bit i is bit i % 8 of byte i // 8
-    return ((octets >> (cases & 7).astype(np.uint8)) & np.uint8(1)).astype(np.float64)
+    return np.packbits((octets >> (cases & 7).astype(np.uint8)) & np.uint8(1), axis=1, bitorder="little")
+
+
+def _drawn_heads(rng: np.random.Generator, rows: int, words: int, cases: np.ndarray) -> np.ndarray:
+    """The next ``rows`` random vectors of ``words`` raw words each, as :func:`_heads` of
+    ``cases``: drawn a few rows at a time, so no more than :data:`_SIGN_CELLS` raw words or
+    unpacked coins are held at once, whatever n and the moved cases."""
+    packed = np.empty((rows, -(-len(cases) // 8)), dtype=np.uint8)
+    step = max(1, _SIGN_CELLS // max(words, len(cases)))
+    for start in range(0, rows, step):
+        count = min(step, rows - start)
+        raw = rng.bit_generator.random_raw(count * words).reshape(count, words)
+        packed[start : start + count] = _heads(raw, cases)
+    return packed
+
+
+def _heads_times(packed: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """``H @ moved`` for the 0/1 heads H that ``packed`` (:func:`_heads`) holds, unpacked
+    :data:`_SIGN_CELLS` coins at a time: the moved cases in consecutive blocks, each
+    block's product added to the sums of those before it."""
+    rows, cases = packed.shape[0], moved.shape[0]
+    block = max(8, _SIGN_CELLS // max(rows, 1) // 8 * 8)  # whole bytes of coins per block
+    sums = np.zeros((rows, moved.shape[1]), dtype=np.float64)
+    for start in range(0, cases, block):
+        stop = min(cases, start + block)
+        coins = np.unpackbits(packed[:, start // 8 : -(-stop // 8)], axis=1, count=stop - start, bitorder="little")
+        sums += coins.astype(np.float64) @ moved[start:stop]
+    return sums
 
 
 def permutation_p(base: np.ndarray, cur: np.ndarray, resamples: int, seed: int) -> float | None:
@@ -103,12 +130,19 @@ def moved_ps(n: int, positions: np.ndarray, rows: np.ndarray, resamples: int, se
     The Monte Carlo sign matrix S (``resamples`` x n, the raw words of
     ``numpy.random.default_rng(seed)``'s bit generator, one bit per case:
     :func:`_heads`) is drawn once for all the columns that need it, and each
-    column's |S d| ≥ |Σ dᵢ| - 1e-9 Σ|dᵢ| is counted from one matrix product
+    column's |S d| ≥ |Σ dᵢ| - 1e-9 Σ|dᵢ| is counted from the matrix product
     (S d = 2 H d - Σ dᵢ, H the 0/1 heads) over the cases those columns moved: a case
     no column moved adds 0 to every sum, so its bits are drawn but never read. The
     tolerance is far above the float noise of any summation order, so the count
     does not depend on the other columns. A column's p-value is therefore a pure
     function of that column, ``resamples`` and ``seed``: the same as alone.
+
+    S is drawn a batch of resamples at a time and kept one bit per moved case
+    (:func:`_drawn_heads`), and H d is summed a block of moved cases at a time
+    (:func:`_heads_times`): memory holds a batch's packed coins and one block, never
+    resamples x moved cases of floats. Blocking changes only the summation order,
+    which the tolerance absorbs; below one block (a few thousand moved cases) the
+    product is one block, the sums as one product makes them.
     """
     m = rows.shape[1]
     if n == 0:
@@ -138,9 +172,8 @@ def moved_ps(n: int, positions: np.ndarray, rows: np.ndarray, resamples: int, se
     batch = min(resamples, max(_MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)))
     hits = np.zeros(len(drawn), dtype=np.int64)
     for start in range(0, resamples, batch):
-        rows_drawn = min(batch, resamples - start)
-        raw = rng.bit_generator.random_raw(rows_drawn * words).reshape(rows_drawn, words)
-        flipped = 2.0 * (_heads(raw, cases) @ moved) - totals  # Σ sᵢdᵢ with sᵢ = 2·headᵢ - 1
+        heads = _drawn_heads(rng, min(batch, resamples - start), words, cases)
+        flipped = 2.0 * _heads_times(heads, moved) - totals  # Σ sᵢdᵢ with sᵢ = 2·headᵢ - 1
         hits += (np.abs(flipped) >= observed - tolerance).sum(axis=0)
     for i, j in enumerate(drawn):
         out[j] = (1 + int(hits[i])) / (1 + resamples)

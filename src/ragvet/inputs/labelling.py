@@ -18,20 +18,22 @@ splits until an annotator adds its evidence and removes the status (docs/inputs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.formats.imported import unique
 from ragvet.formats.logs import jsonl_rows, query_fields
-from ragvet.measures.overlap import moved
+from ragvet.gating.movement import Ranking, Sides, moved_batches
 from ragvet.settings import RBO_PERSISTENCE
 from ragvet.storage.rankings import RANKING_COLUMNS
 
 NO_SLICE = "(none)"  # the slice of a query without the slice tag
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,28 +45,40 @@ class Query:
     tags: dict[str, str]
 
 
-def read_ranking(path: Path, what: str) -> pl.DataFrame:
-    """A ranking's ``case_id, rank, chunk_id`` (a retrieve stage's run, or the baseline's
-    recorded ranking), refused with the file named when it is not one."""
-    if not path.is_file():
-        raise InputError([Problem(str(path), f"the {what} does not exist", "give the path of a ragvet run (.parquet)")])
-    try:
-        frame = pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError) as err:
-        what_went = f"not a readable Parquet {what} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
-        raise InputError([Problem(str(path), what_went, "give a run as the retrieve stage writes it")]) from None
-    missing = [name for name in RANKING_COLUMNS if name not in frame.columns]
+def checked_ranking(path: Path, what: str) -> Ranking:
+    """A ranking's file (a retrieve stage's run, or the baseline's recorded ranking) and its
+    name in errors, refused with the file named when it is not a readable Parquet file with
+    ``case_id, rank, chunk_id`` columns; only its schema is read here."""
+    names = _ranking_read(path, what, pl.read_parquet_schema)
+    missing = [name for name in RANKING_COLUMNS if name not in names]
     if missing:
         raise InputError(
             [
                 Problem(
                     str(path),
-                    f"the {what} has no column {', '.join(missing)} (it has {', '.join(frame.columns)})",
+                    f"the {what} has no column {', '.join(missing)} (it has {', '.join(names)})",
                     "give a run as the retrieve stage writes it: case_id, rank, chunk_id",
                 )
             ]
         )
-    return frame.select(RANKING_COLUMNS)
+    return path, str(path)
+
+
+def read_ranking(path: Path, what: str) -> pl.DataFrame:
+    """A ranking's ``case_id, rank, chunk_id`` (:func:`checked_ranking`), read whole."""
+    checked_ranking(path, what)
+    return _ranking_read(path, what, lambda found: pl.read_parquet(found, columns=list(RANKING_COLUMNS)))
+
+
+def _ranking_read(path: Path, what: str, read: Callable[[Path], T]) -> T:
+    """``read(path)``, a missing or unreadable file a problem naming it."""
+    if not path.is_file():
+        raise InputError([Problem(str(path), f"the {what} does not exist", "give the path of a ragvet run (.parquet)")])
+    try:
+        return read(path)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        what_went = f"not a readable Parquet {what} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        raise InputError([Problem(str(path), what_went, "give a run as the retrieve stage writes it")]) from None
 
 
 def read_queries(path: Path) -> list[tuple[str, str, dict[str, str]]]:
@@ -95,19 +109,17 @@ def read_queries(path: Path) -> list[tuple[str, str, dict[str, str]]]:
     return queries
 
 
-def moved_queries(
-    queries: Iterable[tuple[str, str, dict[str, str]]],
-    baseline: pl.DataFrame,
-    candidate: pl.DataFrame,
-    k: int,
-) -> list[Query]:
-    """The queries whose top ``k`` set changed from ``baseline`` to ``candidate``."""
+def moved_queries(queries: Iterable[tuple[str, str, dict[str, str]]], sides: Sides, k: int) -> list[Query]:
+    """The queries whose top ``k`` set changed from the baseline's ranking to the
+    candidate's (``sides``, :func:`checked_ranking`), both read a batch of cases at a time
+    (:func:`ragvet.gating.movement.moved_batches`: each table in case-id order)."""
     queries = list(queries)
-    ids = pl.Series("case_id", [query_id for query_id, _, _ in queries], dtype=pl.String)
-    sides = [frame.filter(pl.col("case_id").cast(pl.String).is_in(ids.implode())) for frame in (baseline, candidate)]
-    # A query neither ranking holds is in neither frame: both its lists are empty, so it did not move.
-    changed = moved(*sides, k, RBO_PERSISTENCE).filter(pl.col(f"topk_changed@{k}") == 1)
-    ids = set(changed["case_id"].to_list())
+    wanted = pl.Series("case_id", [query_id for query_id, _, _ in queries], dtype=pl.String).implode()
+    changed = pl.col(f"topk_changed@{k}") == 1
+    ids: set[str] = set()
+    # A query neither ranking holds is in no batch: both its lists are empty, so it did not move.
+    for frame in moved_batches(sides, [k], RBO_PERSISTENCE):
+        ids.update(frame.filter(changed & pl.col("case_id").is_in(wanted))["case_id"].to_list())
     return [Query(query_id, question, tags) for query_id, question, tags in queries if query_id in ids]
 
 

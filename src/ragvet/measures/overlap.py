@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ragvet.storage.rankings import RANKING_COLUMNS
+from ragvet.storage.rankings import NUMBERED_COLUMNS, RANKING_COLUMNS
 
 MISSING = -1  # a rank past the end of a case's list
 
@@ -242,21 +242,59 @@ def paired_rankings(
     return case_ids, matrices[0], matrices[1]
 
 
-def moved_at(baseline: pl.DataFrame, candidate: pl.DataFrame, ks: Sequence[int], p: float) -> dict[int, pl.DataFrame]:
-    """Per case of either ranking (whole cases, as :func:`paired_rankings` takes them) and
-    each ``k`` of ``ks``: ``overlap@k``, ``topk_changed@k`` and ``rbo@k`` (RBO_EXT of the
-    two top-``k`` lists, persistence ``p``), sorted by case id; paired once, at the deepest k."""
-    case_ids, base, cand = paired_rankings(baseline, candidate, max(ks, default=0))
-    found = {}
+def _in_rank_order(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A numbered ranking's case and chunk numbers in ``(case, rank, chunk)`` order (the
+    order :func:`paired_rankings` sorts ids in, as the numbers follow the sorted ids);
+    sorted only when the rows are not already so, as the retrieve stage writes them."""
+    case, rank, chunk = (frame[name].to_numpy() for name in NUMBERED_COLUMNS)
+    if len(case) > 1:
+        step_case, step_rank = np.diff(case), np.diff(rank)
+        ahead = (step_case > 0) | ((step_case == 0) & ((step_rank > 0) | ((step_rank == 0) & (np.diff(chunk) >= 0))))
+        if not ahead.all():
+            order = np.lexsort((chunk, rank, case))
+            case, chunk = case[order], chunk[order]
+    return case, chunk
+
+
+def numbered_rankings(
+    baseline: pl.DataFrame, candidate: pl.DataFrame, depth: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """:func:`paired_rankings` of two rankings numbered alike (frames of ``case, rank,
+    chunk``: :func:`ragvet.storage.rankings.numbering`), their own numbers used as they
+    are: the case numbers of either side, ascending, and the two matrices."""
+    sides = [_in_rank_order(frame) for frame in (baseline, candidate)]
+    starts = [np.flatnonzero(np.r_[True, case[1:] != case[:-1]])[: len(case)] for case, _ in sides]
+    cases = np.union1d(*(case[first] for (case, _), first in zip(sides, starts)))
+    matrices = []
+    for (case, chunk), first in zip(sides, starts):
+        position = np.arange(len(case)) - np.repeat(first, np.diff(np.r_[first, len(case)]))
+        kept = position < depth
+        matrix = np.full((len(cases), max(depth, 0)), MISSING, dtype=np.int64)
+        matrix[np.searchsorted(cases, case[kept]), position[kept]] = chunk[kept]
+        matrices.append(matrix)
+    return cases, matrices
+
+
+def moved_at(baseline: pl.DataFrame, candidate: pl.DataFrame, ks: Sequence[int], p: float) -> pl.DataFrame:
+    """Per case of either ranking (whole cases, as :func:`paired_rankings` takes them),
+    sorted by case id: ``case_id``, then for each ``k`` of ``ks`` ``overlap@k``,
+    ``topk_changed@k`` and ``rbo@k`` (RBO_EXT of the two top-``k`` lists, persistence
+    ``p``); paired once, at the deepest k."""
+    return figures_at(*paired_rankings(baseline, candidate, max(ks, default=0)), ks, p)
+
+
+MOVED = ("overlap", "topk_changed", "rbo")  # the figures of each k, in their columns' order
+
+
+def figures_at(case_ids: pl.Series, base: np.ndarray, cand: np.ndarray, ks: Sequence[int], p: float) -> pl.DataFrame:
+    """:func:`moved_at` of two paired matrices, as deep as the largest of ``ks``, whose rows
+    ``case_ids`` name."""
+    columns: dict[str, object] = {"case_id": case_ids}
     for k in ks:
-        overlap, changed, rbo = movement(base, cand, k, p)
-        found[k] = pl.DataFrame(
-            {"case_id": case_ids, f"overlap@{k}": overlap, f"topk_changed@{k}": changed, f"rbo@{k}": rbo},
-            schema_overrides={"case_id": pl.String},
-        )
-    return found
+        columns |= dict(zip((f"{name}@{k}" for name in MOVED), movement(base, cand, k, p)))
+    return pl.DataFrame(columns, schema_overrides={"case_id": pl.String})
 
 
 def moved(baseline: pl.DataFrame, candidate: pl.DataFrame, k: int, p: float) -> pl.DataFrame:
-    """:func:`moved_at` at one ``k``."""
-    return moved_at(baseline, candidate, [k], p)[k]
+    """:func:`moved_at` at one ``k``: ``case_id, overlap@k, topk_changed@k, rbo@k``."""
+    return moved_at(baseline, candidate, [k], p)

@@ -12,24 +12,57 @@ retrieve stage writes its runs sorted by ``(case_id, rank)``, a kept ranking is 
 a per-case table is in case-id order. The rows within one case may come in any order (a
 reader sorts a batch). A table that breaks the order is refused at the row where it does
 (exit 2): pairing it by merge would pair the wrong rows, and sorting it would need it whole.
+
+A run the retrieve stage wrote also numbers its ids: ``case`` and ``chunk``, each id's
+position among the sorted ids of the cases file and the chunking, whose digests its
+metadata holds (:data:`ragvet.storage.tables.RUN_METADATA`), and a kept ranking keeps them
+(:func:`numbering`). Two rankings numbered alike are read and paired by those integers
+(``key="case"``: the numbers ascend as the ids do), never touching a billion strings; the
+case ids are read only where a result names its cases.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem
-from ragvet.storage.tables import parquet_slices
+from ragvet.storage.tables import RUN_METADATA, parquet_slices
 
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
+NUMBERED_COLUMNS = ("case", "rank", "chunk")  # a numbered ranking's integers (:func:`numbering`)
 BATCH_ROWS = 1 << 20  # rows read at once: about 10,000 cases of a run at depth 100
+NUMBERS_FIX = "re-run the retrieve stage (dvc repro), then `ragvet baseline accept` for a kept ranking"
 ORDER_FIX = "write it sorted by case_id (the retrieve stage and `ragvet baseline accept` do): re-run them"
 
 
-def _out_of_order(ids: pl.Series, before: str | None) -> int | None:
+def numbering(source: Path | bytes) -> str | None:
+    """The numbering a Parquet ranking's ``case`` and ``chunk`` columns follow (its
+    :data:`RUN_METADATA` entry, the digests of the sorted ids they count), or None for a
+    ranking without them: two rankings with the same numbering name the same case and
+    chunk by the same number."""
+    handle = source if isinstance(source, Path) else io.BytesIO(source)
+    try:
+        names = pl.read_parquet_schema(handle)
+        found = pl.read_parquet_metadata(handle).get(RUN_METADATA) if {"case", "chunk"} <= set(names) else None
+    except (pl.exceptions.PolarsError, OSError):
+        return None  # the reader names the unreadable file
+    return found
+
+
+def case_ids_of(source: Path | bytes, numbers: np.ndarray) -> pl.DataFrame:
+    """``case, case_id`` of the given case ``numbers`` in a numbered ranking: one scan that
+    reads only the row groups whose ``case`` range holds some of them."""
+    wanted = pl.col("case").is_between(int(numbers.min()), int(numbers.max())) & pl.col("case").is_in(numbers.tolist())
+    found = pl.scan_parquet(source).select("case", "case_id").filter(wanted).unique("case").collect()
+    return found.with_columns(pl.col("case_id").cast(pl.String))
+
+
+def _out_of_order(ids: pl.Series, before: str | int | None) -> int | None:
     """The position in ``ids`` of the first id below the one before it (``before``
     precedes the first), or of the first null; None when they ascend."""
     if ids.null_count():
@@ -39,22 +72,27 @@ def _out_of_order(ids: pl.Series, before: str | None) -> int | None:
     return int(falls.arg_max()) if falls.any() else None
 
 
-def case_batches(source: Path | bytes, where: str, columns: Sequence[str] = RANKING_COLUMNS) -> Iterator[pl.DataFrame]:
+def case_batches(
+    source: Path | bytes, where: str, columns: Sequence[str] = RANKING_COLUMNS, key: str = "case_id"
+) -> Iterator[pl.DataFrame]:
     """The table at ``source`` (a Parquet file's path or bytes, named ``where`` in errors)
-    as frames of ``columns`` holding whole cases, in case-id order, ``case_id`` as
-    strings: one empty frame for a table of no rows, else no empty frame. A case whose
-    rows go on past a slice's end is held back and joined to the next slice's, so a
-    batch is about :data:`BATCH_ROWS` rows plus one case."""
+    as frames of ``columns`` holding whole cases, in the order of ``key`` (the case id,
+    or a numbered ranking's ``case``), ``case_id`` as strings: one empty frame for a
+    table of no rows, else no empty frame. A case whose rows go on past a slice's end is
+    held back and joined to the next slice's, so a batch is about :data:`BATCH_ROWS` rows
+    plus one case."""
     held, read, yielded = None, 0, False
     for frame in parquet_slices(source, BATCH_ROWS, list(columns)):
-        frame = frame.with_columns(pl.col("case_id").cast(pl.String))
-        wrong = _out_of_order(frame["case_id"], held["case_id"][-1] if held is not None else None)
+        if "case_id" in columns:
+            frame = frame.with_columns(pl.col("case_id").cast(pl.String))
+        wrong = _out_of_order(frame[key], held[key][-1] if held is not None else None)
         if wrong is not None:
-            what = f"case ids not in ascending order (row {read + wrong + 1}: {frame['case_id'][wrong]!r})"
+            named = "case ids" if key == "case_id" else f"case numbers ({key})"
+            what = f"{named} not in ascending order (row {read + wrong + 1}: {frame[key][wrong]!r})"
             raise InputError([Problem(where, what, ORDER_FIX)])
         read += frame.height
         held = frame if held is None else pl.concat([held, frame])
-        last = held["case_id"].search_sorted(held["case_id"][-1], side="left") if held.height else 0
+        last = held[key].search_sorted(held[key][-1], side="left") if held.height else 0
         if last:
             yield held.slice(0, last)
             yielded = True
@@ -63,8 +101,21 @@ def case_batches(source: Path | bytes, where: str, columns: Sequence[str] = RANK
         yield held
 
 
-def paired_batches(tables: Iterable[Iterator[pl.DataFrame]]) -> Iterator[list[pl.DataFrame]]:
-    """The batches of several :func:`case_batches` streams lined up by case id: each item
+def numbered_batches(
+    source: Path | bytes, where: str, columns: Sequence[str] = NUMBERED_COLUMNS
+) -> Iterator[pl.DataFrame]:
+    """:func:`case_batches` of a numbered ranking by its case numbers, each batch's ranks
+    and chunk numbers checked: every row has both, and no chunk number is negative."""
+    for frame in case_batches(source, where, columns, key="case"):
+        missing = frame.select(pl.col("rank", "chunk").null_count().sum()).sum_horizontal().item()
+        if missing or (frame["chunk"] < 0).any():
+            what = "a row without a rank or a chunk number, or with a negative chunk number"
+            raise InputError([Problem(where, what, NUMBERS_FIX)])
+        yield frame
+
+
+def paired_batches(tables: Iterable[Iterator[pl.DataFrame]], key: str = "case_id") -> Iterator[list[pl.DataFrame]]:
+    """The batches of several :func:`case_batches` streams lined up by ``key``: each item
     holds, for every table, its rows of the same run of cases (an empty frame where a
     table has none of them), whole cases only, ascending from item to item.
 
@@ -81,10 +132,10 @@ def paired_batches(tables: Iterable[Iterator[pl.DataFrame]]) -> Iterator[list[pl
                 held[side] = held[side] if more is None else more
         if all(frame.height == 0 for frame in held):
             return
-        cut = min((frame["case_id"][-1] for frame, over in zip(held, done) if not over), default=None)
+        cut = min((frame[key][-1] for frame, over in zip(held, done) if not over), default=None)
         batch = []
         for side, frame in enumerate(held):
-            upto = frame.height if cut is None else frame["case_id"].search_sorted(cut, side="right")
+            upto = frame.height if cut is None else frame[key].search_sorted(cut, side="right")
             batch.append(frame.slice(0, upto))
             held[side] = frame.slice(upto)
         yield batch

@@ -178,7 +178,11 @@ def write_results(path: Path, frame: pl.DataFrame) -> None:
 
 @contextmanager
 def row_group_writer(
-    path: Path, write_whole: Callable[[Path, pl.DataFrame], None], empty: pl.DataFrame, **options: Any
+    path: Path,
+    write_whole: Callable[[Path, pl.DataFrame], None],
+    empty: pl.DataFrame,
+    metadata: dict[str, str] | None = None,
+    **options: Any,
 ) -> Iterator[Callable[[pl.DataFrame], None]]:
     """A function that takes a table's rows a batch at a time and writes them to ``path``
     in row groups of exactly :data:`ROW_GROUP_ROWS` rows (the last one shorter), holding
@@ -187,7 +191,9 @@ def row_group_writer(
     A table of up to that many rows (``empty`` when no row came) is written by
     ``write_whole`` when the block ends: one row group, the bytes of the table written whole.
     A longer one goes through pyarrow's ``ParquetWriter`` (``options`` for it), atomically;
-    every batch has the same columns in the same order. Nothing is written when the block fails."""
+    every batch has the same columns in the same order. ``metadata`` goes to the file's
+    key-value metadata then (``write_whole`` writes its own). Nothing is written when the
+    block fails."""
     held: list[pl.DataFrame] = []
     with ExitStack() as stack:
         writer = None
@@ -198,7 +204,8 @@ def row_group_writer(
             if writer is None:
                 import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
 
-                writer = parquet.ParquetWriter(stack.enter_context(atomic_output(path)), arrow.schema, **options)
+                schema = arrow.schema if metadata is None else arrow.schema.with_metadata(metadata)
+                writer = parquet.ParquetWriter(stack.enter_context(atomic_output(path)), schema, **options)
                 stack.callback(writer.close)  # closed before the temporary file is renamed or removed
             writer.write_table(arrow.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
 
