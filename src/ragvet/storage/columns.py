@@ -250,6 +250,8 @@ class EvidenceTable:
         )
         start, doc = pl.col("start"), pl.col("doc")
         label = pl.when(start < 0).then(doc).otherwise(pl.format("{}[{}:{}]", doc, start, pl.col("end")))
+        if (counts == 1).all():  # no alternatives: a unit's label is its one target's
+            return frame.select(label.alias("label"))["label"]
         joined = frame.group_by("unit", maintain_order=True).agg(label.str.join(" | ").alias("label"))
         every = pl.DataFrame({"unit": np.arange(len(units))})
         return every.join(joined, on="unit", how="left", maintain_order="left")["label"].fill_null("")

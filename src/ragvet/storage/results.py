@@ -165,7 +165,8 @@ def round_results(frame: pl.DataFrame) -> pl.DataFrame:
     """Every float column rounded (:func:`round_array`), non-finite values null."""
     floats = [name for name, dtype in frame.schema.items() if dtype == pl.Float64]
     return frame.with_columns(
-        pl.Series(name, round_array(frame[name].fill_null(math.nan).to_numpy()), nan_to_null=True) for name in floats
+        pl.Series(name, round_array(frame[name].to_numpy()), nan_to_null=True)
+        for name in floats  # null: NaN
     )
 
 
