@@ -106,7 +106,7 @@ BASE = [row("a", 1.0), row("b", 1.0), row("c", 0.5), row("d", 0.5), row("x", Non
 def test_a_paired_sample_holds_eval_cases_on_both_sides_with_values_sorted():
     base = [row("b", 0.5), row("a", 1.0), row("c", 0.0), row("d", 1.0, split="dev"), row("e", None)]
     cur = [row("a", 0.0), row("c", None), row("b", 1.0), row("d", 0.0, split="dev"), row("f", 1.0)]
-    [sample] = gating._samples(base, cur, ["recall@5"])
+    sample = gating.Pairing(["recall@5"]).read(base, cur).samples[0].sample()
     assert (sample.n, sample.means()) == (2, (0.75, 0.5))
     assert sample.ids.to_list() == ["a", "b"] and sample.positions.tolist() == [0, 1]
     assert sample.deltas.tolist() == [-1.0, 0.5] and (sample.rises, sample.falls) == (1, 1)

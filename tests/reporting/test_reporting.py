@@ -18,10 +18,10 @@ from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
-from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Judged
-from ragvet.stages.report import PLOT_FILES, csv_text, write_plots
+from ragvet.stages.report import PLOT_FILES, write_plots
 from ragvet.storage.files import read_json
 
 KS = [1, 3, 5, 10]
