@@ -40,6 +40,10 @@ _SIGN_CELLS = 4_000_000
 # busy machine, cost more than the product in small ones (60 x 8,306 by 8,306 x 64: 0.9 to
 # 2.3 s for 2,000 resamples with 2 threads, 0.14 s with one; 240 rows and up: 0.15 to 0.25 s).
 _MIN_PRODUCT_ROWS = 256
+# Bound the bytes of one batch of sign rows (a row's raw words, then per case read a few
+# bytes of coin and its float): past a few hundred thousand moved cases a product is large
+# at any number of rows, and 256 rows of ten million cases, a million read, took 1.7 GB.
+_SIGN_BYTES = 1 << 27
 
 
 def _signs(rows: int, n: int, start: int) -> np.ndarray:
@@ -135,7 +139,9 @@ def moved_ps(n: int, positions: np.ndarray, rows: np.ndarray, resamples: int, se
     totals = moved.sum(axis=0)
     rng = np.random.default_rng(seed)
     words = -(-n // 64)
-    batch = min(resamples, max(_MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)))
+    row_bytes = 8 * words + 11 * len(cases)  # the raw words, the coins' bytes (three passes) and floats
+    batch = min(resamples, max(_MIN_PRODUCT_ROWS, _SIGN_CELLS // max(len(cases), words)), _SIGN_BYTES // row_bytes)
+    batch = max(batch, 1)
     hits = np.zeros(len(drawn), dtype=np.int64)
     for start in range(0, resamples, batch):
         rows_drawn = min(batch, resamples - start)
