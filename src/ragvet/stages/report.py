@@ -41,7 +41,7 @@ from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output, write_lines
-from ragvet.storage.files import read_json, read_jsonl, write_text
+from ragvet.storage.files import each_jsonl, read_json, read_jsonl, write_text
 from ragvet.storage.records import split_outline
 from ragvet.storage.results import per_case_path, read_results
 
@@ -76,12 +76,12 @@ def _current(configs: list[str], cases_dir: Path, metrics: list[str] | None) -> 
 
 
 def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, dict]:
-    """Questions and evidence of the newly missed and found cases only."""
+    """Questions and evidence of the newly missed and found cases only, the cases read a line at a time."""
     ids = listed_cases(comparisons)
     if not ids:
         return {}
     texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
-    return case_details(read_jsonl(cases), texts, ids)
+    return case_details(each_jsonl(cases), texts, ids)
 
 
 def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: list[str]) -> list[tuple]:
