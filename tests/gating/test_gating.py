@@ -23,8 +23,6 @@ from ragvet.gating.compare import (
     accept_deliberate,
     gate_all,
     gate_verdict,
-    newly_found,
-    newly_missed,
     render_verdict,
     split_fingerprints,
 )
@@ -530,8 +528,8 @@ def test_read_results_at_names_a_shallow_clone_and_a_revision_without_results(tm
 def test_newly_found_mirrors_newly_missed():
     base = [row("a", 1.0), row("b", 0.0), row("c", 0.0), row("d", 1.0, split="dev")]
     cur = [row("a", 0.0), row("b", 1.0), row("c", 0.0), row("d", 0.0, split="dev")]
-    assert newly_missed(base, cur, 5) == ["a"]
-    assert newly_found(base, cur, 5) == ["b"]
+    pairing = gating.Pairing([], k=5).read(base, cur)
+    assert (pairing.newly_missed(), pairing.newly_found()) == (["a"], ["b"])
 
 
 def test_missing_results_at_a_revision_fail_with_that_revision_named():

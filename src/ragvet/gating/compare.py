@@ -401,16 +401,6 @@ def compare_metrics(
     return out
 
 
-def newly_missed(baseline_rows: Side, current_rows: Side, k: int) -> list[str]:
-    """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    return Pairing([], k=k).read(baseline_rows, current_rows).newly_missed()
-
-
-def newly_found(baseline_rows: Side, current_rows: Side, k: int) -> list[str]:
-    """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
-    return Pairing([], k=k).read(baseline_rows, current_rows).newly_found()
-
-
 def newly_missed_k(metrics: Sequence[str]) -> int | None:
     ks = [k for k in map(_k_of, metrics) if k is not None]
     return max(ks) if ks else None
