@@ -11,6 +11,12 @@ through the gate's own :func:`ragvet.gating.decision.decide`; ``--comment`` adds
 hidden marker CI uses to find and update its one pull-request comment. The html page
 ends with the case explorer (:mod:`ragvet.reporting.explorer`), which also reads the
 runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
+
+Against the committed baseline, every comparison reads the two per-case tables a batch
+of cases at a time (:class:`ragvet.gating.compare.Pairing`,
+:func:`ragvet.reporting.moves.move_batches`), so the markdown report and the moves CSV
+never hold a table; the html page holds what it shows (every gated case's moves, the
+baseline's table for its slice chart, the validated cases for the explorer).
 """
 
 from __future__ import annotations
