@@ -31,7 +31,7 @@ from ragvet.gating.paired import PairedBuilder
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
-from ragvet.storage import rankings, records, results
+from ragvet.storage import records, results
 from ragvet.storage.files import write_json
 from ragvet.storage.records import SplitOutline, split_outline
 
@@ -1050,7 +1050,7 @@ def test_the_verdict_read_a_batch_of_cases_at_a_time_is_the_verdict_of_the_whole
     tables = [where["baseline"] / "cases" / f"{CONFIG}.parquet", where["cases_dir"] / f"{CONFIG}.parquet"]
     for path, rows in zip(tables, (base, current)):
         results.results_frame(sorted(rows, key=lambda r: r["case_id"])).write_parquet(path, row_group_size=3)
-    monkeypatch.setattr(rankings, "BATCH_ROWS", 4)
+    monkeypatch.setattr(gating, "TABLE_BATCH_ROWS", 4)
     monkeypatch.setattr(baselines, "BATCH_ROWS", 4)
     settings = gate_of(gate(), slices=["t"])
     streamed = decide(settings, where["cases_dir"], where["split"], where["baseline"], None, None)

@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 import pytest
 from builders import gate_of
 
+from ragvet.gating import compare
 from ragvet.gating.compare import gate_all
 from ragvet.gating.side_by_side import side_by_side
 from ragvet.inputs.params import stage_params
@@ -24,7 +25,7 @@ from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Judged
 from ragvet.stages.report import PLOT_FILES, write_plots
-from ragvet.storage import rankings, results
+from ragvet.storage import results
 from ragvet.storage.files import read_json
 
 KS = [1, 3, 5, 10]
@@ -222,7 +223,7 @@ def test_the_report_read_a_batch_of_cases_at_a_time_is_the_report_of_the_whole_t
     paths = [tmp_path / "base.parquet", tmp_path / "cur.parquet"]
     for frame, path in zip(frames, paths):
         frame.write_parquet(path, row_group_size=2)
-    monkeypatch.setattr(rankings, "BATCH_ROWS", 2)
+    monkeypatch.setattr(compare, "TABLE_BATCH_ROWS", 2)
     monkeypatch.setattr(moves, "ROW_BATCH", 2)
     settings, base_summary = gate_of(GATE, ["kind"]), {"fingerprints": dict(FP)}
 

@@ -61,6 +61,10 @@ Results = pl.DataFrame | Sequence[Row]
 # A side of a comparison: per-case results, or the per-case table's Parquet file, read a batch at a time.
 Side = Results | Path
 
+# Rows of a per-case table paired at once: a quarter of a million cases, whose frames
+# (read, joined, tallied) stay near 200 MB; a million held 800 MB at ten million cases.
+TABLE_BATCH_ROWS = 1 << 18
+
 COMPARABLE_FIX = (
     "gate a metric comparable across chunkings (evidence_recall@k, claim_availability@k, "
     "evidence_recall_budget@B; docs/metrics.md), or re-baseline deliberately with `ragvet baseline accept`"
@@ -128,13 +132,13 @@ def _wide_batches(
 
 def side_batches(sides: Sequence[Side], wanted: Collection[str]) -> Iterator[list[pl.DataFrame]]:
     """Each side's rows of the same run of cases, a run at a time in case-id order: when
-    every side is a Parquet file, a batch of cases at a time, paired by case id
+    every side is a Parquet file, :data:`TABLE_BATCH_ROWS` cases at a time, paired by case id
     (:func:`ragvet.storage.rankings.paired_batches`), only the ``wanted`` columns each
     has, so no side is held whole; else every side whole (a file's ``wanted`` columns),
     as one batch."""
     if all(isinstance(side, Path) for side in sides):
         streams = [
-            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted])
+            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted], TABLE_BATCH_ROWS)
             for path in sides
             if isinstance(path, Path)
         ]
