@@ -23,8 +23,6 @@ from ragvet.gating.compare import (
     accept_deliberate,
     gate_all,
     gate_verdict,
-    newly_found,
-    newly_missed,
     render_verdict,
     split_fingerprints,
 )
@@ -33,7 +31,7 @@ from ragvet.gating.paired import PairedBuilder
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.schema import Case, Doc, EvidenceUnit
 from ragvet.splitting import freeze_split
-from ragvet.storage import rankings, records, results
+from ragvet.storage import records, results
 from ragvet.storage.files import write_json
 from ragvet.storage.records import SplitOutline, split_outline
 
@@ -106,7 +104,7 @@ BASE = [row("a", 1.0), row("b", 1.0), row("c", 0.5), row("d", 0.5), row("x", Non
 def test_a_paired_sample_holds_eval_cases_on_both_sides_with_values_sorted():
     base = [row("b", 0.5), row("a", 1.0), row("c", 0.0), row("d", 1.0, split="dev"), row("e", None)]
     cur = [row("a", 0.0), row("c", None), row("b", 1.0), row("d", 0.0, split="dev"), row("f", 1.0)]
-    [sample] = gating._samples(base, cur, ["recall@5"])
+    sample = gating.Pairing(["recall@5"]).read(base, cur).samples[0].sample()
     assert (sample.n, sample.means()) == (2, (0.75, 0.5))
     assert sample.ids.to_list() == ["a", "b"] and sample.positions.tolist() == [0, 1]
     assert sample.deltas.tolist() == [-1.0, 0.5] and (sample.rises, sample.falls) == (1, 1)
@@ -530,8 +528,8 @@ def test_read_results_at_names_a_shallow_clone_and_a_revision_without_results(tm
 def test_newly_found_mirrors_newly_missed():
     base = [row("a", 1.0), row("b", 0.0), row("c", 0.0), row("d", 1.0, split="dev")]
     cur = [row("a", 0.0), row("b", 1.0), row("c", 0.0), row("d", 0.0, split="dev")]
-    assert newly_missed(base, cur, 5) == ["a"]
-    assert newly_found(base, cur, 5) == ["b"]
+    pairing = gating.Pairing([], k=5).read(base, cur)
+    assert (pairing.newly_missed(), pairing.newly_found()) == (["a"], ["b"])
 
 
 def test_missing_results_at_a_revision_fail_with_that_revision_named():
@@ -1052,7 +1050,7 @@ def test_the_verdict_read_a_batch_of_cases_at_a_time_is_the_verdict_of_the_whole
     tables = [where["baseline"] / "cases" / f"{CONFIG}.parquet", where["cases_dir"] / f"{CONFIG}.parquet"]
     for path, rows in zip(tables, (base, current)):
         results.results_frame(sorted(rows, key=lambda r: r["case_id"])).write_parquet(path, row_group_size=3)
-    monkeypatch.setattr(rankings, "BATCH_ROWS", 4)
+    monkeypatch.setattr(gating, "TABLE_BATCH_ROWS", 4)
     monkeypatch.setattr(baselines, "BATCH_ROWS", 4)
     settings = gate_of(gate(), slices=["t"])
     streamed = decide(settings, where["cases_dir"], where["split"], where["baseline"], None, None)

@@ -64,9 +64,14 @@ BASELINE_SIDE = Retrieved({"c-miss": [("d1#1", 2.5), ("d2#0", 1.0)], "c-same": [
 CANDIDATE_SIDE = Retrieved({"c-miss": [("d2#0", 3.0)], "c-found": [("d2#0", 1.23456)]}, CHUNKS)
 
 
+def ranked(table: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    return table.join(found, on="case_id", how="left")
+
+
 def moves() -> list[dict]:
-    current = (CUR, ranks(**{"c-miss": None, "c-found": 1, "c-same": 1}))
-    return case_moves(COMPARISON, current, (BASE, ranks(**{"c-miss": 1, "c-found": None, "c-same": 1})), ["hit@2"])
+    current = ranked(CUR, ranks(**{"c-miss": None, "c-found": 1, "c-same": 1}))
+    baseline = ranked(BASE, ranks(**{"c-miss": 1, "c-found": None, "c-same": 1}))
+    return case_moves(COMPARISON, current, baseline, ["hit@2"])
 
 
 def test_case_moves_lists_newly_missed_then_found_then_unchanged_eval_cases_side_by_side():
@@ -79,7 +84,7 @@ def test_case_moves_lists_newly_missed_then_found_then_unchanged_eval_cases_side
          "baseline_hit@2": 1.0, "hit@2": 1.0},
     ]  # fmt: skip
     # No baseline at all: every current eval case, unchanged, with nothing on the baseline's side.
-    alone = case_moves({"config": "cfg"}, (CUR, None), (None, None), ["hit@2"])
+    alone = case_moves({"config": "cfg"}, CUR, None, ["hit@2"])
     assert [(r["case_id"], r["status"], r["baseline_hit@2"], r["first_rank"]) for r in alone] == [
         ("c-found", "unchanged", None, None), ("c-miss", "unchanged", None, None), ("c-same", "unchanged", None, None)
     ]  # fmt: skip

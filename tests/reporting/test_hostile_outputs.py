@@ -232,7 +232,8 @@ def test_the_explorer_shows_hostile_ids_tags_questions_and_documents_as_text(tmp
     evidence = [{"doc": DOC_ID, "start": 0, "end": 8}]
     cases = [{"id": CASE_ID, "question": QUESTION, "tags": {"kind": TAG}, "evidence": evidence, "claims": claims}]
     table = CUR.with_columns(pl.lit(CASE_ID).alias("case_id")).head(1)
-    moves = case_moves(COMPARISON | {"newly_missed": [CASE_ID]}, (table, ranks(**{CASE_ID: 1})), (None, None), [])
+    table = table.join(ranks(**{CASE_ID: 1}), on="case_id", how="left")
+    moves = case_moves(COMPARISON | {"newly_missed": [CASE_ID]}, table, None, [])
     chunk = Chunk(f"{DOC_ID}#0", DOC_ID, 0, 0, len(CHUNK_TEXT), CHUNK_TEXT)
     sides = {"cfg": (unavailable(QUESTION), Retrieved({CASE_ID: [(chunk.chunk_id, 1.0)]}, {chunk.chunk_id: chunk}))}
     data = explorer_data(cases, {DOC_ID: CHUNK_TEXT}, {"cfg": moves}, sides, ["first_rank"], ["kind"], 5, TAG)

@@ -10,18 +10,22 @@ from xml.etree import ElementTree
 import pytest
 from builders import gate_of
 
+from ragvet.gating import compare
 from ragvet.gating.compare import gate_all
+from ragvet.gating.side_by_side import side_by_side
 from ragvet.inputs.params import stage_params
+from ragvet.reporting import moves
 from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import PALETTE, at_k_chart, budget_chart, slice_chart
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
-from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Judged
-from ragvet.stages.report import PLOT_FILES, csv_text, write_plots
+from ragvet.stages.report import PLOT_FILES, write_plots
+from ragvet.storage import results
 from ragvet.storage.files import read_json
 
 KS = [1, 3, 5, 10]
@@ -203,6 +207,56 @@ def test_compare_configs_pairs_eval_cases_with_deltas_slices_and_case_lists():
     # slice x: (1 + 1 + .5) / 3 -> (0 + 1 + .5) / 3, delta -1/3; slice y: .5 -> 1, +.5; largest move first
     assert [(s["value"], round(s["delta"], 6)) for s in comp["slices"]] == [("y", 0.5), ("x", -0.333333)]
     assert comp["newly_missed"] == ["a"] and comp["newly_found"] == ["d"]
+
+
+def test_the_report_read_a_batch_of_cases_at_a_time_is_the_report_of_the_whole_tables(tmp_path, monkeypatch):
+    """Against Parquet files (row groups of 2, read 2 rows at a time: a batch cut between
+    the newly missed case a and the newly found d), the comparisons, the side-by-side table
+    and the moves CSV (2 rows a slice, the unchanged set aside) are those of the tables
+    passed whole; g is an eval case only the current side holds."""
+    ranks = {"a": 1, "b": 2, "c": 1, "d": None, "e": 3, "f": 1}
+    base_rows = [row | {"first_relevant_rank": ranks[row["case_id"]]} for row in BASE_ROWS]
+    cur_rank = {"a": None, "d": 2}
+    cur_rows = [row | {"first_relevant_rank": cur_rank.get(row["case_id"], 1)} for row in CUR_ROWS]
+    cur_rows.append(case("g", 1.0, 1.0, 1500, "y") | {"first_relevant_rank": 1})
+    frames = [results.results_frame(rows) for rows in (base_rows, cur_rows)]
+    paths = [tmp_path / "base.parquet", tmp_path / "cur.parquet"]
+    for frame, path in zip(frames, paths):
+        frame.write_parquet(path, row_group_size=2)
+    monkeypatch.setattr(compare, "TABLE_BATCH_ROWS", 2)
+    monkeypatch.setattr(moves, "ROW_BATCH", 2)
+    settings, base_summary = gate_of(GATE, ["kind"]), {"fingerprints": dict(FP)}
+
+    def report(base, cur) -> tuple:
+        [comp] = compare_configs({CFG: cur}, {CFG: (base_summary, base)}, FP, KS, settings)
+        table = side_by_side({CFG: cur, OTHER: base}, CFG, ["evidence_recall@5"], settings)
+        return comp, table
+
+    streamed, whole = report(*paths), report(*frames)
+    assert streamed == whole
+    comp, table = streamed
+    assert comp["newly_missed"] == ["a"] and comp["newly_found"] == ["d"]
+    slices = [(s["value"], s["cases"], round(s["delta"], 6)) for s in comp["slices"]]
+    assert slices == [("y", 2, 0.5), ("x", 3, -0.333333)]
+    ev = comp["metrics"][0]  # (1 + 1 + .5 + 0 + 1) / 5 -> (0 + 1 + .5 + 1 + 1) / 5 over the 5 cases both hold
+    assert (ev["metric"], ev["cases"], ev["baseline"], ev["current"], ev["wins"], ev["losses"]) == (
+        "evidence_recall@5",
+        5,
+        0.7,
+        0.7,
+        1,
+        1,
+    )
+    # measured by the current table: the baseline's over the 5 cases both hold, .7; itself over its 6, 4.5 / 6
+    assert [(e["name"], e["metrics"][0]["current"]) for e in table["entries"]] == [(OTHER, 0.7), (CFG, 0.75)]
+    metric = ["evidence_recall@5"]
+    lines = "".join(moves.moves_lines([moves.move_batches(comp, paths[1], paths[0], metric)]))
+    assert lines == csv_text(moves.case_moves(comp, frames[1], frames[0], metric))
+    assert lines == (
+        "config,case_id,status,baseline_first_rank,first_rank,baseline_evidence_recall@5,evidence_recall@5\n"
+        f"{CFG},a,newly missed,1,,1.0,0.0\n{CFG},d,newly found,,2,0.0,1.0\n{CFG},b,unchanged,2,1,1.0,1.0\n"
+        f"{CFG},c,unchanged,1,1,0.5,0.5\n{CFG},e,unchanged,3,1,1.0,1.0\n{CFG},g,unchanged,,1,,1.0\n"
+    )
 
 
 def test_compare_configs_refuses_changed_labels():

@@ -10,7 +10,7 @@ from ragvet.errors import InputError
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.columns import TokenStarts
-from ragvet.storage.files import write_jsonl
+from ragvet.storage.files import each_jsonl, write_jsonl
 from ragvet.storage.tables import (
     RUN_METADATA,
     ids_digest,
@@ -258,3 +258,17 @@ def test_a_run_past_one_row_group_is_written_in_groups_a_batch_reader_decodes_on
     metadata = pl.read_parquet_metadata(tmp_path / "small.parquet")
     one.write_parquet(tmp_path / "one.parquet", row_group_size=len(one), metadata=metadata)
     assert (tmp_path / "small.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+
+
+def test_each_jsonl_reads_a_value_a_line_and_stops_at_the_first_bad_line_naming_it(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_bytes(b'{"id": "a"}\n\n{"id": "b"}\n')
+    assert list(each_jsonl(path)) == [{"id": "a"}, {"id": "b"}]
+    path.write_bytes(b'{"id": "a"}\n{"id": \n')
+    with pytest.raises(InputError) as bad:
+        list(each_jsonl(path))
+    assert bad.value.problems[0].where == f"{path}:2"
+    path.write_bytes(b'{"id": "a"}\n{"id": "\xff"}\n')
+    with pytest.raises(InputError) as undecodable:
+        list(each_jsonl(path))
+    assert undecodable.value.problems[0].where == f"{path}:2"

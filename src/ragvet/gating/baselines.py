@@ -44,10 +44,11 @@ Summary = dict[str, Any]
 COMPARED = ("case_id", "split", "answerable", "tags")
 
 
-def compared_columns(metrics: Sequence[str] | None) -> tuple[str, ...]:
-    """:data:`COMPARED` and the columns of ``metrics`` (every metric when None), as
-    :func:`ragvet.storage.results.read_results` takes them."""
-    return (*COMPARED, *(["metrics"] if metrics is None else [column("metrics", metric) for metric in metrics]))
+def compared_columns(metrics: Sequence[str] | None, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """:data:`COMPARED`, the columns of ``metrics`` (every metric when None) and ``extra``,
+    as :func:`ragvet.storage.results.read_results` takes them."""
+    metric_columns = ["metrics"] if metrics is None else [column("metrics", metric) for metric in metrics]
+    return (*COMPARED, *metric_columns, *extra)
 
 
 def read_baseline_dir(
@@ -249,36 +250,22 @@ def integrity_problems(baselines: Mapping[str, tuple], baseline: Path, split: Sp
 
 
 def baselines_for(
-    configs: list[str], baseline: Path, against: str | None, metrics: Sequence[str] | None = None, whole: bool = True
+    configs: list[str],
+    baseline: Path,
+    against: str | None,
+    metrics: Sequence[str] | None = None,
+    whole: bool = True,
+    extra: Sequence[str] = (),
 ) -> dict[str, tuple]:
     """``{config: (summary, table)}`` from a git revision's results or from the
     committed baseline folder; ``(None, None)`` where there is none. Of each table,
-    what a comparison of ``metrics`` reads (:func:`compared_columns`); of the committed
-    baseline folder's, its path when not ``whole`` (a comparison reads it a batch at a time)."""
+    what a comparison of ``metrics`` reads (:func:`compared_columns`), with the ``extra``
+    columns from a revision; of the committed baseline folder's, its path when not
+    ``whole`` (a comparison reads it a batch at a time, every column there)."""
     if against:
-        found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics))
+        found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics, extra))
         return {config: found[config] or (None, None) for config in configs}
     return {config: read_baseline_dir(baseline, config, metrics, whole) for config in configs}
-
-
-def rank_tables(
-    configs: Sequence[str], folder: Path, baseline: Path, against: str | None
-) -> dict[str, tuple[pl.DataFrame | None, pl.DataFrame | None]]:
-    """``{config: (current, baseline)}``: of each side's per-case table, the rank where
-    each case's evidence first arrived (``first_relevant_rank``), which a comparison does
-    not read (:data:`COMPARED`). The current side from ``folder``; the baseline from
-    ``against``'s results, else the committed baseline folder; None where there is none."""
-    columns = ("first_relevant_rank",)
-
-    def here(path: Path) -> pl.DataFrame | None:
-        return read_results(path, columns=columns) if path.is_file() else None
-
-    if against:
-        found = read_results_at(against, configs, Path.cwd(), columns)
-        base = {config: found[config][1] if found[config] else None for config in configs}
-    else:
-        base = {config: here(per_case_path(cases_dir(baseline), config)) for config in configs}
-    return {config: (here(per_case_path(folder, config)), base[config]) for config in configs}
 
 
 def latency_path(folder: Path, config: str) -> Path:

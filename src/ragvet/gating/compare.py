@@ -61,6 +61,10 @@ Results = pl.DataFrame | Sequence[Row]
 # A side of a comparison: per-case results, or the per-case table's Parquet file, read a batch at a time.
 Side = Results | Path
 
+# Rows of a per-case table paired at once: a quarter of a million cases, whose frames
+# (read, joined, tallied) stay near 200 MB; a million held 800 MB at ten million cases.
+TABLE_BATCH_ROWS = 1 << 18
+
 COMPARABLE_FIX = (
     "gate a metric comparable across chunkings (evidence_recall@k, claim_availability@k, "
     "evidence_recall_budget@B; docs/metrics.md), or re-baseline deliberately with `ragvet baseline accept`"
@@ -118,33 +122,43 @@ def _read_columns(path: Path) -> list[str]:
 def _wide_batches(
     baseline: Side, current: Side, metrics: Sequence[str], tags: Sequence[str] = ()
 ) -> Iterator[pl.DataFrame]:
-    """:func:`_joined` of the two sides a run of cases at a time, ascending: two Parquet
-    files are read a batch of cases at a time, paired by case id
-    (:func:`ragvet.storage.rankings.paired_batches`), only the columns compared, so neither
-    is held whole; a frame (or rows) is one batch."""
-    if isinstance(baseline, Path) and isinstance(current, Path):
-        wanted = {"case_id", "split", *(column("metrics", metric) for metric in metrics), *tags}
+    """:func:`_joined` of the two sides a run of cases at a time, ascending
+    (:func:`side_batches`: two Parquet files a batch of cases at a time, only the columns
+    compared, so neither is held whole; a frame, or rows, is one batch)."""
+    wanted = {"case_id", "split", *(column("metrics", metric) for metric in metrics), *tags}
+    for base, cur in side_batches([baseline, current], wanted):
+        yield _joined(base, cur, metrics, tags)
+
+
+def side_batches(sides: Sequence[Side], wanted: Collection[str]) -> Iterator[list[pl.DataFrame]]:
+    """Each side's rows of the same run of cases, a run at a time in case-id order: when
+    every side is a Parquet file, :data:`TABLE_BATCH_ROWS` cases at a time, paired by case id
+    (:func:`ragvet.storage.rankings.paired_batches`), only the ``wanted`` columns each
+    has, so no side is held whole; else every side whole (a file's ``wanted`` columns),
+    as one batch."""
+    if all(isinstance(side, Path) for side in sides):
         streams = [
-            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted])
-            for path in (baseline, current)
+            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted], rows=TABLE_BATCH_ROWS)
+            for path in sides
+            if isinstance(path, Path)
         ]
-        for base, cur in paired_batches(streams):
-            yield _joined(base, cur, metrics, tags)
+        yield from paired_batches(streams)
         return
-    yield _joined(_whole(baseline), _whole(current), metrics, tags)
+    yield [_whole(side, wanted) for side in sides]
 
 
-def _whole(side: Side) -> pl.DataFrame:
-    """A side as one frame: a Parquet file read whole, rows converted."""
-    return read_results(side) if isinstance(side, Path) else _table(side)
+def _whole(side: Side, wanted: Collection[str]) -> pl.DataFrame:
+    """A side as one frame: of a Parquet file, the ``wanted`` columns; rows converted."""
+    return read_results(side, columns=list(wanted)) if isinstance(side, Path) else _table(side)
 
 
 class Pairing:
     """Every figure the gate takes of two per-case tables, gathered in one pass over their
     paired eval-split cases (:func:`_wide_batches`), a batch at a time in case-id order:
     the :class:`PairedSample` of each of ``metrics``, of ``slice_metric`` per slice of
-    each of ``keys`` the current side tags, the newly missed cases at ``hit@k`` and how
-    many cases are paired. A whole frame is one batch, so each figure has one definition."""
+    each of ``keys`` the current side tags, the newly missed and newly found cases at
+    ``hit@k`` and how many cases are paired. A whole frame is one batch, so each figure
+    has one definition."""
 
     def __init__(
         self, metrics: Sequence[str], slice_metric: str | None = None, keys: Sequence[str] = (), k: int | None = None
@@ -155,6 +169,7 @@ class Pairing:
         self.samples = [PairedBuilder() for _ in self.metrics]
         self.slices: dict[str, dict[str, PairedBuilder]] = {}
         self.missed: list[pl.Series] = []
+        self.found: list[pl.Series] = []
         self.cases = 0
 
     def read(self, baseline: Side, current: Side) -> Pairing:
@@ -178,8 +193,8 @@ class Pairing:
                     builders.setdefault(value, PairedBuilder()).add(ids.gather(members), base[members], cur[members])
         if self.k is not None:
             i = self.columns.index(f"hit@{self.k}")
-            both = pl.col(f"b{i}").is_finite() & pl.col(f"c{i}").is_finite()
-            self.missed.append(wide.filter(both & (pl.col(f"b{i}") >= 1) & (pl.col(f"c{i}") <= 0))["case_id"])
+            self.missed.append(wide.filter(_lost(pl.col(f"b{i}"), pl.col(f"c{i}")))["case_id"])
+            self.found.append(wide.filter(_lost(pl.col(f"c{i}"), pl.col(f"b{i}")))["case_id"])
 
     def _values(self, wide: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
         i = self.columns.index(metric)
@@ -192,11 +207,14 @@ class Pairing:
     def newly_missed(self) -> list[str]:
         return [case_id for part in self.missed for case_id in part.to_list()]
 
+    def newly_found(self) -> list[str]:
+        return [case_id for part in self.found for case_id in part.to_list()]
 
-def _samples(baseline_rows: Side, current_rows: Side, metrics: Sequence[str]) -> list[PairedSample]:
-    """The :class:`PairedSample` of each of ``metrics`` over the eval-split cases on both
-    sides, each table read once for all of them (:class:`Pairing`)."""
-    return [builder.sample() for builder in Pairing(metrics).read(baseline_rows, current_rows).samples]
+
+def _lost(before: pl.Expr, after: pl.Expr) -> pl.Expr:
+    """A case hit before (``hit@k == 1``) and missed after (``hit@k == 0``), both values
+    finite: newly missed with the baseline before, newly found with the current side before."""
+    return before.is_finite() & after.is_finite() & (before >= 1) & (after <= 0)
 
 
 def _statistics(samples: Sequence[PairedSample], gate: Gate) -> list[tuple]:
@@ -359,37 +377,31 @@ def _slice_positions(tagged: pl.DataFrame, tag: str) -> Iterator[tuple[str, np.n
 
 
 def compare_metrics(
-    baseline_rows: Results,
-    current_rows: Results,
+    baseline_rows: Side,
+    current_rows: Side,
     metrics: Sequence[str],
     gate: Gate,
     stats: Statistics | None = None,
+    pairing: Pairing | None = None,
 ) -> list[dict]:
     """Paired means, delta, CI and raw p-value of each of ``metrics``, with no pass/fail
     decision (the report shows every metric this way, the gate decides only on guarded
     ones), the random draws shared by the metrics over the same paired cases
     (:func:`_statistics`).
-    With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`."""
+    With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`.
+    ``pairing``, when given, has read the two tables already with ``metrics``."""
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     out = []
-    for metric, sample in zip(metrics, _samples(baseline_rows, current_rows, metrics)):
+    if pairing is None:
+        pairing = Pairing(metrics).read(baseline_rows, current_rows)
+    for metric, sample in zip(metrics, (builder.sample() for builder in pairing.samples), strict=True):
         entry = _compare(sample, math.inf, higher_is_better(metric), stats, {"metric": metric})
         del entry["exceeds"]
         out.append(entry)
     if own:
         stats.fill()
     return out
-
-
-def newly_missed(baseline_rows: Side, current_rows: Side, k: int) -> list[str]:
-    """Eval cases hit in the baseline (``hit@k == 1``) and missed now (``hit@k == 0``)."""
-    return Pairing([], k=k).read(baseline_rows, current_rows).newly_missed()
-
-
-def newly_found(baseline_rows: Results, current_rows: Results, k: int) -> list[str]:
-    """Eval cases missed in the baseline (``hit@k == 0``) and hit now: the mirror of :func:`newly_missed`."""
-    return newly_missed(current_rows, baseline_rows, k)
 
 
 def newly_missed_k(metrics: Sequence[str]) -> int | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragvet.gating.compare import Results, Statistics, compare_metrics, fingerprint_reasons
+from ragvet.gating.compare import Side, Statistics, compare_metrics, fingerprint_reasons
 from ragvet.gating.significance import correct_entries
 from ragvet.measures.registry import METRICS
 from ragvet.settings import Gate
@@ -34,14 +34,15 @@ def comparable_metrics(k: int) -> list[str]:
 
 
 def side_by_side(
-    rows: Mapping[str, Results | None],
+    rows: Mapping[str, Side | None],
     baseline: str,
     metrics: Sequence[str],
     gate: Gate,
     fingerprints: Mapping[str, dict | None] | None = None,
 ) -> dict:
     """Every entry of ``rows`` (a configuration or experiment name -> per-case
-    rows, None when it has no results) against ``rows[baseline]``.
+    rows, or its table's Parquet file, read a batch of cases at a time; None when it has
+    no results) against ``rows[baseline]``.
 
     ``fingerprints`` (name -> eval-split and corpus fingerprints), when given,
     keeps out an entry whose labels or corpus differ from the baseline's: its

@@ -7,13 +7,18 @@ what the retriever stopped bringing back without opening the cases file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ragvet.text.escaping import md_code, md_text
 from ragvet.text.formatting import DASH
 
 
-def case_details(cases: Sequence[dict], texts: dict[str, str], ids: set[str]) -> dict[str, dict]:
+def listed_cases(comparisons: Iterable[dict]) -> set[str]:
+    """The cases the comparisons list: newly missed or newly found somewhere."""
+    return {cid for comp in comparisons for key in ("newly_missed", "newly_found") for cid in comp.get(key, [])}
+
+
+def case_details(cases: Iterable[dict], texts: dict[str, str], ids: set[str]) -> dict[str, dict]:
     """``{case_id: {question, evidence}}`` for the listed validated cases, with
     each evidence reference described by :func:`describe_evidence`."""
     return {

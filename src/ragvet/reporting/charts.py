@@ -13,8 +13,14 @@ matplotlib is imported only here, when an HTML report is asked for.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import polars as pl
+
+from ragvet.measures.summary import slice_table
+from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.summaries import summary_k
+from ragvet.settings import Budget
 from ragvet.text.escaping import chart_label
 
 _RC = {
@@ -173,3 +179,32 @@ def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequ
             ax.set_xlabel("evidence_recall (eval split; black tick: baseline)")
             ax.legend(fontsize=7, loc="lower right")
         return _svg(figure)
+
+
+def report_figures(
+    settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: Mapping[str, pl.DataFrame]
+) -> list[tuple[str, str]]:
+    """The HTML report's charts: recall against k, evidence recall against the budget,
+    the gated configurations' slices, each beside its baseline (``base_rows``: the
+    baselines' per-case tables, whose slices are tabled here)."""
+    ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
+    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
+    gated = [c for c in settings["gate"]["configs"] if c in slices]
+    return [
+        (
+            "recall@k and evidence_recall@k per configuration (dashed: baseline)",
+            at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks), gated),
+        ),
+        (
+            "Evidence recall against the context budget",
+            budget_chart(
+                budget_rows(summaries, k, budget.values, budget.label),
+                budget_rows(base_summaries, k, budget.values, budget.label),
+                gated,
+            ),
+        ),
+        (
+            f"Per-slice evidence_recall@{k} of the gated configurations",
+            slice_chart(slice_rows(slices, k), slice_rows(base_slices, k), gated),
+        ),
+    ]

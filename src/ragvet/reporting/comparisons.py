@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragvet.gating.compare import (
+    Pairing,
+    Side,
     Statistics,
     compare_metrics,
     fingerprint_reasons,
     gate_metrics,
-    newly_found,
-    newly_missed,
     newly_missed_k,
     slice_comparisons,
 )
@@ -48,8 +48,8 @@ def compared_metrics(ks: Sequence[int], gate: Gate) -> list[str]:
 
 
 def compare_configs(
-    current: dict[str, Sequence[dict]],
-    baselines: dict[str, tuple[Summary | None, Sequence[dict] | None]],
+    current: dict[str, Side],
+    baselines: dict[str, tuple[Summary | None, Side | None]],
     fingerprints: dict,
     ks: Sequence[int],
     gate: Gate,
@@ -63,6 +63,8 @@ def compare_configs(
     (largest absolute delta, among slices with at least ``min_slice_cases``), and
     the newly missed and newly found cases at ``hit@k``. ``reason`` is set, and
     nothing is compared, when there is no baseline or the fingerprints differ.
+    Each configuration's two tables are read once for all of these (:class:`Pairing`):
+    two Parquet files a batch of cases at a time, so neither is held whole.
     """
     k = report_k(ks, gate)
     out = []
@@ -84,14 +86,16 @@ def compare_configs(
             out.append(entry)
             continue
         guarded = gate.metrics if gated else ()
-        entry["metrics"] = compare_metrics(base_rows, rows, report_metrics(k, guarded), gate, stats)
+        metrics = report_metrics(k, guarded)
+        pairing = Pairing(metrics, gate.slice_metric, gate.slices, k).read(base_rows, rows)
+        entry["metrics"] = compare_metrics(base_rows, rows, metrics, gate, stats, pairing)
         for compared in entry["metrics"]:  # in place: stats.fill() below fills these dicts
             compared["guarded"] = compared["metric"] in guarded
-        moved = [s for s in slice_comparisons(base_rows, rows, gate, stats) if s["delta"] is not None]
+        moved = [s for s in slice_comparisons(base_rows, rows, gate, stats, pairing) if s["delta"] is not None]
         moved.sort(key=lambda s: (-abs(s["delta"]), s["key"], s["value"]))
         entry["slices"] = moved[:top_slices]
-        entry["newly_missed"] = newly_missed(base_rows, rows, k)
-        entry["newly_found"] = newly_found(base_rows, rows, k)
+        entry["newly_missed"] = pairing.newly_missed()
+        entry["newly_found"] = pairing.newly_found()
         out.append(entry)
     stats.fill()
     return out

@@ -7,10 +7,36 @@ byte-identical across runs and ``dvc plots diff`` shows only real moves.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Sequence
 
 from ragvet.reporting.summaries import Summary, split_figures
 from ragvet.schema import EVAL
+from ragvet.storage.files import round_floats
+from ragvet.text.escaping import csv_cell
+
+
+def csv_header(fields: Sequence[str]) -> str:
+    """A CSV's first line: its field names."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(fields)
+    return buffer.getvalue()
+
+
+def csv_body(rows: Sequence[dict], fields: Sequence[str]) -> str:
+    """The CSV lines of ``rows`` (``fields`` of each, empty where a row lacks one), floats
+    rounded as in every output and each cell inert in a spreadsheet."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows([csv_cell(row.get(key, "")) for key in fields] for row in round_floats(list(rows)))
+    return buffer.getvalue()
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows as CSV, the first row's fields as the header (:func:`csv_header`, :func:`csv_body`)."""
+    fields = list(rows[0]) if rows else []
+    return csv_header(fields) + csv_body(rows, fields)
 
 
 def plot_rows(summaries: dict[str, Summary], ks: list[int]) -> list[dict]:

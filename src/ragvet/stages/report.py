@@ -11,43 +11,45 @@ through the gate's own :func:`ragvet.gating.decision.decide`; ``--comment`` adds
 hidden marker CI uses to find and update its one pull-request comment. The html page
 ends with the case explorer (:mod:`ragvet.reporting.explorer`), which also reads the
 runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
+
+Against the committed baseline, every comparison reads the two per-case tables a batch
+of cases at a time (:class:`ragvet.gating.compare.Pairing`,
+:func:`ragvet.reporting.moves.move_batches`), so the markdown report and the moves CSV
+never hold a table; the html page holds what it shows (every gated case's moves, the
+baseline's table for its slice chart, the validated cases for the explorer).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_table, latency_pairs, rank_tables
-from ragvet.gating.compare import split_fingerprints
+from ragvet.gating.baselines import baselines_for, compared_columns, current_path, latency_pairs
+from ragvet.gating.compare import Side, split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.retrieved import retrieved_at, retrieved_here, unavailable
 from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import settled, stage_params
-from ragvet.measures.summary import slice_table
-from ragvet.reporting import charts
-from ragvet.reporting.cases import case_details
+from ragvet.reporting.cases import case_details, listed_cases
+from ragvet.reporting.charts import report_figures
 from ragvet.reporting.comparisons import compare_configs, compared_metrics
 from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
 from ragvet.reporting.explorer import explorer_data, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
-from ragvet.reporting.moves import case_moves
+from ragvet.reporting.moves import RANK, case_moves, move_batches, moves_lines
 from ragvet.reporting.page import render_html
-from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
+from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget, Gate, Judged
-from ragvet.storage.atomic import outputs_together, remove_output
-from ragvet.storage.files import read_json, read_jsonl, round_floats, write_text
+from ragvet.storage.atomic import outputs_together, remove_output, write_lines
+from ragvet.storage.files import each_jsonl, read_json, read_jsonl, write_text
 from ragvet.storage.records import split_outline
-from ragvet.storage.results import per_case_path
-from ragvet.text.escaping import csv_cell
+from ragvet.storage.results import per_case_path, read_results
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
@@ -55,15 +57,6 @@ PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes 
 class Format(StrEnum):
     md = "md"
     html = "html"
-
-
-def csv_text(rows: list[dict]) -> str:
-    """Rows as CSV, floats rounded as in every output and each cell inert in a spreadsheet."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in round_floats(rows))
-    return buffer.getvalue()
 
 
 def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
@@ -76,65 +69,35 @@ def _written(folder: Path, configs: list[str], what: str) -> dict[str, dict]:
     return {config: read_json(path) for config, path in paths.items()}
 
 
-def _read_current(settings: dict, cases_dir: Path, metrics: list[str] | None) -> dict[str, list[dict]]:
-    rows = {config: current_table(cases_dir, config, metrics) for config in sorted(settings["configs"])}
-    missing = [config for config, found in rows.items() if found is None]
+def _current(configs: list[str], cases_dir: Path, metrics: list[str] | None) -> dict[str, Path]:
+    """Each configuration's per-case table, its columns checked: the comparisons read it a batch at a time."""
+    paths = {config: current_path(cases_dir, config, metrics) for config in configs}
+    missing = [config for config, found in paths.items() if found is None]
     if missing:
+        fix = "run dvc repro first"
         raise InputError(
-            [
-                Problem(str(per_case_path(cases_dir, c)), "per-case results not found", "run dvc repro first")
-                for c in missing
-            ]
+            [Problem(str(per_case_path(cases_dir, c)), "per-case results not found", fix) for c in missing]
         )
-    return rows  # type: ignore[return-value]
+    return paths  # type: ignore[return-value]
 
 
 def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, dict]:
-    """Questions and evidence of the newly missed and found cases only."""
-    ids = {cid for comp in comparisons for key in ("newly_missed", "newly_found") for cid in comp.get(key, [])}
+    """Questions and evidence of the newly missed and found cases only, the cases read a line at a time."""
+    ids = listed_cases(comparisons)
     if not ids:
         return {}
     texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
-    return case_details(read_jsonl(cases), texts, ids)
+    return case_details(each_jsonl(cases), texts, ids)
 
 
-def _figures(settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: dict) -> list:
-    """The HTML report's charts: recall against k, evidence recall against the budget,
-    the gated configurations' slices, each beside its baseline."""
-    ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
-    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
-    gated = [c for c in settings["gate"]["configs"] if c in slices]
-    return [
-        (
-            "recall@k and evidence_recall@k per configuration (dashed: baseline)",
-            charts.at_k_chart(plot_rows(summaries, ks), plot_rows(base_summaries, ks), gated),
-        ),
-        (
-            "Evidence recall against the context budget",
-            charts.budget_chart(
-                budget_rows(summaries, k, budget.values, budget.label),
-                budget_rows(base_summaries, k, budget.values, budget.label),
-                gated,
-            ),
-        ),
-        (
-            f"Per-slice evidence_recall@{k} of the gated configurations",
-            charts.slice_chart(slice_rows(slices, k), slice_rows(base_slices, k), gated),
-        ),
-    ]
+def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: list[str]) -> list[tuple]:
+    """``(comparison, current table, baseline table)`` of each gated configuration compared."""
+    return [(c, rows.get(c["config"]), bases[c["config"]][1]) for c in comparisons if c["config"] in gated]
 
 
-def _moves(
-    comparisons: list[dict], rows: dict, bases: dict, ranks: dict, metrics_of: list[str] | None
-) -> dict[str, list[dict]]:
-    """:func:`case_moves` of each gated configuration (``ranks``' keys), of ``metrics_of``
-    (None: each comparison's ``evidence_recall@k``, what the dvc plots CSV holds)."""
-    found = {}
-    for comp in (c for c in comparisons if c["config"] in ranks):
-        config, (current_ranks, base_ranks) = comp["config"], ranks[comp["config"]]
-        metrics = metrics_of if metrics_of is not None else [f"evidence_recall@{comp['k']}"]
-        found[config] = case_moves(comp, (rows.get(config), current_ranks), (bases[config][1], base_ranks), metrics)
-    return found
+def _whole(table: Side) -> Side:
+    """Every metric of a baseline's per-case table, read whole when it is a file: the html charts' slices."""
+    return read_results(table, columns=compared_columns(None)) if isinstance(table, Path) else table
 
 
 def _explorer(
@@ -233,11 +196,12 @@ def main(
     side_metrics = comparable_metrics(summary_k(settings["ks"]))
     # the html charts' slice tables take every metric
     metrics = None if format is Format.html else [*compared_metrics(settings["ks"], gate), *side_metrics]
-    rows = _read_current(settings, cases_dir, metrics)
+    rows = _current(sorted(settings["configs"]), cases_dir, metrics)
     summaries = _written(summaries_dir, sorted(settings["configs"]), "metrics JSON")
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(gate.configs)
-    bases = baselines_for(configs, baseline, against, metrics)
+    ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
+    bases = baselines_for(configs, baseline, against, metrics, whole=False, extra=(RANK,) if ranked else ())
     gated = list(gate.configs)
     if verdict is not None:
         decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
@@ -258,29 +222,28 @@ def main(
     warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
     contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
     text = render_report(contents, against, comment, limit)
-    ranks = rank_tables(gated, cases_dir, baseline, against) if format is Format.html or moves else {}
+    moving = _moving(comparisons, rows, bases, gated)
     if format is Format.html:
-        base_rows = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
+        base_rows = {name: _whole(pair[1]) for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        moved = _moves(comparisons, rows, bases, ranks, list(gate.metrics))
+        moved = {comp["config"]: case_moves(comp, cur, base, list(gate.metrics)) for comp, cur, base in moving}
         k = next((c["k"] for c in comparisons if c["config"] in moved), summary_k(settings["ks"]))
         explorer = _explorer(settings, moved, k, cases, corpus, against, baseline)
-        text = render_html(text, _figures(settings, summaries, base_summaries, slices, base_rows), explorer)
+        figures = report_figures(settings, summaries, base_summaries, slices, base_rows)
+        text = render_html(text, figures, explorer)
     plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
     with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
         if out is not None:
             write_text(out, text)
         if plots is not None:
             write_plots(plots, settings, summaries, slices)
-        if moves is not None:
-            write_text(
-                moves,
-                csv_text([row for found in _moves(comparisons, rows, bases, ranks, None).values() for row in found]),
-            )
+        if moves is not None:  # each comparison's evidence_recall@k, what the dvc plots CSV holds
+            found = (move_batches(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
+            write_lines(moves, moves_lines(found))
         if latency_out is not None and latency_dir is not None:
             timed = {c: latency_dir / f"{c}.json" for c in summaries}
-            found = {c: read_json(path) for c, path in timed.items() if path.is_file()}
-            write_text(latency_out, render_latency(summaries, found, summary_k(settings["ks"])))
+            found_latency = {c: read_json(path) for c, path in timed.items() if path.is_file()}
+            write_text(latency_out, render_latency(summaries, found_latency, summary_k(settings["ks"])))
     if out is None:
         typer.echo(text, nl=False)
     else:

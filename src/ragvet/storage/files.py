@@ -130,6 +130,25 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     yield from rows
 
 
+def each_jsonl(path: str | Path) -> Iterator[Any]:
+    """The value of each non-blank line of a JSONL file ragvet wrote (the validated cases),
+    read a line at a time, so a file of millions of cases is never held; the first line
+    that is not UTF-8 or not JSON stops the read, named by its line."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text, problem = decode_utf8(raw, str(path))
+            if problem is not None:
+                raise InputError([Problem(f"{path}:{number}", problem.what, problem.fix)])
+            if not text.strip():
+                continue
+            try:
+                yield loads(text)
+            except json.JSONDecodeError as err:
+                fix = "rewrite it with the stage that writes it (dvc repro)"
+                raise InputError([Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", fix)]) from None
+
+
 def read_jsonl(path: str | Path) -> list[Any]:
     return [value for _, value in iter_jsonl(path)]
 

@@ -73,16 +73,20 @@ def _out_of_order(ids: pl.Series, before: str | int | None) -> int | None:
 
 
 def case_batches(
-    source: Path | bytes, where: str, columns: Sequence[str] = RANKING_COLUMNS, key: str = "case_id"
+    source: Path | bytes,
+    where: str,
+    columns: Sequence[str] = RANKING_COLUMNS,
+    key: str = "case_id",
+    rows: int | None = None,
 ) -> Iterator[pl.DataFrame]:
     """The table at ``source`` (a Parquet file's path or bytes, named ``where`` in errors)
     as frames of ``columns`` holding whole cases, in the order of ``key`` (the case id,
     or a numbered ranking's ``case``), ``case_id`` as strings: one empty frame for a
     table of no rows, else no empty frame. A case whose rows go on past a slice's end is
-    held back and joined to the next slice's, so a batch is about :data:`BATCH_ROWS` rows
-    plus one case."""
+    held back and joined to the next slice's, so a batch is about ``rows`` rows
+    (:data:`BATCH_ROWS` by default) plus one case."""
     held, read, yielded = None, 0, False
-    for frame in parquet_slices(source, BATCH_ROWS, list(columns)):
+    for frame in parquet_slices(source, rows or BATCH_ROWS, list(columns)):
         if "case_id" in columns:
             frame = frame.with_columns(pl.col("case_id").cast(pl.String))
         wrong = _out_of_order(frame[key], held[key][-1] if held is not None else None)
