@@ -35,7 +35,6 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     describe,
     encode_on_cluster,
     exists,
-    plan_shards,
     shard_bytes,
     shard_entries,
     store_on_cluster,
@@ -58,6 +57,11 @@ CASES = [
     Case("q2", "bread and music", filter={"doc": "d1"}),
     Case("q3", "winter train to spain"),
 ]
+
+
+def plan_shards(chunk_ids, texts, mid: str, prefix: str, rows: int):
+    """Every shard of chunks held in memory, in chunk_id order: the plan one process makes."""
+    return list(ShardCutter(mid, prefix, rows).shards(sorted(zip(chunk_ids, texts))))
 
 
 @pytest.fixture(scope="module")

@@ -126,11 +126,6 @@ def _shard(digest, part: list[tuple[str, str]]) -> Shard:
     return Shard(digest.hexdigest()[:32], tuple(c for c, _ in part), tuple(t for _, t in part))
 
 
-def plan_shards(chunk_ids: Sequence[str], texts: Sequence[str], mid: str, prefix: str, rows: int) -> list[Shard]:
-    """Every shard of the chunks held in memory, sorted here (:class:`ShardCutter`)."""
-    return list(ShardCutter(mid, prefix, rows).shards(sorted(zip(chunk_ids, texts))))
-
-
 def shard_uri(location: str, name: str) -> str:
     return f"{location.rstrip('/')}/{name}.parquet"
 
