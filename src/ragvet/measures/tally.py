@@ -44,7 +44,7 @@ def exact_totals(values: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 
 @dataclass(frozen=True)
-class Split:
+class Halves:
     """A matrix of finite doubles (NaN: no value) taken apart as :class:`ExactColumns`
     sums it, once for any number of row selections (:meth:`ExactColumns.add_rows`):
     each value is ``M * 2**(e - 53)`` with ``M`` an integer of 53 bits (``np.frexp``),
@@ -58,7 +58,7 @@ class Split:
     span: int  # exponents from lowest on
 
     @classmethod
-    def of(cls, values: np.ndarray) -> Split:
+    def of(cls, values: np.ndarray) -> Halves:
         present = ~np.isnan(values)
         fraction, exponent = np.frexp(np.where(present, values, 0.0))
         mantissa = (fraction * 2.0**_MANTISSA).astype(np.int64)
@@ -74,7 +74,7 @@ class ExactColumns:
     """Exact sums of ``width`` columns of doubles, added a batch of rows at a time in a
     few array operations however many columns and exponents there are.
 
-    Per column and exponent the mantissas' halves (:class:`Split`) are summed: a
+    Per column and exponent the mantissas' halves (:class:`Halves`) are summed: a
     batch's half sums stay below ``2**53`` in a float bincount (at most ``2**26`` rows
     at once), and below ``2**63`` in the int64 accumulators for ``2**36`` values; the
     exponents are joined into Python integers only when the totals are read.
@@ -102,19 +102,20 @@ class ExactColumns:
 
     def add(self, values: np.ndarray) -> None:
         """Add the rows of ``values`` (rows x ``width``, NaN where a row has no value)."""
-        self.add_rows(Split.of(values), np.arange(len(values)))
+        self.add_rows(Halves.of(values), np.arange(len(values)))
 
-    def add_rows(self, split: Split, rows: np.ndarray) -> None:
-        """Add the rows ``rows`` of a matrix of ``width`` columns taken apart as ``split``."""
-        self.counts += split.present[rows].sum(axis=0)
-        self._cover(split.lowest, split.lowest + split.span - 1)
-        at = split.lowest - self.lowest
-        bins = self.width * split.span
+    def add_rows(self, halves: Halves, rows: np.ndarray) -> None:
+        """Add the rows ``rows`` of a matrix of ``width`` columns taken apart as ``halves``."""
+        self.counts += halves.present[rows].sum(axis=0)
+        self._cover(halves.lowest, halves.lowest + halves.span - 1)
+        at = halves.lowest - self.lowest
+        bins = self.width * halves.span
         for first in range(0, len(rows), _MAX_BATCH):
-            part, key = rows[first : first + _MAX_BATCH], split.key[rows[first : first + _MAX_BATCH]].ravel()
-            for total, half in ((self.high, split.high), (self.low, split.low)):
+            part = rows[first : first + _MAX_BATCH]
+            key = halves.key[part].ravel()
+            for total, half in ((self.high, halves.high), (self.low, halves.low)):
                 found = np.bincount(key, weights=half[part].ravel(), minlength=bins)
-                total[:, at : at + split.span] += found.astype(np.int64).reshape(self.width, split.span)
+                total[:, at : at + halves.span] += found.astype(np.int64).reshape(self.width, halves.span)
 
     def _cover(self, lowest: int, highest: int) -> None:
         """Slots for every exponent from ``lowest`` to ``highest``."""
@@ -203,7 +204,7 @@ class TallyRows:
 
     names: list[str]  # the metrics, registry order: the columns of ``values``
     values: np.ndarray  # rows x names, NaN for a null or a column the table lacks
-    split: Split  # ``values`` taken apart for the exact sums
+    halves: Halves  # ``values`` taken apart for the exact sums
     spreads: dict[str, tuple[np.ndarray, np.ndarray]]  # a SPREAD metric's values (its own type) and presence
     counts: dict[str, np.ndarray]  # a count per row, 0 for a null or a count the table lacks
     answerable: np.ndarray
@@ -226,7 +227,7 @@ class TallyRows:
         return cls(
             names,
             values,
-            Split.of(values),
+            Halves.of(values),
             spreads,
             counts,
             frame.select(answerable()).to_series().to_numpy(),
@@ -274,7 +275,7 @@ class Tally:
         self.sums.widen(len(self.columns))
         kept = index[rows.answerable[index]]
         if self.columns == rows.names:
-            self.sums.add_rows(rows.split, kept)
+            self.sums.add_rows(rows.halves, kept)
         else:  # the judgements metrics came in a later batch than the first
             self.sums.add(rows.matrix(self.columns)[kept])
         for name, (values, present) in rows.spreads.items():
