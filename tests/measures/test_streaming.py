@@ -20,7 +20,7 @@ from ragvet.errors import InputError
 from ragvet.measures.evaluation import evaluate_table
 from ragvet.measures.streaming import evaluated_batches
 from ragvet.measures.summary import Summaries, slice_table, summarise
-from ragvet.measures.tally import ExactColumns, ExactSum, Tally, exact_total
+from ragvet.measures.tally import ExactColumns, ExactSum, exact_total
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
@@ -78,17 +78,24 @@ def test_exact_columns_keep_every_column_exact_as_batches_widen_their_exponents(
     assert ExactSum(sums.totals()[1], 6).value() == 4.4  # a float sum in row order loses the 3.0 to 1e300
 
 
-def test_a_tally_of_batches_equals_the_whole_when_judgements_come_later():
+def test_summaries_of_batches_equal_the_whole_when_judgements_come_later():
     """The judgements metrics first appear in the second batch: its means are over the
     cases that have them, every other mean over all answerable cases, as for one frame."""
-    first = pl.DataFrame({"answerable": [True, False], "metrics.recall@1": [0.5, 1.0]})
-    second = pl.DataFrame(
-        {"answerable": [True, None], "metrics.recall@1": [0.25, 1.0], "metrics.judged@1": [0.75, None]}
+    first = pl.DataFrame(
+        {"case_id": ["a", "b"], "split": "eval", "answerable": [True, False], "metrics.recall@1": [0.5, 1.0]}
     )
-    tally = Tally([1]).add(first).add(second)
-    whole = Tally([1]).add(pl.concat([first, second], how="diagonal"))
-    assert tally.result() == whole.result()
-    result = tally.result()
+    second = pl.DataFrame(
+        {
+            "case_id": ["c", "d"],
+            "split": "eval",
+            "answerable": [True, None],
+            "metrics.recall@1": [0.25, 1.0],
+            "metrics.judged@1": [0.75, None],
+        }
+    )
+    batched = Summaries([1]).add(first).add(second).summary()
+    assert batched == Summaries([1]).add(pl.concat([first, second], how="diagonal")).summary()
+    result = batched["eval"]
     assert result["metrics"]["recall@1"] == (0.5 + 0.25 + 1.0) / 3  # the null answerable is answerable
     assert result["metrics"]["judged@1"] == 0.75 and result["counted"]["judged@1"] == 1
     assert result["denominators"]["cases"] == 3 and result["denominators"]["abstention_cases"] == 1

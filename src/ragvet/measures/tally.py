@@ -246,7 +246,7 @@ class TallyRows:
 @dataclass
 class Tally:
     """Macro means and their denominators over the answerable cases of the batches
-    added (:meth:`add`), abstention cases counted apart; :meth:`result` is the
+    added (:meth:`add_rows`), abstention cases counted apart; :meth:`result` is the
     aggregate of :func:`ragvet.measures.summary.summarise` and the slice tables.
 
     Memory: one exact sum per metric, and each distinct value of the skewed budget
@@ -263,10 +263,6 @@ class Tally:
 
     def names(self) -> list[str]:
         return metric_names(sorted_ks(self.ks), self.budgets, self.judged)
-
-    def add(self, frame: pl.DataFrame) -> Tally:
-        """Count one batch of per-case rows (rounded, as the table holds them)."""
-        return self.add_rows(TallyRows.of(frame, self.ks, self.budgets, self.judged), np.arange(frame.height))
 
     def add_rows(self, rows: TallyRows, index: np.ndarray) -> Tally:
         """Count the rows ``index`` of a batch (:class:`TallyRows` of this tally's ks and budgets)."""
