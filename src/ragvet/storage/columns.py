@@ -235,7 +235,7 @@ class EvidenceTable:
     def labels(self, units: np.ndarray) -> pl.Series:
         """Each unit's label, as :meth:`ragvet.schema.EvidenceUnit.label` writes it: its
         targets (they follow unit order) joined by `` | ``, a span as ``doc[start:end]``.
-        Built in columns: a Python string a label cost a third of a batch's scoring."""
+        Built in polars columns, with no Python string per label."""
         units = np.asarray(units, np.int64)
         firsts = np.searchsorted(self.target_unit, units)
         counts = np.searchsorted(self.target_unit, units + 1) - firsts
