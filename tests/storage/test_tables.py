@@ -11,10 +11,12 @@ from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.columns import TokenStarts
 from ragvet.storage.files import each_jsonl, write_jsonl
+from ragvet.storage.rankings import case_batches
 from ragvet.storage.tables import (
     RUN_METADATA,
     ids_digest,
     iter_run_rows,
+    parquet_slices,
     read_case_table,
     read_chunk_table,
     read_chunks,
@@ -272,3 +274,26 @@ def test_each_jsonl_reads_a_value_a_line_and_stops_at_the_first_bad_line_naming_
     with pytest.raises(InputError) as undecodable:
         list(each_jsonl(path))
     assert undecodable.value.problems[0].where == f"{path}:2"
+
+
+def test_a_table_corrupt_past_its_schema_is_a_problem_at_the_file_in_any_slice(tmp_path):
+    """A data page damaged in the middle of the file: the schema still reads, the slice
+    that reaches the page fails, and the reader stops at the file (exit 2), as a ranking
+    read a batch of cases at a time does at the name it is given."""
+    path = tmp_path / "cases.parquet"
+    values = np.random.default_rng(1).random(20_000)
+    pl.DataFrame({"case_id": [f"q{i:06d}" for i in range(20_000)], "x": values}).write_parquet(
+        path, compression="zstd", row_group_size=5_000
+    )
+    damaged = bytearray(path.read_bytes())
+    middle = len(damaged) // 2
+    damaged[middle : middle + 400] = bytes(400)
+    path.write_bytes(bytes(damaged))
+    assert pl.read_parquet_schema(path) == {"case_id": pl.String, "x": pl.Float64}
+    with pytest.raises(InputError) as raised:
+        list(parquet_slices(path, 4_000, ["case_id", "x"]))
+    (problem,) = raised.value.problems
+    assert problem.where == str(path) and problem.what.startswith("not a readable Parquet table (")
+    with pytest.raises(InputError) as raised:
+        list(case_batches(path, "metrics/baseline/cases/x.parquet", ["case_id", "x"]))
+    assert raised.value.problems[0].where == "metrics/baseline/cases/x.parquet"

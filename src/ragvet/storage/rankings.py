@@ -86,7 +86,7 @@ def case_batches(
     held back and joined to the next slice's, so a batch is about ``rows`` rows
     (:data:`BATCH_ROWS` by default) plus one case."""
     held, read, yielded = None, 0, False
-    for frame in parquet_slices(source, rows or BATCH_ROWS, list(columns)):
+    for frame in parquet_slices(source, rows or BATCH_ROWS, list(columns), where):
         if "case_id" in columns:
             frame = frame.with_columns(pl.col("case_id").cast(pl.String))
         wrong = _out_of_order(frame[key], held[key][-1] if held is not None else None)

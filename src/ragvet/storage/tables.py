@@ -487,16 +487,27 @@ def read_run_table(path: Path, chunk_ids: Sequence[str], case_ids: Sequence[str]
 RUN_BATCH_ROWS = 1 << 18
 
 
-def parquet_slices(path: Path | bytes, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
+UNREADABLE_FIX = "re-run the stage that wrote it (dvc repro); a baseline's: `ragvet baseline accept`"
+
+
+def parquet_slices(
+    path: Path | bytes, rows: int, columns: Sequence[str] | None = None, where: str | None = None
+) -> Iterator[pl.DataFrame]:
     """A Parquet file's rows (at ``path``, or its bytes) ``rows`` at a time (only ``columns``), at least one frame.
     Each slice is its own read, which opens only the row groups it needs: polars'
     ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
-    while the engine scored its first batches)."""
-    scan = pl.scan_parquet(path)
-    scan = scan if columns is None else scan.select(columns)
-    total = pl.scan_parquet(path).select(pl.len()).collect().item()
-    for start in range(0, max(total, 1), rows):
-        yield scan.slice(start, rows).collect()
+    while the engine scored its first batches). A file that cannot be read, whole or
+    in any slice, stops with the problem at ``where`` (default: the path), exit 2."""
+    try:
+        scan = pl.scan_parquet(path)
+        scan = scan if columns is None else scan.select(columns)
+        total = pl.scan_parquet(path).select(pl.len()).collect().item()
+        for start in range(0, max(total, 1), rows):
+            yield scan.slice(start, rows).collect()
+    except (OSError, pl.exceptions.PolarsError) as err:
+        label = where or (str(path) if isinstance(path, Path) else "Parquet table")
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError([Problem(label, f"not a readable Parquet table ({first})", UNREADABLE_FIX)]) from None
 
 
 def _case_order(path: Path) -> tuple[str, list[str]] | None:
