@@ -405,6 +405,11 @@ def test_vectors_on_a_protocol_whose_package_is_missing_is_an_error_with_the_fix
     assert problem.what == "`vectors` is on gcs://, and the package fsspec reads it with is not installed here"
     assert problem.fix.startswith("install it here and on every node (for s3://: pip install s3fs")
     assert "team-bucket" not in problem.render() and "secret-prefix" not in problem.render()
+    with pytest.raises(InputError) as raised:  # a typo in the protocol
+        exists("gs3://team-bucket/secret-prefix", "shard")
+    [problem] = raised.value.problems
+    assert problem.what == "`vectors` is on gs3://, a protocol fsspec does not know"
+    assert "team-bucket" not in problem.render() and "secret-prefix" not in problem.render()
 
 
 def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(cluster, pg_dsn, tmp_path, monkeypatch):

@@ -297,3 +297,10 @@ def test_a_table_corrupt_past_its_schema_is_a_problem_at_the_file_in_any_slice(t
     with pytest.raises(InputError) as raised:
         list(case_batches(path, "metrics/baseline/cases/x.parquet", ["case_id", "x"]))
     assert raised.value.problems[0].where == "metrics/baseline/cases/x.parquet"
+
+
+def test_a_case_table_of_no_cases_reads_as_no_cases(tmp_path):
+    """The batched reader's empty batch: no ids, no tag column, no evidence."""
+    write_case_table(tmp_path / "cases.parquet", [])
+    table = read_case_table(tmp_path / "cases.parquet")
+    assert table.case_ids == [] and table.tags.width == 0 and table.evidence.n_cases == 0

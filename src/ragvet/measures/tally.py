@@ -151,11 +151,6 @@ class ExactSum:
         self.total += exact_total(values)
         self.count += len(values)
 
-    def add_exact(self, total: int, count: int) -> None:
-        """Add a sum found exactly elsewhere (:func:`exact_totals`) over ``count`` values."""
-        self.total += total
-        self.count += count
-
     def value(self) -> float:
         """The correctly rounded sum (Python's int division rounds correctly), as ``fsum`` gives it."""
         return self.total / (1 << _BASE)

@@ -148,18 +148,22 @@ def read_shard(data: bytes) -> tuple[list[str], np.ndarray]:
 
 
 def _filesystem(location: str):
-    """fsspec's filesystem of ``location`` and the path in it; a protocol whose package is not
-    installed (``s3://`` without s3fs) is an error with the fix, naming the protocol only."""
+    """fsspec's filesystem of ``location`` and the path in it; a protocol fsspec does not know,
+    or whose package is not installed (``s3://`` without s3fs), is an error with the fix,
+    naming the protocol only."""
     import fsspec  # deferred: a dependency of DVC, needed only by engine: ray (local folders; S3 with s3fs)
 
+    where, protocol = "params.yaml: retrievers (engine: ray)", location.partition("://")[0]
     try:
         return fsspec.core.url_to_fs(location)
     except ImportError:
-        protocol = location.partition("://")[0]
         what = f"`vectors` is on {protocol}://, and the package fsspec reads it with is not installed here"
         fix = "install it here and on every node (for s3://: pip install s3fs; the ray extra has it, pinned in "
         fix += "requirements-ray.lock)"
-        raise InputError([Problem("params.yaml: retrievers (engine: ray)", what, fix)]) from None
+        raise InputError([Problem(where, what, fix)]) from None
+    except ValueError:  # fsspec: "Protocol not known"
+        what = f"`vectors` is on {protocol}://, a protocol fsspec does not know"
+        raise InputError([Problem(where, what, "write a local folder or a URL fsspec reads, e.g. s3://")]) from None
 
 
 def put(location: str, filename: str, data: bytes) -> None:

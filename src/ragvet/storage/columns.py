@@ -293,9 +293,12 @@ def _tag_columns(tags: Sequence[Mapping[str, str]]) -> pl.DataFrame:
     return pl.DataFrame([pl.Series(key, [mapping.get(key) for mapping in tags], dtype=pl.String) for key in keys])
 
 
-def _sorted_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """The columns by name, as text."""
-    return frame.select(pl.col(name).cast(pl.String) for name in sorted(frame.columns))
+def _tag_frame(texts: pl.Series) -> pl.DataFrame:
+    """Each case's tags, given as canonical JSON text, as :attr:`CaseTable.tags` holds them
+    (no case: no column)."""
+    decoded = texts.str.json_decode(infer_schema_length=None)
+    found = decoded.struct.unnest() if decoded.dtype == pl.Struct else pl.DataFrame()
+    return found.select(pl.col(name).cast(pl.String) for name in sorted(found.columns))
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,7 @@ class CaseTable:
         return cls(
             frame["id"].to_list(),
             frame["answerable"].to_list(),
-            _sorted_columns(frame["tags"].str.json_decode(infer_schema_length=None).struct.unnest()),
+            _tag_frame(frame["tags"]),
             EvidenceTable(
                 n_cases,
                 unit_case,
