@@ -10,9 +10,8 @@ tiny random BERT (1 layer, 32 wide, MiniLM's tokenizer) so the driver, not the e
 what is measured. The driver is a fresh process; it reports its own peak RSS
 (``ru_maxrss``) after connecting and at the end, and the sha256 of every shard file.
 
-``--src`` runs the driver on another checkout's ``src`` (e.g. the main branch's, which
-reads every chunk text and hands all missing shards to Ray Data in one ``from_items``):
-the before of a change, measured in the same way. ``--cut-only`` times this checkout's
+``--src`` runs the driver on another checkout's ``src``, measured in the same way, to
+compare two versions of the code on the same data. ``--cut-only`` times this checkout's
 reading and cutting of the file alone, without a cluster. Generated files live under
 ``/tmp/ragvet-ray-driver`` and are reused.
 """
@@ -31,7 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a loopback cluster stays on 127.0.0.1
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DATA = Path("/tmp/ragvet-ray-driver")

@@ -310,8 +310,8 @@ def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
 def write_ranking(path: Path, run: Path, depth: int) -> None:
     """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time, with the run's
     numbering in its metadata when it has one: a later run numbered alike is then paired
-    with it by numbers (:mod:`ragvet.gating.movement`). A ranking kept without them (by an
-    older ragvet, or of a run without numbers) is paired by its ids: the same figures."""
+    with it by numbers (:mod:`ragvet.gating.movement`). A ranking without them is paired
+    by its ids: the same figures, read slower."""
     numbered = numbering(run)
     schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbered is not None else {})
     metadata = None if numbered is None else {RUN_METADATA: numbered}

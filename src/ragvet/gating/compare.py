@@ -62,7 +62,7 @@ Results = pl.DataFrame | Sequence[Row]
 Side = Results | Path
 
 # Rows of a per-case table paired at once: a quarter of a million cases, whose frames
-# (read, joined, tallied) stay near 200 MB; a million held 800 MB at ten million cases.
+# (read, joined, tallied) stay near 200 MB.
 TABLE_BATCH_ROWS = 1 << 18
 
 COMPARABLE_FIX = (

@@ -50,8 +50,7 @@ def move_batches(
 ) -> Iterator[list[dict]]:
     """One row per eval case either side holds, in batches of up to :data:`ROW_BATCH` rows
     in case-id order (:func:`ragvet.gating.compare.side_batches`: two Parquet files are
-    never held whole), each batch newly missed first, then newly found, then unchanged, each by case
-    id (:func:`case_moves` orders them all): ``config``, ``case_id``, ``status``,
+    never held whole; :func:`case_moves` puts them in move order): ``config``, ``case_id``, ``status``,
     ``baseline_first_rank`` and ``first_rank`` (None where no chunk of the run overlaps
     its evidence, or the side lacks the case), then ``baseline_<metric>`` and
     ``<metric>`` for each of ``metrics``. ``current`` and ``baseline`` are per-case
@@ -68,7 +67,7 @@ def move_batches(
         cur = _side(next(tables) if current is not None else None, metrics, "")
         joined = base.join(cur, on="case_id", how="full", coalesce=True).sort("case_id")
         for start in range(0, joined.height, ROW_BATCH):  # rows as dicts a slice at a time
-            rows = [
+            yield [
                 {
                     "config": comparison["config"],
                     "case_id": row["case_id"],
@@ -77,7 +76,6 @@ def move_batches(
                 | {key: row[key] for key in order}
                 for row in joined.slice(start, ROW_BATCH).iter_rows(named=True)
             ]
-            yield sorted(rows, key=lambda row: STATUSES.index(row["status"]))  # stable: by case id within a status
 
 
 def case_moves(comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]) -> list[dict]:

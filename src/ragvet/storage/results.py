@@ -196,6 +196,7 @@ def row_group_writer(
     key-value metadata then (``write_whole`` writes its own). Nothing is written when the
     block fails."""
     held: list[pl.DataFrame] = []
+    rows = 0  # the rows held
     with ExitStack() as stack:
         writer = None
 
@@ -211,11 +212,14 @@ def row_group_writer(
             writer.write_table(arrow.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
 
         def write(frame: pl.DataFrame) -> None:
+            nonlocal rows
             held.append(frame)
-            while sum(part.height for part in held) > ROW_GROUP_ROWS:  # a second group is coming: write the first
+            rows += frame.height
+            while rows > ROW_GROUP_ROWS:  # a second group is coming: write the first
                 joined = pl.concat(held, how="vertical", rechunk=True)
                 group(joined.slice(0, ROW_GROUP_ROWS))
                 held[:] = [joined.slice(ROW_GROUP_ROWS)]
+                rows -= ROW_GROUP_ROWS
 
         yield write
         rest = pl.concat(held, how="vertical", rechunk=True) if held else empty
