@@ -64,7 +64,7 @@ def test_many_tiny_batches_give_the_sample_one_table_gives(n, monkeypatch):
             builder.add(ids.slice(start, 7), base[start : start + 7, j], cur[start : start + 7, j])
         for batched in (builder.sample(), PairedBuilder().add(ids, base[:, j], cur[:, j]).sample()):
             assert fields(batched) == fields(one)
-        # the figures of the sparse core are those of the dense deltas, bit for bit
+        # the moved rows gathered batch by batch are those the dense deltas give: the same figures
         paired = np.isfinite(base[:, j])
         dense = (cur[paired, j] - base[paired, j])[:, None]
         positions, moved_ids, rows = moved_union([batched])

@@ -163,7 +163,7 @@ def baseline_problems(
     where, summary_path = str(per_case_path(cases_dir(baseline), config)), baseline / f"{config}.json"
     fix = baseline_fix(where, summary_path)
     once, digest = _eval_digest(table)
-    problems = []
+    problems, held = [], None
     if not once:  # not as evaluate writes it: name the doubled cases
         ids = _ids_splits(table)
         doubled = ids.group_by("case_id").len().filter(pl.col("len") > 1).sort("case_id").iter_rows()
@@ -171,7 +171,8 @@ def baseline_problems(
             Problem(where, f"the baseline table holds case {case_id} {count} times: {_ONCE}", fix)
             for case_id, count in doubled
         ]
-        digest = id_digest([_held(table).unique()])
+        held = ids["case_id"].filter(ids["split"] == EVAL).unique()
+        digest = id_digest([held])
     denominators = (summary.get(EVAL) or {}).get("denominators") or {}
     if denominators:
         counted = int(denominators.get("cases", 0)) + int(denominators.get("abstention_cases", 0))
@@ -180,7 +181,7 @@ def baseline_problems(
             problems.append(Problem(where, f"{what} {counted}", fix))
     fingerprint = (summary.get("fingerprints") or {}).get("eval_split")
     if fingerprint == split.record["fingerprints"].get("eval_split"):
-        differs = _membership_problem(digest, table, split)
+        differs = _membership_problem(digest, table if held is None else held, split)
         if differs is not None:
             what = f"its summary's eval split fingerprint is the current split's, and {differs}"
             problems.append(Problem(where, what, fix))
@@ -192,8 +193,10 @@ def _ids_splits(table: pl.DataFrame | Path) -> pl.DataFrame:
     return (table if isinstance(table, pl.DataFrame) else read_results(table, columns=())).select("case_id", "split")
 
 
-def _held(table: pl.DataFrame | Path) -> pl.Series:
-    """The eval-split case ids of a baseline table, whole."""
+def _held(table: pl.DataFrame | Path | pl.Series) -> pl.Series:
+    """The eval-split case ids of a baseline table, whole (``table`` itself when they were read already)."""
+    if isinstance(table, pl.Series):
+        return table
     ids = _ids_splits(table)
     return ids["case_id"].filter(ids["split"] == EVAL)
 
@@ -211,7 +214,7 @@ def _eval_digest(table: pl.DataFrame | Path) -> tuple[bool, Digest]:
     return once, digest
 
 
-def _membership_problem(digest: Digest, table: pl.DataFrame | Path, split: SplitOutline) -> str | None:
+def _membership_problem(digest: Digest, table: pl.DataFrame | Path | pl.Series, split: SplitOutline) -> str | None:
     """What the eval cases of ``table`` (their :func:`ragvet.gating.paired.id_digest`, ``digest``) lack of the
     split's eval cases, and hold that it has not; None when they are the same cases. The
     sets are compared by their size and the sum of their ids' 64-bit hashes first, so an
