@@ -52,11 +52,12 @@ def compared_columns(metrics: Sequence[str] | None, extra: Sequence[str] = ()) -
 
 
 def read_baseline_dir(
-    baseline: Path, config: str, metrics: Sequence[str] | None = None, whole: bool = True
-) -> tuple[dict | None, pl.DataFrame | Path | None]:
-    """The committed baseline of one configuration (its summary and what a comparison
-    of ``metrics`` reads of its per-case table, :func:`compared_columns`; the table's
-    path when not ``whole``), or (None, None) if there is none.
+    baseline: Path, config: str, metrics: Sequence[str] | None = None
+) -> tuple[dict | None, Path | None]:
+    """The committed baseline of one configuration (its summary, and its per-case table's
+    path once the columns a comparison of ``metrics`` reads, :func:`compared_columns`, are
+    checked there: a comparison reads it a batch of cases at a time), or (None, None) if
+    there is none.
 
     A baseline whose per-case tables DVC tracks (``cases.dvc`` beside them) but
     which are not in the work tree is an error: the comparison would otherwise
@@ -77,8 +78,8 @@ def read_baseline_dir(
     if not (summary.exists() and cases.exists()):
         return None, None
     found = checked_summary(str(summary), read_json(summary), baseline_fix(summary, cases))
-    table = read_results(cases, columns=compared_columns(metrics), rows=None if whole else 0)  # checked, or read
-    return found, table if whole else cases
+    read_results(cases, columns=compared_columns(metrics), rows=0)
+    return found, cases
 
 
 def baseline_fix(*paths: Path | str) -> str:
@@ -257,18 +258,16 @@ def baselines_for(
     baseline: Path,
     against: str | None,
     metrics: Sequence[str] | None = None,
-    whole: bool = True,
     extra: Sequence[str] = (),
 ) -> dict[str, tuple]:
     """``{config: (summary, table)}`` from a git revision's results or from the
-    committed baseline folder; ``(None, None)`` where there is none. Of each table,
-    what a comparison of ``metrics`` reads (:func:`compared_columns`), with the ``extra``
-    columns from a revision; of the committed baseline folder's, its path when not
-    ``whole`` (a comparison reads it a batch at a time, every column there)."""
+    committed baseline folder; ``(None, None)`` where there is none. Of a revision's
+    tables, what a comparison of ``metrics`` reads (:func:`compared_columns`) and the
+    ``extra`` columns; of the committed baseline folder's, the path (:func:`read_baseline_dir`)."""
     if against:
         found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics, extra))
         return {config: found[config] or (None, None) for config in configs}
-    return {config: read_baseline_dir(baseline, config, metrics, whole) for config in configs}
+    return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
 
 def latency_path(folder: Path, config: str) -> Path:

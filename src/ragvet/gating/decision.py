@@ -94,7 +94,7 @@ def decide(
         table = current_path if streamed else current_table
         current = {config: table(cases_dir, config, metrics) for config in configs}
     if baselines is None:
-        baselines = baselines_for(configs, baseline, against, metrics, whole=not streamed)
+        baselines = baselines_for(configs, baseline, against, metrics)
     split_record = split_outline(split)
     if against is None:  # the committed baseline, which the pull request itself may have edited
         raise_if(integrity_problems(baselines, baseline, split_record))

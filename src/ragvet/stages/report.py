@@ -201,7 +201,7 @@ def main(
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(gate.configs)
     ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
-    bases = baselines_for(configs, baseline, against, metrics, whole=False, extra=(RANK,) if ranked else ())
+    bases = baselines_for(configs, baseline, against, metrics, extra=(RANK,) if ranked else ())
     gated = list(gate.configs)
     if verdict is not None:
         decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
