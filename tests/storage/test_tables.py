@@ -304,3 +304,18 @@ def test_a_case_table_of_no_cases_reads_as_no_cases(tmp_path):
     write_case_table(tmp_path / "cases.parquet", [])
     table = read_case_table(tmp_path / "cases.parquet")
     assert table.case_ids == [] and table.tags.width == 0 and table.evidence.n_cases == 0
+
+
+def test_the_chunk_table_is_in_chunk_id_order_with_each_chunks_token_starts_and_a_broken_line_is_named(tmp_path):
+    """The chunk stage writes d#2 before d#10; chunk_id order puts d#10 first, its starts with it."""
+    path = tmp_path / "chunks.jsonl"
+    chunks = [Chunk("d#2", "d", 2, 0, 5, "a b c", {}, (0, 2, 4)), Chunk("d#10", "d", 10, 6, 9, "d e", {}, (0, 2))]
+    write_jsonl(path, [chunk.to_row() for chunk in chunks])
+    table = read_chunk_table(path)
+    assert (table.chunk_ids, table.ordinals.tolist(), table.starts.tolist()) == (["d#10", "d#2"], [10, 2], [6, 0])
+    assert (table.token_bounds.tolist(), table.token_offsets.tolist()) == ([0, 2, 5], [0, 2, 0, 2, 4])
+    write_jsonl(path, [{**chunks[0].to_row(), "token_starts": None}, chunks[1].to_row()])
+    assert read_chunk_table(path).token_bounds is None  # a chunk without starts: the budget counts characters
+    path.write_text(path.read_text() + '{"chunk_id": "d#3",\n')
+    with pytest.raises(InputError, match="chunks.jsonl:3"):
+        read_chunk_table(path)

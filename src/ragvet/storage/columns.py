@@ -102,14 +102,6 @@ def token_columns(starts: Sequence[Sequence[int] | None]) -> tuple[np.ndarray | 
     return bounds, np.fromiter((o for s in starts for o in s), np.int64, int(bounds[-1]))
 
 
-def token_columns_of(starts: pl.Series) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """:func:`token_columns` of a list column read by polars, without a Python int per token."""
-    if not len(starts) or starts.null_count():
-        return None, None
-    bounds = np.concatenate(([0], np.cumsum(starts.list.len().to_numpy(), dtype=np.int64)))
-    return bounds, starts.explode().drop_nulls().to_numpy().astype(np.int64, copy=False)
-
-
 @dataclass(frozen=True)
 class RunTable:
     """A run as columns: one entry per retrieved row, ids interned to numbers.

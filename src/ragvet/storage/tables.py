@@ -22,8 +22,8 @@ import polars as pl
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.atomic import ROW_GROUP_ROWS, write_parquet
-from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts, token_columns_of
-from ragvet.storage.files import iter_jsonl, read_jsonl, round_floats, write_jsonl
+from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts
+from ragvet.storage.files import each_jsonl, iter_jsonl, read_jsonl, round_floats, write_jsonl
 
 
 def write_docs(path: Path, docs: Iterable[Doc]) -> None:
@@ -31,7 +31,10 @@ def write_docs(path: Path, docs: Iterable[Doc]) -> None:
 
 
 def read_docs(path: Path) -> list[Doc]:
-    return [Doc.from_row(row) for row in read_jsonl(path)]
+    """The validated corpus, a line at a time: read whole, its bytes and their text would
+    double the texts' memory while they are parsed."""
+    with gc_paused():
+        return [Doc.from_row(row) for row in each_jsonl(path)]
 
 
 def write_cases(path: Path, cases: Iterable[Case]) -> None:
@@ -246,31 +249,36 @@ def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[s
 
 
 def read_chunk_table(path: Path) -> ChunkTable:
-    """The chunk columns the evaluation engine reads (no text), straight into arrays,
-    in chunk_id order: the numbering a Parquet run's ``chunk`` column uses.
+    """The chunk columns the evaluation engine reads (no text), in chunk_id order: the
+    numbering a Parquet run's ``chunk`` column uses.
 
-    A file that does not parse as chunk rows goes through :func:`read_chunks`,
-    which names the line that is wrong.
+    A line at a time, each row's text dropped as soon as it is parsed and its token starts
+    kept as one int64 array (polars' JSON reader holds the whole file with its texts: twice
+    the RSS at 65,536 chunks of 500 characters). A file that does not parse as chunk rows,
+    or lists a chunk twice, goes through :func:`read_chunks`, which names the line that is wrong.
     """
-    schema = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int64, "start": pl.Int64, "end": pl.Int64}
     try:
-        frame = pl.read_ndjson(path, schema={**schema, "token_starts": pl.List(pl.Int64)}).sort("chunk_id")
-    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
-        frame = None
-    if (
-        frame is None
-        or frame.select(list(schema)).null_count().sum_horizontal().item()
-        or frame["chunk_id"].n_unique() != len(frame)
-    ):
+        with open(path, "rb") as handle, gc_paused():
+            rows = sorted((_table_row(orjson.loads(line)) for line in handle if line.strip()), key=lambda r: r[0])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OSError):
+        rows = None
+    if rows is None or any(a[0] == b[0] for a, b in zip(rows, rows[1:])):
         return ChunkTable.from_chunks(read_chunks(path))
-    return ChunkTable(
-        frame["chunk_id"].to_list(),
-        frame["doc_id"].to_list(),
-        frame["ordinal"].to_numpy(),
-        frame["start"].to_numpy(),
-        frame["end"].to_numpy(),
-        *token_columns_of(frame["token_starts"]),
-    )
+    ids, docs, ordinals, starts, ends, tokens = zip(*rows) if rows else ((),) * 6
+    numbers = [np.array(column, dtype=np.int64) for column in (ordinals, starts, ends)]
+    if not tokens or any(t is None for t in tokens):
+        return ChunkTable(list(ids), list(docs), *numbers)
+    bounds = np.concatenate(([0], np.cumsum([len(t) for t in tokens], dtype=np.int64)))
+    return ChunkTable(list(ids), list(docs), *numbers, bounds, np.concatenate(tokens))
+
+
+def _table_row(row: dict[str, Any]) -> tuple[str, str, int, int, int, np.ndarray | None]:
+    """One chunk row's :class:`ChunkTable` fields; a ``TypeError`` for a field of the wrong type."""
+    ids, numbers = (row["chunk_id"], row["doc_id"]), (row["ordinal"], row["start"], row["end"])
+    if not all(isinstance(value, str) for value in ids) or not all(type(value) is int for value in numbers):
+        raise TypeError("a chunk row's field has the wrong type")
+    starts = row.get("token_starts")
+    return (*ids, *numbers, None if starts is None else np.array(starts, dtype=np.int64))
 
 
 RunRow = dict
