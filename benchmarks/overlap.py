@@ -5,7 +5,7 @@ Seeded synthetic top-10 rankings: a baseline of distinct chunk numbers per case,
 candidate that keeps it (60% of cases), reorders it (20%), or swaps in 1-5 new chunks
 (20%), some lists shorter than 10. Reported: the kernels' time per million cases at each
 size in batches of ``--batch`` cases (the way a streaming evaluation calls them) and the
-process's peak RSS, ``moved()`` from two run frames (the polars pairing the verdict uses),
+process's peak RSS, ``moved_at()`` from two run frames (the polars pairing the verdict uses),
 and the peer's time per million on a subset with the largest difference between the two.
 
 The `rbo` package declares numpy<2, so it is not in requirements-dev.lock: install it beside
@@ -26,7 +26,7 @@ import time
 import numpy as np
 import polars as pl
 
-from ragvet.measures.overlap import moved, movement, rbo_ext
+from ragvet.measures.overlap import moved_at, movement, rbo_ext
 
 K, P = 10, 0.9
 
@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--rbo-path", help="a folder holding the rbo package (see the docstring)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, python {platform.python_version()}, numpy {np.__version__}")
-    print("| cases | kernels s | s per 1M cases | moved() from frames s |")
+    print("| cases | kernels s | s per 1M cases | moved_at() from frames s |")
     print("|---|---|---|---|")
     per_million = None
     for size in args.sizes:
@@ -102,7 +102,7 @@ def main() -> None:
         if size <= 1_000_000:
             sides = frames(base, cand)
             start = time.perf_counter()
-            moved(*sides, K, P)
+            moved_at(*sides, [K], P)
             from_frames = f"{time.perf_counter() - start:.2f}"
         per_million = seconds / size * 1e6
         print(f"| {size:,} | {seconds:.2f} | {per_million:.2f} | {from_frames} |")

@@ -28,7 +28,7 @@ from ragvet.gating.movement import (
     table_rows,
 )
 from ragvet.inputs.params import validate_params
-from ragvet.measures.overlap import moved
+from ragvet.measures.overlap import moved_at
 from ragvet.reporting.verdict import verdict_section
 from ragvet.settings import MOST_MOVED
 from ragvet.storage import rankings, results
@@ -237,7 +237,7 @@ def write_numbered(frame: pl.DataFrame, path: Path, numbering: str = NUMBERING) 
 @pytest.mark.parametrize("rows", [1, 4, 1 << 20])
 def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, monkeypatch, rows: int, numbered: bool):
     """Batches of 1 and 4 rows cut cases' ranks apart; the figures, the rows written and the
-    guarded counts are those of the two rankings paired whole by their ids (:func:`moved`),
+    guarded counts are those of the two rankings paired whole by their ids (:func:`moved_at`),
     whether the files are paired by ids or, numbered alike, by their numbers (then the
     ids of the cases only the run ranks come from the run)."""
     base, run, per_case = traffic(tmp_path)
@@ -252,7 +252,7 @@ def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, 
         monkeypatch.setattr(movement, "moved_at", None)
     written: list[pl.DataFrame] = []
     found = measure_movement(["x"], lambda config: sides, [1, 3], 3, 0.8, per_case, ["t"], written.append)["x"]
-    whole = moved(base, run, 3, 0.8)
+    whole = moved_at(base, run, [3], 0.8)
     assert whole.height == len(set(base["case_id"]) | set(run["case_id"])) == 30
     tally = MovementTally(3, ["t"], MOST_MOVED)
     tags = pl.read_parquet(per_case / "x.parquet", columns=["case_id", "tags.t"])
@@ -260,7 +260,7 @@ def test_movement_read_in_batches_is_that_of_the_whole_rankings(tmp_path: Path, 
     assert found.summary == tally.summary(0.8)
     assert found.summary["slices"]["t"]["a"]["cases"] + found.summary["slices"]["t"]["b"]["cases"] == 10
     assert pl.concat(written).equals(table_rows("x", whole, 3))
-    top1 = moved(base, run, 1, 0.8)["topk_changed@1"]
+    top1 = moved_at(base, run, [1], 0.8)["topk_changed@1"]
     assert found.changed == {1: (30, int(top1.sum())), 3: (30, int(whole["topk_changed@3"].sum()))}
 
 

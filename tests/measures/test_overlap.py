@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from ragvet.measures.overlap import (
-    moved,
+    moved_at,
     movement,
     overlap_at_k,
     overlap_by_depth,
@@ -141,7 +141,7 @@ def test_moved_pairs_two_runs_by_case_and_cuts_them_at_k():
     case_ids, b, c = paired_rankings(base, cand, 2)
     assert case_ids.to_list() == ["q1", "q2", "q3", "q4"]
     assert b.shape == c.shape == (4, 2)
-    found = moved(base, cand, 2, 0.9)
+    found = moved_at(base, cand, [2], 0.9)
     assert found["case_id"].to_list() == case_ids.to_list()
     assert found["overlap@2"].to_list() == [1.0, 0.5, 0.0, 0.0]  # q1's top 2 swapped; q3, q4 on one side only
     assert found["topk_changed@2"].to_list() == [0, 0, 1, 1]

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ragvet.storage.rankings import NUMBERED_COLUMNS, RANKING_COLUMNS
+from ragvet.storage.rankings import NUMBERED_COLUMNS
 
 MISSING = -1  # a rank past the end of a case's list
 
@@ -225,20 +225,10 @@ def paired_rankings(
     ]
     case_ids = pl.concat([side["case_id"] for side in sides]).unique().sort()
     chunk_ids = pl.concat([side["chunk_id"] for side in sides]).unique().sort()
-    case_rows = pl.DataFrame({"case_id": case_ids, "row": np.arange(len(case_ids), dtype=np.int64)})
-    chunk_numbers = pl.DataFrame({"chunk_id": chunk_ids, "number": np.arange(len(chunk_ids), dtype=np.int64)})
-    matrices = []
-    for side in sides:
-        placed = (
-            side.sort(list(RANKING_COLUMNS))
-            .with_columns(position=pl.int_range(pl.len()).over("case_id"))
-            .filter(pl.col("position") < depth)
-            .join(case_rows, on="case_id")
-            .join(chunk_numbers, on="chunk_id")
-        )
-        matrix = np.full((len(case_ids), max(depth, 0)), MISSING, dtype=np.int64)
-        matrix[placed["row"].to_numpy(), placed["position"].to_numpy()] = placed["number"].to_numpy()
-        matrices.append(matrix)
+    case_rows = pl.DataFrame({"case_id": case_ids, "case": np.arange(len(case_ids), dtype=np.int64)})
+    chunk_numbers = pl.DataFrame({"chunk_id": chunk_ids, "chunk": np.arange(len(chunk_ids), dtype=np.int64)})
+    numbered = [side.join(case_rows, on="case_id").join(chunk_numbers, on="chunk_id") for side in sides]
+    _, matrices = numbered_rankings(*numbered, depth)  # every case is on a side: the rows are case_ids'
     return case_ids, matrices[0], matrices[1]
 
 
@@ -293,8 +283,3 @@ def figures_at(case_ids: pl.Series, base: np.ndarray, cand: np.ndarray, ks: Sequ
     for k in ks:
         columns |= dict(zip((f"{name}@{k}" for name in MOVED), movement(base, cand, k, p)))
     return pl.DataFrame(columns, schema_overrides={"case_id": pl.String})
-
-
-def moved(baseline: pl.DataFrame, candidate: pl.DataFrame, k: int, p: float) -> pl.DataFrame:
-    """:func:`moved_at` at one ``k``: ``case_id, overlap@k, topk_changed@k, rbo@k``."""
-    return moved_at(baseline, candidate, [k], p)
