@@ -137,7 +137,11 @@ def empty_table(k: int) -> pl.DataFrame:
 
 
 Changed = tuple[int, int]  # the cases measured at a guarded k, and how many of them changed their top k
-NO_TAGS = {"case_id": pl.String}  # the schema of the tags of a configuration without a per-case table
+
+
+def _no_tags() -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """No slice keys, and one frame of no tags: a configuration without a per-case table."""
+    return [], iter([pl.DataFrame(schema={"case_id": pl.String})])
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def _tags(per_case: Path, slices: Sequence[str]) -> tuple[list[str], Iterator[pl
     ``case_id`` and those ``tags.<key>`` columns a batch of cases at a time; none (one
     empty frame) where evaluate has not written the table."""
     if not per_case.is_file():
-        return [], iter([pl.DataFrame(schema=NO_TAGS)])
+        return _no_tags()
     names = pl.read_parquet_schema(per_case)
     keys = [key for key in slices if column("tags", key) in names]
     return keys, case_batches(per_case, per_case.as_posix(), ["case_id", *(column("tags", key) for key in keys)])
@@ -208,7 +212,7 @@ def _measured(
 ) -> Measured:
     """:class:`Measured` of one configuration, in one pass over its two rankings and, with a
     ``depth``, its per-case table's tags; each batch's rows at ``depth`` go to ``sink``."""
-    keys, tags = _tags(per_case, slices) if depth is not None else ([], iter([pl.DataFrame(schema=NO_TAGS)]))
+    keys, tags = _tags(per_case, slices) if depth is not None else _no_tags()
     tally = MovementTally(depth, keys, MOST_MOVED) if depth is not None else None
     ks = sorted({*guarded, *([] if depth is None else [depth])})
     counts = dict.fromkeys(guarded, (0, 0))
@@ -301,7 +305,12 @@ def movement_entry(metric: str, changed: Changed | str, max_drop: float) -> dict
 
 def guarded_ks(gate: Gate) -> list[int]:
     """The depths of the gate's guarded movement metrics (``topk_changed@k``)."""
-    return sorted({int(metric.partition("@")[2]) for metric in gate.movement})
+    return sorted({_k_of(metric) for metric in gate.movement})
+
+
+def _k_of(metric: str) -> int:
+    """The k of a movement metric's name (``topk_changed@10``: 10)."""
+    return int(metric.partition("@")[2])
 
 
 def guard_movement(
@@ -326,9 +335,7 @@ def guard_movement(
             continue
         found = measured[result["config"]]
         entries = [
-            movement_entry(
-                metric, found if isinstance(found, str) else found.changed[int(metric.partition("@")[2])], gate.max_drop
-            )
+            movement_entry(metric, found if isinstance(found, str) else found.changed[_k_of(metric)], gate.max_drop)
             for metric in gate.movement
         ]
         passed = result["passed"] and not any(entry["failed"] for entry in entries)
