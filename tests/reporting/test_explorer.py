@@ -15,8 +15,8 @@ from browser import CHROMIUM, chromium_page
 from repos import commit_all, init_repo
 
 from ragvet.gating.retrieved import Retrieved, named_chunks, retrieved_at, top_k, unavailable
-from ragvet.reporting.explorer import explorer_data, explorer_section
-from ragvet.reporting.moves import case_moves
+from ragvet.reporting.explorer import explorer_data, explorer_ids, explorer_section
+from ragvet.reporting.moves import case_moves, first_moves
 from ragvet.reporting.page import policy, render_html
 from ragvet.schema import Chunk
 from ragvet.storage.results import results_frame
@@ -90,11 +90,11 @@ def test_case_moves_lists_newly_missed_then_found_then_unchanged_eval_cases_side
     ]  # fmt: skip
 
 
-def data(sides: dict | None = None) -> dict:
+def data(sides: dict | None = None, limit: int | None = None) -> dict:
     sides = sides or {"cfg": (BASELINE_SIDE, CANDIDATE_SIDE)}
-    return explorer_data(
-        CASES, TEXTS, {"cfg": moves()}, sides, ["first_rank", "hit@2"], ["phrasing", "year"], 2, "main"
-    )
+    found = {"cfg": moves()}
+    ids = explorer_ids(found, limit)
+    return explorer_data(CASES, TEXTS, found, sides, ["first_rank", "hit@2"], ["phrasing", "year"], 2, "main", ids, 3)
 
 
 def test_explorer_data_interns_docs_and_chunks_and_keeps_claims_pointing_at_evidence():
@@ -115,6 +115,21 @@ def test_explorer_data_interns_docs_and_chunks_and_keeps_claims_pointing_at_evid
     assert found["top"] == [[[[0, 2.5, 1, 1.0], [], [1, 0.25]], [[1, 3.0], [1, 1.2346], []]]]
     off = data({"cfg": (unavailable("no run at main"), CANDIDATE_SIDE)})
     assert off["top"][0][0] is None and off["unavailable"] == [["no run at main", None]]
+    assert "listed" not in found  # every case listed is shown
+    first = data(limit=2)  # the page holds two cases of three: the moved ones, and says how many there are
+    assert (first["ids"], first["listed"], first["status"]) == (["c-miss", "c-found"], 3, [[0, 1]])
+    assert first["top"] == [[[[0, 2.5, 1, 1.0], []], [[1, 3.0], [1, 1.2346]]]]
+
+
+def test_first_moves_keeps_each_status_first_rows_of_batches_in_case_order():
+    def row(case_id: str, status: str) -> dict:
+        return {"case_id": case_id, "status": status}
+
+    missed, found, same = "newly missed", "newly found", "unchanged"
+    batches = [[row("a", same), row("b", missed)], [row("c", found), row("d", same), row("e", missed)], []]
+    assert first_moves(iter(batches), 2) == ([row("b", missed), row("e", missed)], 5)
+    assert first_moves(iter(batches), 4)[0] == [row("b", missed), row("e", missed), row("c", found), row("a", same)]
+    assert [r["case_id"] for r in first_moves(iter(batches))[0]] == ["b", "e", "c", "a", "d"]
 
 
 def test_top_k_and_named_chunks_read_a_run_and_a_chunk_table(tmp_path: Path):
@@ -122,6 +137,7 @@ def test_top_k_and_named_chunks_read_a_run_and_a_chunk_table(tmp_path: Path):
     frame = {"case_id": ["b", "a", "a", "a"], "rank": [1, 3, 1, 2], "chunk_id": ["x", "z", "x", "y"]}
     pl.DataFrame({**frame, "score": [0.5, 0.1, 0.9, 0.2]}).write_parquet(run)
     assert top_k(run, 2) == {"a": [("x", 0.9), ("y", 0.2)], "b": [("x", 0.5)]}
+    assert top_k(run, 2, {"b", "zz"}) == {"b": [("x", 0.5)]}  # only the cases asked for
     lines = [json.dumps(CHUNKS["d2#0"].to_row()).encode(), b"", json.dumps(CHUNKS["d1#1"].to_row()).encode()]
     assert named_chunks(lines, {"d1#1"}) == {"d1#1": CHUNKS["d1#1"]}
 
@@ -229,7 +245,7 @@ def test_a_revisions_sides_read_its_own_params_run_and_chunks_or_say_what_it_lac
     commit_all(repo, "a run")
     # The work tree moves on; the revision's files are what it committed.
     (repo / "params.yaml").write_text(yaml.safe_dump({"configs": {}}))
-    found = retrieved_at("HEAD", ["cfg", "gone", "new"], 2, repo)
+    found = retrieved_at("HEAD", ["cfg", "gone", "new"], 2, project=repo)
     assert found["cfg"] == Retrieved({"a": [("d2#0", 2.0), ("d1#1", 1.5)]}, CHUNKS)
     assert found["gone"] == unavailable("HEAD has no data/runs/gone.parquet")
     assert found["new"] == unavailable("HEAD's params.yaml has no configuration new")

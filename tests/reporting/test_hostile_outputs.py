@@ -37,7 +37,7 @@ from ragvet.reporting.cases import describe_evidence
 from ragvet.reporting.charts import slice_chart
 from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_LIMIT, CUT_NOTE, Contents, render_report
-from ragvet.reporting.explorer import explorer_data
+from ragvet.reporting.explorer import explorer_data, explorer_ids
 from ragvet.reporting.moves import case_moves
 from ragvet.reporting.page import policy, render_html
 from ragvet.reporting.side_by_side import side_by_side_section
@@ -236,7 +236,9 @@ def test_the_explorer_shows_hostile_ids_tags_questions_and_documents_as_text(tmp
     moves = case_moves(COMPARISON | {"newly_missed": [CASE_ID]}, table, None, [])
     chunk = Chunk(f"{DOC_ID}#0", DOC_ID, 0, 0, len(CHUNK_TEXT), CHUNK_TEXT)
     sides = {"cfg": (unavailable(QUESTION), Retrieved({CASE_ID: [(chunk.chunk_id, 1.0)]}, {chunk.chunk_id: chunk}))}
-    data = explorer_data(cases, {DOC_ID: CHUNK_TEXT}, {"cfg": moves}, sides, ["first_rank"], ["kind"], 5, TAG)
+    texts, ids = {DOC_ID: CHUNK_TEXT}, explorer_ids({"cfg": moves})
+    listed = len(moves) + 1  # as if the page held one case of two: it says so
+    data = explorer_data(cases, texts, {"cfg": moves}, sides, ["first_rank"], ["kind"], 5, TAG, ids, listed)
     page = explorer_page(tmp_path, data)
     assert_inert_page(page.read_text(encoding="utf-8"))
     tags, text, pwned, console = click_through_explorer(page)
@@ -244,6 +246,7 @@ def test_the_explorer_shows_hostile_ids_tags_questions_and_documents_as_text(tmp
     assert console == [], console
     for value in (CASE_ID, QUESTION, TAG, DOC_ID, CHUNK_TEXT, "<script>"):  # every value shown whole, as text
         assert value in text, value
+    assert "1 of 2 eval cases shown, the newly missed and found first" in text
 
     # The checks can fail: a payload planted in the page, with its policy off, runs and shows.
     planted = tmp_path / "planted.html"

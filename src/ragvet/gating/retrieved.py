@@ -11,7 +11,7 @@ the explorer says so beside the other side, and the report is still written.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +49,16 @@ def chunking_of(params: dict, config: str) -> str | None:
     return entry.get("chunking") if isinstance(entry, dict) else None
 
 
-def top_k(run: bytes | Path, k: int) -> dict[str, list[tuple[str, float]]]:
-    """The first ``k`` ranks of every case of a retrieve stage's run (Parquet), as
-    :attr:`Retrieved.top` holds them."""
+def top_k(run: bytes | Path, k: int, cases: Collection[str] | None = None) -> dict[str, list[tuple[str, float]]]:
+    """The first ``k`` ranks of every case (of ``cases`` only, when given) of a retrieve
+    stage's run (Parquet), as :attr:`Retrieved.top` holds them. The filter is applied as
+    the file is scanned, so a run of ten million cases is never held."""
     source = io.BytesIO(run) if isinstance(run, bytes) else run
-    frame = pl.read_parquet(source, columns=["case_id", "rank", "chunk_id", "score"])
-    frame = frame.filter(pl.col("rank") <= k).sort(["case_id", "rank"])
+    wanted = pl.col("rank") <= k
+    if cases is not None:
+        wanted &= pl.col("case_id").is_in(pl.Series(list(cases), dtype=pl.String))
+    scan = pl.scan_parquet(source).select("case_id", "rank", "chunk_id", "score")
+    frame = scan.filter(wanted).collect().sort(["case_id", "rank"])
     top: dict[str, list[tuple[str, float]]] = {}
     for case_id, _, chunk_id, score in frame.iter_rows():
         top.setdefault(case_id, []).append((chunk_id, float(score)))
@@ -72,8 +76,8 @@ def named_chunks(lines: Iterable[bytes], wanted: set[str]) -> dict[str, Chunk]:
     return found
 
 
-def _retrieved(run: bytes | Path, chunks: bytes | Path, k: int) -> Retrieved:
-    top = top_k(run, k)
+def _retrieved(run: bytes | Path, chunks: bytes | Path, k: int, cases: Collection[str] | None) -> Retrieved:
+    top = top_k(run, k, cases)
     wanted = {chunk_id for pairs in top.values() for chunk_id, _ in pairs}
     if isinstance(chunks, Path):
         with open(chunks, "rb") as handle:
@@ -81,13 +85,16 @@ def _retrieved(run: bytes | Path, chunks: bytes | Path, k: int) -> Retrieved:
     return Retrieved(top, named_chunks(chunks.splitlines(), wanted))
 
 
-def retrieved_here(config: str, chunking: str, k: int, project: Path = Path(".")) -> Retrieved:
-    """The candidate side: the work tree's run of ``config`` and its chunking's chunks."""
+def retrieved_here(
+    config: str, chunking: str, k: int, cases: Collection[str] | None = None, project: Path = Path(".")
+) -> Retrieved:
+    """The candidate side: the work tree's run of ``config`` (of ``cases`` only, when given)
+    and its chunking's chunks."""
     run, chunks = run_path(project / RUNS, config), project / CHUNKS / f"{chunking}.jsonl"
     missing = [path for path in (run, chunks) if not path.is_file()]
     if missing:
         return unavailable(f"{missing[0]} is not in the work tree (run `dvc repro`, or `dvc checkout` it)")
-    return _retrieved(run, chunks, k)
+    return _retrieved(run, chunks, k, cases)
 
 
 def _params_at(rev: str, project: Path) -> dict:
@@ -100,10 +107,12 @@ def _params_at(rev: str, project: Path) -> dict:
     return params if isinstance(params, dict) else {}
 
 
-def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(".")) -> dict[str, Retrieved]:
-    """The baseline side at ``rev``: each configuration's run and chunks as that revision
-    has them (its own params.yaml names the chunking), unavailable where that revision
-    lacks them or DVC cannot bring them."""
+def retrieved_at(
+    rev: str, configs: Iterable[str], k: int, cases: Collection[str] | None = None, project: Path = Path(".")
+) -> dict[str, Retrieved]:
+    """The baseline side at ``rev`` (of ``cases`` only, when given): each configuration's
+    run and chunks as that revision has them (its own params.yaml names the chunking),
+    unavailable where that revision lacks them or DVC cannot bring them."""
     params = _params_at(rev, project)
     found = {}
     for config in configs:
@@ -122,5 +131,5 @@ def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(
         if run is None or chunks is None:
             found[config] = unavailable(f"{rev} has no {paths[0] if run is None else paths[1]}")
             continue
-        found[config] = _retrieved(run, chunks, k)
+        found[config] = _retrieved(run, chunks, k, cases)
     return found

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-import polars as pl
-
-from ragvet.measures.summary import slice_table
+from ragvet.gating.baselines import compared_columns
+from ragvet.gating.compare import Side, side_batches
+from ragvet.measures.summary import Summaries
 from ragvet.reporting.plots import budget_rows, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget
+from ragvet.storage.results import read_results
 from ragvet.text.escaping import chart_label
 
 _RC = {
@@ -181,14 +183,25 @@ def slice_chart(current: Sequence[dict], baseline: Sequence[dict], configs: Sequ
         return _svg(figure)
 
 
+def _slices(table: Side, slice_keys: Sequence[str], k: int) -> dict:
+    """:func:`ragvet.measures.summary.slice_table` at ``k`` of a per-case table's cases and
+    metrics (:func:`ragvet.gating.baselines.compared_columns`), a batch of cases at a time
+    when it is a file: the sums are exact, so the figures are those of the whole table."""
+    wanted = read_results(table, rows=0, columns=compared_columns(None)).columns if isinstance(table, Path) else ()
+    tally = Summaries([k], slice_keys=slice_keys)
+    for (frame,) in side_batches([table], wanted):
+        tally.add(frame)
+    return tally.slice_table()
+
+
 def report_figures(
-    settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_rows: Mapping[str, pl.DataFrame]
+    settings: dict, summaries: dict, base_summaries: dict, slices: dict, base_tables: Mapping[str, Side]
 ) -> list[tuple[str, str]]:
     """The HTML report's charts: recall against k, evidence recall against the budget,
-    the gated configurations' slices, each beside its baseline (``base_rows``: the
+    the gated configurations' slices, each beside its baseline (``base_tables``: the
     baselines' per-case tables, whose slices are tabled here)."""
     ks, k, budget = settings["ks"], summary_k(settings["ks"]), Budget.from_params(settings)
-    base_slices = {name: slice_table(table, settings["slices"], [k]) for name, table in base_rows.items()}
+    base_slices = {name: _slices(table, settings["slices"], k) for name, table in base_tables.items()}
     gated = [c for c in settings["gate"]["configs"] if c in slices]
     return [
         (

@@ -14,7 +14,7 @@ markup: the script (:mod:`ragvet.reporting.explorer_script`) puts it in with
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ragvet.gating.retrieved import Retrieved
 from ragvet.reporting.explorer_script import SCRIPT, STYLE
@@ -23,6 +23,9 @@ from ragvet.storage.tables import gc_paused
 from ragvet.text.escaping import script_json
 
 SCORE_PLACES = 4  # a chunk's score as the explorer shows it
+# The cases the page holds at most (about 10 MB of page): newly missed and found ones first.
+# Past it the page says how many it leaves out; the moves CSV (``--moves``) lists every case.
+EXPLORER_CASES = 100_000
 
 
 def _targets(ref: dict) -> list[dict]:
@@ -93,8 +96,18 @@ def _per_case(moves: list[dict], ids: Sequence[str], columns: Sequence[str]) -> 
     return status, [[found[c][key] for key in keys] if c in found else [None] * len(keys) for c in ids]
 
 
+def explorer_ids(moves: Mapping[str, list[dict]], limit: int | None = EXPLORER_CASES) -> list[str]:
+    """The first ``limit`` cases any configuration's ``moves`` list: those newly missed
+    somewhere first, then newly found, then the rest, each by id."""
+    rank: dict[str, int] = {}
+    for config in sorted(moves):
+        for row in moves[config]:
+            rank[row["case_id"]] = min(rank.get(row["case_id"], 2), STATUSES.index(row["status"]))
+    return sorted(rank, key=lambda case_id: (rank[case_id], case_id))[:limit]
+
+
 def explorer_data(
-    cases: Sequence[dict],
+    cases: Iterable[dict],
     texts: Mapping[str, str],
     moves: Mapping[str, list[dict]],
     sides: Mapping[str, tuple[Retrieved, Retrieved]],
@@ -102,24 +115,22 @@ def explorer_data(
     slices: Sequence[str],
     k: int,
     baseline: str,
+    ids: Sequence[str],
+    listed: int,
 ) -> dict:
     """What the explorer shows, as one JSON-ready value.
 
     ``moves`` are each gated configuration's :func:`ragvet.reporting.moves.case_moves`
     rows (the ``columns`` among them in pairs, baseline then candidate); ``sides`` its
     baseline and candidate :class:`Retrieved`; ``cases`` the validated cases (question,
-    tags, evidence, claims) and ``texts`` the corpus, for the quotes. Cases are the
-    eval cases any configuration lists, those newly missed somewhere first, then newly
-    found, then the rest, each by id.
+    tags, evidence, claims; only those of ``ids`` are kept) and ``texts`` the corpus, for
+    the quotes. The page shows the cases ``ids`` (:func:`explorer_ids`) of the ``listed``
+    eval cases, and says so when it shows fewer.
     """
     with gc_paused():  # millions of small lists and no cycle: the collector's passes doubled the time
         configs = sorted(moves)
-        rank = {}
-        for config in configs:
-            for row in moves[config]:
-                rank[row["case_id"]] = min(rank.get(row["case_id"], 2), STATUSES.index(row["status"]))
-        ids = sorted(rank, key=lambda case_id: (rank[case_id], case_id))
-        by_id = {case.get("id"): case for case in cases}
+        shown = set(ids)
+        by_id = {case.get("id"): case for case in cases if case.get("id") in shown}
         docs, chunks = _Interned(), _Interned()
         evidence, claims = (
             zip(*(_evidence(by_id.get(case_id, {}), texts, docs) for case_id in ids), strict=True) if ids else ((), ())
@@ -135,7 +146,7 @@ def explorer_data(
             "configs": configs,
             "slices": list(slices),
             "columns": list(columns),
-            "ids": ids,
+            "ids": list(ids),
             "questions": [by_id.get(c, {}).get("question", "") for c in ids],
             "tags": [[str((by_id.get(c, {}).get("tags") or {}).get(s, "")) for s in slices] for c in ids],
             "status": status,
@@ -146,7 +157,7 @@ def explorer_data(
             "unavailable": [[sides[config][0].unavailable, sides[config][1].unavailable] for config in configs],
             "docs": docs.values(),
             "chunks": [list(chunk) for chunk in chunks.values()],
-        }
+        } | ({"listed": listed} if listed > len(ids) else {})
 
 
 def explorer_section(data: dict) -> str:

@@ -272,7 +272,9 @@ for (const code of document.querySelectorAll("table td:first-child code")) {
 }
 
 const moved = D.status.map(s => [s.filter(v => v === 0).length, s.filter(v => v === 1).length]);
-$("rx-summary").textContent = n + " eval cases. " + D.configs.map((name, c) =>
+const shown = D.listed ? n + " of " + D.listed + " eval cases shown, the newly missed and found first " +
+  "(the moves CSV, ragvet report --moves, lists every case). " : n + " eval cases. ";
+$("rx-summary").textContent = shown + D.configs.map((name, c) =>
   name + ": " + moved[c][0] + " newly missed, " + moved[c][1] + " newly found at hit@" + D.k).join("; ") +
   ". Each figure reads baseline \u2192 candidate (evidence rank: where the first chunk holding evidence came in the " +
   "run). Choose a case for its evidence and each side's top " + D.k + ".";

@@ -81,12 +81,24 @@ def move_batches(
 def case_moves(comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]) -> list[dict]:
     """Every row of :func:`move_batches`, newly missed first, then newly found, then
     unchanged, each by case id."""
-    return _in_move_order(move_batches(comparison, current, baseline, metrics))
+    return first_moves(move_batches(comparison, current, baseline, metrics))[0]
 
 
-def _in_move_order(batches: Iterable[list[dict]]) -> list[dict]:
-    rows = [row for batch in batches for row in batch]
-    return sorted(rows, key=lambda row: (STATUSES.index(row["status"]), row["case_id"]))
+def first_moves(batches: Iterable[list[dict]], limit: int | None = None) -> tuple[list[dict], int]:
+    """The first ``limit`` rows (all of them when None) of :func:`move_batches`' ``batches`` in
+    move order (newly missed, newly found, unchanged, each by case id), and how many rows
+    came. The batches come in case-id order, so each status keeps only its first ``limit``
+    rows: at ten million cases the rows held stay at most three times ``limit``."""
+    kept: dict[str, list[dict]] = {status: [] for status in STATUSES}
+    count = 0
+    for batch in batches:
+        count += len(batch)
+        for row in batch:
+            rows = kept[row["status"]]
+            if limit is None or len(rows) < limit:
+                rows.append(row)
+    ordered = [row for status in STATUSES for row in sorted(kept[status], key=lambda row: row["case_id"])]
+    return ordered[:limit], count
 
 
 def moves_lines(configs: Iterable[Iterable[list[dict]]]) -> Iterator[str]:
@@ -107,7 +119,7 @@ def moves_lines(configs: Iterable[Iterable[list[dict]]]) -> Iterator[str]:
                 unchanged = [row for row in batch if row["status"] == STATUSES[2]]
                 spill.write(csv_body(unchanged, fields or []))
             if moved:
-                yield csv_body(_in_move_order([moved]), fields or [])
+                yield csv_body(first_moves([moved])[0], fields or [])
             spill.seek(0)
             yield from spill
     if fields is None:

@@ -15,8 +15,10 @@ runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
 Against the committed baseline, every comparison reads the two per-case tables a batch
 of cases at a time (:class:`ragvet.gating.compare.Pairing`,
 :func:`ragvet.reporting.moves.move_batches`), so the markdown report and the moves CSV
-never hold a table; the html page holds what it shows (every gated case's moves, the
-baseline's table for its slice chart, the validated cases for the explorer).
+never hold a table. The html page holds what it shows: the explorer's first
+:data:`ragvet.reporting.explorer.EXPLORER_CASES` cases (newly missed and found first), their
+cases and top k, read as the files are scanned; the baseline's slice chart is tallied a batch
+of cases at a time.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, compared_columns, current_path, latency_pairs
-from ragvet.gating.compare import Side, split_fingerprints
+from ragvet.gating.baselines import baselines_for, current_path, latency_pairs
+from ragvet.gating.compare import split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
 from ragvet.gating.retrieved import retrieved_at, retrieved_here, unavailable
@@ -38,10 +40,10 @@ from ragvet.reporting.cases import case_details, listed_cases
 from ragvet.reporting.charts import report_figures
 from ragvet.reporting.comparisons import compare_configs, compared_metrics
 from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
-from ragvet.reporting.explorer import explorer_data, explorer_section
+from ragvet.reporting.explorer import EXPLORER_CASES, explorer_data, explorer_ids, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
-from ragvet.reporting.moves import RANK, case_moves, move_batches, moves_lines
+from ragvet.reporting.moves import RANK, first_moves, move_batches, moves_lines
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
@@ -49,7 +51,7 @@ from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output, write_lines
 from ragvet.storage.files import each_jsonl, read_json, read_jsonl, write_text
 from ragvet.storage.records import split_outline
-from ragvet.storage.results import per_case_path, read_results
+from ragvet.storage.results import per_case_path
 
 PLOT_FILES = ("at_k.csv", "budget.csv", "slices.csv")  # what the report writes into --plots, as dvc.yaml's plots name
 
@@ -95,27 +97,29 @@ def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: 
     return [(c, rows.get(c["config"]), bases[c["config"]][1]) for c in comparisons if c["config"] in gated]
 
 
-def _whole(table: Side) -> Side:
-    """Every metric of a baseline's per-case table, read whole when it is a file: the html charts' slices."""
-    return read_results(table, columns=compared_columns(None)) if isinstance(table, Path) else table
-
-
 def _explorer(
-    settings: dict, moves: dict, k: int, cases: Path, corpus: Path, against: str | None, baseline: Path
+    settings: dict, moving: list[tuple], k: int, cases: Path, corpus: Path, against: str | None, baseline: Path
 ) -> str:
-    """The case explorer's section of the html page: the gated configurations' moves,
-    with each side's top ``k`` (the baseline's only from a revision: a baseline folder keeps no runs)."""
-    here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k) for c in moves}
+    """The case explorer's section of the html page: the gated configurations' moves (the
+    first :data:`EXPLORER_CASES` of each, :func:`first_moves`), with each side's top ``k``
+    of the cases shown (the baseline's only from a revision: a baseline folder keeps no runs)."""
+    metrics = list(Gate.from_params(settings).metrics)
+    firsts = {c["config"]: first_moves(move_batches(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
+    moves = {config: rows for config, (rows, _) in firsts.items()}
+    ids = explorer_ids(moves)
+    shown = set(ids)
+    here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k, shown) for c in moves}
     if against:
-        there = retrieved_at(against, list(moves), k)
+        there = retrieved_at(against, list(moves), k, shown)
     else:
         why = f"the committed baseline ({baseline}) keeps per-case results, not runs: compare --against a revision"
         there = dict.fromkeys(moves, unavailable(why))
     texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
-    columns = ["first_rank", *Gate.from_params(settings).metrics]
     sides = {c: (there[c], here[c]) for c in moves}
+    listed = max((count for _, count in firsts.values()), default=0)
+    label = against or str(baseline)
     data = explorer_data(
-        read_jsonl(cases), texts, moves, sides, columns, settings["slices"], k, against or str(baseline)
+        each_jsonl(cases), texts, moves, sides, ["first_rank", *metrics], settings["slices"], k, label, ids, listed
     )
     return explorer_section(data)
 
@@ -224,12 +228,11 @@ def main(
     text = render_report(contents, against, comment, limit)
     moving = _moving(comparisons, rows, bases, gated)
     if format is Format.html:
-        base_rows = {name: _whole(pair[1]) for name, pair in bases.items() if pair[1] is not None}
+        base_tables = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
         base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        moved = {comp["config"]: case_moves(comp, cur, base, list(gate.metrics)) for comp, cur, base in moving}
-        k = next((c["k"] for c in comparisons if c["config"] in moved), summary_k(settings["ks"]))
-        explorer = _explorer(settings, moved, k, cases, corpus, against, baseline)
-        figures = report_figures(settings, summaries, base_summaries, slices, base_rows)
+        k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
+        explorer = _explorer(settings, moving, k, cases, corpus, against, baseline)
+        figures = report_figures(settings, summaries, base_summaries, slices, base_tables)
         text = render_html(text, figures, explorer)
     plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
     with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
