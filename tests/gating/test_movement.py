@@ -25,6 +25,7 @@ from ragvet.gating.movement import (
     moved_by_config,
     movement_entry,
     ranked_sides,
+    rankings_kept_by_ids,
     table_rows,
 )
 from ragvet.inputs.params import validate_params
@@ -332,6 +333,21 @@ def test_a_ranking_kept_of_a_numbered_run_keeps_its_numbers(tmp_path: Path, monk
     assert kept.select(list(RANKING)).equals(expected) and kept["case"][0] == int(expected["case_id"][0][1:])
     assert (kept["chunk"] == kept["chunk_id"].str.slice(1).cast(pl.Int32)).all()
     assert rankings.numbering(tmp_path / "kept.parquet") == NUMBERING
+
+
+def test_the_verdict_names_a_kept_ranking_of_ids_beside_a_numbered_run(tmp_path: Path):
+    """Only a ranking kept without numbers, beside a numbered run, is paired the slow way."""
+    _, run, _ = traffic(tmp_path)
+    baseline, runs = tmp_path / "baseline", tmp_path / "runs"
+    runs.mkdir()
+    write_numbered(run, runs / "cfg.parquet")
+    run.write_parquet(runs / "plain.parquet")  # a run without numbers: nothing faster to be had
+    for config in ("cfg", "plain"):
+        baseline_ranking_path(baseline, config).parent.mkdir(parents=True, exist_ok=True)
+        run.write_parquet(baseline_ranking_path(baseline, config))  # ids only
+    assert rankings_kept_by_ids(["cfg", "plain", "absent"], baseline, runs) == [baseline_ranking_path(baseline, "cfg")]
+    write_ranking(baseline_ranking_path(baseline, "cfg"), runs / "cfg.parquet", 2)  # accepted again: numbered
+    assert rankings_kept_by_ids(["cfg", "plain"], baseline, runs) == []
 
 
 def test_a_run_not_in_case_order_is_refused_at_its_row(tmp_path: Path, monkeypatch):

@@ -17,7 +17,7 @@ import typer
 
 from ragvet.errors import user_errors
 from ragvet.gating.decision import decide_gate, write_verdict
-from ragvet.gating.movement import empty_table
+from ragvet.gating.movement import empty_table, rankings_kept_by_ids
 from ragvet.inputs.params import stage_params
 from ragvet.settings import Gate
 from ragvet.storage.atomic import outputs_together, write_parquet
@@ -61,3 +61,6 @@ def main(
         decided = decide_gate(gate, cases_dir, split, baseline, summaries_dir, latency_dir, None, runs, depth, moves)
         write_verdict(decided, out, verdict)
     typer.echo(f"verdict: {'PASSED' if decided['passed'] else 'FAILED'} -> {out}, {verdict}")
+    for ranking in rankings_kept_by_ids(list(gate.configs), baseline, runs):
+        typer.echo(f"verdict: {ranking} keeps ids, not the run's numbers: movement pairs it by ids, several times")
+        typer.echo("  slower on millions of cases; `ragvet baseline accept` keeps a numbered one (the same figures)")
