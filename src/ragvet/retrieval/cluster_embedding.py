@@ -187,11 +187,27 @@ def exists(location: str, name: str) -> bool:
     return fs.exists(shard_uri(root, name))
 
 
-def load(location: str, name: str) -> bytes | None:
-    """A shard's bytes, or None when it was not written yet."""
+def stored_shards(location: str) -> set[str]:
+    """The names of the shards stored under ``location``, listed once: one request a page of
+    names on S3, where asking shard by shard would cost a request for each of a hundred
+    million chunks' tens of thousands of shards. The filesystem's cached listing is dropped
+    first, so shards written since count."""
     fs, root = _filesystem(location)
-    path = shard_uri(root, name)
-    return fs.cat_file(path) if fs.exists(path) else None
+    fs.invalidate_cache(root)
+    try:
+        listed = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return set()
+    return {path.rsplit("/", 1)[-1].removesuffix(".parquet") for path in listed if path.endswith(".parquet")}
+
+
+def load(location: str, name: str) -> bytes | None:
+    """A shard's bytes (one request), or None when it was not written yet."""
+    fs, root = _filesystem(location)
+    try:
+        return fs.cat_file(shard_uri(root, name))
+    except FileNotFoundError:
+        return None
 
 
 class ShardEncoder:
@@ -318,11 +334,12 @@ def store_on_cluster(ray, pairs: Iterable[tuple[str, str]], settings: dict) -> t
     mid = model_id(settings["model"], settings["precision"])
     cutter = ShardCutter(mid, settings["passage_prefix"], settings["shard_rows"])
     plan: list[PlannedShard] = []
+    done = stored_shards(location)
 
     def missing() -> Iterator[Shard]:
         for shard in cutter.shards(pairs):
             plan.append(shard.planned())
-            if not exists(location, shard.name):
+            if shard.name not in done:
                 yield shard
 
     computed = encode_on_cluster(ray, missing(), settings, location, mid)
