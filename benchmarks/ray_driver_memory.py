@@ -39,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -191,27 +193,35 @@ def stage_run(command: list[str], env: dict[str, str]) -> dict:
     return {"seconds": seconds, "peak_mb": int(line.split(":")[1]) / 1024}
 
 
-def stage_side(src: Path, path: Path, model: Path) -> dict:
-    """The retrieve stage on ``src``'s code (driver and workers): every shard computed, then stored."""
+@contextmanager
+def loopback_cluster(src: Path | None) -> Iterator[str]:
+    """The 3-node loopback cluster's address; with ``src``, its workers (and the drivers started
+    while it runs) import that checkout's code first."""
     import ray
     from ray.cluster_utils import Cluster
 
-    os.environ["PYTHONPATH"] = str(src.resolve())  # the cluster's workers start with it
+    if src is not None:
+        os.environ["PYTHONPATH"] = str(src.resolve())
     cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
     for _ in range(2):
         cluster.add_node(**NODE)
     cluster.wait_for_nodes()
     try:
-        with tempfile.TemporaryDirectory() as folder:
-            command = stage_project(Path(folder), path, model, Path(folder) / "vectors")
-            env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAGVET_CACHE_DIR": str(Path(folder) / "cache")}
-            computed = stage_run(command, env)
-            stored = stage_run(command, env)
-            run = hashlib.sha256((Path(folder) / "run.parquet").read_bytes()).hexdigest()
+        yield cluster.address
     finally:
         ray.shutdown()
         cluster.shutdown()
-        del os.environ["PYTHONPATH"]
+        os.environ.pop("PYTHONPATH", None)
+
+
+def stage_side(src: Path, path: Path, model: Path) -> dict:
+    """The retrieve stage on ``src``'s code (driver and workers): every shard computed, then stored."""
+    with loopback_cluster(src) as address, tempfile.TemporaryDirectory() as folder:
+        command = stage_project(Path(folder), path, model, Path(folder) / "vectors")
+        env = {**os.environ, "RAY_ADDRESS": address, "RAGVET_CACHE_DIR": str(Path(folder) / "cache")}
+        computed = stage_run(command, env)
+        stored = stage_run(command, env)
+        run = hashlib.sha256((Path(folder) / "run.parquet").read_bytes()).hexdigest()
     return {"computed": computed, "stored": stored, "run_sha256": run}
 
 
@@ -257,23 +267,11 @@ def main() -> None:
             parser.error("--stage compares this checkout with --src: give --src")
         stage_comparison(args.chunks, args.src)
         return
-    import ray
-    from ray.cluster_utils import Cluster
-
     path, model = chunk_file(args.chunks), tiny_model()
-    if args.src:  # the driver and the cluster's workers both run that code
-        os.environ["PYTHONPATH"] = str(Path(args.src).resolve())
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
-    for _ in range(2):
-        cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            first = measure(path, model, cluster.address, folder)
-            again = measure(path, model, cluster.address, folder)  # every shard stored: resumption
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    # the driver and the cluster's workers both run --src's code when it is given
+    with loopback_cluster(Path(args.src) if args.src else None) as address, tempfile.TemporaryDirectory() as folder:
+        first = measure(path, model, address, folder)
+        again = measure(path, model, address, folder)  # every shard stored: resumption
     size = path.stat().st_size / 2**20
     print(f"{args.chunks:,} chunks ({size:.0f} MB file), driver code: {args.src or 'this checkout'}")
     print("| run | seconds | RSS after connect MB | peak RSS MB | shards |")

@@ -7,6 +7,11 @@ ranks: exact integer dot products (:func:`ragvet.retrieval.embedding.exact_score
 rounded, then score descending and chunk_id ascending. That order is total, so the
 global top ``depth`` is contained in the union of the actors' and :func:`merge_top`
 finds it by the same key: the same rows, bit for bit, as the flat search in one process.
+
+The shards are consecutive chunk_id ranges, so each actor holds a consecutive range of the
+chunking's positions (:func:`holder_ranges`): a metadata filter reaches it as its slice of a
+:class:`ragvet.retrieval.chunk_positions.PositionMask`, and each row it returns carries its
+chunk's position, the number the run's ``chunk`` column holds.
 """
 
 from __future__ import annotations
