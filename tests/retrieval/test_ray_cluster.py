@@ -137,24 +137,29 @@ def test_a_chunk_file_streamed_to_the_cluster_ranks_filtered_cases_as_one_proces
     """The retrieve stage's path for a chunk file: read once in chunk_id order (the file in the
     chunk stage's order), three shards of 16 over two holders (positions 0-15 and 16-47), each
     sent its slice of a filter's mask. A filter of one doc (d1: c001, c005, ...), one of two
-    docs, one admitting nothing and no filter rank as engine: local does; each row's number is
-    its chunk's position among the sorted ids, and the run file is the one numbered by the list."""
+    docs, one admitting nothing, one of the first 20 positions (across both holders) and no
+    filter rank as engine: local does; each row's number is its chunk's position among the
+    sorted ids, and the run file is the one numbered by the list."""
+    chunks = [replace(c, metadata={**c.metadata, "half": "early" if i < 20 else "late"}) for i, c in enumerate(CHUNKS)]
     path = tmp_path / "chunks.jsonl"
-    write_chunks(path, CHUNKS)
+    write_chunks(path, chunks)
     cases = [
         *CASES,
         Case("q4", "music in the garden", filter={"doc": ["d2", "d3"]}),
         Case("q5", "a cat in the rain", filter={"doc": "nowhere"}),
+        Case("q6", "winter train to spain", filter={"half": "early"}),  # positions 0-19: across both holders
     ]
     spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "ray_actors": 2, "vectors": str(tmp_path / "v")}
     manifests: list[dict] = []
     rows, numbering = retrieve_chunk_file(cases, path, spec, 10, manifests)
-    local = retrieve(cases, CHUNKS, {"kind": "dense"}, 10)
+    local = retrieve(cases, chunks, {"kind": "dense"}, 10)
     assert [{k: v for k, v in row.items() if k != "chunk"} for row in rows] == local
     ids = sorted(c.chunk_id for c in CHUNKS)
     assert [row["chunk"] for row in rows] == [ids.index(row["chunk_id"]) for row in rows]
     assert {row["chunk_id"] for row in rows if row["case_id"] == "q2"} <= {f"c{i:03d}" for i in range(1, 48, 4)}
     assert len([row for row in rows if row["case_id"] == "q2"]) == 10 and "q5" not in {r["case_id"] for r in rows}
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} & set(range(16, 20))
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} <= set(range(20))
     assert {row["chunk"] for row in rows} & set(range(16)) and {row["chunk"] for row in rows} & set(range(16, 48))
     assert (numbering.count, numbering.hexdigest()) == (48, ids_digest(ids))
     [listing] = manifests
