@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 DATA = Path("/tmp/ragvet-ray-driver")
 NODE = {"num_cpus": 1, "object_store_memory": 200 * 2**20, "node_ip_address": "127.0.0.1"}
@@ -175,7 +177,8 @@ def stage_project(folder: Path, path: Path, model: Path, vectors: Path) -> list[
     (folder / "cases.jsonl").write_text("".join(json.dumps(case.to_row()) + "\n" for case in cases))
     spec = {"kind": "dense", "engine": "ray", "index": "flat", "model": str(model), "vectors": str(vectors)}
     spec |= {"shard_rows": SHARD_ROWS, "batch_size": 512, "ray_actors": 2}
-    params = {"depth": 10, "configs": {"bench": {"chunking": "gen", "retriever": "tiny"}}, "retrievers": {"tiny": spec}}
+    params = {"depth": 10, "chunking": {"gen": {"strategy": "sentences", "max_chars": 600}}}
+    params |= {"configs": {"bench": {"chunking": "gen", "retriever": "tiny"}}, "retrievers": {"tiny": spec}}
     (folder / "params.yaml").write_text(json.dumps(params))
     ragvet = str(Path(sys.executable).parent / "ragvet")
     command = [ragvet, "retrieve", "bench", "--chunks", str(path), "--cases", str(folder / "cases.jsonl")]
