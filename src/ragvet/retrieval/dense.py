@@ -24,8 +24,9 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
   ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
   ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
-  searches there too (:mod:`ragvet.retrieval.sharded_search`). pgvector's owned table
-  takes the same keys (:func:`run_vectors`).
+  searches there too (:mod:`ragvet.retrieval.sharded_search`), and the retrieve stage hands
+  it the chunk file to stream rather than the chunks (:func:`cluster_file_run`). pgvector's
+  owned table takes the same keys (:func:`run_vectors`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -344,8 +345,8 @@ def cluster_flat_search(
     ``depth`` rows, each with its ``chunk`` number: it never holds a chunk, the list of chunk
     ids or the passage vectors. Returns the rows and the chunk ids' :class:`IdsDigest`."""
     groups = _case_groups(cases)
-    numbered = {key: number for number, key in enumerate(g[0] for g in groups if cases[g[0]].filter)}
-    filters = [cases[first].filter for first in numbered]
+    mask_of = {first: number for number, first in enumerate(g[0] for g in groups if cases[g[0]].filter)}
+    filters = [cases[first].filter for first in mask_of]  # by a group's first case; no filter, no mask
     tally = ChunkPass(len(filters), where)
     stream = iter(rows_of(filters))
     first = next(stream, None)
@@ -363,7 +364,7 @@ def cluster_flat_search(
     ranges = holder_ranges(records)
     rows: list[RunRow] = []
     for members in groups:
-        allowed = masks[numbered[members[0]]] if members[0] in numbered else None
+        allowed = masks[mask_of[members[0]]] if members[0] in mask_of else None
         ids = [cases[m].case_id for m in members]
         rows.extend(cluster_top(ray, holders, ranges, ids, queries[members], allowed, depth))
     return rows, tally.ids
