@@ -170,6 +170,22 @@ def test_a_chunk_file_streamed_to_the_cluster_ranks_filtered_cases_as_one_proces
     assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
 
 
+def test_a_chunk_file_line_that_is_no_chunk_row_stops_the_streamed_search_at_its_line(tmp_path):
+    """No cluster needed: a small file is read whole into the sorting window before the first
+    chunk is handed on, so the stage stops before it connects, naming the file and line."""
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, CHUNKS[:3])
+    with open(path, "a") as handle:
+        handle.write('{"chunk_id": "c900", "text": "late", "metadata": "not a mapping"}\n')
+    spec = {"kind": "dense", "engine": "ray", "vectors": str(tmp_path / "v")}
+    with pytest.raises(InputError) as raised:
+        retrieve_chunk_file(CASES, path, spec, 5, [])
+    assert raised.value.problems == [
+        Problem(f"{path}:4", "not a chunk row with chunk_id and text", "re-run the chunk stage")
+    ]
+    assert not (tmp_path / "v").exists()
+
+
 def test_vectors_on_s3_are_one_process_bytes_and_no_secret_is_written(cluster, s3_server, capfd):
     """``vectors: s3://...`` on an S3-compatible server: the nodes reach it with the credentials
     of their own environment; the shards and the manifest are objects in the bucket."""
