@@ -2,6 +2,7 @@
 them to the cluster, against the corpus's size.
 
     flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --chunks 1000000 [--src PATH]
+    flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --stage --chunks 1000000 --src PATH
 
 A generated chunk file (short texts, 50 chunks per document, in the (doc_id, ordinal) order
 the chunk stage writes) is embedded on a 3-node loopback cluster (head without CPUs + 2
@@ -14,6 +15,16 @@ what is measured. The driver is a fresh process; it reports its own peak RSS
 compare two versions of the code on the same data. ``--cut-only`` times this checkout's
 reading and cutting of the file alone, without a cluster. Generated files live under
 ``/tmp/ragvet-ray-driver`` and are reused.
+
+``--stage`` measures the whole ``ragvet retrieve`` stage as a user runs it instead: a
+``kind: dense``, ``engine: ray``, ``index: flat`` configuration over the chunk file (each
+document's chunks with a ``year`` in their metadata) and :data:`STAGE_CASES` (one with a
+filter), depth 10. ``--src`` is then required: that checkout's code and this one's are
+measured in the same run, each on a cluster of its own started with its code (its workers
+run it too), each stage twice (every shard computed into a fresh folder, then every shard
+stored: the driver's own work). It prints each side's peak RSS (``/usr/bin/time``'s
+maximum resident set size of the stage process) and seconds, their ratio, and the sha256
+of both runs, which must be equal.
 """
 
 from __future__ import annotations
@@ -28,9 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A loopback cluster: without this, Ray resolves 127.0.0.1 to the host's routable address.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 DATA = Path("/tmp/ragvet-ray-driver")
 NODE = {"num_cpus": 1, "object_store_memory": 200 * 2**20, "node_ip_address": "127.0.0.1"}
@@ -38,9 +53,10 @@ WORDS = "cat dog rain spain market sun river bread train music garden winter".sp
 SHARD_ROWS = 4096
 
 
-def chunk_file(count: int) -> Path:
-    """``count`` short chunks, 50 per document, as the chunk stage writes them."""
-    path = DATA / f"chunks-{count}.jsonl"
+def chunk_file(count: int, years: bool = False) -> Path:
+    """``count`` short chunks, 50 per document, as the chunk stage writes them; with ``years``,
+    each document's chunks carry ``{"year": 2020 + document % 5}`` as metadata."""
+    path = DATA / f"chunks-{count}{'-years' if years else ''}.jsonl"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         with open(f"{path}.tmp", "w") as handle:
@@ -48,7 +64,8 @@ def chunk_file(count: int) -> Path:
                 doc, ordinal = f"doc{i // 50:07d}", i % 50
                 text = f"{WORDS[i % 12]} and {WORDS[(i * 5) % 12]} by the {WORDS[(i * 7) % 12]}, number {i}"
                 row = {"chunk_id": f"{doc}#{ordinal}", "doc_id": doc, "ordinal": ordinal, "start": 0}
-                handle.write(json.dumps({**row, "end": len(text), "text": text, "metadata": {}}) + "\n")
+                metadata = {"year": 2020 + (i // 50) % 5} if years else {}
+                handle.write(json.dumps({**row, "end": len(text), "text": text, "metadata": metadata}) + "\n")
         os.replace(f"{path}.tmp", path)
     return path
 
@@ -143,11 +160,101 @@ def measure(path: Path, model: Path, address: str, vectors: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+STAGE_CASES = [
+    ("q1", "a cat and a dog in the rain", None),
+    ("q2", "bread from the market", {"year": 2022}),
+    ("q3", "a winter train to spain", None),
+    ("q4", "music by the river", None),
+    ("q5", "the sun in the garden", None),
+]
+
+
+def stage_project(folder: Path, path: Path, model: Path, vectors: Path) -> list[str]:
+    """``params.yaml`` and ``cases.jsonl`` in ``folder``; the retrieve stage's command over them."""
+    from ragvet.schema import Case
+
+    cases = [Case(case_id, question, filter=flt or {}) for case_id, question, flt in STAGE_CASES]
+    (folder / "cases.jsonl").write_text("".join(json.dumps(case.to_row()) + "\n" for case in cases))
+    spec = {"kind": "dense", "engine": "ray", "index": "flat", "model": str(model), "vectors": str(vectors)}
+    spec |= {"shard_rows": SHARD_ROWS, "batch_size": 512, "ray_actors": 2}
+    params = {"depth": 10, "chunking": {"gen": {"strategy": "sentences", "max_chars": 600}}}
+    params |= {"configs": {"bench": {"chunking": "gen", "retriever": "tiny"}}, "retrievers": {"tiny": spec}}
+    (folder / "params.yaml").write_text(json.dumps(params))
+    ragvet = str(Path(sys.executable).parent / "ragvet")
+    command = [ragvet, "retrieve", "bench", "--chunks", str(path), "--cases", str(folder / "cases.jsonl")]
+    return [*command, "--out", str(folder / "run.parquet"), "--params", str(folder / "params.yaml")]
+
+
+def stage_run(command: list[str], env: dict[str, str]) -> dict:
+    """One retrieve stage in a fresh process: its seconds and peak RSS (``/usr/bin/time -v``)."""
+    start = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    [line] = [line for line in done.stderr.splitlines() if "Maximum resident set size" in line]
+    return {"seconds": seconds, "peak_mb": int(line.split(":")[1]) / 1024}
+
+
+@contextmanager
+def loopback_cluster(src: Path | None) -> Iterator[str]:
+    """The 3-node loopback cluster's address; with ``src``, its workers (and the drivers started
+    while it runs) import that checkout's code first."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if src is not None:
+        os.environ["PYTHONPATH"] = str(src.resolve())
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    try:
+        yield cluster.address
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        os.environ.pop("PYTHONPATH", None)
+
+
+def stage_side(src: Path, path: Path, model: Path) -> dict:
+    """The retrieve stage on ``src``'s code (driver and workers): every shard computed, then stored."""
+    with loopback_cluster(src) as address, tempfile.TemporaryDirectory() as folder:
+        command = stage_project(Path(folder), path, model, Path(folder) / "vectors")
+        env = {**os.environ, "RAY_ADDRESS": address, "RAGVET_CACHE_DIR": str(Path(folder) / "cache")}
+        computed = stage_run(command, env)
+        stored = stage_run(command, env)
+        run = hashlib.sha256((Path(folder) / "run.parquet").read_bytes()).hexdigest()
+    return {"computed": computed, "stored": stored, "run_sha256": run}
+
+
+def stage_comparison(count: int, src: str) -> None:
+    """The retrieve stage on ``src``'s code and on this checkout's, in the same run."""
+    path, model = chunk_file(count, years=True), tiny_model()
+    here = Path(__file__).resolve().parents[1] / "src"
+    sides = {"--src": stage_side(Path(src), path, model), "this checkout": stage_side(here, path, model)}
+    size = path.stat().st_size / 2**20
+    print(f"retrieve stage, {count:,} chunks ({size:.0f} MB file), {len(STAGE_CASES)} cases (1 filtered), depth 10")
+    print("| code | peak RSS MB, shards computed | seconds | peak RSS MB, shards stored | seconds |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, side in sides.items():
+        cells = " | ".join(f"{run['peak_mb']:.0f} | {run['seconds']:.1f}" for run in (side["computed"], side["stored"]))
+        print(f"| {name} ({src if name == '--src' else here}) | {cells} |")
+    before, after = sides["--src"], sides["this checkout"]
+    for what in ("computed", "stored"):
+        rss = after[what]["peak_mb"] / before[what]["peak_mb"]
+        seconds = after[what]["seconds"] / before[what]["seconds"]
+        print(f"shards {what}: this checkout / --src: peak RSS {rss:.2f}x, seconds {seconds:.2f}x")
+    same = before["run_sha256"] == after["run_sha256"]
+    print(f"run sha256 {after['run_sha256']} ({'the same' if same else 'DIFFERENT: ' + before['run_sha256']})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--src", help="a checkout's src folder to run the driver on")
     parser.add_argument("--cut-only", action="store_true", help="time reading and cutting alone, no cluster")
+    parser.add_argument("--stage", action="store_true", help="the whole retrieve stage, this checkout against --src")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", help=argparse.SUPPRESS)
@@ -158,23 +265,16 @@ def main() -> None:
     if args.cut_only:
         print(cut_only(chunk_file(args.chunks)))
         return
-    import ray
-    from ray.cluster_utils import Cluster
-
+    if args.stage:
+        if not args.src:
+            parser.error("--stage compares this checkout with --src: give --src")
+        stage_comparison(args.chunks, args.src)
+        return
     path, model = chunk_file(args.chunks), tiny_model()
-    if args.src:  # the driver and the cluster's workers both run that code
-        os.environ["PYTHONPATH"] = str(Path(args.src).resolve())
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
-    for _ in range(2):
-        cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            first = measure(path, model, cluster.address, folder)
-            again = measure(path, model, cluster.address, folder)  # every shard stored: resumption
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    # the driver and the cluster's workers both run --src's code when it is given
+    with loopback_cluster(Path(args.src) if args.src else None) as address, tempfile.TemporaryDirectory() as folder:
+        first = measure(path, model, address, folder)
+        again = measure(path, model, address, folder)  # every shard stored: resumption
     size = path.stat().st_size / 2**20
     print(f"{args.chunks:,} chunks ({size:.0f} MB file), driver code: {args.src or 'this checkout'}")
     print("| run | seconds | RSS after connect MB | peak RSS MB | shards |")

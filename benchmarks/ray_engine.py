@@ -154,7 +154,7 @@ def search(args) -> None:
 
     from ragvet.retrieval.cluster_embedding import connect
     from ragvet.retrieval.embedding import GRID, grid_vectors
-    from ragvet.retrieval.sharded_search import cluster_top, start_shards
+    from ragvet.retrieval.sharded_search import cluster_top, holder_ranges, start_shards
 
     rng = np.random.default_rng(11)
     queries = grid_vectors(rng.standard_normal((args.queries, DIM))).astype(np.float32) / np.float32(GRID)
@@ -170,12 +170,13 @@ def search(args) -> None:
             start = time.perf_counter()
             holders = start_shards(handle, folder, names, 2, 1)
             handle.get([h.top.remote([], queries[:0], None, K) for h in holders])
+            ranges = holder_ranges(handle.get([h.records.remote() for h in holders]))
             loaded = time.perf_counter() - start
             start = time.perf_counter()
             rows = []
             for begin in range(0, args.queries, 1000):
                 part = slice(begin, begin + 1000)
-                rows += cluster_top(handle, holders, case_ids[part], queries[part], None, K)
+                rows += cluster_top(handle, holders, ranges, case_ids[part], queries[part], None, K)
             sharded = time.perf_counter() - start
             del holders
         finally:

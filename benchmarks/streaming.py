@@ -34,7 +34,6 @@ to 6 places) or the benchmark stops.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -62,11 +61,13 @@ def case_id(n: int) -> str:
 
 
 def digest(ids) -> str:
-    """:func:`ragvet.storage.tables.ids_digest`, fed one id at a time."""
-    h = hashlib.blake2b(digest_size=16)
-    for n, one in enumerate(ids):
-        h.update((("\n" if n else "") + one).encode())
-    return h.hexdigest()
+    """:func:`ragvet.storage.tables.ids_digest`, fed one id at a time (:class:`~ragvet.storage.tables.IdsDigest`)."""
+    from ragvet.storage.tables import IdsDigest
+
+    summed = IdsDigest()
+    for one in ids:
+        summed.add(one)
+    return summed.hexdigest()
 
 
 def write_static(workdir: Path) -> None:

@@ -43,11 +43,11 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
 )
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
-from ragvet.retrieval.kinds import retrieve  # noqa: E402
+from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file  # noqa: E402
 from ragvet.retrieval.models import resolve_model  # noqa: E402
 from ragvet.retrieval.specs.dense import dense_settings  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
-from ragvet.storage.tables import chunk_texts_by_id, write_chunks  # noqa: E402
+from ragvet.storage.tables import chunk_texts_by_id, ids_digest, write_chunks, write_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
@@ -131,6 +131,61 @@ def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothin
     ]
     assert (listing["dtype"], listing["grid"], listing["max_seq_length"]) == ("int16", "2**14", 256)
     assert str(tmp_path) not in manifest[0].read_text().replace(str(tmp_path / "vectors"), "")
+
+
+def test_a_chunk_file_streamed_to_the_cluster_ranks_filtered_cases_as_one_process_and_numbers_each_chunk(
+    cluster, tmp_path
+):
+    """The retrieve stage's path for a chunk file: read once in chunk_id order (the file in the
+    chunk stage's order), three shards of 16 over two holders (positions 0-15 and 16-47), each
+    sent its slice of a filter's mask. A filter of one doc (d1: c001, c005, ...), one of two
+    docs, one admitting nothing, one of the first 20 positions (across both holders) and no
+    filter rank as engine: local does; each row's number is its chunk's position among the
+    sorted ids, and the run file is the one numbered by the list."""
+    chunks = [replace(c, metadata={**c.metadata, "half": "early" if i < 20 else "late"}) for i, c in enumerate(CHUNKS)]
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, chunks)
+    cases = [
+        *CASES,
+        Case("q4", "music in the garden", filter={"doc": ["d2", "d3"]}),
+        Case("q5", "a cat in the rain", filter={"doc": "nowhere"}),
+        Case("q6", "winter train to spain", filter={"half": "early"}),  # positions 0-19: across both holders
+    ]
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "ray_actors": 2, "vectors": str(tmp_path / "v")}
+    manifests: list[dict] = []
+    rows, numbering = retrieve_chunk_file(cases, path, spec, 10, manifests)
+    local = retrieve(cases, chunks, {"kind": "dense"}, 10)
+    assert [{k: v for k, v in row.items() if k != "chunk"} for row in rows] == local
+    ids = sorted(c.chunk_id for c in CHUNKS)
+    assert [row["chunk"] for row in rows] == [ids.index(row["chunk_id"]) for row in rows]
+    assert {row["chunk_id"] for row in rows if row["case_id"] == "q2"} <= {f"c{i:03d}" for i in range(1, 48, 4)}
+    assert len([row for row in rows if row["case_id"] == "q2"]) == 10 and "q5" not in {r["case_id"] for r in rows}
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} & set(range(16, 20))
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} <= set(range(20))
+    assert {row["chunk"] for row in rows} & set(range(16)) and {row["chunk"] for row in rows} & set(range(16, 48))
+    assert (numbering.count, numbering.hexdigest()) == (48, ids_digest(ids))
+    [listing] = manifests
+    assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
+    case_ids = [case.case_id for case in cases]
+    write_run(tmp_path / "given.parquet", rows, case_ids, numbering)
+    write_run(tmp_path / "listed.parquet", local, case_ids, ids)
+    assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
+
+
+def test_a_chunk_file_line_that_is_no_chunk_row_stops_the_streamed_search_at_its_line(tmp_path):
+    """No cluster needed: a small file is read whole into the sorting window before the first
+    chunk is handed on, so the stage stops before it connects, naming the file and line."""
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, CHUNKS[:3])
+    with open(path, "a") as handle:
+        handle.write('{"chunk_id": "c900", "text": "late", "metadata": "not a mapping"}\n')
+    spec = {"kind": "dense", "engine": "ray", "vectors": str(tmp_path / "v")}
+    with pytest.raises(InputError) as raised:
+        retrieve_chunk_file(CASES, path, spec, 5, [])
+    assert raised.value.problems == [
+        Problem(f"{path}:4", "not a chunk row with chunk_id and text", "re-run the chunk stage")
+    ]
+    assert not (tmp_path / "v").exists()
 
 
 def test_vectors_on_s3_are_one_process_bytes_and_no_secret_is_written(cluster, s3_server, capfd):

@@ -1,4 +1,5 @@
 import gc
+import hashlib
 import json
 
 import numpy as np
@@ -14,6 +15,7 @@ from ragvet.storage.files import each_jsonl, write_jsonl
 from ragvet.storage.rankings import case_batches
 from ragvet.storage.tables import (
     RUN_METADATA,
+    IdsDigest,
     ids_digest,
     iter_run_rows,
     parquet_slices,
@@ -83,6 +85,33 @@ def test_parquet_run_carries_the_contract_columns_and_ids_numbered_in_sorted_ord
     write_run(again, list(reversed(ROWS)), ["q1", "q2", "q3"], CHUNKS)
     assert again.read_bytes() == path.read_bytes()  # same inputs, same bytes, whatever their order
     assert [row for _, _, row in iter_run_rows(path)][0] == {**ROWS[2], "case": 0, "chunk": 3}
+
+
+def test_the_digest_summed_an_id_at_a_time_or_a_batch_at_a_time_is_the_digest_of_the_list():
+    ids = ["", "d#0", "d#1", "", "d#10"]  # empty ids: only the separators tell them apart
+    for split in range(len(ids) + 1):
+        digest = IdsDigest()
+        for one in ids[:split]:
+            digest.add(one)
+        digest.extend(ids[split:])
+        assert (digest.count, digest.hexdigest()) == (5, ids_digest(ids))
+    assert ids_digest(["a", "b"]) == hashlib.blake2b(b"a\nb", digest_size=16).hexdigest()
+    assert ids_digest(["a", "b"]) != ids_digest(["ab"]) != ids_digest(["a\nb", ""])
+    assert IdsDigest().hexdigest() == ids_digest([])
+
+
+def test_a_run_whose_chunk_numbers_and_digest_are_given_is_the_bytes_of_one_numbered_by_the_list(tmp_path):
+    numbering = IdsDigest()
+    numbering.extend(sorted(CHUNKS))
+    numbered = [{**row, "chunk": sorted(CHUNKS).index(row["chunk_id"])} for row in ROWS]
+    write_run(tmp_path / "given.parquet", numbered, ["q3", "q2", "q1"], numbering)
+    write_run(tmp_path / "listed.parquet", ROWS, ["q3", "q2", "q1"], CHUNKS)
+    assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
+    write_run(tmp_path / "given.jsonl", numbered, ["q1", "q2"], numbering)
+    write_run(tmp_path / "listed.jsonl", ROWS, ["q1", "q2"], CHUNKS)
+    assert (tmp_path / "given.jsonl").read_bytes() == (tmp_path / "listed.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="names a case or chunk that is not among those given"):
+        write_run(tmp_path / "past.parquet", [{**numbered[0], "chunk": 12}], ["q2"], numbering)
 
 
 def test_a_run_written_as_jsonl_keeps_only_the_contract_columns(tmp_path):

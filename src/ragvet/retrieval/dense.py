@@ -24,8 +24,9 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   the Ray cluster of ``RAY_ADDRESS`` (:mod:`ragvet.retrieval.cluster_embedding`), with
   ``vectors``, ``shard_rows``, ``ray_actors``, ``ray_num_cpus``, ``ray_num_gpus`` and
   ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
-  searches there too (:mod:`ragvet.retrieval.sharded_search`). pgvector's owned table
-  takes the same keys (:func:`run_vectors`).
+  searches there too (:mod:`ragvet.retrieval.sharded_search`), and the retrieve stage hands
+  it the chunk file to stream rather than the chunks (:func:`cluster_file_run`). pgvector's
+  owned table takes the same keys (:func:`run_vectors`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -51,14 +52,17 @@ How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragvet.retrieval.chunk_positions import ChunkPass
 from ragvet.retrieval.cluster_access import cluster_address
 from ragvet.retrieval.cluster_embedding import (
     PlannedShard,
@@ -80,9 +84,10 @@ from ragvet.retrieval.embedding import (
 )
 from ragvet.retrieval.models import PORTABLE
 from ragvet.retrieval.ranking import RunRow, allowed_mask, top_ranked
-from ragvet.retrieval.sharded_search import cluster_top, start_shards
+from ragvet.retrieval.sharded_search import cluster_top, holder_ranges, start_shards
 from ragvet.retrieval.specs.dense import dense_settings
-from ragvet.schema import Case, Chunk
+from ragvet.schema import Case, Chunk, matches_filter
+from ragvet.storage.tables import IdsDigest, chunk_rows_by_id
 
 SEARCH_MARGIN = 10  # extra results asked of faiss beyond depth
 TIE_SLACK = 1e-4  # far above float32 inner-product error for unit vectors (~1e-6)
@@ -171,12 +176,17 @@ def search_candidates(
     return result  # type: ignore[return-value]
 
 
-def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
-    """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
+def _case_groups(cases: Sequence[Case]) -> list[list[int]]:
+    """The cases' positions grouped by metadata filter, in order of first appearance."""
     groups: dict[str, list[int]] = {}
     for position, case in enumerate(cases):
         groups.setdefault(json.dumps(case.filter, sort_keys=True, default=str), []).append(position)
-    return [(allowed_mask(cases[members[0]], chunks), members) for members in groups.values()]
+    return list(groups.values())
+
+
+def _filter_groups(cases: Sequence[Case], chunks: Sequence[Chunk]) -> list[tuple[np.ndarray, list[int]]]:
+    """Cases grouped by metadata filter, with the mask of chunks that filter admits."""
+    return [(allowed_mask(cases[members[0]], chunks), members) for members in _case_groups(cases)]
 
 
 def flat_scores(passages: np.ndarray, queries: np.ndarray, allowed: np.ndarray) -> Iterator[np.ndarray]:
@@ -228,7 +238,7 @@ def run_vectors(
     and read back (their manifest appended to ``manifests``)."""
     if settings["engine"] != "ray":
         return embed_run_inputs(chunks, cases, settings)
-    _, shards, fingerprint = stored_on_cluster(chunks, settings)
+    _, shards, fingerprint = stored_on_cluster(((c.chunk_id, c.text) for c in chunks), settings)
     passages, records = gather_vectors(shards, io_location(settings["vectors"]))
     manifests.append(stored_manifest(shards, records, settings, fingerprint))
     return passages, embed_questions(cases, settings)
@@ -255,12 +265,12 @@ def ranked_rows(
     return rows
 
 
-def stored_on_cluster(chunks: Sequence[Chunk], settings: dict) -> tuple[Any, list[PlannedShard], str]:
+def stored_on_cluster(pairs: Iterable[tuple[str, str]], settings: dict) -> tuple[Any, list[PlannedShard], str]:
     """``engine: ray``: ray connected to the cluster of ``RAY_ADDRESS``, the shard plan of
-    ``chunks`` (in chunk_id order) with every shard stored
+    ``(chunk_id, text)`` ``pairs`` (in chunk_id order) with every shard stored
     (:mod:`ragvet.retrieval.cluster_embedding`), and the chunking's fingerprint."""
     ray = connect(cluster_address(os.environ, settings["trusted_cluster"]))
-    shards, fingerprint = store_on_cluster(ray, ((c.chunk_id, c.text) for c in chunks), settings)
+    shards, fingerprint = store_on_cluster(ray, pairs, settings)
     return ray, shards, fingerprint
 
 
@@ -279,24 +289,85 @@ def embed_questions(cases: Sequence[Case], settings: dict) -> np.ndarray:
     return queries
 
 
+ChunkRows = Iterable[tuple[str, str, tuple[bool, ...]]]  # (chunk_id, text, what each filter admits), by chunk_id
+
+
 def cluster_flat_run(
     cases: Sequence[Case], chunks: Sequence[Chunk], settings: dict, depth: int, manifests: list[dict]
 ) -> list[RunRow]:
+    """``engine: ray`` with ``index: flat`` over chunks held here (sorted by chunk_id): the
+    rows of :func:`cluster_flat_search`, without their chunk numbers."""
+
+    def rows(filters: Sequence[dict]) -> ChunkRows:
+        return ((c.chunk_id, c.text, tuple(matches_filter(c.metadata, f) for f in filters)) for c in chunks)
+
+    found, _ = cluster_flat_search(cases, rows, settings, depth, manifests, "chunks")
+    for row in found:
+        del row["chunk"]
+    return found
+
+
+def streams_chunk_file(spec: dict) -> bool:
+    """Whether the retriever ``spec`` reads the chunk file itself (:func:`cluster_file_run`), so
+    the retrieve stage holds no chunk: ``kind: dense`` with ``engine: ray`` and ``index: flat``."""
+    if spec.get("kind") != "dense":
+        return False
+    settings = dense_settings(spec)
+    return settings["engine"] == "ray" and settings["index"] == "flat"
+
+
+def cluster_file_run(
+    cases: Sequence[Case], path: Path, spec: dict, depth: int, manifests: list[dict]
+) -> tuple[list[RunRow], IdsDigest]:
+    """:func:`cluster_flat_search` over a chunk file, streamed once in chunk_id order
+    (:func:`ragvet.storage.tables.chunk_rows_by_id`)."""
+
+    def rows(filters: Sequence[dict]) -> ChunkRows:
+        return chunk_rows_by_id(path, filters=filters)
+
+    return cluster_flat_search(cases, rows, dense_settings(spec), depth, manifests, str(path))
+
+
+def cluster_flat_search(
+    cases: Sequence[Case],
+    rows_of: Callable[[Sequence[dict]], ChunkRows],
+    settings: dict,
+    depth: int,
+    manifests: list[dict],
+    where: str,
+) -> tuple[list[RunRow], IdsDigest]:
     """``engine: ray`` with ``index: flat``: searched on the cluster, exactly, across vector
-    shards (:mod:`ragvet.retrieval.sharded_search`). The driver passes shard names and
-    queries and keeps only the merged top ``depth``; it never holds the passage vectors."""
-    ray, shards, fingerprint = stored_on_cluster(chunks, settings)
+    shards (:mod:`ragvet.retrieval.sharded_search`). ``rows_of(filters)`` streams the chunks
+    in chunk_id order (``where`` names them in an error), each with what the cases' distinct
+    filters admit; they pass once, on their way to the shards, through a
+    :class:`ragvet.retrieval.chunk_positions.ChunkPass`. The driver passes shard names, query
+    batches and each holder's slice of a filter's mask, and keeps only the merged top
+    ``depth`` rows, each with its ``chunk`` number: it never holds a chunk, the list of chunk
+    ids or the passage vectors. Returns the rows and the chunk ids' :class:`IdsDigest`."""
+    groups = _case_groups(cases)
+    mask_of = {first: number for number, first in enumerate(g[0] for g in groups if cases[g[0]].filter)}
+    filters = [cases[first].filter for first in mask_of]  # by a group's first case; no filter, no mask
+    tally = ChunkPass(len(filters), where)
+    stream = iter(rows_of(filters))
+    first = next(stream, None)
+    if first is None or not cases:  # nothing to search: the chunk ids are counted, the cluster left alone
+        for _ in tally.pairs(itertools.chain([] if first is None else [first], stream)):
+            pass
+        return [], tally.ids
+    ray, shards, fingerprint = stored_on_cluster(tally.pairs(itertools.chain([first], stream)), settings)
+    masks = tally.masks()
     queries = embed_questions(cases, settings)
     location = io_location(settings["vectors"])
     holders = start_shards(ray, location, [s.name for s in shards], settings["ray_actors"], settings["ray_num_cpus"])
-    records = [record for part in ray.get([h.records.remote() for h in holders]) for record in part]
-    manifests.append(stored_manifest(shards, records, settings, fingerprint))
+    records = ray.get([h.records.remote() for h in holders])
+    manifests.append(stored_manifest(shards, [record for part in records for record in part], settings, fingerprint))
+    ranges = holder_ranges(records)
     rows: list[RunRow] = []
-    for allowed, members in _filter_groups(cases, chunks):
-        admitted = None if allowed.all() else {c.chunk_id for c, ok in zip(chunks, allowed) if ok}
+    for members in groups:
+        allowed = masks[mask_of[members[0]]] if members[0] in mask_of else None
         ids = [cases[m].case_id for m in members]
-        rows.extend(cluster_top(ray, holders, ids, queries[members], admitted, depth))
-    return rows
+        rows.extend(cluster_top(ray, holders, ranges, ids, queries[members], allowed, depth))
+    return rows, tally.ids
 
 
 # --- scorers for reranking ------------------------------------------------

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from ragvet.errors import InputError, Problem
 from ragvet.retrieval.bm25 import bm25_columns_run, bm25_run
 from ragvet.retrieval.composite import hybrid_run, rerank_run
-from ragvet.retrieval.dense import dense_run
+from ragvet.retrieval.dense import cluster_file_run, dense_run
 from ragvet.retrieval.endpoints import http_run
 from ragvet.retrieval.passages import is_foreign
 from ragvet.retrieval.plugins import python_run, run_file_run
@@ -34,6 +35,7 @@ from ragvet.retrieval.request import Request
 from ragvet.retrieval.specs.registry import SPECS, Spec
 from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.columns import ChunkTexts
+from ragvet.storage.tables import IdsDigest
 
 
 @dataclass(frozen=True)
@@ -122,4 +124,18 @@ def retrieve(
             is_foreign(row["chunk_id"] for row in rows)
         except ValueError as err:
             raise InputError([Problem(f"retriever kind {spec['kind']}", str(err), "rank chunks or passages")]) from None
+    return _run_order(rows)
+
+
+def _run_order(rows: list[RunRow]) -> list[RunRow]:
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))
+
+
+def retrieve_chunk_file(
+    cases: Sequence[Case], chunks: Path, spec: dict, depth: int, manifests: list[dict]
+) -> tuple[list[RunRow], IdsDigest]:
+    """:func:`retrieve` for a retriever that streams the chunk file itself
+    (:func:`ragvet.retrieval.dense.streams_chunk_file`): its rows, each with its ``chunk``
+    number, and the digest of the chunking's sorted ids (the run's numbering)."""
+    rows, numbering = cluster_file_run(sorted(cases, key=lambda c: c.case_id), chunks, spec, depth, manifests)
+    return _run_order(rows), numbering

@@ -7,15 +7,22 @@ ranks: exact integer dot products (:func:`ragvet.retrieval.embedding.exact_score
 rounded, then score descending and chunk_id ascending. That order is total, so the
 global top ``depth`` is contained in the union of the actors' and :func:`merge_top`
 finds it by the same key: the same rows, bit for bit, as the flat search in one process.
+
+The shards are consecutive chunk_id ranges, so each actor holds a consecutive range of the
+chunking's positions (:func:`holder_ranges`): a metadata filter reaches it as its slice of a
+:class:`ragvet.retrieval.chunk_positions.PositionMask`, and each row it returns carries its
+chunk's position, the number the run's ``chunk`` column holds.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ragvet.retrieval.chunk_positions import PositionMask
 from ragvet.retrieval.cluster_embedding import describe, load
 from ragvet.retrieval.embedding import GRID
 from ragvet.retrieval.ranking import RunRow, top_ranked
@@ -44,15 +51,21 @@ class VectorShards:
     def records(self) -> list[dict]:
         return self.described
 
-    def top(self, case_ids: Sequence[str], queries: np.ndarray, allowed: set[str] | None, depth: int) -> list[RunRow]:
-        """This share's top ``depth`` rows of each query (``allowed``: the chunk_ids a filter admits, None for all)."""
-        mask = np.array([allowed is None or c in allowed for c in self.chunk_ids], dtype=bool)
+    def top(
+        self, case_ids: Sequence[str], queries: np.ndarray, allowed: np.ndarray | None, depth: int, start: int = 0
+    ) -> list[RunRow]:
+        """This share's top ``depth`` rows of each query, each with its ``chunk`` number: ``start``
+        (this share's first position in the chunking) plus its row here. ``allowed``: which of
+        this share's rows a filter admits, by row (None for all)."""
+        mask = np.ones(len(self.chunk_ids), dtype=bool) if allowed is None else allowed
         rows: list[RunRow] = []
         q_grid = np.rint(np.asarray(queries, dtype=np.float64) * GRID)
-        for start in range(0, len(q_grid), QUERY_BLOCK):
-            block = (q_grid[start : start + QUERY_BLOCK] @ self.grid.T) / (GRID * GRID)
-            for case_id, scores in zip(case_ids[start : start + QUERY_BLOCK], block):
+        for first in range(0, len(q_grid), QUERY_BLOCK):
+            block = (q_grid[first : first + QUERY_BLOCK] @ self.grid.T) / (GRID * GRID)
+            for case_id, scores in zip(case_ids[first : first + QUERY_BLOCK], block):
                 rows.extend(top_ranked(case_id, scores, mask, self.chunk_ids, depth, min_score=None))
+        for row in rows:
+            row["chunk"] = start + bisect_left(self.chunk_ids, row["chunk_id"])
         return rows
 
 
@@ -82,12 +95,29 @@ def start_shards(ray, location: str, names: Sequence[str], actors: int, num_cpus
     return [remote.remote(location, part) for part in spread(names, actors)]
 
 
+def holder_ranges(records: Sequence[Sequence[dict]]) -> list[tuple[int, int]]:
+    """Each holder's positions in the chunking, ``[start, stop)``, from its shards' records in
+    holder order: the holders hold consecutive shards, so the rows of those before it come first."""
+    stops = np.cumsum([sum(record.get("rows", 0) for record in part) for part in records]).tolist()
+    return list(zip([0, *stops[:-1]], stops))
+
+
 def cluster_top(
-    ray, holders: Sequence[Any], case_ids: Sequence[str], queries: np.ndarray, allowed: set[str] | None, depth: int
+    ray,
+    holders: Sequence[Any],
+    ranges: Sequence[tuple[int, int]],
+    case_ids: Sequence[str],
+    queries: np.ndarray,
+    allowed: PositionMask | None,
+    depth: int,
 ) -> list[RunRow]:
-    """Exact top ``depth`` of each query over every holder's vectors: the query batch is
-    put in the object store once and broadcast; each holder's top is merged."""
+    """Exact top ``depth`` of each query over every holder's vectors, each row with its
+    ``chunk`` number: the query batch is put in the object store once and broadcast, each
+    holder receives its ``ranges`` slice of the ``allowed`` mask (None: every chunk), and
+    each holder's top is merged."""
     queries_ref = ray.put(np.asarray(queries))
-    allowed_ref = ray.put(allowed)
-    parts = ray.get([h.top.remote(list(case_ids), queries_ref, allowed_ref, depth) for h in holders])
-    return merge_top(parts, depth)
+    calls = []
+    for holder, (start, stop) in zip(holders, ranges):
+        part = None if allowed is None else ray.put(allowed.slice(start, stop))
+        calls.append(holder.top.remote(list(case_ids), queries_ref, part, depth, start))
+    return merge_top(ray.get(calls), depth)

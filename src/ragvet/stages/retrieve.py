@@ -10,7 +10,8 @@ import typer
 from ragvet.errors import user_errors
 from ragvet.inputs.params import fill_path, stage_key, stage_params
 from ragvet.measures.latency import latency_figures, machine_fingerprint
-from ragvet.retrieval.kinds import retrieve
+from ragvet.retrieval.dense import streams_chunk_file
+from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file
 from ragvet.retrieval.passages import is_foreign
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
@@ -41,19 +42,24 @@ def main(
     retrievers = settings["retrievers"]
     spec = retrievers[settings["configs"][config]["retriever"]]
     all_cases = read_cases(cases)
-    # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)
-    chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks, token_starts=False)
-    docs = {doc.doc_id: doc for doc in read_docs(corpus)} if corpus and spec["kind"] != "bm25" else {}
     timed: dict[str, float] = {}
     manifests: list[dict] = []
-    started = time.perf_counter()
-    rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers, docs, timed, manifests)
-    figures = latency_figures(timed, len(all_cases), time.perf_counter() - started, machine_fingerprint())
-    foreign = is_foreign(row["chunk_id"] for row in rows)
-    if foreign:  # a run of foreign passages numbers its own passages
-        chunk_ids = [row["chunk_id"] for row in rows]
+    if streams_chunk_file(spec):  # the chunk file streamed by the search: no chunk held here
+        started = time.perf_counter()
+        rows, chunk_ids = retrieve_chunk_file(all_cases, chunks, spec, settings["depth"], manifests)
+        foreign = False
     else:
-        chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
+        # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)
+        chunk_rows = read_chunk_texts(chunks) if spec["kind"] == "bm25" else read_chunks(chunks, token_starts=False)
+        docs = {doc.doc_id: doc for doc in read_docs(corpus)} if corpus and spec["kind"] != "bm25" else {}
+        started = time.perf_counter()
+        rows = retrieve(all_cases, chunk_rows, spec, settings["depth"], retrievers, docs, timed, manifests)
+        foreign = is_foreign(row["chunk_id"] for row in rows)
+        if foreign:  # a run of foreign passages numbers its own passages
+            chunk_ids = [row["chunk_id"] for row in rows]
+        else:
+            chunk_ids = chunk_rows.chunk_ids if spec["kind"] == "bm25" else [chunk.chunk_id for chunk in chunk_rows]
+    figures = latency_figures(timed, len(all_cases), time.perf_counter() - started, machine_fingerprint())
     with outputs_together(out, latency, vectors):
         write_run(out, rows, [case.case_id for case in all_cases], chunk_ids, foreign)
         if vectors is not None:  # where the vectors live, small enough for DVC; the same for the same inputs

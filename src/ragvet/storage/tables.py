@@ -20,7 +20,7 @@ import orjson
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
-from ragvet.schema import Case, Chunk, Doc
+from ragvet.schema import Case, Chunk, Doc, matches_filter
 from ragvet.storage.atomic import ROW_GROUP_ROWS, write_parquet
 from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts
 from ragvet.storage.files import each_jsonl, iter_jsonl, read_jsonl, round_floats, write_jsonl
@@ -213,36 +213,48 @@ SORT_WINDOW = 65_536  # chunks :func:`chunk_texts_by_id` holds to put a file bac
 
 
 def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[str, str]]:
-    """The ``(chunk_id, text)`` pairs of a chunk file in (chunk_id, text) order, one line read
-    at a time, holding at most ``window`` pairs whatever the file's length.
+    """The ``(chunk_id, text)`` pairs of a chunk file in (chunk_id, text) order
+    (:func:`chunk_rows_by_id` without filters)."""
+    for chunk_id, text, _ in chunk_rows_by_id(path, window):
+        yield chunk_id, text
+
+
+def chunk_rows_by_id(
+    path: Path, window: int = SORT_WINDOW, filters: Sequence[dict[str, Any]] = ()
+) -> Iterator[tuple[str, str, tuple[bool, ...]]]:
+    """The ``(chunk_id, text, admitted)`` rows of a chunk file in (chunk_id, text) order, one
+    line read at a time, holding at most ``window`` rows whatever the file's length.
+    ``admitted`` says, for each of ``filters``, whether it admits the chunk's metadata
+    (:func:`ragvet.schema.matches_filter`); the metadata is parsed only when there are filters.
 
     The chunk stage writes a document's chunks in ordinal order, which chunk_id order is not
     (``d#10`` sorts before ``d#2``): a chunk is out of place by at most about its document's
-    chunk count. A heap of ``window`` pairs puts such a file back in order, each pair given
-    as soon as no later line can sort before it; a line that sorts before a pair already
-    given is an error naming it, with the fix.
+    chunk count. A heap of ``window`` rows puts such a file back in order, each row given
+    as soon as no later line can sort before it; a line that sorts before a row already
+    given, or that is no chunk row, is an error naming its line, with the fix.
     """
-    heap: list[tuple[str, str]] = []
-    given: tuple[str, str] | None = None
+    heap: list[tuple[str, str, tuple[bool, ...]]] = []
+    given: tuple[str, str, tuple[bool, ...]] | None = None
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 row = orjson.loads(line)
-                pair = (str(row["chunk_id"]), str(row["text"]))
-            except (orjson.JSONDecodeError, KeyError, TypeError):
+                metadata = dict(row.get("metadata") or {}) if filters else {}
+                item = (str(row["chunk_id"]), str(row["text"]), tuple(matches_filter(metadata, f) for f in filters))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 raise InputError(
                     [Problem(f"{path}:{number}", "not a chunk row with chunk_id and text", "re-run the chunk stage")]
                 ) from None
-            if given is not None and pair < given:
-                what = f"chunk {pair[0]!r} sorts more than {window:,} chunks before where it stands"
+            if given is not None and item < given:
+                what = f"chunk {item[0]!r} sorts more than {window:,} chunks before where it stands"
                 fix = "sort the chunk file by chunk_id, or split documents of more chunks than that"
                 raise InputError([Problem(f"{path}:{number}", what, fix)])
             if len(heap) < window:
-                heapq.heappush(heap, pair)
+                heapq.heappush(heap, item)
             else:
-                given = heapq.heappushpop(heap, pair)
+                given = heapq.heappushpop(heap, item)
                 yield given
     while heap:
         yield heapq.heappop(heap)
@@ -290,15 +302,39 @@ def run_schema() -> dict[str, pl.DataType]:
     return {"case_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "score": pl.Float64}
 
 
+class IdsDigest:
+    """The fingerprint of an id list, order included (:func:`ids_digest`), summed as the ids
+    come (one at a time, or a batch), with their count: a stream of sorted ids is numbered
+    by this alone, without the list (blake2b of the ids joined by newlines)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._hash = hashlib.blake2b(digest_size=16)
+
+    def add(self, one: str) -> None:
+        self._hash.update(("\n" + one if self.count else one).encode())
+        self.count += 1
+
+    def extend(self, ids: Sequence[str]) -> None:
+        if len(ids):
+            self._hash.update((("\n" if self.count else "") + "\n".join(ids)).encode())
+            self.count += len(ids)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
 def ids_digest(ids: Sequence[str]) -> str:
-    """A fingerprint of an id list, order included.
+    """A fingerprint of an id list, order included (:class:`IdsDigest`; ``[]`` and ``[""]`` alike).
 
     A Parquet run records the digests of the sorted case ids and sorted chunk ids
     its ``case`` and ``chunk`` columns number; a reader holding lists with the same
     digests can use those numbers as they are, without interning millions of
     strings again (a hash join costs more than the rest of the scoring).
     """
-    return hashlib.blake2b("\n".join(ids).encode(), digest_size=16).hexdigest()
+    digest = IdsDigest()
+    digest.extend(list(ids))
+    return digest.hexdigest()
 
 
 def run_path(runs: Path, config: str) -> Path:
@@ -307,25 +343,34 @@ def run_path(runs: Path, config: str) -> Path:
 
 
 def write_run(
-    path: Path, rows: Sequence[RunRow], case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+    path: Path,
+    rows: Sequence[RunRow],
+    case_ids: Iterable[str],
+    chunk_ids: Iterable[str] | IdsDigest,
+    foreign: bool = False,
 ) -> None:
     """The retrieve stage's run rows to ``path`` (see :func:`write_run_frame`),
     scores rounded as JSON output rounds them. A ``foreign`` run ranks foreign
-    passages (``chunk_ids`` are then its passage ids): its metadata says so."""
-    frame = pl.DataFrame(
-        {
-            "case_id": [row["case_id"] for row in rows],
-            "rank": [row["rank"] for row in rows],
-            "chunk_id": [row["chunk_id"] for row in rows],
-            "score": [round_floats(float(row["score"])) for row in rows],
-        },
-        schema=run_schema(),
-    )
-    write_run_frame(path, frame, case_ids, chunk_ids, foreign)
+    passages (``chunk_ids`` are then its passage ids): its metadata says so.
+    With ``chunk_ids`` an :class:`IdsDigest`, each row carries its own ``chunk`` number."""
+    columns = {
+        "case_id": [row["case_id"] for row in rows],
+        "rank": [row["rank"] for row in rows],
+        "chunk_id": [row["chunk_id"] for row in rows],
+        "score": [round_floats(float(row["score"])) for row in rows],
+    }
+    schema = run_schema()
+    if isinstance(chunk_ids, IdsDigest):
+        columns["chunk"], schema["chunk"] = [row["chunk"] for row in rows], pl.Int32
+    write_run_frame(path, pl.DataFrame(columns, schema=schema), case_ids, chunk_ids, foreign)
 
 
 def write_run_frame(
-    path: Path, frame: pl.DataFrame, case_ids: Iterable[str], chunk_ids: Iterable[str], foreign: bool = False
+    path: Path,
+    frame: pl.DataFrame,
+    case_ids: Iterable[str],
+    chunk_ids: Iterable[str] | IdsDigest,
+    foreign: bool = False,
 ) -> None:
     """A run as Parquet (JSONL when ``path`` ends in ``.jsonl``), sorted by
     (case_id, rank); equal ranks keep their order.
@@ -333,29 +378,43 @@ def write_run_frame(
     Parquet columns: ``case_id, rank, chunk_id, score``, then ``case`` and
     ``chunk``: each id's number among the sorted ``case_ids`` and ``chunk_ids``
     (all those of the cases file and the chunking, not only the retrieved
-    ones), whose digests go in the file's metadata. An id outside them is a
-    ``ValueError``: the retrievers only return chunks of the chunking.
+    ones), whose digests go in the file's metadata. ``chunk_ids`` may instead be
+    the :class:`IdsDigest` of the sorted chunk ids, the numbers then given in the
+    frame's own ``chunk`` column (a chunking too large to list). An id outside them,
+    or a given number outside the count, is a ``ValueError``: the retrievers only
+    return chunks of the chunking.
     """
     schema = run_schema()
-    frame = frame.select(list(schema)).cast(schema).sort("case_id", "rank", maintain_order=True)
+    given = isinstance(chunk_ids, IdsDigest)
+    frame = frame.select([*schema, *(["chunk"] if given else [])]).cast(schema)
+    frame = frame.sort("case_id", "rank", maintain_order=True)
     if path.suffix == ".jsonl":
-        write_jsonl(path, frame.iter_rows(named=True))
+        write_jsonl(path, frame.select(list(schema)).iter_rows(named=True))
         return
-    cases, chunks = sorted(set(case_ids)), sorted(set(chunk_ids))
-    frame = _number_ids(frame, cases, chunks)
-    if frame.select(pl.col("case", "chunk").null_count().sum()).sum_horizontal().item():
+    cases = sorted(set(case_ids))
+    if isinstance(chunk_ids, IdsDigest):
+        frame = _number_ids(frame, cases).select([*schema, "case", "chunk"])
+        count, chunks_digest = chunk_ids.count, chunk_ids.hexdigest()
+    else:
+        chunks = sorted(set(chunk_ids))
+        frame = _number_ids(frame, cases, chunks)
+        count, chunks_digest = len(chunks), ids_digest(chunks)
+    unknown = pl.col("case").is_null() | ~pl.col("chunk").is_between(0, count - 1).fill_null(False)
+    if frame.select(unknown.any()).item():
         raise ValueError(f"{path}: the run names a case or chunk that is not among those given")
-    numbering = {"cases": ids_digest(cases), "chunks": ids_digest(chunks), **({"foreign": True} if foreign else {})}
+    numbering = {"cases": ids_digest(cases), "chunks": chunks_digest, **({"foreign": True} if foreign else {})}
     write_parquet(
         path, frame, row_group_size=ROW_GROUP_ROWS, metadata={RUN_METADATA: json.dumps(numbering, sort_keys=True)}
     )
 
 
-def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[str]) -> pl.DataFrame:
+def _number_ids(frame: pl.DataFrame, cases: Sequence[str], chunk_ids: Sequence[str] | None = None) -> pl.DataFrame:
     """``frame`` with ``case`` and ``chunk`` columns: the row numbers of its ids in
-    ``cases`` and ``chunk_ids`` (null for an unknown id). Hash joins intern ids
-    faster than an Enum cast."""
+    ``cases`` and ``chunk_ids`` (null for an unknown id; no ``chunk`` without ``chunk_ids``).
+    Hash joins intern ids faster than an Enum cast."""
     for name, ids in (("case", cases), ("chunk", chunk_ids)):
+        if ids is None:
+            continue
         numbers = pl.DataFrame({f"{name}_id": list(ids), name: pl.int_range(len(ids), dtype=pl.Int32, eager=True)})
         frame = frame.join(numbers, on=f"{name}_id", how="left", maintain_order="left")
     return frame
@@ -522,7 +581,7 @@ def _case_order(path: Path) -> tuple[str, list[str]] | None:
     """The digest of a Parquet case table's ids (:func:`ids_digest`) and its tag keys,
     read one batch at a time; None when its ids are not strictly ascending (then no
     run can number them in row order)."""
-    digest = hashlib.blake2b(digest_size=16)
+    digest = IdsDigest()
     last: str | None = None
     tags: set[str] = set()
     for frame in parquet_slices(path, RUN_BATCH_ROWS, ["id", "tags"]):
@@ -532,7 +591,7 @@ def _case_order(path: Path) -> tuple[str, list[str]] | None:
         if last is not None and len(ids) and not ids[0] > last:
             return None
         if len(ids):
-            digest.update(("\n" if last is not None else "").encode() + "\n".join(ids.to_list()).encode())
+            digest.extend(ids.to_list())
             last = ids[-1]
         for text in frame["tags"].unique().to_list():
             tags.update(orjson.loads(text))
