@@ -333,6 +333,11 @@ def test_a_ranking_kept_of_a_numbered_run_keeps_its_numbers(tmp_path: Path, monk
     assert kept.select(list(RANKING)).equals(expected) and kept["case"][0] == int(expected["case_id"][0][1:])
     assert (kept["chunk"] == kept["chunk_id"].str.slice(1).cast(pl.Int32)).all()
     assert rankings.numbering(tmp_path / "kept.parquet") == NUMBERING
+    # The same run in rank order, as the retrieve stage writes it, is kept by its numbers
+    # without a sort (the run above lists some cases backwards): the same ranking, the same bytes.
+    write_numbered(run.sort(["case_id", "rank", "chunk_id"]), tmp_path / "in_order.parquet")
+    write_ranking(tmp_path / "again.parquet", tmp_path / "in_order.parquet", 2)
+    assert (tmp_path / "again.parquet").read_bytes() == (tmp_path / "kept.parquet").read_bytes()
 
 
 def test_the_verdict_names_a_kept_ranking_of_ids_beside_a_numbered_run(tmp_path: Path):

@@ -23,7 +23,15 @@ from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
-from ragvet.storage.rankings import BATCH_ROWS, RANKING_COLUMNS, case_batches, numbering
+from ragvet.storage.rankings import (
+    BATCH_ROWS,
+    NUMBERED_COLUMNS,
+    RANKING_COLUMNS,
+    case_batches,
+    in_rank_order,
+    numbering,
+    positions_in_case,
+)
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import (
     SUFFIX,
@@ -303,8 +311,12 @@ def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
     of whole cases at a time (:func:`ragvet.storage.rankings.case_batches`: a run not in
     case order is refused): what a baseline keeps of a run to tell later how far a change
     moved each case's top k (:mod:`ragvet.measures.overlap`)."""
-    schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbering(run) is not None else {})
+    numbered = numbering(run) is not None
+    schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbered else {})
     for frame in case_batches(run, run.as_posix(), list(schema)):
+        if numbered and in_rank_order(*(frame[name].to_numpy() for name in NUMBERED_COLUMNS)):
+            yield frame.filter(positions_in_case(frame["case"].to_numpy()) < depth).cast(schema)
+            continue  # as the retrieve stage writes it: the first ranks kept by numbers, then converted
         ranked = frame.cast(schema).sort(list(RANKING_COLUMNS))
         yield ranked.filter(pl.int_range(pl.len()).over("case_id") < depth)
 

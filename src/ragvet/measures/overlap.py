@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ragvet.storage.rankings import NUMBERED_COLUMNS
+from ragvet.storage.rankings import NUMBERED_COLUMNS, in_rank_order, positions_in_case
 
 MISSING = -1  # a rank past the end of a case's list
 
@@ -237,12 +237,9 @@ def _in_rank_order(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     order :func:`paired_rankings` sorts ids in, as the numbers follow the sorted ids);
     sorted only when the rows are not already so, as the retrieve stage writes them."""
     case, rank, chunk = (frame[name].to_numpy() for name in NUMBERED_COLUMNS)
-    if len(case) > 1:
-        step_case, step_rank = np.diff(case), np.diff(rank)
-        ahead = (step_case > 0) | ((step_case == 0) & ((step_rank > 0) | ((step_rank == 0) & (np.diff(chunk) >= 0))))
-        if not ahead.all():
-            order = np.lexsort((chunk, rank, case))
-            case, chunk = case[order], chunk[order]
+    if not in_rank_order(case, rank, chunk):
+        order = np.lexsort((chunk, rank, case))
+        case, chunk = case[order], chunk[order]
     return case, chunk
 
 
@@ -253,11 +250,10 @@ def numbered_rankings(
     chunk``: :func:`ragvet.storage.rankings.numbering`), their own numbers used as they
     are: the case numbers of either side, ascending, and the two matrices."""
     sides = [_in_rank_order(frame) for frame in (baseline, candidate)]
-    starts = [np.flatnonzero(np.r_[True, case[1:] != case[:-1]])[: len(case)] for case, _ in sides]
-    cases = np.union1d(*(case[first] for (case, _), first in zip(sides, starts)))
+    cases = np.union1d(*(np.unique(case) for case, _ in sides))
     matrices = []
-    for (case, chunk), first in zip(sides, starts):
-        position = np.arange(len(case)) - np.repeat(first, np.diff(np.r_[first, len(case)]))
+    for case, chunk in sides:
+        position = positions_in_case(case)
         kept = position < depth
         matrix = np.full((len(cases), max(depth, 0)), MISSING, dtype=np.int64)
         matrix[np.searchsorted(cases, case[kept]), position[kept]] = chunk[kept]

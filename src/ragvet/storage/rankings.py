@@ -62,6 +62,24 @@ def case_ids_of(source: Path | bytes, numbers: np.ndarray) -> pl.DataFrame:
     return found.with_columns(pl.col("case_id").cast(pl.String))
 
 
+def in_rank_order(case: np.ndarray, rank: np.ndarray, chunk: np.ndarray) -> bool:
+    """Whether numbered rows are sorted by ``(case, rank, chunk)``: the order of
+    ``(case_id, rank, chunk_id)``, since the numbers follow the sorted ids. The retrieve
+    stage writes its runs so, which spares a reader the sort."""
+    if len(case) < 2:
+        return True
+    step_case, step_rank = np.diff(case), np.diff(rank)
+    ahead = (step_case > 0) | ((step_case == 0) & ((step_rank > 0) | ((step_rank == 0) & (np.diff(chunk) >= 0))))
+    return bool(ahead.all())
+
+
+def positions_in_case(case: np.ndarray) -> np.ndarray:
+    """Each row's position within its case (0 for a case's first row), the rows of a case
+    together: for a ranking in rank order, its place in that case's list."""
+    first = np.flatnonzero(np.r_[True, case[1:] != case[:-1]])[: len(case)]
+    return np.arange(len(case)) - np.repeat(first, np.diff(np.r_[first, len(case)]))
+
+
 def _out_of_order(ids: pl.Series, before: str | int | None) -> int | None:
     """The position in ``ids`` of the first id below the one before it (``before``
     precedes the first), or of the first null; None when they ascend."""
