@@ -413,6 +413,7 @@ def against_commands(folder: Path) -> dict[str, tuple[list[str], Path]]:
     """``ragvet gate --against HEAD~1`` in each :func:`against_repo`, and the gate against
     the committed baseline folder; each writes ``out/gate-<name>.json``. Command and folder."""
     gate = [sys.executable, "-m", "ragvet.cli", "gate", "--split", f"{folder}/split.json"]
+    gate += ["--params", str(folder.parent / "params.yaml")]
     commands = {
         f"gate --against ({kind})": (
             [*gate, "--against", "HEAD~1", "--out", f"{folder}/out/gate-{kind}.json"],
