@@ -573,21 +573,30 @@ def fetch_file(rev: str, path: str, repo: Path, folder: Path) -> Path | None:
     :func:`file_at`. A per-case table or a run of millions of cases is read from there a
     batch at a time. A path outside the project (absolute, or through ``..``) is no
     file of the revision's."""
-    if Path(path).is_absolute() or ".." in Path(path).parts:
-        return None
-    target = folder / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "wb") as handle:
-        done = _git(repo, "cat-file", "blob", f"{rev}:./{path}", into=handle)
-    if done.returncode == 0:
-        return target
-    target.unlink()
+    return fetch_files(rev, [path], repo, folder)[path]
 
-    def copied(fs: Any, found: str) -> Path:
-        fs.get_file(found, str(target))
-        return target
 
-    return _from_dvc(rev, [path], repo, copied)[path]
+def fetch_files(rev: str, paths: Sequence[str], repo: Path, folder: Path) -> dict[str, Path | None]:
+    """:func:`fetch_file` for several paths of one revision, through one DVC filesystem."""
+    found: dict[str, Path | None] = {}
+    for path in paths:
+        if Path(path).is_absolute() or ".." in Path(path).parts:
+            found[path] = None
+            continue
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as handle:
+            done = _git(repo, "cat-file", "blob", f"{rev}:./{path}", into=handle)
+        if done.returncode == 0:
+            found[path] = target
+        else:
+            target.unlink()
+
+    def copied(fs: Any, path: str) -> Path:
+        fs.get_file(path, str(folder / path))
+        return folder / path
+
+    return {**_from_dvc(rev, [path for path in paths if path not in found], repo, copied), **found}
 
 
 T = TypeVar("T")

@@ -10,7 +10,6 @@ the explorer says so beside the other side, and the report is still written.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ import polars as pl
 import yaml
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import files_at
+from ragvet.gating.baselines import fetch_files, files_at
 from ragvet.schema import Chunk
 from ragvet.storage.tables import run_path
 
@@ -49,11 +48,10 @@ def chunking_of(params: dict, config: str) -> str | None:
     return entry.get("chunking") if isinstance(entry, dict) else None
 
 
-def top_k(run: bytes | Path, k: int) -> dict[str, list[tuple[str, float]]]:
+def top_k(run: Path, k: int) -> dict[str, list[tuple[str, float]]]:
     """The first ``k`` ranks of every case of a retrieve stage's run (Parquet), as
     :attr:`Retrieved.top` holds them."""
-    source = io.BytesIO(run) if isinstance(run, bytes) else run
-    frame = pl.read_parquet(source, columns=["case_id", "rank", "chunk_id", "score"])
+    frame = pl.read_parquet(run, columns=["case_id", "rank", "chunk_id", "score"])
     frame = frame.filter(pl.col("rank") <= k).sort(["case_id", "rank"])
     top: dict[str, list[tuple[str, float]]] = {}
     for case_id, _, chunk_id, score in frame.iter_rows():
@@ -72,13 +70,11 @@ def named_chunks(lines: Iterable[bytes], wanted: set[str]) -> dict[str, Chunk]:
     return found
 
 
-def _retrieved(run: bytes | Path, chunks: bytes | Path, k: int) -> Retrieved:
+def _retrieved(run: Path, chunks: Path, k: int) -> Retrieved:
     top = top_k(run, k)
     wanted = {chunk_id for pairs in top.values() for chunk_id, _ in pairs}
-    if isinstance(chunks, Path):
-        with open(chunks, "rb") as handle:
-            return Retrieved(top, named_chunks(handle, wanted))
-    return Retrieved(top, named_chunks(chunks.splitlines(), wanted))
+    with open(chunks, "rb") as handle:
+        return Retrieved(top, named_chunks(handle, wanted))
 
 
 def retrieved_here(config: str, chunking: str, k: int, project: Path = Path(".")) -> Retrieved:
@@ -100,10 +96,13 @@ def _params_at(rev: str, project: Path) -> dict:
     return params if isinstance(params, dict) else {}
 
 
-def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(".")) -> dict[str, Retrieved]:
+def retrieved_at(
+    rev: str, configs: Iterable[str], k: int, folder: Path, project: Path = Path(".")
+) -> dict[str, Retrieved]:
     """The baseline side at ``rev``: each configuration's run and chunks as that revision
-    has them (its own params.yaml names the chunking), unavailable where that revision
-    lacks them or DVC cannot bring them."""
+    has them (its own params.yaml names the chunking), fetched into ``folder``
+    (:func:`ragvet.gating.baselines.fetched`), unavailable where that revision lacks them
+    or DVC cannot bring them."""
     params = _params_at(rev, project)
     found = {}
     for config in configs:
@@ -113,12 +112,12 @@ def retrieved_at(rev: str, configs: Iterable[str], k: int, project: Path = Path(
             continue
         paths = [run_path(RUNS, config).as_posix(), (CHUNKS / f"{chunking}.jsonl").as_posix()]
         try:
-            read = files_at(rev, paths, project)  # one DVC filesystem for both
+            fetched = fetch_files(rev, paths, project, folder)  # one DVC filesystem for both
         except InputError as err:
             problem = err.problems[0]
             found[config] = unavailable(f"{problem.where}: {problem.what} (fix: {problem.fix})")
             continue
-        run, chunks = read[paths[0]], read[paths[1]]
+        run, chunks = fetched[paths[0]], fetched[paths[1]]
         if run is None or chunks is None:
             found[config] = unavailable(f"{rev} has no {paths[0] if run is None else paths[1]}")
             continue

@@ -102,13 +102,21 @@ def _whole(table: Side) -> Side:
 
 
 def _explorer(
-    settings: dict, moves: dict, k: int, cases: Path, corpus: Path, against: str | None, baseline: Path
+    settings: dict,
+    moves: dict,
+    k: int,
+    cases: Path,
+    corpus: Path,
+    against: str | None,
+    baseline: Path,
+    folder: Path | None,
 ) -> str:
     """The case explorer's section of the html page: the gated configurations' moves,
-    with each side's top ``k`` (the baseline's only from a revision: a baseline folder keeps no runs)."""
+    with each side's top ``k`` (the baseline's only from a revision, its runs and chunks
+    fetched into ``folder``: a baseline folder keeps no runs)."""
     here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k) for c in moves}
     if against:
-        there = retrieved_at(against, list(moves), k)
+        there = retrieved_at(against, list(moves), k, folder)
     else:
         why = f"the committed baseline ({baseline}) keeps per-case results, not runs: compare --against a revision"
         there = dict.fromkeys(moves, unavailable(why))
@@ -230,7 +238,7 @@ def main(
             base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
             moved = {comp["config"]: case_moves(comp, cur, base, list(gate.metrics)) for comp, cur, base in moving}
             k = next((c["k"] for c in comparisons if c["config"] in moved), summary_k(settings["ks"]))
-            explorer = _explorer(settings, moved, k, cases, corpus, against, baseline)
+            explorer = _explorer(settings, moved, k, cases, corpus, against, baseline, folder)
             figures = report_figures(settings, summaries, base_summaries, slices, base_rows)
             text = render_html(text, figures, explorer)
         plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
