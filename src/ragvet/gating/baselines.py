@@ -561,6 +561,7 @@ def files_at(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes | No
 
 
 def _dvc_bytes(fs: Any, path: str) -> bytes:
+    """A DVC-tracked file's bytes, held: for the small files (summaries, params, latency records)."""
     with fs.open(path, mode="rb") as handle:
         return handle.read()
 
