@@ -29,6 +29,13 @@ The tools alternate (ragvet first in odd rounds, last in even) so that the machi
 falls on all of them. Each peer's means are checked against ragvet's summary (recall@k and
 MRR over the answerable cases): they agree within 5e-7 (ragvet rounds each case's value
 to 6 places) or the benchmark stops.
+
+At the ``--gate-sizes``, the verdict and the report against a moved baseline
+(:func:`moved_baseline`); at the ``--against-sizes`` (after those), ``ragvet gate --against
+HEAD~1`` in a git repository whose previous commit holds the moved baseline's results and
+whose last the evaluate stage's (:func:`against_repo`), the tables committed to git or
+tracked by DVC, each timed beside the gate against the committed baseline folder in the
+same run: their ``gate.json`` must be the same bytes, or the benchmark stops.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ KS = [1, 3, 5, 10]  # as benchmarks/evaluation.py; MRR runs down the whole depth
 CASES_PER_GROUP = 10_000  # run row groups: 10,000 cases x depth rows
 CASE_GROUP = 1 << 16  # case table row groups
 SEED = 7
+AGAINST = ("gate --against (git)", "gate --against (dvc)", "gate (baseline folder)")  # --against-sizes' measures
 
 
 def chunk_ids() -> list[str]:
@@ -300,15 +308,16 @@ print(json.dumps({**means, "cases": len(cases)}))
 """
 
 
-def timed(command: list[str], cwd: Path) -> dict:
-    """Wall seconds, peak RSS (the child's own, through stages.py's launcher) and stdout of one fresh process."""
+def timed(command: list[str], cwd: Path, codes: tuple[int, ...] = (0,)) -> dict:
+    """Wall seconds, peak RSS (the child's own, through stages.py's launcher) and stdout of one
+    fresh process, which must exit with one of ``codes``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         subprocess.run([sys.executable, "-c", stages.LAUNCHER, *command], cwd=cwd, stdout=out, stderr=err, check=False)
         out.seek(0), err.seek(0)
         text, problems = out.read().decode(), err.read().decode()
     *lines, last = problems.splitlines() or [""]
     seconds, code, rss_kb = json.loads(last)
-    if code != 0:
+    if code not in codes:
         raise SystemExit(f"{' '.join(command)} failed:\n{text}\n" + "\n".join(lines)[-3000:])
     return {"seconds": seconds, "rss_mb": rss_kb / 1024, "out": text}
 
@@ -373,6 +382,50 @@ def gate_commands(folder: Path) -> dict[str, list[str]]:
     return {"verdict": verdict, "report": report}
 
 
+def against_repo(folder: Path, kind: str) -> Path:
+    """A git repository (``<folder>/against-<kind>``, built once) whose ``HEAD~1`` holds the
+    moved baseline's results (``metrics/bench.json``, ``metrics/cases/bench.parquet``) and
+    whose ``HEAD`` the evaluate stage's, the tables committed to git (``kind`` git) or
+    tracked by ``dvc add`` (``kind`` dvc, the objects in the repository's DVC cache)."""
+    repo, out = folder / f"against-{kind}", folder / "out"
+    if (repo / ".git").is_dir():
+        return repo
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    dvc = [str(Path(sys.executable).parent / "dvc")]
+
+    def run(*args: str) -> None:
+        subprocess.run(args, cwd=repo, check=True, capture_output=True)
+
+    run("git", "init", "-q", "-b", "main")
+    if kind == "dvc":
+        run(*dvc, "init", "-q")
+        (repo / "dvc.lock").touch()  # what marks a revision with ragvet results when git holds no table
+    for source, message in ((out / "baseline", "the moved baseline's results"), (out, "the evaluate stage's")):
+        (repo / "metrics" / "bench.json").write_bytes((source / "bench.json").read_bytes())
+        (repo / "metrics" / "cases" / "bench.parquet").write_bytes((source / "cases" / "bench.parquet").read_bytes())
+        if kind == "dvc":
+            run(*dvc, "add", "-q", "metrics/cases")
+        run("git", "add", "-A")
+        run("git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", message)
+    return repo
+
+
+def against_commands(folder: Path) -> dict[str, tuple[list[str], Path]]:
+    """``ragvet gate --against HEAD~1`` in each :func:`against_repo`, and the gate against
+    the committed baseline folder; each writes ``out/gate-<name>.json``. Command and folder."""
+    gate = [sys.executable, "-m", "ragvet.cli", "gate", "--split", f"{folder}/split.json"]
+    gate += ["--params", str(folder.parent / "params.yaml")]
+    commands = {
+        f"gate --against ({kind})": (
+            [*gate, "--against", "HEAD~1", "--out", f"{folder}/out/gate-{kind}.json"],
+            against_repo(folder, kind),
+        )
+        for kind in ("git", "dvc")
+    }
+    folder_gate = [*gate, "--baseline", f"{folder}/out/baseline", "--out", f"{folder}/out/gate-folder.json"]
+    return {**commands, "gate (baseline folder)": (folder_gate, against_repo(folder, "git"))}
+
+
 def peer_command(script: str, folder: Path) -> list[str]:
     return [sys.executable, "-c", script, str(folder), json.dumps(KS)]
 
@@ -407,6 +460,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="ragvet's --batch-cases (its default when absent)")
     parser.add_argument("--generate-only", action="store_true", help="write the data of --sizes and stop")
     parser.add_argument("--gate-sizes", type=int, nargs="*", default=[], help="sizes to run verdict and report at")
+    parser.add_argument(
+        "--against-sizes", type=int, nargs="*", default=[], help="sizes to run the gate --against a revision at"
+    )
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -445,15 +501,26 @@ def main() -> None:
                     print(
                         f"{size:>11,} {stage:<12} {measured['seconds']:8.1f} s {measured['rss_mb']:7.0f} MB", flush=True
                     )
+            if size in args.against_sizes:  # after the gate sizes: the moved baseline, committed to a revision
+                for stage, (command, repo) in against_commands(folder).items():
+                    measured = timed(command, repo, codes=(0, 1))  # 1: the gate failed, as a moved baseline may
+                    results.setdefault((size, stage), []).append(measured)
+                    print(f"{size:>11,} {stage:<24} {measured['seconds']:8.1f} s {measured['rss_mb']:7.0f} MB")
+                written = {(folder / "out" / f"gate-{name}.json").read_bytes() for name in ("git", "dvc", "folder")}
+                if len(written) != 1:
+                    raise SystemExit(f"at {size:,} the gate --against a revision differs from the baseline folder's")
     print("\n| cases x depth | tool | seconds | peak RSS MB | ragvet / tool (time) | max diff of means |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for size in args.sizes:
         base = min(m["seconds"] for m in results[size, "ragvet"])
-        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval", "verdict", "report"):
+        folder_gate = min((m["seconds"] for m in results.get((size, "gate (baseline folder)"), [])), default=None)
+        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval", "verdict", "report", *AGAINST):
             if (size, tool) not in results:
                 continue
             best = min(results[size, tool], key=lambda m: m["seconds"])
             ratio = "" if tool in ("ragvet", "verdict", "report") else f"{base / best['seconds']:.2f}"
+            if tool in AGAINST:  # the gate --against a revision: its time over the baseline folder's
+                ratio = f"{best['seconds'] / folder_gate:.2f} (of the folder's)"
             diff = f"{best['diff']:.1e}" if "diff" in best else ""
             figures = f"{best['seconds']:.1f} | {best['rss_mb']:.0f} | {ratio} | {diff}"
             print(f"| {size:,} x {args.depth} | {tool} | {figures} |")

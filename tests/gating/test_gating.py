@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -558,6 +559,48 @@ def test_read_results_at_names_an_unreadable_table_and_a_folder_outside_git(tmp_
     outside.mkdir()
     with pytest.raises(InputError, match="not inside a git repository"):
         read_results_at("main", [CONFIG], outside)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_a_revisions_tables_are_fetched_into_a_folder_that_goes_when_the_comparison_ends(tmp_path, monkeypatch):
+    repo, scratch = tmp_path / "repo", tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where fetched() makes its folder
+    rows = [row("a", 1.0), row("b", 0.5)]
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    for config in (CONFIG, "broken"):
+        (repo / "metrics" / f"{config}.json").write_text(json.dumps(summary(rows)))
+    write_table(repo / "metrics" / "cases" / f"{CONFIG}.parquet", rows)
+    (repo / "metrics" / "cases" / "broken.parquet").write_text("not parquet\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "results")
+    committed = (repo / "metrics" / "cases" / f"{CONFIG}.parquet").read_bytes()
+    (repo / "metrics" / "cases" / f"{CONFIG}.parquet").unlink()  # the revision's, not the work tree's
+
+    with baselines.fetched("HEAD") as folder:
+        found = baselines.tables_at("HEAD", [CONFIG, "new-config"], repo, folder, ["case_id", "metrics.mrr"])
+        assert found["new-config"] is None and found[CONFIG][0] == summary(rows)
+        assert found[CONFIG][1] == folder / "metrics" / "cases" / f"{CONFIG}.parquet"
+        assert found[CONFIG][1].read_bytes() == committed  # streamed by git, byte for byte
+    assert list(scratch.iterdir()) == []
+
+    with pytest.raises(InputError) as err:  # the second table is not one: every fetched file goes too
+        with baselines.fetched("HEAD") as folder:
+            baselines.tables_at("HEAD", [CONFIG, "broken"], repo, folder)
+    assert "HEAD:metrics/cases/broken.parquet: not a readable per-case Parquet table" in str(err.value)
+    assert list(scratch.iterdir()) == []
+
+    with pytest.raises(InputError) as err:  # found reading a fetched file later: named as the revision's
+        with baselines.fetched("HEAD") as folder:
+            results.read_results(baselines.fetch_file("HEAD", "metrics/cases/broken.parquet", repo, folder))
+    assert str(folder) not in str(err.value)
+    assert "HEAD:metrics/cases/broken.parquet: not a readable per-case Parquet table" in str(err.value)
+    assert list(scratch.iterdir()) == []
+    with baselines.fetched("HEAD") as folder:
+        assert baselines.fetch_file("HEAD", "../metrics/bench.json", repo / "metrics", folder) is None
+        assert baselines.fetch_file("HEAD", "metrics/none.parquet", repo, folder) is None
+        assert list(folder.rglob("*.parquet")) == []  # nothing half-written of a file git lacks
 
 
 # ---------------------------------------------------------------- metric direction

@@ -4,17 +4,24 @@ tables when only the DVC remote holds them, or say which object is missing where
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 from repos import commit_all, copy_repo, ragvet, set_param, sh
 
+from ragvet.gating.baselines import compared_columns, current_table, latency_pairs, read_results_at
+from ragvet.gating.compare import gate_metrics
+from ragvet.gating.decision import decide, write_verdict
+from ragvet.inputs.params import stage_params
+from ragvet.settings import Gate
 from ragvet.storage import placement
 from ragvet.storage.results import read_results, result_rows
 
@@ -103,8 +110,29 @@ def test_migrate_storage_moves_the_growing_tables_from_git_to_dvc_without_recomp
     assert (repo / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]).read_bytes() == seen["git_table"]
 
 
-def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_remote(cold, tmp_path):
+def whole_table_verdict(repo: Path, rev: str, out: Path) -> None:
+    """The gate's verdict against ``rev`` decided from both per-case tables read whole as
+    frames (the comparison of frames, one batch), written as `gate --out` writes it."""
+    with contextlib.chdir(repo):
+        settings = stage_params(Path("params.yaml"), ["gate", "slices", "ks"])
+        gate = Gate.from_params(settings)
+        configs, metrics, baseline = list(gate.configs), gate_metrics(gate), Path("metrics/baseline")
+        current = {config: current_table(Path("metrics/cases"), config, metrics) for config in configs}
+        found = read_results_at(rev, configs, Path("."), compared_columns(metrics))
+        bases = {config: found[config] or (None, None) for config in configs}
+        latency = latency_pairs(gate.max_p95_rise, configs, baseline, Path(".ragvet/latency"), rev)
+        split, summaries, depth = Path("data/split.json"), Path("metrics"), max(settings["ks"])
+        verdict = decide(
+            gate, Path("metrics/cases"), split, baseline, rev, latency, current, bases, summaries, depth=depth
+        )
+    write_verdict(verdict, out)
+
+
+def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_remote(cold, tmp_path, monkeypatch):
     repo, revs = cold
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the revision's tables are fetched to
     md5 = locked_md5(repo, revs["migrated"], f"evaluate@{GATED}", TABLE)
     assert not in_cache(repo, md5)
     via_git = ragvet(repo, "gate", "--against", revs["git"], "--out", str(tmp_path / "git.json"))
@@ -127,6 +155,11 @@ def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_rem
     expected = sorted(cid for cid, pair in hit.items() if after[cid]["split"] == "eval" and pair == (1, 0))
     (gated,) = [entry for entry in verdict["configs"] if entry["config"] == GATED]
     assert expected and gated["newly_missed"] == expected
+    # Each revision's table, fetched to a file and paired a batch at a time, gives the bytes of whole frames.
+    for rev, name in ((revs["git"], "git"), (revs["migrated"], "dvc")):
+        whole_table_verdict(repo, rev, tmp_path / f"{name}-whole.json")
+        assert (tmp_path / f"{name}-whole.json").read_bytes() == (tmp_path / f"{name}.json").read_bytes()
+    assert list(scratch.iterdir()) == []  # every fetched table removed once compared
 
     shutil.rmtree(repo / ".dvc" / "cache", ignore_errors=True)  # fetching streamed: the cache may be empty still
     report = ragvet(repo, "report", "--against", revs["migrated"])
@@ -134,8 +167,11 @@ def test_gate_and_report_against_a_revision_whose_tables_are_only_on_the_dvc_rem
     assert all(f"`{case_id}`" in report.stdout for case_id in expected)
 
 
-def test_a_remote_without_the_object_or_no_remote_at_all_is_a_clear_error(cold, tmp_path):
+def test_a_remote_without_the_object_or_no_remote_at_all_is_a_clear_error(cold, tmp_path, monkeypatch):
     repo, revs = cold
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the revision's tables are fetched to
     md5 = locked_md5(repo, revs["migrated"], f"evaluate@{GATED}", TABLE)
     (tmp_path / "empty").mkdir()
     sh(repo, "dvc", "remote", "add", "-d", "empty", str(tmp_path / "empty"))
@@ -148,6 +184,7 @@ def test_a_remote_without_the_object_or_no_remote_at_all_is_a_clear_error(cold, 
         in message
     )
     assert f"run `dvc push` where {revs['migrated']} was produced" in message
+    assert list(scratch.iterdir()) == []  # nothing fetched is left behind
 
     sh(repo, "dvc", "remote", "remove", "empty")
     sh(repo, "dvc", "remote", "remove", "shared")
@@ -160,6 +197,7 @@ def test_a_remote_without_the_object_or_no_remote_at_all_is_a_clear_error(cold, 
         "this DVC cache lacks it, and no default DVC remote is configured"
     ) in message
     assert "`dvc remote add -d NAME URL`" in message
+    assert list(scratch.iterdir()) == []
 
 
 def test_baseline_accept_keeps_the_baselines_tables_in_dvc_once_migrated(cold):
@@ -190,6 +228,11 @@ def test_baseline_accept_keeps_the_baselines_tables_in_dvc_once_migrated(cold):
 KILLED_AT = """
 import os, signal, sys
 from pathlib import Path
+from ragvet.gating.baselines import compared_columns, current_table, latency_pairs, read_results_at
+from ragvet.gating.compare import gate_metrics
+from ragvet.gating.decision import decide, write_verdict
+from ragvet.inputs.params import stage_params
+from ragvet.settings import Gate
 from ragvet.storage import placement
 step = getattr(placement, sys.argv[1])
 def killed(*args, **kwargs):

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 import polars as pl
 
@@ -267,13 +270,18 @@ def baselines_for(
     against: str | None,
     metrics: Sequence[str] | None = None,
     extra: Sequence[str] = (),
+    folder: Path | None = None,
 ) -> dict[str, tuple]:
-    """``{config: (summary, table)}`` from a git revision's results or from the
-    committed baseline folder; ``(None, None)`` where there is none. Of a revision's
-    tables, what a comparison of ``metrics`` reads (:func:`compared_columns`) and the
-    ``extra`` columns; of the committed baseline folder's, the path (:func:`read_baseline_dir`)."""
+    """``{config: (summary, table)}`` from a git revision's results, their tables fetched
+    into ``folder`` (:func:`fetched` ``against``; :func:`tables_at`), or from the
+    committed baseline folder (:func:`read_baseline_dir`); ``(None, None)`` where there
+    is none. Either way the table is its Parquet file's path, once the columns a
+    comparison of ``metrics`` reads (:func:`compared_columns`, and of a revision's also
+    the ``extra`` ones) are checked there: a comparison reads it a batch of cases at a time."""
     if against:
-        found = read_results_at(against, configs, Path.cwd(), compared_columns(metrics, extra))
+        if folder is None:
+            raise ValueError("a revision's tables are fetched into a folder: give fetched(against)'s")
+        found = tables_at(against, configs, Path.cwd(), folder, compared_columns(metrics, extra))
         return {config: found[config] or (None, None) for config in configs}
     return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
@@ -498,11 +506,13 @@ def accept_baseline(
     return written
 
 
-def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
-    """``git *args`` in ``repo``; its output as text, or as bytes when ``binary``."""
-    text = {} if binary else {"text": True, "encoding": "utf-8"}
+def _git(repo: Path, *args: str, binary: bool = False, into: BinaryIO | None = None) -> subprocess.CompletedProcess:
+    """``git *args`` in ``repo``; its output as text, as bytes when ``binary``, or written
+    straight into the file ``into``."""
+    text = {} if binary or into else {"text": True, "encoding": "utf-8"}
+    out = {"stdout": into, "stderr": subprocess.PIPE} if into else {"capture_output": True}
     try:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False, **text)
+        return subprocess.run(["git", *args], cwd=repo, check=False, **out, **text)
     except FileNotFoundError:
         raise InputError(
             [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
@@ -558,31 +568,101 @@ def file_at(rev: str, path: str, repo: Path) -> bytes | None:
 def files_at(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes | None]:
     """:func:`file_at` for several paths of one revision, through one DVC filesystem
     (opening one costs a second or two)."""
-    found = _git_blobs(rev, paths, repo)
-    missing = [path for path in paths if path not in found]
-    if not missing:
-        return found
+    found: dict[str, bytes | None] = dict(_git_blobs(rev, paths, repo))
+    return {**_from_dvc(rev, [path for path in paths if path not in found], repo, _dvc_bytes), **found}
+
+
+def _dvc_bytes(fs: Any, path: str) -> bytes:
+    """A DVC-tracked file's bytes, held: for the small files (summaries, params, latency records)."""
+    with fs.open(path, mode="rb") as handle:
+        return handle.read()
+
+
+def fetch_file(rev: str, path: str, repo: Path, folder: Path) -> Path | None:
+    """``path`` (relative to the DVC project ``repo``) as ``rev`` has it, copied to the
+    same path under ``folder`` (:func:`fetched`'s) without being held: git's blob
+    streamed into it (``git cat-file blob``), else DVC's object (``get_file``: this cache,
+    else the default remote); None when that revision has no such file. The errors of
+    :func:`file_at`. A per-case table or a run of millions of cases is read from there a
+    batch at a time. A path outside the project (absolute, or through ``..``) is no
+    file of the revision's."""
+    return fetch_files(rev, [path], repo, folder)[path]
+
+
+def fetch_files(rev: str, paths: Sequence[str], repo: Path, folder: Path) -> dict[str, Path | None]:
+    """:func:`fetch_file` for several paths of one revision, through one DVC filesystem."""
+    found: dict[str, Path | None] = {}
+    for path in paths:
+        if Path(path).is_absolute() or ".." in Path(path).parts:
+            found[path] = None
+            continue
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as handle:
+            done = _git(repo, "cat-file", "blob", f"{rev}:./{path}", into=handle)
+        if done.returncode == 0:
+            found[path] = target
+        else:
+            target.unlink()
+
+    def copied(fs: Any, path: str) -> Path:
+        fs.get_file(path, str(folder / path))
+        return folder / path
+
+    return {**_from_dvc(rev, [path for path in paths if path not in found], repo, copied), **found}
+
+
+T = TypeVar("T")
+
+
+def _from_dvc(rev: str, paths: Sequence[str], repo: Path, take: Callable[[Any, str], T]) -> dict[str, T | None]:
+    """``take(fs, path)`` of each of ``paths`` DVC tracks at ``rev``, through one DVC
+    filesystem on the work tree's default remote; None where ``rev`` has no such file
+    (and for every path outside a DVC project). An object neither the cache nor the
+    remote holds is an error (:func:`_missing_object`)."""
+    if not paths:
+        return {}
     from dvc.exceptions import NotDvcRepoError  # deferred: DVC's import costs a second
     from dvc.fs import DVCFileSystem  # deferred, as above
 
-    md5, remote, path = "?", None, missing[0]
+    found: dict[str, T | None] = {}
+    md5, remote, path = "?", None, paths[0]
     try:
         remote, settings = _work_tree_remote(repo)
         # The work tree's remote, not REV's: REV may predate it, and credentials live in config.local.
         chosen = {"remote": remote, "remote_config": settings} if remote else {}
         fs = DVCFileSystem(repo=str(repo), rev=rev, **chosen)
-        for path in missing:
+        for path in paths:
             if not fs.exists(path):
                 found[path] = None
                 continue
             md5 = (fs.info(path).get("dvc_info") or {}).get("md5", "?")
-            with fs.open(path, mode="rb") as handle:
-                found[path] = handle.read()
+            found[path] = take(fs, path)
     except NotDvcRepoError:
-        return {**dict.fromkeys(missing), **found}
+        return dict.fromkeys(paths)
     except FileNotFoundError:
         raise InputError([_missing_object(rev, path, md5, remote)]) from None
     return found
+
+
+@contextmanager
+def fetched(rev: str | None) -> Iterator[Path | None]:
+    """A temporary folder for the files of ``rev`` a comparison reads (:func:`fetch_file`),
+    removed when the comparison ends, also on error, so nothing is left half-written; a
+    problem found in one of its files names it ``REV:path``. None without a revision."""
+    if rev is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="ragvet-revision-") as folder:
+        try:
+            yield Path(folder)
+        except InputError as err:
+            raise InputError(_renamed(err.problems, f"{folder}{os.sep}", f"{rev}:")) from None
+
+
+def _renamed(problems: Iterable[Problem], prefix: str, name: str) -> list[Problem]:
+    """``problems`` with ``prefix`` (a fetched file's folder) in their text read as ``name``."""
+    return [Problem(*(text.replace(prefix, name) for text in (p.where, p.what, p.fix))) for p in problems]
 
 
 def folder_at(rev: str, folder: str, repo: Path) -> dict[str, bytes]:
@@ -673,20 +753,21 @@ def _missing_object(rev: str, path: str, md5: str, remote: str | None) -> Proble
     )
 
 
-def read_results_at(
-    rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
-) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
-    """Summary and per-case table of each configuration as committed at ``rev``;
-    None for a configuration that revision has no results for (a new one).
+def tables_at(
+    rev: str, configs: Iterable[str], repo: Path, folder: Path, columns: Sequence[str] | None = None
+) -> dict[str, tuple[Summary, Path] | None]:
+    """Summary and per-case table of each configuration as committed at ``rev``, the
+    table fetched into ``folder`` (:func:`fetched`; :func:`fetch_file`: git or DVC, never
+    held whole) and its ``columns`` checked there as the committed baseline folder's
+    are (:func:`read_baseline_dir`; every column by default), for a comparison to read
+    a batch at a time; None for a configuration that revision has no results for (a new one).
 
     These are the *results* of that revision (``metrics/<config>.json`` and its
     per-case table), not its baseline folder: ``--against REV`` asks "did this
-    change regress relative to REV?". The summary is committed; the table comes
-    through :func:`file_at` (git or DVC). An unknown revision, a clone too
-    shallow to have it, and a revision with no ragvet results at all are
-    errors; paths are relative to ``repo`` (``./``), so the DVC project may be a
-    subfolder of the git repository. ``columns`` limits the rows to those
-    (:func:`ragvet.storage.results.read_results`); all of them by default.
+    change regress relative to REV?". An unknown revision, a clone too shallow to
+    have it, and a revision with no ragvet results at all are errors; paths are
+    relative to ``repo`` (``./``), so the DVC project may be a subfolder of the git
+    repository.
     """
     repo = Path(repo)
     _check_revision(rev, repo)
@@ -701,18 +782,31 @@ def read_results_at(
                 )
             ]
         )
-    results: dict[str, tuple[Summary, pl.DataFrame] | None] = {}
+    results: dict[str, tuple[Summary, Path] | None] = {}
     for config in sorted(set(configs)):
         summary_path, cases_path = f"metrics/{config}.json", per_case_path(table_dir, config).as_posix()
         summary = _git(repo, "show", f"{rev}:./{summary_path}")
-        table = file_at(rev, cases_path, repo) if summary.returncode == 0 else None
+        table = fetch_file(rev, cases_path, repo, folder) if summary.returncode == 0 else None
         if table is None:
             results[config] = None
             continue
-        found = read_results(table, where=f"{rev}:{cases_path}", columns=columns)
+        read_results(table, where=f"{rev}:{cases_path}", columns=columns, rows=0)
         where, fix = f"{rev}:{summary_path}", "compare with a revision with intact results"
-        results[config] = (checked_summary(where, _summary_at(rev, summary_path, summary.stdout), fix), found)
+        results[config] = (checked_summary(where, _summary_at(rev, summary_path, summary.stdout), fix), table)
     return results
+
+
+def read_results_at(
+    rev: str, configs: Iterable[str], repo: Path, columns: Sequence[str] | None = None
+) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
+    """:func:`tables_at`, each table read whole (its ``columns``; all of them by default):
+    for the readers that hold it anyway (a reproduction check, the experiments' table)."""
+    with fetched(rev) as folder:
+        found = tables_at(rev, configs, repo, folder, columns)
+        return {
+            config: None if pair is None else (pair[0], read_results(pair[1], columns=columns))
+            for config, pair in found.items()
+        }
 
 
 def _experiments(repo: Path) -> tuple[str, list[tuple[str, str]]]:

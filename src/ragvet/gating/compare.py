@@ -19,7 +19,8 @@ A gate is only useful if its failures are real and its passes are meaningful, so
 
 :mod:`ragvet.gating.baselines` finds both sides, and the gate and the report compare them
 with the same functions, so they cannot disagree. A side is a per-case table as a frame,
-or, for the verdict against the committed baseline, its Parquet file: two files are read
+or, for the verdict and the report, its Parquet file (the committed baseline folder's, a
+revision's fetched one, the work tree's): two files are read
 in one pass a batch of cases at a time (:class:`Pairing`), so neither is held whole, and a
 frame is one such batch, so both give the same figures.
 """

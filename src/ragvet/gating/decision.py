@@ -32,7 +32,7 @@ from ragvet.gating.baselines import (
     baselines_for,
     current_chunkings,
     current_path,
-    current_table,
+    fetched,
     integrity_problems,
     latency_pairs,
     missing_latency,
@@ -76,9 +76,10 @@ def decide(
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
     results, with the eval split's fingerprints from ``split``. ``latency`` is :func:`latency_pairs` (None with the p95
-    check off). A caller that has read the tables already passes them (``current``,
-    ``baselines``: wider reads hold what the gate compares); else, against the committed
-    baseline, both tables are read a batch of cases at a time, so neither is held whole. The current chunking
+    check off). A caller that has found the tables already passes them (``current``,
+    ``baselines``: the report's checks cover more columns); else both tables are read a
+    batch of cases at a time, so neither is held whole (a revision's fetched into a
+    temporary folder first, :func:`ragvet.gating.baselines.fetched`). The current chunking
     fingerprints are read from the summaries in ``summaries_dir`` (by default the folder
     that holds ``cases_dir``: evaluate writes ``metrics/<config>.json`` beside ``metrics/cases``).
     Guarded movement metrics (``gate.movement``) are measured between the runs in ``runs``
@@ -89,39 +90,38 @@ def decide(
     Both come from one pass over each configuration's two rankings
     (:func:`ragvet.gating.movement.measure_movement`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
-    streamed = against is None  # both sides' Parquet files, paired a batch at a time (ragvet.gating.compare.Pairing)
-    if current is None:
-        table = current_path if streamed else current_table
-        current = {config: table(cases_dir, config, metrics) for config in configs}
-    if baselines is None:
-        baselines = baselines_for(configs, baseline, against, metrics)
-    split_record = split_outline(split)
-    if against is None:  # the committed baseline, which the pull request itself may have edited
-        raise_if(integrity_problems(baselines, baseline, split_record))
-    chunkings = current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs)
-    verdict = gate_all(
-        gate,
-        dict(baselines),
-        dict(current),
-        split_fingerprints(split_record.record),
-        against,
-        rebaselined(configs, baseline, cases_dir, against),
-        latency,
-        chunkings,
-    )
-    # chunk ids name other passages under another chunking: movement by id would mean nothing
-    other_chunking = {
-        config: chunking_reason((baselines[config][0] or {}).get("fingerprints"), {"chunking": chunkings[config]})
-        for config in configs
-    }
-    guarded = guarded_ks(gate)
-    measured: dict[str, Measured | str] = {}
-    if guarded or depth is not None:
+    with fetched(against) as folder:  # a revision's tables and runs, removed when decided
+        if current is None:
+            current = {config: current_path(cases_dir, config, metrics) for config in configs}
+        if baselines is None:
+            baselines = baselines_for(configs, baseline, against, metrics, folder=folder)
+        split_record = split_outline(split)
+        if against is None:  # the committed baseline, which the pull request itself may have edited
+            raise_if(integrity_problems(baselines, baseline, split_record))
+        chunkings = current_chunkings(Path(cases_dir).parent if summaries_dir is None else summaries_dir, configs)
+        verdict = gate_all(
+            gate,
+            dict(baselines),
+            dict(current),
+            split_fingerprints(split_record.record),
+            against,
+            rebaselined(configs, baseline, cases_dir, against),
+            latency,
+            chunkings,
+        )
+        # chunk ids name other passages under another chunking: movement by id would mean nothing
+        other_chunking = {
+            config: chunking_reason((baselines[config][0] or {}).get("fingerprints"), {"chunking": chunkings[config]})
+            for config in configs
+        }
+        guarded = guarded_ks(gate)
+        measured: dict[str, Measured | str] = {}
+        if guarded or depth is not None:
 
-        def sides(config: str) -> Sides | str:  # chunk ids name other passages under another chunking
-            return other_chunking[config] or ranked_sides(config, baseline, against, runs)
+            def sides(config: str) -> Sides | str:  # chunk ids name other passages under another chunking
+                return other_chunking[config] or ranked_sides(config, baseline, against, runs, folder)
 
-        measured = measure_movement(configs, sides, guarded, depth, gate.rbo_p, cases_dir, gate.slices, moves)
+            measured = measure_movement(configs, sides, guarded, depth, gate.rbo_p, cases_dir, gate.slices, moves)
     verdict = guard_movement(verdict, gate, measured, other_chunking)
     if depth is None:
         return verdict

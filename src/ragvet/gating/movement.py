@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import baseline_ranking_path, files_at
+from ragvet.gating.baselines import baseline_ranking_path, fetch_file
 from ragvet.measures.overlap import MOVED, figures_at, moved_at, numbered_rankings
 from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
@@ -43,7 +43,7 @@ from ragvet.storage.results import column, per_case_path
 from ragvet.storage.tables import run_path
 
 PERCENTILES = (10, 50, 90)
-Ranking = tuple[Path | bytes, str]  # a ranking's Parquet file (or its bytes) and its name in errors
+Ranking = tuple[Path, str]  # a ranking's Parquet file and its name in errors
 Sides = tuple[Ranking, Ranking]  # the baseline's ranking and the current run
 Sink = Callable[[pl.DataFrame], None]  # receives the per-case figures a batch at a time (:func:`table_rows`)
 
@@ -164,7 +164,7 @@ def _tags(per_case: Path, slices: Sequence[str]) -> tuple[list[str], Iterator[pl
     return keys, case_batches(per_case, per_case.as_posix(), ["case_id", *(column("tags", key) for key in keys)])
 
 
-def _named(cases: np.ndarray, baseline: pl.DataFrame, run: Path | bytes) -> pl.Series:
+def _named(cases: np.ndarray, baseline: pl.DataFrame, run: Path) -> pl.Series:
     """The ids of the case numbers ``cases``: from the baseline's rows (``case, case_id``),
     and, for a case only the run ranks, from the run (:func:`case_ids_of`)."""
     known = baseline.select("case", "case_id").unique("case")
@@ -275,10 +275,13 @@ def rankings_kept_by_ids(configs: Sequence[str], baseline: Path, runs: Path) -> 
     ]
 
 
-def ranked_sides(config: str, baseline: Path, against: str | None, runs: Path) -> Sides | str:
+def ranked_sides(
+    config: str, baseline: Path, against: str | None, runs: Path, folder: Path | None = None
+) -> Sides | str:
     """The two rankings movement is measured between: the one the committed ``baseline``
     folder kept (or, with ``against``, that revision's run of ``config``, from git or DVC,
-    as bytes), and the work tree's run in ``runs``; or why there are not two, as text."""
+    fetched into ``folder``: :func:`ragvet.gating.baselines.fetched`), and the work tree's
+    run in ``runs``; or why there are not two, as text."""
     run = run_path(runs, config)
     if not run.is_file():
         return f"{run.as_posix()} is not in the work tree: run `dvc repro` (or `dvc checkout` it)"
@@ -287,9 +290,11 @@ def ranked_sides(config: str, baseline: Path, against: str | None, runs: Path) -
         if not path.is_file():
             return f"the baseline keeps no ranking ({path.as_posix()}): accept it again with `ragvet baseline accept`"
         return (path, path.as_posix()), (run, run.as_posix())
+    if folder is None:
+        raise ValueError("a revision's run is fetched into a folder: give fetched(against)'s")
     where = run.as_posix()
     try:
-        found = files_at(against, [where], Path.cwd())[where]
+        found = fetch_file(against, where, Path.cwd(), folder)
     except InputError as err:  # DVC cannot bring it: no comparison, and why
         problem = err.problems[0]
         return f"{problem.where}: {problem.what} (fix: {problem.fix})"

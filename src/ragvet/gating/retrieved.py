@@ -10,7 +10,6 @@ the explorer says so beside the other side, and the report is still written.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ import polars as pl
 import yaml
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import files_at
+from ragvet.gating.baselines import fetch_files, files_at
 from ragvet.schema import Chunk
 from ragvet.storage.tables import run_path
 
@@ -49,15 +48,14 @@ def chunking_of(params: dict, config: str) -> str | None:
     return entry.get("chunking") if isinstance(entry, dict) else None
 
 
-def top_k(run: bytes | Path, k: int, cases: Collection[str] | None = None) -> dict[str, list[tuple[str, float]]]:
+def top_k(run: Path, k: int, cases: Collection[str] | None = None) -> dict[str, list[tuple[str, float]]]:
     """The first ``k`` ranks of every case (of ``cases`` only, when given) of a retrieve
     stage's run (Parquet), as :attr:`Retrieved.top` holds them. The filter is applied as
     the file is scanned, so a run of ten million cases is never held."""
-    source = io.BytesIO(run) if isinstance(run, bytes) else run
     wanted = pl.col("rank") <= k
     if cases is not None:
         wanted &= pl.col("case_id").is_in(pl.Series(list(cases), dtype=pl.String))
-    scan = pl.scan_parquet(source).select("case_id", "rank", "chunk_id", "score")
+    scan = pl.scan_parquet(run).select("case_id", "rank", "chunk_id", "score")
     frame = scan.filter(wanted).collect().sort(["case_id", "rank"])
     top: dict[str, list[tuple[str, float]]] = {}
     for case_id, _, chunk_id, score in frame.iter_rows():
@@ -76,13 +74,11 @@ def named_chunks(lines: Iterable[bytes], wanted: set[str]) -> dict[str, Chunk]:
     return found
 
 
-def _retrieved(run: bytes | Path, chunks: bytes | Path, k: int, cases: Collection[str] | None) -> Retrieved:
+def _retrieved(run: Path, chunks: Path, k: int, cases: Collection[str] | None) -> Retrieved:
     top = top_k(run, k, cases)
     wanted = {chunk_id for pairs in top.values() for chunk_id, _ in pairs}
-    if isinstance(chunks, Path):
-        with open(chunks, "rb") as handle:
-            return Retrieved(top, named_chunks(handle, wanted))
-    return Retrieved(top, named_chunks(chunks.splitlines(), wanted))
+    with open(chunks, "rb") as handle:
+        return Retrieved(top, named_chunks(handle, wanted))
 
 
 def retrieved_here(
@@ -108,11 +104,17 @@ def _params_at(rev: str, project: Path) -> dict:
 
 
 def retrieved_at(
-    rev: str, configs: Iterable[str], k: int, cases: Collection[str] | None = None, project: Path = Path(".")
+    rev: str,
+    configs: Iterable[str],
+    k: int,
+    folder: Path,
+    cases: Collection[str] | None = None,
+    project: Path = Path("."),
 ) -> dict[str, Retrieved]:
     """The baseline side at ``rev`` (of ``cases`` only, when given): each configuration's
     run and chunks as that revision has them (its own params.yaml names the chunking),
-    unavailable where that revision lacks them or DVC cannot bring them."""
+    fetched into ``folder`` (:func:`ragvet.gating.baselines.fetched`), unavailable where
+    that revision lacks them or DVC cannot bring them."""
     params = _params_at(rev, project)
     found = {}
     for config in configs:
@@ -122,12 +124,12 @@ def retrieved_at(
             continue
         paths = [run_path(RUNS, config).as_posix(), (CHUNKS / f"{chunking}.jsonl").as_posix()]
         try:
-            read = files_at(rev, paths, project)  # one DVC filesystem for both
+            fetched = fetch_files(rev, paths, project, folder)  # one DVC filesystem for both
         except InputError as err:
             problem = err.problems[0]
             found[config] = unavailable(f"{problem.where}: {problem.what} (fix: {problem.fix})")
             continue
-        run, chunks = read[paths[0]], read[paths[1]]
+        run, chunks = fetched[paths[0]], fetched[paths[1]]
         if run is None or chunks is None:
             found[config] = unavailable(f"{rev} has no {paths[0] if run is None else paths[1]}")
             continue

@@ -12,13 +12,13 @@ hidden marker CI uses to find and update its one pull-request comment. The html 
 ends with the case explorer (:mod:`ragvet.reporting.explorer`), which also reads the
 runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
 
-Against the committed baseline, every comparison reads the two per-case tables a batch
-of cases at a time (:class:`ragvet.gating.compare.Pairing`,
-:func:`ragvet.reporting.moves.move_batches`), so the markdown report and the moves CSV
-never hold a table. The html page holds what it shows: the explorer's first
-:data:`ragvet.reporting.explorer.EXPLORER_CASES` cases (newly missed and found first), their
-cases and top k, read as the files are scanned; the baseline's slice chart is tallied a batch
-of cases at a time.
+Every comparison reads the two per-case tables a batch of cases at a time
+(:class:`ragvet.gating.compare.Pairing`, :func:`ragvet.reporting.moves.move_batches`; a
+revision's table fetched into a temporary folder first, :func:`ragvet.gating.baselines.fetched`),
+so the markdown report and the moves CSV never hold a table. The html page holds what it
+shows: the explorer's first :data:`ragvet.reporting.explorer.EXPLORER_CASES` cases (newly
+missed and found first), their cases and top k, read as the files are scanned; the
+baseline's slice chart is tallied a batch of cases at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_path, latency_pairs
+from ragvet.gating.baselines import baselines_for, current_path, fetched, latency_pairs
 from ragvet.gating.compare import split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
@@ -98,11 +98,19 @@ def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: 
 
 
 def _explorer(
-    settings: dict, moving: list[tuple], k: int, cases: Path, corpus: Path, against: str | None, baseline: Path
+    settings: dict,
+    moving: list[tuple],
+    k: int,
+    cases: Path,
+    corpus: Path,
+    against: str | None,
+    baseline: Path,
+    folder: Path | None,
 ) -> str:
     """The case explorer's section of the html page: the gated configurations' moves (the
     first :data:`EXPLORER_CASES` of each, :func:`first_moves`), with each side's top ``k``
-    of the cases shown (the baseline's only from a revision: a baseline folder keeps no runs)."""
+    of the cases shown (the baseline's only from a revision, its runs and chunks fetched
+    into ``folder``: a baseline folder keeps no runs)."""
     metrics = list(Gate.from_params(settings).metrics)
     firsts = {c["config"]: first_moves(move_batches(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
     moves = {config: rows for config, (rows, _) in firsts.items()}
@@ -110,7 +118,7 @@ def _explorer(
     shown = set(ids)
     here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k, shown) for c in moves}
     if against:
-        there = retrieved_at(against, list(moves), k, shown)
+        there = retrieved_at(against, list(moves), k, folder, shown)
     else:
         why = f"the committed baseline ({baseline}) keeps per-case results, not runs: compare --against a revision"
         there = dict.fromkeys(moves, unavailable(why))
@@ -205,48 +213,49 @@ def main(
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(gate.configs)
     ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
-    bases = baselines_for(configs, baseline, against, metrics, extra=(RANK,) if ranked else ())
-    gated = list(gate.configs)
-    if verdict is not None:
-        decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
-    else:
-        p95_limit = gate.max_p95_rise if latency_dir is not None else None
-        timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
-        depth = max(settings["ks"])  # what moved at the deepest k, as the verdict stage measures it
-        decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir, depth=depth)
-    comparisons = compare_configs(
-        {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
-    )
-    info = _case_info(cases, corpus, comparisons)
-    limit = COMMENT_LIMIT if comment else None
-    # every configuration against the first gated one: the configuration a change is measured by
-    table = side_by_side(rows, gated[0], side_metrics, gate)
-    judging = Judged.from_params(settings)
-    references = judged_references(summaries, gated[0], bases, against)
-    warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
-    contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
-    text = render_report(contents, against, comment, limit)
-    moving = _moving(comparisons, rows, bases, gated)
-    if format is Format.html:
-        base_tables = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
-        base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-        k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
-        explorer = _explorer(settings, moving, k, cases, corpus, against, baseline)
-        figures = report_figures(settings, summaries, base_summaries, slices, base_tables)
-        text = render_html(text, figures, explorer)
-    plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
-    with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
-        if out is not None:
-            write_text(out, text)
-        if plots is not None:
-            write_plots(plots, settings, summaries, slices)
-        if moves is not None:  # each comparison's evidence_recall@k, what the dvc plots CSV holds
-            found = (move_batches(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
-            write_lines(moves, moves_lines(found))
-        if latency_out is not None and latency_dir is not None:
-            timed = {c: latency_dir / f"{c}.json" for c in summaries}
-            found_latency = {c: read_json(path) for c, path in timed.items() if path.is_file()}
-            write_text(latency_out, render_latency(summaries, found_latency, summary_k(settings["ks"])))
+    with fetched(against) as folder:  # a revision's tables, removed once the report is written
+        bases = baselines_for(configs, baseline, against, metrics, extra=(RANK,) if ranked else (), folder=folder)
+        gated = list(gate.configs)
+        if verdict is not None:
+            decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
+        else:
+            p95_limit = gate.max_p95_rise if latency_dir is not None else None
+            timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
+            depth = max(settings["ks"])  # what moved at the deepest k, as the verdict stage measures it
+            decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir, depth=depth)
+        comparisons = compare_configs(
+            {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
+        )
+        info = _case_info(cases, corpus, comparisons)
+        limit = COMMENT_LIMIT if comment else None
+        # every configuration against the first gated one: the configuration a change is measured by
+        table = side_by_side(rows, gated[0], side_metrics, gate)
+        judging = Judged.from_params(settings)
+        references = judged_references(summaries, gated[0], bases, against)
+        warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
+        contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
+        text = render_report(contents, against, comment, limit)
+        moving = _moving(comparisons, rows, bases, gated)
+        if format is Format.html:
+            base_tables = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
+            base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
+            k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
+            explorer = _explorer(settings, moving, k, cases, corpus, against, baseline, folder)
+            figures = report_figures(settings, summaries, base_summaries, slices, base_tables)
+            text = render_html(text, figures, explorer)
+        plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
+        with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
+            if out is not None:
+                write_text(out, text)
+            if plots is not None:
+                write_plots(plots, settings, summaries, slices)
+            if moves is not None:  # each comparison's evidence_recall@k, what the dvc plots CSV holds
+                found = (move_batches(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
+                write_lines(moves, moves_lines(found))
+            if latency_out is not None and latency_dir is not None:
+                timed = {c: latency_dir / f"{c}.json" for c in summaries}
+                found_latency = {c: read_json(path) for c, path in timed.items() if path.is_file()}
+                write_text(latency_out, render_latency(summaries, found_latency, summary_k(settings["ks"])))
     if out is None:
         typer.echo(text, nl=False)
     else:
