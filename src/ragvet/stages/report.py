@@ -100,7 +100,6 @@ def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: 
 def _explorer(
     settings: dict,
     moving: list[tuple],
-    k: int,
     cases: Path,
     corpus: Path,
     against: str | None,
@@ -112,6 +111,7 @@ def _explorer(
     of the cases shown (the baseline's only from a revision, its runs and chunks fetched
     into ``folder``: a baseline folder keeps no runs)."""
     metrics = list(Gate.from_params(settings).metrics)
+    k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
     firsts = {c["config"]: first_moves(move_batches(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
     moves = {config: rows for config, (rows, _) in firsts.items()}
     ids = explorer_ids(moves)
@@ -151,6 +151,42 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
             remove_output(stale)
     for name, data in files.items():
         write_text(plots / name, csv_text(data))
+
+
+def _contents(
+    settings: dict,
+    summaries: dict,
+    comparisons: list[dict],
+    decided: dict,
+    rows: dict[str, Path],
+    bases: dict,
+    against: str | None,
+    cases: Path,
+    corpus: Path,
+) -> Contents:
+    """What the markdown report says: every configuration beside the first gated one (the
+    configuration a change is measured by), the judged-answer warnings, the listed cases."""
+    gate, judging = Gate.from_params(settings), Judged.from_params(settings)
+    first = list(gate.configs)[0]
+    table = side_by_side(rows, first, comparable_metrics(summary_k(settings["ks"])), gate)
+    references = judged_references(summaries, first, bases, against)
+    warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
+    info = _case_info(cases, corpus, comparisons)
+    return Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
+
+
+def _figures(settings: dict, summaries: dict, slices: dict, bases: dict) -> list[tuple[str, str]]:
+    """The html page's charts, each configuration beside its baseline."""
+    base_tables = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
+    base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
+    return report_figures(settings, summaries, base_summaries, slices, base_tables)
+
+
+def _latency_page(summaries: dict, latency_dir: Path, ks: list[int]) -> str:
+    """The latency page of the configurations whose retrieve stage left a latency record."""
+    timed = {c: latency_dir / f"{c}.json" for c in summaries}
+    found = {c: read_json(path) for c, path in timed.items() if path.is_file()}
+    return render_latency(summaries, found, summary_k(ks))
 
 
 @user_errors
@@ -215,34 +251,22 @@ def main(
     ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
     with fetched(against) as folder:  # a revision's tables, removed once the report is written
         bases = baselines_for(configs, baseline, against, metrics, extra=(RANK,) if ranked else (), folder=folder)
-        gated = list(gate.configs)
         if verdict is not None:
             decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
         else:
             p95_limit = gate.max_p95_rise if latency_dir is not None else None
-            timed = latency_pairs(p95_limit, gated, baseline, latency_dir, against)
+            timed = latency_pairs(p95_limit, list(gate.configs), baseline, latency_dir, against)
             depth = max(settings["ks"])  # what moved at the deepest k, as the verdict stage measures it
             decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir, depth=depth)
         comparisons = compare_configs(
             {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
         )
-        info = _case_info(cases, corpus, comparisons)
-        limit = COMMENT_LIMIT if comment else None
-        # every configuration against the first gated one: the configuration a change is measured by
-        table = side_by_side(rows, gated[0], side_metrics, gate)
-        judging = Judged.from_params(settings)
-        references = judged_references(summaries, gated[0], bases, against)
-        warnings = judged_warnings(summaries, references, judging.metric, judging.max_drop)
-        contents = Contents(summaries, comparisons, decided, info, settings["ks"], table, warnings)
-        text = render_report(contents, against, comment, limit)
-        moving = _moving(comparisons, rows, bases, gated)
+        contents = _contents(settings, summaries, comparisons, decided, rows, bases, against, cases, corpus)
+        text = render_report(contents, against, comment, COMMENT_LIMIT if comment else None)
+        moving = _moving(comparisons, rows, bases, list(gate.configs))
         if format is Format.html:
-            base_tables = {name: pair[1] for name, pair in bases.items() if pair[1] is not None}
-            base_summaries = {name: pair[0] for name, pair in bases.items() if pair[0] is not None}
-            k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
-            explorer = _explorer(settings, moving, k, cases, corpus, against, baseline, folder)
-            figures = report_figures(settings, summaries, base_summaries, slices, base_tables)
-            text = render_html(text, figures, explorer)
+            explorer = _explorer(settings, moving, cases, corpus, against, baseline, folder)
+            text = render_html(text, _figures(settings, summaries, slices, bases), explorer)
         plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
         with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
             if out is not None:
@@ -253,9 +277,7 @@ def main(
                 found = (move_batches(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
                 write_lines(moves, moves_lines(found))
             if latency_out is not None and latency_dir is not None:
-                timed = {c: latency_dir / f"{c}.json" for c in summaries}
-                found_latency = {c: read_json(path) for c, path in timed.items() if path.is_file()}
-                write_text(latency_out, render_latency(summaries, found_latency, summary_k(settings["ks"])))
+                write_text(latency_out, _latency_page(summaries, latency_dir, settings["ks"]))
     if out is None:
         typer.echo(text, nl=False)
     else:
