@@ -5,9 +5,11 @@ figures DVC's own views show (``--headline``); and the dev-split abstention swee
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import typer
@@ -24,6 +26,7 @@ from ragvet.retrieval.passages import passage_table
 from ragvet.schema import chunking_fingerprint
 from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
+from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
 from ragvet.storage.records import split_membership
 from ragvet.storage.results import result_rows, results_frame, round_results, write_result_batches
@@ -45,6 +48,30 @@ def tallying(frames: Iterable[pl.DataFrame], tallied: Summaries, dev: Counter) -
         for answerable, score, count in dev_rows(frame).group_by("answerable", "top1_score").len().iter_rows():
             dev[bool(answerable), score] += count
         yield frame
+
+
+def _whole_table(
+    run: Path,
+    cases: Path,
+    chunks: ChunkTable,
+    split_of: Callable[[Sequence[str]], Any],
+    texts: CountedTexts,
+    measuring: Measuring,
+    chunk_level: bool,
+    recorded_of: Callable[[set[str], set[str]], dict | None],
+) -> tuple[pl.DataFrame, dict | None]:
+    """The per-case table of a run scored whole (JSONL, or not numbered for the case table),
+    rounded as written, since the summary averages what it holds; with the configuration's
+    recorded answers (``recorded_of`` the case and chunk ids: None without), their human
+    review joined, and those answers."""
+    all_cases = read_case_table(cases)
+    ranked = read_run_table(run, chunks.chunk_ids, all_cases.case_ids)
+    recorded = recorded_of(set(all_cases.case_ids), set(chunks.chunk_ids))
+    table = evaluate_table(all_cases, chunks, ranked, split_of(all_cases.case_ids), texts, measuring, chunk_level)
+    if recorded is not None:
+        by_case = ranked.by_case(recorded, chunks.chunk_ids)
+        table = results_frame(add_reviews(result_rows(table), recorded, by_case, measuring.ks))
+    return round_results(table), recorded
 
 
 @user_errors
@@ -103,15 +130,9 @@ def main(
         tag_keys, pairs = batched
         frames = evaluated_batches(pairs, all_chunks, split_of, texts, measuring, tag_keys, passages is None)
     else:
-        all_cases = read_case_table(cases)
-        ranked = read_run_table(run, all_chunks.chunk_ids, all_cases.case_ids)
-        recorded = config_answers(answers, config, set(all_cases.case_ids), set(all_chunks.chunk_ids), spec["chunking"])
-        membership = split_of(all_cases.case_ids)
-        table = evaluate_table(all_cases, all_chunks, ranked, membership, texts, measuring, passages is None)
-        if recorded is not None:
-            by_case = ranked.by_case(recorded, all_chunks.chunk_ids)
-            table = results_frame(add_reviews(result_rows(table), recorded, by_case, settings["ks"]))
-        table = round_results(table)  # the summary averages what the per-case table holds, exactly as written
+        recorded_of = functools.partial(config_answers, answers, config, chunking=spec["chunking"])
+        chunk_level = passages is None  # a run of foreign passages has no chunk-level metrics
+        table, recorded = _whole_table(run, cases, all_chunks, split_of, texts, measuring, chunk_level, recorded_of)
         reviewed = table if recorded is not None else None
         frames = [table]
     tallied = Summaries(settings["ks"], abstain_below, measuring.budget.values, settings["slices"])
