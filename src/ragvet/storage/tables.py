@@ -10,10 +10,10 @@ import hashlib
 import heapq
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -24,6 +24,8 @@ from ragvet.schema import Case, Chunk, Doc, matches_filter
 from ragvet.storage.atomic import ROW_GROUP_ROWS, write_parquet
 from ragvet.storage.columns import CaseTable, ChunkTable, ChunkTexts, RunTable, TokenStarts
 from ragvet.storage.files import each_jsonl, iter_jsonl, read_jsonl, round_floats, write_jsonl
+
+T = TypeVar("T")
 
 
 def write_docs(path: Path, docs: Iterable[Doc]) -> None:
@@ -170,12 +172,21 @@ def read_chunks(path: Path, token_starts: bool = True) -> list[Chunk]:
     :func:`read_jsonl`, which names the line that is wrong.
     """
     if not token_starts:
-        try:
-            with open(path, "rb") as handle, gc_paused():
-                return [Chunk.from_row(_without_token_starts(orjson.loads(line))) for line in handle if line.strip()]
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
-            pass
+        chunks = _picked_rows(path, lambda row: Chunk.from_row(_without_token_starts(row)))
+        if chunks is not None:
+            return chunks
     return [Chunk.from_row(row if token_starts else _without_token_starts(row)) for row in read_jsonl(path)]
+
+
+def _picked_rows(path: Path, pick: Callable[[dict[str, Any]], T]) -> list[T] | None:
+    """``pick`` of every row of a chunk file, parsed a line at a time, each line's value
+    dropped once picked (the collector paused: no cycles); None when a line does not read
+    so, and the caller's validating reader (:func:`read_jsonl`) then names that line."""
+    try:
+        with open(path, "rb") as handle, gc_paused():
+            return [pick(orjson.loads(line)) for line in handle if line.strip()]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OSError):
+        return None
 
 
 def _without_token_starts(row: dict[str, Any]) -> dict[str, Any]:
@@ -269,11 +280,9 @@ def read_chunk_table(path: Path) -> ChunkTable:
     the RSS at 65,536 chunks of 500 characters). A file that does not parse as chunk rows,
     or lists a chunk twice, goes through :func:`read_chunks`, which names the line that is wrong.
     """
-    try:
-        with open(path, "rb") as handle, gc_paused():
-            rows = sorted((_table_row(orjson.loads(line)) for line in handle if line.strip()), key=lambda r: r[0])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OSError):
-        rows = None
+    rows = _picked_rows(path, _table_row)
+    if rows is not None:
+        rows.sort(key=lambda row: row[0])
     if rows is None or any(a[0] == b[0] for a, b in zip(rows, rows[1:])):
         return ChunkTable.from_chunks(read_chunks(path))
     ids, docs, ordinals, starts, ends, tokens = zip(*rows) if rows else ((),) * 6
