@@ -195,30 +195,34 @@ def row_group_writer(
     every batch has the same columns in the same order. ``metadata`` goes to the file's
     key-value metadata then (``write_whole`` writes its own). Nothing is written when the
     block fails."""
-    held: list[pl.DataFrame] = []
+    held: list[pl.DataFrame] = []  # the rows not yet in a group, as polars frames
     rows = 0  # the rows held
     with ExitStack() as stack:
         writer = None
 
-        def group(table: pl.DataFrame) -> None:
+        def group(table: Any) -> None:
             nonlocal writer
-            arrow = table.to_arrow()
             if writer is None:
                 import pyarrow.parquet as parquet  # deferred: only a table of more than one row group loads it
 
-                schema = arrow.schema if metadata is None else arrow.schema.with_metadata(metadata)
+                schema = table.schema if metadata is None else table.schema.with_metadata(metadata)
                 writer = parquet.ParquetWriter(stack.enter_context(atomic_output(path)), schema, **options)
                 stack.callback(writer.close)  # closed before the temporary file is renamed or removed
-            writer.write_table(arrow.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP_ROWS)
 
         def write(frame: pl.DataFrame) -> None:
             nonlocal rows
             held.append(frame)
             rows += frame.height
             while rows > ROW_GROUP_ROWS:  # a second group is coming: write the first
-                joined = pl.concat(held, how="vertical", rechunk=True)
-                group(joined.slice(0, ROW_GROUP_ROWS))
-                held[:] = [joined.slice(ROW_GROUP_ROWS)]
+                import pyarrow as pa  # deferred with the writer
+
+                # Arrow views of the held frames, joined without a copy; the group alone is copied
+                # into whole columns, so its bytes are those of one frame, whatever the batches.
+                joined = pa.concat_tables([part.to_arrow() for part in held])
+                group(joined.slice(0, ROW_GROUP_ROWS).combine_chunks())
+                rest = joined.slice(ROW_GROUP_ROWS)
+                held[:] = [pl.from_arrow(rest.combine_chunks())] if rest.num_rows else []
                 rows -= ROW_GROUP_ROWS
 
         yield write
@@ -226,7 +230,7 @@ def row_group_writer(
         if writer is None:
             write_whole(path, rest)
         elif rest.height:
-            group(rest)
+            group(rest.to_arrow())
 
 
 def write_result_batches(path: Path, frames: Iterable[pl.DataFrame]) -> None:
