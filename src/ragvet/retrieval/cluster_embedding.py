@@ -28,7 +28,10 @@ How, and why each step keeps the bits:
 
 A portable vector is a function of its text alone (see :mod:`ragvet.retrieval.embedding`),
 so the cluster's vectors are byte for byte those of one machine; in fast mode they are
-within ``ragvet verify``'s tolerance across CPUs, and equal on one CPU family.
+within ``ragvet verify``'s tolerance across CPUs, and equal on one CPU family. With
+``ray_num_gpus`` each actor encodes on its GPU (:func:`encoder_device`): in portable mode
+into the same grid vectors (float64 noise, absorbed by the grid), in fast mode under a
+model id of their own (:func:`cluster_model_id`).
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ import polars as pl
 
 from ragvet.errors import InputError, Problem
 from ragvet.retrieval.embedding import (
+    CPU,
+    CUDA,
     GRID,
     GRID_BITS,
+    cuda_available,
     encode_grid,
     load_encoder,
     model_id,
@@ -62,6 +68,12 @@ from ragvet.storage.progress import progress_bar
 MANIFEST_FORMAT = "ragvet-vectors-v1"
 IN_FLIGHT = 2  # shards submitted per model actor and not yet finished: one encoding, one waiting
 RAY_INSTALL_FIX = "install the ray extra: pip install 'ragvet[ray]' (pinned in requirements-ray.lock)"
+MODEL_FIX = (
+    "install the same ragvet[dense] lock and model package on every node as here "
+    "(a model folder must be at the same absolute path on every node)"
+)
+NO_GPU = "ray_num_gpus gave it a GPU, and its torch sees no CUDA device"
+NO_GPU_FIX = "install a CUDA build of torch on the GPU nodes, or set ray_num_gpus: 0 to encode on the CPUs"
 
 
 @dataclass(frozen=True)
@@ -218,16 +230,20 @@ class ShardEncoder:
     actor and hand the driver its traceback. It is returned with each shard instead, no
     shard is written, and the driver reports it (:func:`worker_problems`)."""
 
-    def __init__(self, model_name: str, precision: str, prefix: str, batch_size: int, location: str, mid: str):
+    def __init__(
+        self, model_name: str, precision: str, prefix: str, batch_size: int, location: str, mid: str, device: str
+    ):
         self.problem = ""
         try:
-            if model_id(model_name, precision) != mid:
+            if device == CUDA and not cuda_available():
+                self.problem = NO_GPU
+            elif model_id(model_name, precision, device) != mid:
                 self.problem = (
                     "this worker's model files, library versions or (in fast precision) float kernels differ "
                     "from the driver's"
                 )
             else:
-                self.model = load_encoder(model_name, precision)
+                self.model = load_encoder(model_name, precision, device)
         except InputError as err:
             self.problem = "; ".join(problem.what for problem in err.problems)
         except Exception as err:  # anything else that stops the load: reported whole, never as a traceback
@@ -249,8 +265,7 @@ def worker_problems(found: set[str], settings: dict) -> list[Problem]:
         Problem(
             f"params.yaml: retrievers (model {settings['model']!r}, engine: ray)",
             f"a Ray worker could not load the model: {what}",
-            "install the same ragvet[dense] lock and model package on every node as here "
-            "(a model folder must be at the same absolute path on every node)",
+            NO_GPU_FIX if what == NO_GPU else MODEL_FIX,
         )
         for what in sorted(found)
     ]
@@ -273,6 +288,18 @@ def connect(address: str) -> Any:
     return ray
 
 
+def encoder_device(settings: dict) -> str:
+    """Where the model actors encode: the GPU Ray gives each (``CUDA_VISIBLE_DEVICES``) when
+    ``ray_num_gpus`` reserves one, else their CPUs."""
+    return CUDA if settings["ray_num_gpus"] > 0 else CPU
+
+
+def cluster_model_id(settings: dict) -> str:
+    """The model id the actors' vectors are computed under (:func:`model_id` on their device),
+    which names the shards and the manifest's model."""
+    return model_id(settings["model"], settings["precision"], encoder_device(settings))
+
+
 def start_encoders(ray, settings: dict, location: str, mid: str) -> list[Any]:
     """``ray_actors`` model actors; one whose node is lost is restarted elsewhere and its
     shard retried (Ray's actor fault tolerance), so a lost worker costs only its shard."""
@@ -280,6 +307,7 @@ def start_encoders(ray, settings: dict, location: str, mid: str) -> list[Any]:
         num_cpus=settings["ray_num_cpus"], num_gpus=settings["ray_num_gpus"], max_restarts=-1, max_task_retries=-1
     )
     args = (settings["model"], settings["precision"], settings["passage_prefix"], settings["batch_size"], location, mid)
+    args = (*args, encoder_device(settings))
     return [remote.remote(*args) for _ in range(settings["ray_actors"])]
 
 
@@ -331,7 +359,7 @@ def store_on_cluster(ray, pairs: Iterable[tuple[str, str]], settings: dict) -> t
     come, and those whose file is missing computed on the cluster. Returns the plan (what the
     driver keeps of each shard) and the chunking's fingerprint."""
     location = io_location(settings["vectors"])
-    mid = model_id(settings["model"], settings["precision"])
+    mid = cluster_model_id(settings)
     cutter = ShardCutter(mid, settings["passage_prefix"], settings["shard_rows"])
     plan: list[PlannedShard] = []
     done = stored_shards(location)
@@ -410,7 +438,7 @@ def manifest(shards: Sequence[PlannedShard], records: Sequence[dict], settings: 
     return {
         "format": MANIFEST_FORMAT,
         "model": settings["model"],
-        "model_id": model_id(settings["model"], settings["precision"]),
+        "model_id": cluster_model_id(settings),
         "revision": model_revision(settings["model"]),
         "tokenizer": type(getattr(model, "tokenizer", None)).__name__,
         "max_seq_length": int(getattr(model, "max_seq_length", 0) or 0),

@@ -81,6 +81,7 @@ _FINGERPRINT_SUFFIXES = {".json", ".txt", ".model", ".safetensors", ".bin", ".pt
 _FINGERPRINT_SKIP_DIRS = {"onnx", "openvino", ".git", ".cache"}
 _SQL_VARS = 500  # ids per IN (...) query, well under SQLite's limit
 SAVE_EVERY = 2048  # texts encoded between two cache writes
+CPU, CUDA = "cpu", "cuda"  # the devices an encoder runs on: every engine's CPU, a Ray actor's GPU
 
 
 def _library_versions() -> str:
@@ -111,14 +112,17 @@ def _folder_fingerprint(folder: str) -> str:
     return digest.hexdigest()
 
 
-def model_id(name: str, precision: str = PORTABLE) -> str:
+def model_id(name: str, precision: str = PORTABLE, device: str = CPU) -> str:
     """Identity of what a model computes: its files' content, the library versions, the vector format.
 
     The path is not part of it, so the same weights at two paths share cache entries.
-    The float kernels are part of it in fast mode only: portable vectors do not depend on them.
+    The float kernels are part of it in fast mode only: portable vectors do not depend on
+    them, nor on the device, so a GPU's portable vectors are a CPU's. A fast vector
+    computed on a GPU (``device`` ``cuda``) is named by the device alone: its float32
+    noise is the GPU's, within ``ragvet verify``'s tolerance of a CPU's.
     """
     folder = resolve_model(name)
-    kernels = kernel_label() if precision == FAST else "any"
+    kernels = "any" if precision != FAST else kernel_label() if device == CPU else device
     key = (
         f"ragvet-embedding-v2;grid=2**{GRID_BITS};normalized;precision={precision};kernels={kernels};"
         f"{_library_versions()};{_folder_fingerprint(folder)}"
@@ -229,9 +233,9 @@ def _in_precision(model, precision: str):
 
 
 @functools.lru_cache(maxsize=4)
-def _encoder_at(folder: str, precision: str):
+def _encoder_at(folder: str, precision: str, device: str):
     st = _import_sentence_transformers()
-    return _in_precision(st.SentenceTransformer(folder, device="cpu", local_files_only=True), precision)
+    return _in_precision(st.SentenceTransformer(folder, device=device, local_files_only=True), precision)
 
 
 @functools.lru_cache(maxsize=4)
@@ -240,9 +244,17 @@ def _cross_encoder_at(folder: str, precision: str):
     return _in_precision(st.CrossEncoder(folder, device="cpu", local_files_only=True), precision)
 
 
-def load_encoder(name: str, precision: str = PORTABLE):
-    """A SentenceTransformer on CPU in ``precision``, loaded once per process for each model folder."""
-    return _encoder_at(resolve_model(name), precision)
+def load_encoder(name: str, precision: str = PORTABLE, device: str = CPU):
+    """A SentenceTransformer on ``device`` in ``precision``, loaded once per process for each model folder."""
+    return _encoder_at(resolve_model(name), precision, device)
+
+
+def cuda_available() -> bool:
+    """Whether torch here sees a CUDA device (imported as the encoders import it: kernels pinned first)."""
+    _import_sentence_transformers()
+    import torch  # deferred: the dense extra
+
+    return torch.cuda.is_available()
 
 
 def load_cross_encoder(path: str, precision: str = PORTABLE):
