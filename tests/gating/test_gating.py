@@ -578,29 +578,29 @@ def test_a_revisions_tables_are_fetched_into_a_folder_that_goes_when_the_compari
     committed = (repo / "metrics" / "cases" / f"{CONFIG}.parquet").read_bytes()
     (repo / "metrics" / "cases" / f"{CONFIG}.parquet").unlink()  # the revision's, not the work tree's
 
-    with baselines.fetched("HEAD") as folder:
-        found = baselines.tables_at("HEAD", [CONFIG, "new-config"], repo, folder, ["case_id", "metrics.mrr"])
+    with baselines.fetched("HEAD") as revision:
+        found = baselines.tables_at("HEAD", [CONFIG, "new-config"], repo, revision.folder, ["case_id", "metrics.mrr"])
         assert found["new-config"] is None and found[CONFIG][0] == summary(rows)
-        assert found[CONFIG][1] == folder / "metrics" / "cases" / f"{CONFIG}.parquet"
+        assert found[CONFIG][1] == revision.folder / "metrics" / "cases" / f"{CONFIG}.parquet"
         assert found[CONFIG][1].read_bytes() == committed  # streamed by git, byte for byte
     assert list(scratch.iterdir()) == []
 
     with pytest.raises(InputError) as err:  # the second table is not one: every fetched file goes too
-        with baselines.fetched("HEAD") as folder:
-            baselines.tables_at("HEAD", [CONFIG, "broken"], repo, folder)
+        with baselines.fetched("HEAD") as revision:
+            baselines.tables_at("HEAD", [CONFIG, "broken"], repo, revision.folder)
     assert "HEAD:metrics/cases/broken.parquet: not a readable per-case Parquet table" in str(err.value)
     assert list(scratch.iterdir()) == []
 
     with pytest.raises(InputError) as err:  # found reading a fetched file later: named as the revision's
-        with baselines.fetched("HEAD") as folder:
-            results.read_results(baselines.fetch_file("HEAD", "metrics/cases/broken.parquet", repo, folder))
-    assert str(folder) not in str(err.value)
+        with baselines.fetched("HEAD") as revision:
+            results.read_results(baselines.fetch_file("HEAD", "metrics/cases/broken.parquet", repo, revision.folder))
+    assert str(revision.folder) not in str(err.value)
     assert "HEAD:metrics/cases/broken.parquet: not a readable per-case Parquet table" in str(err.value)
     assert list(scratch.iterdir()) == []
-    with baselines.fetched("HEAD") as folder:
-        assert baselines.fetch_file("HEAD", "../metrics/bench.json", repo / "metrics", folder) is None
-        assert baselines.fetch_file("HEAD", "metrics/none.parquet", repo, folder) is None
-        assert list(folder.rglob("*.parquet")) == []  # nothing half-written of a file git lacks
+    with baselines.fetched("HEAD") as revision:
+        assert baselines.fetch_file("HEAD", "../metrics/bench.json", repo / "metrics", revision.folder) is None
+        assert baselines.fetch_file("HEAD", "metrics/none.parquet", repo, revision.folder) is None
+        assert list(revision.folder.rglob("*.parquet")) == []  # nothing half-written of a file git lacks
 
 
 # ---------------------------------------------------------------- metric direction

@@ -246,8 +246,8 @@ def test_a_revisions_sides_read_its_own_params_run_and_chunks_or_say_what_it_lac
     commit_all(repo, "a run")
     # The work tree moves on; the revision's files are what it committed.
     (repo / "params.yaml").write_text(yaml.safe_dump({"configs": {}}))
-    with fetched("HEAD") as folder:
-        found = retrieved_at("HEAD", ["cfg", "gone", "new"], 2, folder, project=repo)
+    with fetched("HEAD") as revision:
+        found = retrieved_at("HEAD", ["cfg", "gone", "new"], 2, revision.folder, project=repo)
     assert found["cfg"] == Retrieved({"a": [("d2#0", 2.0), ("d1#1", 1.5)]}, CHUNKS)
     assert found["gone"] == unavailable("HEAD has no data/runs/gone.parquet")
     assert found["new"] == unavailable("HEAD's params.yaml has no configuration new")

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -267,21 +268,18 @@ def integrity_problems(baselines: Mapping[str, tuple], baseline: Path, split: Sp
 def baselines_for(
     configs: list[str],
     baseline: Path,
-    against: str | None,
+    against: Revision | None,
     metrics: Sequence[str] | None = None,
     extra: Sequence[str] = (),
-    folder: Path | None = None,
 ) -> dict[str, tuple]:
     """``{config: (summary, table)}`` from a git revision's results, their tables fetched
-    into ``folder`` (:func:`fetched` ``against``; :func:`tables_at`), or from the
+    into its folder (:func:`fetched`; :func:`tables_at`), or from the
     committed baseline folder (:func:`read_baseline_dir`); ``(None, None)`` where there
     is none. Either way the table is its Parquet file's path, once the columns a
     comparison of ``metrics`` reads (:func:`compared_columns`, and of a revision's also
     the ``extra`` ones) are checked there: a comparison reads it a batch of cases at a time."""
-    if against:
-        if folder is None:
-            raise ValueError("a revision's tables are fetched into a folder: give fetched(against)'s")
-        found = tables_at(against, configs, Path.cwd(), folder, compared_columns(metrics, extra))
+    if against is not None:
+        found = tables_at(against.name, configs, Path.cwd(), against.folder, compared_columns(metrics, extra))
         return {config: found[config] or (None, None) for config in configs}
     return {config: read_baseline_dir(baseline, config, metrics) for config in configs}
 
@@ -645,9 +643,17 @@ def _from_dvc(rev: str, paths: Sequence[str], repo: Path, take: Callable[[Any, s
     return found
 
 
+@dataclass(frozen=True)
+class Revision:
+    """A git revision compared with, and the folder its files are fetched into (:func:`fetched`)."""
+
+    name: str
+    folder: Path
+
+
 @contextmanager
-def fetched(rev: str | None) -> Iterator[Path | None]:
-    """A temporary folder for the files of ``rev`` a comparison reads (:func:`fetch_file`),
+def fetched(rev: str | None) -> Iterator[Revision | None]:
+    """``rev`` with a temporary folder for the files a comparison reads of it (:func:`fetch_file`),
     removed when the comparison ends, also on error, so nothing is left half-written; a
     problem found in one of its files names it ``REV:path``. None without a revision."""
     if rev is None:
@@ -655,7 +661,7 @@ def fetched(rev: str | None) -> Iterator[Path | None]:
         return
     with tempfile.TemporaryDirectory(prefix="ragvet-revision-") as folder:
         try:
-            yield Path(folder)
+            yield Revision(rev, Path(folder))
         except InputError as err:
             raise InputError(_renamed(err.problems, f"{folder}{os.sep}", f"{rev}:")) from None
 
@@ -801,8 +807,8 @@ def read_results_at(
 ) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
     """:func:`tables_at`, each table read whole (its ``columns``; all of them by default):
     for the readers that hold it anyway (a reproduction check, the experiments' table)."""
-    with fetched(rev) as folder:
-        found = tables_at(rev, configs, repo, folder, columns)
+    with fetched(rev) as revision:
+        found = tables_at(rev, configs, repo, revision.folder, columns)
         return {
             config: None if pair is None else (pair[0], read_results(pair[1], columns=columns))
             for config, pair in found.items()

@@ -90,11 +90,11 @@ def decide(
     Both come from one pass over each configuration's two rankings
     (:func:`ragvet.gating.movement.measure_movement`)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
-    with fetched(against) as folder:  # a revision's tables and runs, removed when decided
+    with fetched(against) as revision:  # a revision's tables and runs, removed when decided
         if current is None:
             current = {config: current_path(cases_dir, config, metrics) for config in configs}
         if baselines is None:
-            baselines = baselines_for(configs, baseline, against, metrics, folder=folder)
+            baselines = baselines_for(configs, baseline, revision, metrics)
         split_record = split_outline(split)
         if against is None:  # the committed baseline, which the pull request itself may have edited
             raise_if(integrity_problems(baselines, baseline, split_record))
@@ -119,7 +119,7 @@ def decide(
         if guarded or depth is not None:
 
             def sides(config: str) -> Sides | str:  # chunk ids name other passages under another chunking
-                return other_chunking[config] or ranked_sides(config, baseline, against, runs, folder)
+                return other_chunking[config] or ranked_sides(config, baseline, revision, runs)
 
             measured = measure_movement(configs, sides, guarded, depth, gate.rbo_p, cases_dir, gate.slices, moves)
     verdict = guard_movement(verdict, gate, measured, other_chunking)

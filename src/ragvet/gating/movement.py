@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import baseline_ranking_path, fetch_file
+from ragvet.gating.baselines import Revision, baseline_ranking_path, fetch_file
 from ragvet.measures.overlap import MOVED, figures_at, moved_at, numbered_rankings
 from ragvet.settings import MOST_MOVED, Gate
 from ragvet.storage.files import FLOAT_PLACES
@@ -275,12 +275,10 @@ def rankings_kept_by_ids(configs: Sequence[str], baseline: Path, runs: Path) -> 
     ]
 
 
-def ranked_sides(
-    config: str, baseline: Path, against: str | None, runs: Path, folder: Path | None = None
-) -> Sides | str:
+def ranked_sides(config: str, baseline: Path, against: Revision | None, runs: Path) -> Sides | str:
     """The two rankings movement is measured between: the one the committed ``baseline``
     folder kept (or, with ``against``, that revision's run of ``config``, from git or DVC,
-    fetched into ``folder``: :func:`ragvet.gating.baselines.fetched`), and the work tree's
+    fetched into its folder: :func:`ragvet.gating.baselines.fetched`), and the work tree's
     run in ``runs``; or why there are not two, as text."""
     run = run_path(runs, config)
     if not run.is_file():
@@ -290,17 +288,15 @@ def ranked_sides(
         if not path.is_file():
             return f"the baseline keeps no ranking ({path.as_posix()}): accept it again with `ragvet baseline accept`"
         return (path, path.as_posix()), (run, run.as_posix())
-    if folder is None:
-        raise ValueError("a revision's run is fetched into a folder: give fetched(against)'s")
     where = run.as_posix()
     try:
-        found = fetch_file(against, where, Path.cwd(), folder)
+        found = fetch_file(against.name, where, Path.cwd(), against.folder)
     except InputError as err:  # DVC cannot bring it: no comparison, and why
         problem = err.problems[0]
         return f"{problem.where}: {problem.what} (fix: {problem.fix})"
     if found is None:
-        return f"{against} has no {where}"
-    return (found, f"{against}:{where}"), (run, where)
+        return f"{against.name} has no {where}"
+    return (found, f"{against.name}:{where}"), (run, where)
 
 
 def movement_entry(metric: str, changed: Changed | str, max_drop: float) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import typer
 
 from ragvet.errors import InputError, Problem, user_errors
-from ragvet.gating.baselines import baselines_for, current_path, fetched, latency_pairs
+from ragvet.gating.baselines import Revision, baselines_for, current_path, fetched, latency_pairs
 from ragvet.gating.compare import split_fingerprints
 from ragvet.gating.decision import decide, read_verdict
 from ragvet.gating.freshness import refuse_stale
@@ -99,33 +99,33 @@ def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: 
 
 def _explorer(
     settings: dict,
+    gate: Gate,
     moving: list[tuple],
     cases: Path,
     corpus: Path,
-    against: str | None,
+    against: Revision | None,
     baseline: Path,
-    folder: Path | None,
 ) -> str:
     """The case explorer's section of the html page: the gated configurations' moves (the
     first :data:`EXPLORER_CASES` of each, :func:`first_moves`), with each side's top ``k``
     of the cases shown (the baseline's only from a revision, its runs and chunks fetched
-    into ``folder``: a baseline folder keeps no runs)."""
-    metrics = list(Gate.from_params(settings).metrics)
+    into its folder: a baseline folder keeps no runs)."""
+    metrics = list(gate.metrics)
     k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
     firsts = {c["config"]: first_moves(move_batches(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
     moves = {config: rows for config, (rows, _) in firsts.items()}
     ids = explorer_ids(moves)
     shown = set(ids)
     here = {c: retrieved_here(c, settings["configs"][c]["chunking"], k, shown) for c in moves}
-    if against:
-        there = retrieved_at(against, list(moves), k, folder, shown)
+    if against is not None:
+        there = retrieved_at(against.name, list(moves), k, against.folder, shown)
     else:
         why = f"the committed baseline ({baseline}) keeps per-case results, not runs: compare --against a revision"
         there = dict.fromkeys(moves, unavailable(why))
     texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
     sides = {c: (there[c], here[c]) for c in moves}
     listed = max((count for _, count in firsts.values()), default=0)
-    label = against or str(baseline)
+    label = against.name if against is not None else str(baseline)
     data = explorer_data(
         each_jsonl(cases), texts, moves, sides, ["first_rank", *metrics], settings["slices"], k, label, ids, listed
     )
@@ -155,6 +155,7 @@ def write_plots(plots: Path, settings: dict, summaries: dict, slices: dict) -> N
 
 def _contents(
     settings: dict,
+    gate: Gate,
     summaries: dict,
     comparisons: list[dict],
     decided: dict,
@@ -166,7 +167,7 @@ def _contents(
 ) -> Contents:
     """What the markdown report says: every configuration beside the first gated one (the
     configuration a change is measured by), the judged-answer warnings, the listed cases."""
-    gate, judging = Gate.from_params(settings), Judged.from_params(settings)
+    judging = Judged.from_params(settings)
     first = list(gate.configs)[0]
     table = side_by_side(rows, first, comparable_metrics(summary_k(settings["ks"])), gate)
     references = judged_references(summaries, first, bases, against)
@@ -249,8 +250,8 @@ def main(
     slices = _written(slices_dir, sorted(settings["configs"]), "slice table")
     configs = sorted(settings["configs"]) if against else list(gate.configs)
     ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
-    with fetched(against) as folder:  # a revision's tables, removed once the report is written
-        bases = baselines_for(configs, baseline, against, metrics, extra=(RANK,) if ranked else (), folder=folder)
+    with fetched(against) as revision:  # a revision's tables, removed once the report is written
+        bases = baselines_for(configs, baseline, revision, metrics, extra=(RANK,) if ranked else ())
         if verdict is not None:
             decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
         else:
@@ -261,11 +262,11 @@ def main(
         comparisons = compare_configs(
             {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
         )
-        contents = _contents(settings, summaries, comparisons, decided, rows, bases, against, cases, corpus)
+        contents = _contents(settings, gate, summaries, comparisons, decided, rows, bases, against, cases, corpus)
         text = render_report(contents, against, comment, COMMENT_LIMIT if comment else None)
         moving = _moving(comparisons, rows, bases, list(gate.configs))
         if format is Format.html:
-            explorer = _explorer(settings, moving, cases, corpus, against, baseline, folder)
+            explorer = _explorer(settings, gate, moving, cases, corpus, revision, baseline)
             text = render_html(text, _figures(settings, summaries, slices, bases), explorer)
         plot_files = [plots / name for name in PLOT_FILES] if plots is not None else []
         with outputs_together(out, latency_out, moves, *plot_files):  # the report and its plot data change together
