@@ -87,12 +87,13 @@ def test_rows_are_given_once_and_the_heap_is_used_when_it_orders_the_file(tmp_pa
     the smallest and cannot be resumed after; the file is sorted on disk before any row is given.
     A file whose chunks stand at most 2 from their place goes through the heap, no folder made."""
     path = tmp_path / "chunks.jsonl"
-    path.write_text("".join(line(c, c.upper()) for c in "bcda"))
-    rows = chunk_rows_by_id(path, window=2)
-    assert next(rows) == ("a", "A", ())
-    assert [folder.name.startswith("ragvet-chunk-sort-") for folder in scratch.iterdir()] == [True]
-    assert list(rows) == [("b", "B", ()), ("c", "C", ()), ("d", "D", ())]
-    assert list(scratch.iterdir()) == []
+    for ending in ("\n", ""):  # the line out of reach is the file's last, with or without its newline
+        path.write_text("".join(line(c, c.upper()) for c in "bcda")[:-1] + ending)
+        rows = chunk_rows_by_id(path, window=2)
+        assert next(rows) == ("a", "A", ())
+        assert [folder.name.startswith("ragvet-chunk-sort-") for folder in scratch.iterdir()] == [True]
+        assert list(rows) == [("b", "B", ()), ("c", "C", ()), ("d", "D", ())]
+        assert list(scratch.iterdir()) == []
     path.write_text("".join(line(c, c) for c in "bacedf"))
     rows = chunk_rows_by_id(path, window=2)
     assert next(rows) == ("a", "a", ())
