@@ -250,21 +250,33 @@ def chunk_rows_by_id(
     soon as the heap is full and a line comes; a line that sorts before a row already given
     (a document of more than ``window`` chunks) means the heap cannot. Rows once given cannot
     be taken back, and those given need not be the smallest (window 2, lines b c d a: b is
-    given before a comes), so the choice is made before the first row is given: a file of at
-    most ``window`` lines is held whole by the heap, which gives nothing before the file's
-    end; a longer one is read through the heap once without giving anything, then read again
-    through the heap if it put every line in order, else merge-sorted on disk
-    (:func:`_merge_sorted`, memory: ``window`` rows, then one row and one read buffer for
-    each of at most ``fan_in`` runs). Both give ``sorted`` of the rows. A pipe cannot be read
-    twice: it goes through the heap as it comes, and a line out of its reach is an error.
+    given before a comes), so the choice is made before the first row is given. A file of at
+    most ``window`` rows is sorted whole, as the heap would give it. A longer one goes on
+    through the heap without giving anything; if every line came in order it is read again
+    through the heap, else merge-sorted on disk (:func:`_merge_sorted`: ``window`` rows held,
+    then one row and one read buffer of each of at most ``fan_in`` runs). Either way the rows
+    come in ``sorted`` order, and every line is read before the first row is given. A pipe
+    cannot be read twice: it goes through the heap as it comes, and a line out of the heap's
+    reach is an error.
     """
     with open(path, "rb") as handle:
-        if handle.seekable() and _more_lines_than(handle, window) and not _heap_orders(handle, path, window, filters):
-            with tempfile.TemporaryDirectory(prefix="ragvet-chunk-sort-") as folder:
-                yield from _merge_sorted(_chunk_rows(handle, path, filters), window, fan_in, Path(folder))
+        lines = _chunk_rows(handle, path, filters)
+        head = list(itertools.islice(lines, window + 1))
+        if len(head) <= window:
+            yield from sorted(row for _, row in head)
             return
+        lines = itertools.chain(head, lines)
+        del head  # the heap holds the same rows
+        if handle.seekable():
+            ordered = _heap_orders(lines, window)
+            handle.seek(0)
+            lines = _chunk_rows(handle, path, filters)
+            if not ordered:
+                with tempfile.TemporaryDirectory(prefix="ragvet-chunk-sort-") as folder:
+                    yield from _merge_sorted(lines, window, fan_in, Path(folder))
+                return
         try:
-            yield from _heap_sorted(_chunk_rows(handle, path, filters), window)
+            yield from _heap_sorted(lines, window)
         except _OutOfWindow as out:  # a pipe: a file the heap cannot order is merge-sorted above
             what = f"chunk {out.row[0]!r} sorts more than {window:,} chunks before where it stands in a pipe"
             fix = "give the chunk file as a file, which can be read twice and sorted on disk, or sort it by chunk_id"
@@ -311,30 +323,15 @@ def _heap_sorted(rows: Iterable[tuple[int, ChunkRow]], window: int) -> Iterator[
         yield heapq.heappop(heap)
 
 
-def _more_lines_than(handle: IO[bytes], count: int) -> bool:
-    """Whether ``handle`` holds more than ``count`` newlines, counted without parsing (rewound
-    after). A row out of a heap of ``count`` rows' reach comes after the first row given, which
-    the heap gives at row ``count + 1``: at least ``count + 1`` newlines stand before it."""
-    lines = 0
-    for block in iter(lambda: handle.read(1 << 20), b""):
-        lines += block.count(b"\n")
-        if lines > count:
-            break
-    handle.seek(0)
-    return lines > count
-
-
-def _heap_orders(handle: IO[bytes], path: Path, window: int, filters: Sequence[dict[str, Any]]) -> bool:
-    """Whether the heap of ``window`` rows puts every line of ``handle`` in order: read through
-    it, nothing given to anyone, rewound after. A line that is no chunk row stops it with its error."""
+def _heap_orders(lines: Iterable[tuple[int, ChunkRow]], window: int) -> bool:
+    """Whether a heap of ``window`` rows puts ``lines`` in order, read through it, nothing given
+    to anyone. A line that is no chunk row stops it with its error."""
     try:
-        for _ in _heap_sorted(_chunk_rows(handle, path, filters), window):
+        for _ in _heap_sorted(lines, window):
             pass
         return True
     except _OutOfWindow:
         return False
-    finally:
-        handle.seek(0)
 
 
 def _merge_sorted(rows: Iterator[tuple[int, ChunkRow]], window: int, fan_in: int, folder: Path) -> Iterator[ChunkRow]:
