@@ -265,8 +265,8 @@ def chunk_rows_by_id(
         if len(head) <= window:
             yield from sorted(row for _, row in head)
             return
-        lines = itertools.chain(head, lines)
-        del head  # the heap holds the same rows
+        lines = itertools.chain(iter(head), lines)  # a list iterator lets the list go once read
+        del head
         if handle.seekable():
             ordered = _heap_orders(lines, window)
             handle.seek(0)
