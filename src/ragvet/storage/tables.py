@@ -261,11 +261,14 @@ def chunk_rows_by_id(
     """
     with open(path, "rb") as handle:
         lines = _chunk_rows(handle, path, filters)
-        head = list(itertools.islice(lines, window + 1))
+        head = [row for _, row in itertools.islice(lines, window + 1)]
         if len(head) <= window:
-            yield from sorted(row for _, row in head)
+            head.sort()
+            yield from head
             return
-        lines = itertools.chain(iter(head), lines)  # a list iterator lets the list go once read
+        # The heap gives its first row at the head's last, so no head row is checked (line 0);
+        # the generator's list iterator lets the list go once the heap holds its rows.
+        lines = itertools.chain(((0, row) for row in head), lines)
         del head
         if handle.seekable():
             ordered = _heap_orders(lines, window)
