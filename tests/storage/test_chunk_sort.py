@@ -143,3 +143,18 @@ def test_a_pipe_the_heap_cannot_order_is_refused_at_its_line(long_document, tmp_
         )
     ]
     assert list(scratch.iterdir()) == []
+
+
+def test_a_chunk_id_twice_comes_back_twice_in_text_order_on_either_path(tmp_path, scratch):
+    """The reader gives every row, duplicates too (the retrieve stage's ChunkPass refuses them):
+    window 2, d/y b c d/x goes through the heap; c/y d e c/x does not (c/x sorts before c/y,
+    given at line 3) and is sorted on disk."""
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(line("d", "y") + line("b", "b") + line("c", "c") + line("d", "x"))
+    rows = chunk_rows_by_id(path, window=2)
+    assert (next(rows), list(scratch.iterdir())) == (("b", "b", ()), [])
+    assert list(rows) == [("c", "c", ()), ("d", "x", ()), ("d", "y", ())]
+    path.write_text(line("c", "y") + line("d", "d") + line("e", "e") + line("c", "x"))
+    rows = chunk_rows_by_id(path, window=2)
+    assert (next(rows), len(list(scratch.iterdir()))) == (("c", "x", ()), 1)
+    assert list(rows) == [("c", "y", ()), ("d", "d", ()), ("e", "e", ())]
