@@ -239,8 +239,8 @@ def chunk_rows_by_id(
     path: Path, window: int = SORT_WINDOW, filters: Sequence[dict[str, Any]] = (), fan_in: int = MERGE_FAN_IN
 ) -> Iterator[ChunkRow]:
     """The ``(chunk_id, text, admitted)`` rows of a chunk file in (chunk_id, text, admitted) order
-    (``sorted`` of every row), one line read at a time, holding at most ``window`` rows whatever
-    the file's length or order. ``admitted`` says, for each of ``filters``, whether it admits the
+    (``sorted`` of every row), one line read at a time, holding at most ``window + 1`` rows
+    whatever the file's length or order. ``admitted`` says, for each of ``filters``, whether it admits the
     chunk's metadata (:func:`ragvet.schema.matches_filter`); the metadata is parsed only when
     there are filters. A line that is no chunk row is an error naming its line, with the fix.
 
@@ -252,12 +252,12 @@ def chunk_rows_by_id(
     be taken back, and those given need not be the smallest (window 2, lines b c d a: b is
     given before a comes), so the choice is made before the first row is given. A file of at
     most ``window`` rows is sorted whole, as the heap would give it. A longer one goes on
-    through the heap without giving anything; if every line came in order it is read again
-    through the heap, else merge-sorted on disk (:func:`_merge_sorted`: ``window`` rows held,
-    then one row and one read buffer of each of at most ``fan_in`` runs). Either way the rows
-    come in ``sorted`` order, and every line is read before the first row is given. A pipe
-    cannot be read twice: it goes through the heap as it comes, and a line out of the heap's
-    reach is an error.
+    through the heap without giving anything; if every line came within its reach, it is
+    read again through the heap, else merge-sorted on disk (:func:`_merge_sorted`: ``window``
+    rows held, then one row and one read buffer of each of at most ``fan_in`` runs). Either
+    way the rows come in ``sorted`` order, and every line of a file is read (a line that is no
+    chunk row stops it) before its first row is given. A pipe cannot be read twice: it goes
+    through the heap as it comes, and a line out of the heap's reach is an error.
     """
     with open(path, "rb") as handle:
         lines = _chunk_rows(handle, path, filters)
