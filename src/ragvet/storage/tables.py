@@ -8,12 +8,14 @@ import dataclasses
 import gc
 import hashlib
 import heapq
+import itertools
 import json
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import numpy as np
 import orjson
@@ -220,7 +222,10 @@ def read_chunk_texts(path: Path) -> ChunkTexts:
         return ChunkTexts.from_chunks(read_chunks(path))
 
 
-SORT_WINDOW = 65_536  # chunks :func:`chunk_texts_by_id` holds to put a file back in chunk_id order
+SORT_WINDOW = 65_536  # chunks :func:`chunk_rows_by_id` holds to put a file back in chunk_id order
+MERGE_FAN_IN = 256  # sorted runs one merge of :func:`chunk_rows_by_id` reads at once (its open files)
+
+ChunkRow = tuple[str, str, tuple[bool, ...]]
 
 
 def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[str, str]]:
@@ -231,44 +236,139 @@ def chunk_texts_by_id(path: Path, window: int = SORT_WINDOW) -> Iterator[tuple[s
 
 
 def chunk_rows_by_id(
-    path: Path, window: int = SORT_WINDOW, filters: Sequence[dict[str, Any]] = ()
-) -> Iterator[tuple[str, str, tuple[bool, ...]]]:
-    """The ``(chunk_id, text, admitted)`` rows of a chunk file in (chunk_id, text) order, one
-    line read at a time, holding at most ``window`` rows whatever the file's length.
-    ``admitted`` says, for each of ``filters``, whether it admits the chunk's metadata
-    (:func:`ragvet.schema.matches_filter`); the metadata is parsed only when there are filters.
+    path: Path, window: int = SORT_WINDOW, filters: Sequence[dict[str, Any]] = (), fan_in: int = MERGE_FAN_IN
+) -> Iterator[ChunkRow]:
+    """The ``(chunk_id, text, admitted)`` rows of a chunk file in (chunk_id, text, admitted) order
+    (``sorted`` of every row), one line read at a time, holding at most ``window + 1`` rows
+    whatever the file's length or order. ``admitted`` says, for each of ``filters``, whether it admits the
+    chunk's metadata (:func:`ragvet.schema.matches_filter`); the metadata is parsed only when
+    there are filters. A line that is no chunk row is an error naming its line, with the fix.
 
     The chunk stage writes a document's chunks in ordinal order, which chunk_id order is not
     (``d#10`` sorts before ``d#2``): a chunk is out of place by at most about its document's
-    chunk count. A heap of ``window`` rows puts such a file back in order, each row given
-    as soon as no later line can sort before it; a line that sorts before a row already
-    given, or that is no chunk row, is an error naming its line, with the fix.
+    chunk count. A heap of ``window`` rows puts such a file back in order, each row given as
+    soon as the heap is full and a line comes; a line that sorts before a row already given
+    (a document of more than ``window`` chunks) means the heap cannot. Rows once given cannot
+    be taken back, and those given need not be the smallest (window 2, lines b c d a: b is
+    given before a comes), so the choice is made before the first row is given. A file of at
+    most ``window`` rows is sorted whole, as the heap would give it. A longer one goes on
+    through the heap without giving anything; if every line came within its reach, it is
+    read again through the heap, else merge-sorted on disk (:func:`_merge_sorted`: ``window``
+    rows held, then one row and one read buffer of each of at most ``fan_in`` runs). Either
+    way the rows come in ``sorted`` order, and every line of a file is read (a line that is no
+    chunk row stops it) before its first row is given. A pipe cannot be read twice: it goes
+    through the heap as it comes, and a line out of the heap's reach is an error.
     """
-    heap: list[tuple[str, str, tuple[bool, ...]]] = []
-    given: tuple[str, str, tuple[bool, ...]] | None = None
     with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-                metadata = dict(row.get("metadata") or {}) if filters else {}
-                item = (str(row["chunk_id"]), str(row["text"]), tuple(matches_filter(metadata, f) for f in filters))
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                raise InputError(
-                    [Problem(f"{path}:{number}", "not a chunk row with chunk_id and text", "re-run the chunk stage")]
-                ) from None
-            if given is not None and item < given:
-                what = f"chunk {item[0]!r} sorts more than {window:,} chunks before where it stands"
-                fix = "sort the chunk file by chunk_id, or split documents of more chunks than that"
-                raise InputError([Problem(f"{path}:{number}", what, fix)])
-            if len(heap) < window:
-                heapq.heappush(heap, item)
-            else:
-                given = heapq.heappushpop(heap, item)
-                yield given
+        lines = _chunk_rows(handle, path, filters)
+        head = [row for _, row in itertools.islice(lines, window + 1)]
+        if len(head) <= window:
+            head.sort()
+            yield from head
+            return
+        # The heap gives its first row at the head's last, so no head row is checked (line 0);
+        # the generator's list iterator lets the list go once the heap holds its rows.
+        lines = itertools.chain(((0, row) for row in head), lines)
+        del head
+        if handle.seekable():
+            ordered = _heap_orders(lines, window)
+            handle.seek(0)
+            lines = _chunk_rows(handle, path, filters)
+            if not ordered:
+                with tempfile.TemporaryDirectory(prefix="ragvet-chunk-sort-") as folder:
+                    yield from _merge_sorted(lines, window, fan_in, Path(folder))
+                return
+        try:
+            yield from _heap_sorted(lines, window)
+        except _OutOfWindow as out:  # a pipe: a file the heap cannot order is merge-sorted above
+            what = f"chunk {out.row[0]!r} sorts more than {window:,} chunks before where it stands in a pipe"
+            fix = "give the chunk file as a file, which can be read twice and sorted on disk, or sort it by chunk_id"
+            raise InputError([Problem(f"{path}:{out.number}", what, fix)]) from None
+
+
+def _chunk_rows(handle: IO[bytes], path: Path, filters: Sequence[dict[str, Any]]) -> Iterator[tuple[int, ChunkRow]]:
+    """Each chunk row of ``handle`` from where it stands, with its line number (counted from there)."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+            metadata = dict(row.get("metadata") or {}) if filters else {}
+            yield number, (str(row["chunk_id"]), str(row["text"]), tuple(matches_filter(metadata, f) for f in filters))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            raise InputError(
+                [Problem(f"{path}:{number}", "not a chunk row with chunk_id and text", "re-run the chunk stage")]
+            ) from None
+
+
+class _OutOfWindow(Exception):
+    """A chunk row that sorts before a row the heap has already given, at line ``number``."""
+
+    def __init__(self, number: int, row: ChunkRow):
+        super().__init__(number, row)
+        self.number, self.row = number, row
+
+
+def _heap_sorted(rows: Iterable[tuple[int, ChunkRow]], window: int) -> Iterator[ChunkRow]:
+    """``rows`` in order through a heap of ``window`` rows, each given when the heap is full and a
+    row comes; :class:`_OutOfWindow` at a row that sorts before one given."""
+    heap: list[ChunkRow] = []
+    given: ChunkRow | None = None
+    for number, row in rows:
+        if given is not None and row < given:
+            raise _OutOfWindow(number, row)
+        if len(heap) < window:
+            heapq.heappush(heap, row)
+        else:
+            given = heapq.heappushpop(heap, row)
+            yield given
     while heap:
         yield heapq.heappop(heap)
+
+
+def _heap_orders(lines: Iterable[tuple[int, ChunkRow]], window: int) -> bool:
+    """Whether a heap of ``window`` rows puts ``lines`` in order, read through it, nothing given
+    to anyone. A line that is no chunk row stops it with its error."""
+    try:
+        for _ in _heap_sorted(lines, window):
+            pass
+        return True
+    except _OutOfWindow:
+        return False
+
+
+def _merge_sorted(rows: Iterator[tuple[int, ChunkRow]], window: int, fan_in: int, folder: Path) -> Iterator[ChunkRow]:
+    """``rows`` in order, sorted on disk in ``folder``: cut into sorted runs of ``window`` rows,
+    merged ``fan_in`` runs at a time into longer runs until at most ``fan_in`` are left, which
+    the last merge gives (``heapq.merge``: one row of each run held). A row is a JSON line of
+    its three fields, which read back as the same strings and booleans."""
+    runs: list[Path] = []
+    fan_in = max(fan_in, 2)  # a pass of one run each would never end
+    while batch := sorted(row for _, row in itertools.islice(rows, window)):
+        runs.append(_write_run(folder / f"{len(runs)}.jsonl", batch))
+    made = len(runs)
+    while len(runs) > fan_in:
+        groups = [runs[start : start + fan_in] for start in range(0, len(runs), fan_in)]
+        runs = []
+        for group in groups:
+            runs.append(_write_run(folder / f"{made}.jsonl", heapq.merge(*map(_read_run, group))))
+            made += 1
+            for run in group:
+                run.unlink()
+    yield from heapq.merge(*map(_read_run, runs))
+
+
+def _write_run(path: Path, rows: Iterable[ChunkRow]) -> Path:
+    with open(path, "wb") as handle:
+        handle.writelines(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE) for row in rows)
+    return path
+
+
+def _read_run(path: Path) -> Iterator[ChunkRow]:
+    with open(path, "rb") as handle:
+        for line in handle:
+            chunk_id, text, admitted = orjson.loads(line)
+            yield chunk_id, text, tuple(admitted)
 
 
 def read_chunk_table(path: Path) -> ChunkTable:
