@@ -113,6 +113,15 @@ def stored(folder: Path) -> dict[str, bytes]:
     return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
 
 
+def same_run_file(folder: Path, cases, given: tuple, listed: tuple) -> bool:
+    """Whether rows numbered by their own ``chunk`` and an ids digest (a streamed run) write the
+    bytes that rows numbered by the list of sorted chunk ids (a run held in one process) do."""
+    case_ids = [case.case_id for case in cases]
+    write_run(folder / "given.parquet", given[0], case_ids, given[1])
+    write_run(folder / "listed.parquet", listed[0], case_ids, listed[1])
+    return (folder / "given.parquet").read_bytes() == (folder / "listed.parquet").read_bytes()
+
+
 def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothing(cluster, tmp_path, capsys):
     spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "vectors")}
     rows = dense_run(CASES, CHUNKS, spec, 10)
@@ -167,10 +176,7 @@ def test_a_chunk_file_streamed_to_the_cluster_ranks_filtered_cases_as_one_proces
     assert (numbering.count, numbering.hexdigest()) == (48, ids_digest(ids))
     [listing] = manifests
     assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
-    case_ids = [case.case_id for case in cases]
-    write_run(tmp_path / "given.parquet", rows, case_ids, numbering)
-    write_run(tmp_path / "listed.parquet", local, case_ids, ids)
-    assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
+    assert same_run_file(tmp_path, cases, (rows, numbering), (local, ids))
 
 
 def test_a_chunk_file_line_that_is_no_chunk_row_stops_the_streamed_search_at_its_line(tmp_path):
@@ -576,10 +582,7 @@ def test_a_pgvector_table_filled_shard_by_shard_from_a_streamed_chunk_file_ranks
     assert "q5" not in {row["case_id"] for row in rows} and len([r for r in rows if r["case_id"] == "q7"]) == 10
     [listing] = manifests
     assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
-    case_ids = [case.case_id for case in cases]
-    write_run(tmp_path / "given.parquet", rows, case_ids, numbering)
-    write_run(tmp_path / "listed.parquet", expected, case_ids, ids)
-    assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
+    assert same_run_file(tmp_path, cases, (rows, numbering), (expected, ids))
 
     def table(name: str) -> list[tuple]:
         with psycopg.connect(pg_dsn) as conn:

@@ -202,17 +202,22 @@ def chunk_metadata(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     a line that is no chunk row or whose metadata is no mapping is an error naming its line."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-                metadata = row.get("metadata") or {}
-                if not isinstance(metadata, dict):
-                    raise TypeError("metadata")
-                yield str(row["chunk_id"]), metadata
-            except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-                what = "not a chunk row with chunk_id and a metadata mapping"
-                raise InputError([Problem(f"{path}:{number}", what, "re-run the chunk stage")]) from None
+            if line.strip():
+                yield _id_and_metadata(line, f"{path}:{number}")
+
+
+def _id_and_metadata(line: bytes, where: str) -> tuple[str, dict[str, Any]]:
+    """A chunk row's id and metadata mapping; anything else an error at ``where``."""
+    try:
+        row = orjson.loads(line)
+        metadata = row.get("metadata") or {}
+        chunk_id = str(row["chunk_id"])
+    except (orjson.JSONDecodeError, KeyError, AttributeError):
+        metadata = None
+    if not isinstance(metadata, dict):
+        what = "not a chunk row with chunk_id and a metadata mapping"
+        raise InputError([Problem(where, what, "re-run the chunk stage")])
+    return chunk_id, metadata
 
 
 class ChunkMetadata:
