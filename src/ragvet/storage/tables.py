@@ -224,8 +224,9 @@ class ChunkMetadata:
     """The metadata of a chunk file's chunks, each taken once, in an order near the file's (chunk_id
     order: the file is the chunk stage's, in (doc_id, ordinal) order): the file is read forward as
     far as the chunk asked for, and the metadata of the chunks read on the way is held until they
-    are asked for. Taken in chunk_id order, it holds about one document's chunks at a time, never
-    the chunking's: ``d#10`` is asked for before ``d#2``, so ``d#2`` to ``d#9`` wait."""
+    are asked for. Taken in chunk_id order, it holds about one document's chunks at a time, not
+    the chunking's: ``d#10`` is asked for before ``d#2``, so ``d#2`` to ``d#9`` wait (a file far
+    from chunk_id order makes it hold more, up to every chunk's metadata)."""
 
     def __init__(self, path: Path):
         self.path = path
