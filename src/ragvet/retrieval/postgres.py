@@ -598,7 +598,7 @@ def streams_chunk_file(spec: dict) -> bool:
 def cluster_file_run(
     cases: Sequence[Case], path: Path, spec: dict, depth: int, manifests: list[dict], latency: dict[str, float]
 ) -> tuple[list[RunRow], IdsDigest]:
-    """:func:`cluster_owned_search` over a chunk file streamed once in chunk_id order
+    """:func:`cluster_owned_search` over a chunk file streamed in chunk_id order
     (:func:`ragvet.storage.tables.chunk_rows_by_id`), counted on the way
     (:class:`ragvet.retrieval.chunk_positions.ChunkPass`); returns the rows, each with its
     ``chunk`` number, and the digest of the sorted chunk ids.
