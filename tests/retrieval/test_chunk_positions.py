@@ -70,3 +70,15 @@ def test_a_chunk_file_streams_in_id_order_with_each_filters_verdict_and_a_bad_li
         Problem(f"{path}:4", "not a chunk row with chunk_id and text", "re-run the chunk stage")
     ]
     assert np.array(list(chunk_rows_by_id(path)), dtype=object)[:, 0].tolist() == ["d#1", "d#10", "d#2", "d#3"]
+
+
+def test_a_pass_with_nothing_to_search_counts_every_row_and_hands_nothing_on():
+    rows = [("a", "x", ()), ("b", "y", ()), ("c", "z", ())]
+    idle = ChunkPass(0, "chunks.jsonl")
+    assert idle.pairs_to_search(iter(rows), wanted=False) is None
+    assert (idle.ids.count, idle.ids.hexdigest()) == (3, ids_digest(["a", "b", "c"]))  # the run's numbering
+    empty = ChunkPass(0, "chunks.jsonl")
+    assert empty.pairs_to_search(iter([]), wanted=True) is None and empty.ids.count == 0
+    searched = ChunkPass(0, "chunks.jsonl")
+    assert list(searched.pairs_to_search(iter(rows), wanted=True)) == [("a", "x"), ("b", "y"), ("c", "z")]
+    assert searched.ids.count == 3

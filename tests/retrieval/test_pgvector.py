@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -15,9 +16,18 @@ from builders import invoke  # noqa: E402
 from test_dense import CASES, CHUNKS, by_case  # noqa: E402
 
 from ragvet.errors import InputError  # noqa: E402
+from ragvet.retrieval.cluster_embedding import grid_floats  # noqa: E402
 from ragvet.retrieval.dense import dense_run  # noqa: E402
+from ragvet.retrieval.embedding import exact_scores  # noqa: E402
 from ragvet.retrieval.kinds import retrieve  # noqa: E402
-from ragvet.retrieval.postgres import filter_sql  # noqa: E402
+from ragvet.retrieval.postgres import (  # noqa: E402
+    _candidates,
+    _copy_rows,
+    _create_table,
+    _rescored,
+    connect,
+    filter_sql,
+)
 from ragvet.retrieval.specs.registry import retriever_problems  # noqa: E402
 from ragvet.schema import Case, Doc  # noqa: E402
 from ragvet.storage.tables import write_run  # noqa: E402
@@ -266,3 +276,29 @@ def test_ann_recall_of_pgvector_hnsw_against_the_exact_dense_run(tmp_path):
         case: {"ann_recall@1": 1.0, "ann_recall@3": 1.0} for case in ("badge", "carry", "money", "money-facility")
     }
     assert {r["chunk_id"] for r in by_case(dense_flat(3))["money-facility"]} == {"cafeteria#0", "parking#0"}
+
+
+def test_grid_vectors_come_back_from_the_owned_table_bit_for_bit_so_rescoring_from_them_is_exact():
+    """The cluster path rescores from the vectors the query returns, not from a matrix held here:
+    grid vectors k / 2**14 (|k| <= 2**14, the extremes included) survive pgvector's float32,
+    binary (as the search reads them) and text alike, so their scores are the written ones'."""
+    rng = np.random.default_rng(7)
+    grid = rng.integers(-(2**14), 2**14 + 1, size=(40, 384)).astype(np.int16)
+    grid[0, :4], grid[1, :4] = [2**14, -(2**14), 1, -1], [16383, -16383, 3, 0]
+    passages, query = grid_floats(grid), grid_floats(rng.integers(-(2**14), 2**14 + 1, size=384).astype(np.int16))
+    with connect(owned()) as conn:
+        _create_table(conn, "ragvet_bits", 384, owned())
+        _copy_rows(
+            conn,
+            "ragvet_bits",
+            zip(range(40), [f"c{i:02d}" for i in range(40)], [{"n": i} for i in range(40)], passages),
+        )
+        found = _candidates(conn, "ragvet_bits", query, Case("q", "x"), 50)
+        as_text = conn.execute("SELECT embedding FROM ragvet_bits ORDER BY row_number").fetchall()
+    numbers = [c.number for c in found]
+    assert sorted(numbers) == list(range(40)) and [c.chunk_id for c in found] == [f"c{n:02d}" for n in numbers]
+    returned = np.stack([c.vector for c in found]).astype(np.float64)
+    assert np.array_equal(returned * 2**14, grid[numbers].astype(np.float64))  # the integers, no rounding needed
+    assert np.array_equal(np.stack([v.to_numpy() for (v,) in as_text]).astype(np.float64) * 2**14, grid)
+    assert _rescored(found, query).tolist() == exact_scores(passages[numbers], query).tolist()
+    assert [c.metadata for c in found] == [{"n": str(n)} for n in numbers]  # values as text, as filters compare

@@ -44,7 +44,7 @@ from ragvet.retrieval.cluster_embedding import (  # noqa: E402
 )
 from ragvet.retrieval.dense import dense_run  # noqa: E402
 from ragvet.retrieval.embedding import encode_grid, load_encoder, model_id  # noqa: E402
-from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file  # noqa: E402
+from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file, streams_chunk_file  # noqa: E402
 from ragvet.retrieval.models import resolve_model  # noqa: E402
 from ragvet.retrieval.specs.dense import dense_settings  # noqa: E402
 from ragvet.schema import Case, Chunk  # noqa: E402
@@ -113,6 +113,15 @@ def stored(folder: Path) -> dict[str, bytes]:
     return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
 
 
+def same_run_file(folder: Path, cases, given: tuple, listed: tuple) -> bool:
+    """Whether rows numbered by their own ``chunk`` and an ids digest (a streamed run) write the
+    bytes that rows numbered by the list of sorted chunk ids (a run held in one process) do."""
+    case_ids = [case.case_id for case in cases]
+    write_run(folder / "given.parquet", given[0], case_ids, given[1])
+    write_run(folder / "listed.parquet", listed[0], case_ids, listed[1])
+    return (folder / "given.parquet").read_bytes() == (folder / "listed.parquet").read_bytes()
+
+
 def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothing(cluster, tmp_path, capsys):
     spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "vectors")}
     rows = dense_run(CASES, CHUNKS, spec, 10)
@@ -167,10 +176,7 @@ def test_a_chunk_file_streamed_to_the_cluster_ranks_filtered_cases_as_one_proces
     assert (numbering.count, numbering.hexdigest()) == (48, ids_digest(ids))
     [listing] = manifests
     assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
-    case_ids = [case.case_id for case in cases]
-    write_run(tmp_path / "given.parquet", rows, case_ids, numbering)
-    write_run(tmp_path / "listed.parquet", local, case_ids, ids)
-    assert (tmp_path / "given.parquet").read_bytes() == (tmp_path / "listed.parquet").read_bytes()
+    assert same_run_file(tmp_path, cases, (rows, numbering), (local, ids))
 
 
 def test_a_chunk_file_line_that_is_no_chunk_row_stops_the_streamed_search_at_its_line(tmp_path):
@@ -181,6 +187,24 @@ def test_a_chunk_file_line_that_is_no_chunk_row_stops_the_streamed_search_at_its
     with open(path, "a") as handle:
         handle.write('{"chunk_id": "c900", "text": "late", "metadata": "not a mapping"}\n')
     spec = {"kind": "dense", "engine": "ray", "vectors": str(tmp_path / "v")}
+    with pytest.raises(InputError) as raised:
+        retrieve_chunk_file(CASES, path, spec, 5, [])
+    assert raised.value.problems == [
+        Problem(f"{path}:4", "not a chunk row with chunk_id and text", "re-run the chunk stage")
+    ]
+    assert not (tmp_path / "v").exists()
+
+
+def test_a_chunk_file_line_that_is_no_chunk_row_stops_pgvectors_streamed_table_at_its_line(tmp_path):
+    """No cluster and no database needed: pgvector's owned table on the cluster reads the chunk
+    file as the dense search does, so a line that does not parse stops the stage, named, before
+    anything connects."""
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, CHUNKS[:3])
+    with open(path, "a") as handle:
+        handle.write('{"chunk_id": "c900", "text": "cut short\n')
+    spec = {"kind": "pgvector", "dsn_env": "RAGVET_NO_DSN", "table": "t", "engine": "ray"}
+    spec["vectors"] = str(tmp_path / "v")
     with pytest.raises(InputError) as raised:
         retrieve_chunk_file(CASES, path, spec, 5, [])
     assert raised.value.problems == [
@@ -516,6 +540,58 @@ def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(clust
     assert stored(tmp_path / "v") == local_shards(CHUNKS[:16], 8)
     [listing] = manifests
     assert [(s["first_chunk_id"], s["rows"]) for s in listing["shards"]] == [("c000", 8), ("c008", 8)]
+
+
+def test_a_pgvector_table_filled_shard_by_shard_from_a_streamed_chunk_file_ranks_filtered_cases_as_local(
+    cluster, pg_dsn, tmp_path, monkeypatch
+):
+    """The retrieve stage's path for pgvector's owned table on the cluster: the chunk file (in the
+    chunk stage's order) streamed once in chunk_id order into three shards of 16, the table filled
+    from them a shard at a time, each chunk's metadata read from the file: the same rows, numbers
+    and values as the table engine: local fills. Filters of one doc, two docs, none, the first 20
+    positions (across shards) and an int year, and no filter, rank as engine: local does, run file
+    bytes included."""
+    psycopg = pytest.importorskip("psycopg", reason="needs the pgvector extra")
+    monkeypatch.setenv("RAGVET_TEST_PG_DSN", pg_dsn)
+    extra = lambda i: {"half": "early" if i < 20 else "late", "year": 2020 + i % 3}  # noqa: E731
+    chunks = [replace(c, metadata={**c.metadata, **extra(i)}) for i, c in enumerate(CHUNKS)]
+    path = tmp_path / "chunks.jsonl"
+    write_chunks(path, chunks)
+    cases = [
+        *CASES,
+        Case("q4", "music in the garden", filter={"doc": ["d2", "d3"]}),
+        Case("q5", "a cat in the rain", filter={"doc": "nowhere"}),
+        Case("q6", "winter train to spain", filter={"half": "early"}),
+        Case("q7", "bread and music", filter={"year": 2021}),
+    ]
+    local = {"kind": "pgvector", "dsn_env": "RAGVET_TEST_PG_DSN", "table": "ragvet_local"}
+    streamed = {**local, "table": "ragvet_streamed", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
+    assert streams_chunk_file(streamed) and not streams_chunk_file(local)
+    assert not streams_chunk_file({**streamed, "mode": "existing"})
+    manifests: list[dict] = []
+    latency: dict[str, float] = {}
+    rows, numbering = retrieve_chunk_file(cases, path, streamed, 10, manifests, latency)
+    expected = retrieve(cases, chunks, local, 10)
+    assert [{k: v for k, v in row.items() if k != "chunk"} for row in rows] == expected
+    assert sorted(latency) == sorted(case.case_id for case in cases)
+    ids = sorted(c.chunk_id for c in chunks)
+    assert [row["chunk"] for row in rows] == [ids.index(row["chunk_id"]) for row in rows]
+    assert {row["chunk_id"] for row in rows if row["case_id"] == "q7"} <= {f"c{i:03d}" for i in range(1, 48, 3)}
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} & set(range(16, 20))
+    assert {row["chunk"] for row in rows if row["case_id"] == "q6"} <= set(range(20))
+    assert "q5" not in {row["case_id"] for row in rows} and len([r for r in rows if r["case_id"] == "q7"]) == 10
+    [listing] = manifests
+    assert [s["rows"] for s in listing["shards"]] == [16, 16, 16]
+    assert same_run_file(tmp_path, cases, (rows, numbering), (expected, ids))
+
+    def table(name: str) -> list[tuple]:
+        with psycopg.connect(pg_dsn) as conn:
+            statement = f"SELECT row_number, chunk_id, metadata::text, embedding::text FROM {name} ORDER BY 1"
+            return conn.execute(statement).fetchall()
+
+    filled = table("ragvet_streamed")
+    assert filled == table("ragvet_local") and [row[0] for row in filled] == list(range(48))
+    assert filled[7][1:3] == ("c007", '{"doc": "d3", "half": "early", "year": "2021"}')
 
 
 def test_a_worker_killed_mid_embedding_costs_a_retry_not_a_byte(cluster, tmp_path):

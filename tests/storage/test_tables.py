@@ -15,6 +15,7 @@ from ragvet.storage.files import each_jsonl, write_jsonl
 from ragvet.storage.rankings import case_batches
 from ragvet.storage.tables import (
     RUN_METADATA,
+    ChunkMetadata,
     IdsDigest,
     ids_digest,
     iter_run_rows,
@@ -348,3 +349,32 @@ def test_the_chunk_table_is_in_chunk_id_order_with_each_chunks_token_starts_and_
     path.write_text(path.read_text() + '{"chunk_id": "d#3",\n')
     with pytest.raises(InputError, match="chunks.jsonl:3"):
         read_chunk_table(path)
+
+
+def test_chunk_metadata_taken_in_id_order_holds_only_the_rows_read_ahead_and_names_a_bad_line(tmp_path):
+    """A document of 12 chunks in the chunk stage's order (d#0 ... d#11), then e#0: taken in
+    chunk_id order (d#0, d#1, d#10, d#11, d#2, ...), d#10 reads d#2 to d#9 ahead and holds those
+    8 until they are taken; each value as the file has it (1.0 stays a float, no metadata is {})."""
+    path = tmp_path / "chunks.jsonl"
+    rows = [{"chunk_id": f"d#{i}", "text": "t", "metadata": {"i": i, "w": 1.0}} for i in range(12)]
+    rows.append({"chunk_id": "e#0", "text": "t"})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    metadata = ChunkMetadata(path)
+    assert [metadata.take(c) for c in ("d#0", "d#1")] == [{"i": 0, "w": 1.0}, {"i": 1, "w": 1.0}]
+    assert metadata.take("d#10") == {"i": 10, "w": 1.0} and sorted(metadata.held) == [f"d#{i}" for i in range(2, 10)]
+    assert metadata.take("d#11") == {"i": 11, "w": 1.0} and len(metadata.held) == 8
+    assert [metadata.take(f"d#{i}")["i"] for i in range(2, 10)] == list(range(2, 10)) and metadata.held == {}
+    assert metadata.take("e#0") == {}
+    with pytest.raises(InputError) as raised:  # taken once each: a second take is a chunk no longer in the file
+        metadata.take("d#3")
+    assert raised.value.problems[0].where == str(path)
+    assert raised.value.problems[0].what == "chunk 'd#3' is not in the file any more: it changed while it was read"
+    metadata.close()
+    with open(path, "a") as handle:
+        handle.write(json.dumps({"chunk_id": "f#0", "text": "t", "metadata": ["not", "a", "mapping"]}) + "\n")
+    metadata = ChunkMetadata(path)
+    with pytest.raises(InputError) as raised:
+        metadata.take("f#0")
+    assert [(p.where, p.what) for p in raised.value.problems] == [
+        (f"{path}:14", "not a chunk row with chunk_id and a metadata mapping")
+    ]

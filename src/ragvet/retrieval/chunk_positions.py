@@ -11,6 +11,7 @@ range of positions and receives its range of each mask (:meth:`PositionMask.slic
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -85,6 +86,22 @@ class ChunkPass:
                 builder.append(bit)
             previous = chunk_id
             yield chunk_id, text
+
+    def pairs_to_search(
+        self, rows: Iterable[tuple[str, str, tuple[bool, ...]]], wanted: bool
+    ) -> Iterator[tuple[str, str]] | None:
+        """:meth:`pairs` of ``rows`` when there is a row and the search is ``wanted`` (there
+        are cases); else None, every row counted here at once: a run numbers its chunks by
+        the chunking's ids even when nothing is searched, and the cluster is left alone.
+        The first row is read before this returns, so a first line that is wrong stops the
+        run before anything connects."""
+        stream = iter(rows)
+        first = next(stream, None)
+        if first is None or not wanted:
+            for _ in self.pairs(stream if first is None else itertools.chain([first], stream)):
+                pass
+            return None
+        return self.pairs(itertools.chain([first], stream))
 
     def masks(self) -> list[PositionMask]:
         """Each filter's mask, once the rows are spent."""

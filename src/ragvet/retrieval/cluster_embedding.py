@@ -427,8 +427,13 @@ def gather_vectors(shards: Sequence[PlannedShard], location: str) -> tuple[np.nd
     float32 (``k / GRID``, as :func:`embed_texts` returns them) in chunk_id order, and the records."""
     described = [describe(shard.name, load(location, shard.name)) for shard in shards]
     grids = [grid for _, _, grid in described if grid.size]
-    vectors = np.concatenate(grids).astype(np.float32) / np.float32(GRID) if grids else np.zeros((0, 0), np.float32)
+    vectors = grid_floats(np.concatenate(grids)) if grids else np.zeros((0, 0), np.float32)
     return vectors, [record for record, _, _ in described]
+
+
+def grid_floats(grid: np.ndarray) -> np.ndarray:
+    """Grid integers as the float32 vectors :func:`embed_texts` returns (``k / GRID``, exact in float32)."""
+    return grid.astype(np.float32) / np.float32(GRID)
 
 
 def manifest(shards: Sequence[PlannedShard], records: Sequence[dict], settings: dict, fingerprint: str) -> dict:

@@ -26,7 +26,7 @@ defaults and checks are :mod:`ragvet.retrieval.specs.dense`'s):
   ``trusted_cluster`` (:mod:`ragvet.retrieval.cluster_access`); ``index: flat`` then
   searches there too (:mod:`ragvet.retrieval.sharded_search`), and the retrieve stage hands
   it the chunk file to stream rather than the chunks (:func:`cluster_file_run`). pgvector's
-  owned table takes the same keys (:func:`run_vectors`).
+  owned table takes the same keys (:mod:`ragvet.retrieval.postgres`).
 
 How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
@@ -52,7 +52,6 @@ How a run is made (see also :mod:`ragvet.retrieval.embedding`):
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -233,9 +232,9 @@ def dense_run(
 def run_vectors(
     chunks: Sequence[Chunk], cases: Sequence[Case], settings: dict, manifests: list[dict]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The passages' and questions' vectors for an index built in this process (faiss's, or a
-    pgvector table): embedded here through the cache, or with ``engine: ray`` on the cluster
-    and read back (their manifest appended to ``manifests``)."""
+    """The passages' and questions' vectors for a faiss index built in this process: embedded
+    here through the cache, or with ``engine: ray`` on the cluster and read back (their
+    manifest appended to ``manifests``)."""
     if settings["engine"] != "ray":
         return embed_run_inputs(chunks, cases, settings)
     _, shards, fingerprint = stored_on_cluster(((c.chunk_id, c.text) for c in chunks), settings)
@@ -348,13 +347,10 @@ def cluster_flat_search(
     mask_of = {first: number for number, first in enumerate(g[0] for g in groups if cases[g[0]].filter)}
     filters = [cases[first].filter for first in mask_of]  # by a group's first case; no filter, no mask
     tally = ChunkPass(len(filters), where)
-    stream = iter(rows_of(filters))
-    first = next(stream, None)
-    if first is None or not cases:  # nothing to search: the chunk ids are counted, the cluster left alone
-        for _ in tally.pairs(itertools.chain([] if first is None else [first], stream)):
-            pass
+    pairs = tally.pairs_to_search(rows_of(filters), bool(cases))
+    if pairs is None:
         return [], tally.ids
-    ray, shards, fingerprint = stored_on_cluster(tally.pairs(itertools.chain([first], stream)), settings)
+    ray, shards, fingerprint = stored_on_cluster(pairs, settings)
     masks = tally.masks()
     queries = embed_questions(cases, settings)
     location = io_location(settings["vectors"])

@@ -26,10 +26,13 @@ from ragvet.errors import InputError, Problem
 from ragvet.retrieval.bm25 import bm25_columns_run, bm25_run
 from ragvet.retrieval.composite import hybrid_run, rerank_run
 from ragvet.retrieval.dense import cluster_file_run, dense_run
+from ragvet.retrieval.dense import streams_chunk_file as dense_streams_chunk_file
 from ragvet.retrieval.endpoints import http_run
 from ragvet.retrieval.passages import is_foreign
 from ragvet.retrieval.plugins import python_run, run_file_run
+from ragvet.retrieval.postgres import cluster_file_run as pgvector_file_run
 from ragvet.retrieval.postgres import pgvector_run
+from ragvet.retrieval.postgres import streams_chunk_file as pgvector_streams_chunk_file
 from ragvet.retrieval.ranking import RunRow
 from ragvet.retrieval.request import Request
 from ragvet.retrieval.specs.registry import SPECS, Spec
@@ -37,13 +40,24 @@ from ragvet.schema import Case, Chunk, Doc
 from ragvet.storage.columns import ChunkTexts
 from ragvet.storage.tables import IdsDigest
 
+# A run over a chunk file the retriever streams itself: (cases, chunk file, spec, depth,
+# manifests, latency) to its rows, each with its ``chunk`` number, and the sorted ids' digest.
+FileRun = Callable[[Sequence[Case], Path, dict, int, list[dict], dict[str, float]], tuple[list[RunRow], IdsDigest]]
+
+
+def _never(spec: dict) -> bool:
+    return False
+
 
 @dataclass(frozen=True)
 class Kind:
-    """A retriever kind: what its entries accept, and its run."""
+    """A retriever kind: what its entries accept, and its run; for a kind some of whose
+    entries stream the chunk file (``streams``), their run over that file."""
 
     spec: Spec
     run: Callable[[Request, dict], list[RunRow]]
+    streams: Callable[[dict], bool] = _never
+    file_run: FileRun | None = None
 
 
 def run_named(request: Request, name: str) -> list[RunRow]:
@@ -72,13 +86,15 @@ KINDS: dict[str, Kind] = {
     "dense": Kind(
         SPECS["dense"],
         lambda request, spec: dense_run(request.cases, request.chunks, spec, request.depth, request.manifests),
+        dense_streams_chunk_file,
+        lambda cases, path, spec, depth, manifests, _: cluster_file_run(cases, path, spec, depth, manifests),
     ),
     "hybrid": Kind(SPECS["hybrid"], partial(hybrid_run, run_member=run_named)),
     "rerank": Kind(SPECS["rerank"], partial(rerank_run, run_member=run_named)),
     "python": Kind(SPECS["python"], python_run),
     "run_file": Kind(SPECS["run_file"], run_file_run),
     "http": Kind(SPECS["http"], http_run),
-    "pgvector": Kind(SPECS["pgvector"], pgvector_run),
+    "pgvector": Kind(SPECS["pgvector"], pgvector_run, pgvector_streams_chunk_file, pgvector_file_run),
 }
 
 
@@ -131,11 +147,29 @@ def _run_order(rows: list[RunRow]) -> list[RunRow]:
     return sorted(rows, key=lambda row: (row["case_id"], row["rank"]))
 
 
+def streams_chunk_file(spec: dict) -> bool:
+    """Whether the retriever ``spec`` reads the chunk file itself (:func:`retrieve_chunk_file`),
+    so the retrieve stage holds no chunk: ``kind: dense`` with ``engine: ray`` and ``index:
+    flat`` (:func:`ragvet.retrieval.dense.streams_chunk_file`), pgvector's owned table with
+    ``engine: ray`` (:func:`ragvet.retrieval.postgres.streams_chunk_file`)."""
+    return kind_for(spec).streams(spec)
+
+
 def retrieve_chunk_file(
-    cases: Sequence[Case], chunks: Path, spec: dict, depth: int, manifests: list[dict]
+    cases: Sequence[Case],
+    chunks: Path,
+    spec: dict,
+    depth: int,
+    manifests: list[dict],
+    latency: dict[str, float] | None = None,
 ) -> tuple[list[RunRow], IdsDigest]:
     """:func:`retrieve` for a retriever that streams the chunk file itself
-    (:func:`ragvet.retrieval.dense.streams_chunk_file`): its rows, each with its ``chunk``
-    number, and the digest of the chunking's sorted ids (the run's numbering)."""
-    rows, numbering = cluster_file_run(sorted(cases, key=lambda c: c.case_id), chunks, spec, depth, manifests)
+    (:func:`streams_chunk_file`): its rows, each with its ``chunk`` number, and the digest of
+    the chunking's sorted ids (the run's numbering). Kinds that time each query put its
+    seconds in ``latency``."""
+    file_run = kind_for(spec).file_run
+    if file_run is None or not streams_chunk_file(spec):
+        raise ValueError(f"a {spec['kind']} retriever of these keys does not stream the chunk file")
+    ordered = sorted(cases, key=lambda c: c.case_id)
+    rows, numbering = file_run(ordered, chunks, spec, depth, manifests, {} if latency is None else latency)
     return _run_order(rows), numbering

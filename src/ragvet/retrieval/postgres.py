@@ -15,7 +15,10 @@ Two modes (``mode``):
     pgvector proposes candidates and ragvet rescores them exactly, as the
     ``dense`` kind rescores faiss's: exact search therefore ranks exactly as
     ``dense`` with ``index: flat`` does. With ``engine: ray`` the vectors are computed on
-    a Ray cluster, as the ``dense`` kind's are (:func:`ragvet.retrieval.dense.run_vectors`).
+    a Ray cluster, as the ``dense`` kind's are (:mod:`ragvet.retrieval.cluster_embedding`),
+    and the table is filled from the stored shards one at a time; the retrieve stage then
+    hands the run the chunk file to stream (:func:`cluster_file_run`), so neither the chunks
+    nor the vectors are ever all in its memory.
 ``existing``
     ragvet queries the team's own table, named with its columns in ``columns``
     (``doc_id``, ``text`` or ``start`` and ``end``, ``embedding``, optionally
@@ -36,26 +39,38 @@ CPU lacks), so that it is never mistaken for a problem with the table.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ragvet.errors import InputError, Problem
-from ragvet.retrieval.dense import SEARCH_MARGIN, TIE_SLACK, run_vectors
+from ragvet.retrieval.chunk_positions import ChunkPass
+from ragvet.retrieval.cluster_embedding import PlannedShard, describe, grid_floats, io_location, load
+from ragvet.retrieval.dense import (
+    SEARCH_MARGIN,
+    TIE_SLACK,
+    embed_questions,
+    embed_run_inputs,
+    stored_manifest,
+    stored_on_cluster,
+)
 from ragvet.retrieval.embedding import EmbeddingCache, embed_texts, exact_scores
 from ragvet.retrieval.passages import PassageLocator
-from ragvet.retrieval.ranking import RunRow, rank_scored
+from ragvet.retrieval.ranking import RunRow, rank_by_metadata, rank_scored
 from ragvet.retrieval.request import Request
 from ragvet.retrieval.specs.dense import dense_settings
 from ragvet.retrieval.specs.pgvector import DISTANCES
 from ragvet.schema import Case, Chunk, Doc
+from ragvet.storage.tables import ChunkMetadata, IdsDigest, chunk_rows_by_id
 
 INSTALL_FIX = "pip install ragvet[pgvector] (this repository: pip install -r requirements-pgvector.lock)"
 
@@ -380,9 +395,18 @@ def _refuse_foreign_table(conn, table: str, spec: dict) -> None:
     raise InputError([Problem(_where(spec), what, fix)])
 
 
-def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray, spec: dict) -> None:
-    """Rebuild ragvet's table (in the caller's transaction), marked as ragvet's, and, for
-    hnsw, its index; a table ragvet did not create is refused (:func:`_refuse_foreign_table`)."""
+def table_metadata(metadata: Mapping[str, Any]) -> str:
+    """A chunk's metadata as the owned table's jsonb holds it: each value as text, as
+    :func:`filter_sql` and :func:`ragvet.schema.matches_filter` compare it; keys sorted."""
+    return json.dumps({key: str(value) for key, value in metadata.items()}, sort_keys=True)
+
+
+TableRow = tuple[int, str, Mapping[str, Any], np.ndarray]  # row_number, chunk_id, metadata, vector
+
+
+def _create_table(conn, table: str, dim: int, spec: dict) -> None:
+    """Rebuild ragvet's table empty (in the caller's transaction), marked as ragvet's; a table
+    ragvet did not create is refused (:func:`_refuse_foreign_table`)."""
     from psycopg import sql  # deferred: the pgvector extra
 
     _refuse_foreign_table(conn, table, spec)
@@ -392,27 +416,50 @@ def _write_table(conn, table: str, chunks: Sequence[Chunk], vectors: np.ndarray,
         sql.SQL(
             "CREATE TABLE {} (row_number integer PRIMARY KEY, chunk_id text NOT NULL, "
             "metadata jsonb NOT NULL, embedding vector({}) NOT NULL)"
-        ).format(name, sql.Literal(int(vectors.shape[1])))
+        ).format(name, sql.Literal(int(dim)))
     )
     conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(name, sql.Literal(OWNED_MARK)))  # no bind in COMMENT
-    copy_sql = sql.SQL("COPY {} (row_number, chunk_id, metadata, embedding) FROM STDIN").format(name)
+
+
+def _copy_rows(conn, table: str, rows: Iterable[TableRow]) -> None:
+    """Append ``rows`` to the table with one COPY: a row is a chunk's number among the
+    chunking's sorted ids (the run's ``chunk``), its id, its metadata and its vector."""
+    from psycopg import sql  # deferred: the pgvector extra
+
+    copy_sql = sql.SQL("COPY {} (row_number, chunk_id, metadata, embedding) FROM STDIN").format(sql.Identifier(table))
     with conn.cursor().copy(copy_sql) as copy:
-        for number, (chunk, vector) in enumerate(zip(chunks, vectors)):
-            metadata = json.dumps({key: str(value) for key, value in chunk.metadata.items()}, sort_keys=True)
-            copy.write_row((number, chunk.chunk_id, metadata, vector))
+        for number, chunk_id, metadata, vector in rows:
+            copy.write_row((number, chunk_id, table_metadata(metadata), vector))
+
+
+def _index_table(conn, table: str, spec: dict) -> None:
+    """For ``index: hnsw``, the filled table's HNSW index and this transaction's search settings."""
+    from psycopg import sql  # deferred: the pgvector extra
+
     if spec.get("index", "exact") == "hnsw":
         m, build = int(spec.get("hnsw_m", 16)), int(spec.get("ef_construction", 64))
         conn.execute(
             sql.SQL(
                 "CREATE INDEX ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
-            ).format(name, sql.Literal(m), sql.Literal(build))
+            ).format(sql.Identifier(table), sql.Literal(m), sql.Literal(build))
         )
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(spec.get("ef_search", 40))),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")  # filtered cases keep depth
 
 
-def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.ndarray, depth: int) -> np.ndarray:
-    """Row numbers that hold the case's top ``depth`` by exact score and any tie at the cut.
+class Candidate(NamedTuple):
+    """A row of the owned table a case's query returned, and its float32 inner product."""
+
+    number: int
+    chunk_id: str
+    metadata: dict[str, Any]
+    vector: np.ndarray
+    distance: float
+
+
+def _candidates(conn, table: str, query: np.ndarray, case: Case, depth: int) -> list[Candidate]:
+    """Rows that hold the case's top ``depth`` by exact score and any tie at the cut, each
+    with what rescoring and ranking it needs: its vector and its metadata.
 
     pgvector's inner product is float32; as with faiss, it is asked for
     ``depth + SEARCH_MARGIN`` rows, and for twice as many while the last one could
@@ -421,19 +468,46 @@ def _candidates(conn, table: str, query: np.ndarray, case: Case, passages: np.nd
     from psycopg import sql  # deferred: the pgvector extra
 
     where, params = filter_sql(case.filter, "metadata")
-    statement = sql.SQL("SELECT row_number, embedding <#> %s AS d FROM {} WHERE {} ORDER BY d LIMIT %s").format(
-        sql.Identifier(table), where
-    )
+    statement = sql.SQL(
+        "SELECT row_number, chunk_id, metadata, embedding, embedding <#> %s AS d FROM {} WHERE {} ORDER BY d LIMIT %s"
+    ).format(sql.Identifier(table), where)
     k = depth + SEARCH_MARGIN
     while True:
-        rows = conn.execute(statement, [query, *params, k]).fetchall()
-        ids = np.asarray([row[0] for row in rows], dtype=np.int64)
-        if len(ids) < k or depth <= 0:
-            return ids
-        cut = np.sort(exact_scores(passages[ids], query))[::-1][min(depth, len(ids)) - 1]
-        if -rows[-1][1] < cut - TIE_SLACK:
-            return ids
+        rows = conn.execute(statement, [query, *params, k], binary=True).fetchall()  # float32 bits as stored
+        found = [
+            Candidate(number, chunk_id, metadata, vector.to_numpy(), d)
+            for number, chunk_id, metadata, vector, d in rows
+        ]
+        if len(found) < k or depth <= 0:
+            return found
+        cut = np.sort(_rescored(found, query))[::-1][min(depth, len(found)) - 1]
+        if -found[-1].distance < cut - TIE_SLACK:
+            return found
         k *= 2
+
+
+def _rescored(found: Sequence[Candidate], query: np.ndarray) -> np.ndarray:
+    """The candidates' exact scores, from the vectors the table returned: pgvector keeps float32,
+    in which a grid vector (``k / 2**14``) is exact, so they are the scores of the vectors written."""
+    return exact_scores(np.stack([c.vector for c in found]), query) if found else np.zeros(0)
+
+
+def _searched(
+    conn, table: str, cases: Sequence[Case], queries: np.ndarray, depth: int, latency: dict[str, float]
+) -> list[RunRow]:
+    """Each case's candidates (:func:`_candidates`) rescored exactly and ranked as every kind
+    ranks (:func:`ragvet.retrieval.ranking.rank_by_metadata`), each row with its ``chunk``
+    number (the table's row_number); each case's query and rescoring timed into ``latency``."""
+    rows: list[RunRow] = []
+    for case, query in zip(cases, queries):
+        started = time.perf_counter()
+        found = _candidates(conn, table, query, case, depth)
+        scored = {c.chunk_id: float(score) for c, score in zip(found, _rescored(found, query))}
+        ranked = rank_by_metadata(case, scored, {c.chunk_id: c.metadata for c in found}, depth)
+        number = {c.chunk_id: c.number for c in found}
+        rows.extend({**row, "chunk": number[row["chunk_id"]]} for row in ranked)
+        latency[case.case_id] = time.perf_counter() - started
+    return rows
 
 
 def owned_run(
@@ -446,24 +520,103 @@ def owned_run(
 ) -> list[RunRow]:
     """Write the chunking's vectors into ragvet's table and search it, case by case,
     timing each case's query (with its exact rescoring) into ``latency``. With ``engine:
-    ray`` the vectors are computed on the cluster and read back here to fill the table."""
+    ray`` the vectors are computed on the cluster and the table filled from its shards
+    (:func:`cluster_owned_search`)."""
     settings = dense_settings(spec)
     chunks = sorted(chunks, key=lambda c: c.chunk_id)
     if not chunks or not cases:
         return []
-    passages, queries = run_vectors(chunks, cases, settings, manifests)
-    chunk_by_id = {chunk.chunk_id: chunk for chunk in chunks}
-    rows: list[RunRow] = []
-    with connect(spec) as conn:
-        _write_table(conn, spec["table"], chunks, passages, spec)
-        for case, query in zip(cases, queries):
-            started = time.perf_counter()
-            ids = _candidates(conn, spec["table"], query, case, passages, depth)
-            scores = exact_scores(passages[ids], query) if len(ids) else np.zeros(0)
-            scored = {chunks[i].chunk_id: float(s) for i, s in zip(ids, scores)}
-            rows.extend(rank_scored(case, scored, chunk_by_id, depth))
-            latency[case.case_id] = time.perf_counter() - started
+    if settings["engine"] == "ray":
+        metadata = {chunk.chunk_id: chunk.metadata for chunk in chunks}
+        pairs = ((chunk.chunk_id, chunk.text) for chunk in chunks)
+        rows = cluster_owned_search(cases, pairs, metadata.__getitem__, spec, depth, latency, manifests)
+    else:
+        passages, queries = embed_run_inputs(chunks, cases, settings)
+        table_rows = zip(itertools.count(), [c.chunk_id for c in chunks], [c.metadata for c in chunks], passages)
+        with connect(spec) as conn:
+            _create_table(conn, spec["table"], passages.shape[1], spec)
+            _copy_rows(conn, spec["table"], table_rows)
+            _index_table(conn, spec["table"], spec)
+            rows = _searched(conn, spec["table"], cases, queries, depth, latency)
+    for row in rows:  # chunks held here are numbered by their list
+        del row["chunk"]
     return rows
+
+
+def cluster_owned_search(
+    cases: Sequence[Case],
+    pairs: Iterable[tuple[str, str]],
+    metadata_of: Callable[[str], Mapping[str, Any]],
+    spec: dict,
+    depth: int,
+    latency: dict[str, float],
+    manifests: list[dict],
+) -> list[RunRow]:
+    """``engine: ray``: the ``(chunk_id, text)`` ``pairs`` (in chunk_id order) stored on the
+    cluster as shards, the table filled from them a shard at a time (:func:`_fill_from_shards`)
+    and searched, each row with its ``chunk`` number. The driver never holds the passage
+    vectors: one shard's at a time, on their way to the table."""
+    settings = dense_settings(spec)
+    _, shards, fingerprint = stored_on_cluster(pairs, settings)
+    queries = embed_questions(cases, settings)
+    with connect(spec) as conn:
+        records = _fill_from_shards(conn, spec, shards, io_location(settings["vectors"]), metadata_of)
+        manifests.append(stored_manifest(shards, records, settings, fingerprint))  # a wrong shard: rolled back
+        _index_table(conn, spec["table"], spec)
+        return _searched(conn, spec["table"], cases, queries, depth, latency)
+
+
+def _fill_from_shards(
+    conn, spec: dict, shards: Sequence[PlannedShard], location: str, metadata_of: Callable[[str], Mapping[str, Any]]
+) -> list[dict]:
+    """Rebuild the table from the stored shards in plan (chunk_id) order, each read, described
+    and copied in turn with its chunks' ``metadata_of``: the rows, numbers and values of a
+    table filled from every vector at once. Returns the shards' records for the manifest,
+    which names a shard that is missing or holds other chunks than planned: from the first
+    such shard on, shards are described, not copied."""
+    records: list[dict] = []
+    number, whole = 0, True
+    for shard in shards:
+        record, ids, grid = describe(shard.name, load(location, shard.name))
+        records.append(record)
+        whole = whole and record["ids"] == shard.ids
+        if not whole:
+            continue
+        if number == 0:
+            _create_table(conn, spec["table"], grid.shape[1], spec)
+        _copy_rows(conn, spec["table"], zip(itertools.count(number), ids, map(metadata_of, ids), grid_floats(grid)))
+        number += len(ids)
+    return records
+
+
+def streams_chunk_file(spec: dict) -> bool:
+    """Whether the pgvector ``spec`` reads the chunk file itself (:func:`cluster_file_run`), so
+    the retrieve stage holds no chunk: an owned table with ``engine: ray``."""
+    return spec.get("mode", "owned") == "owned" and dense_settings(spec)["engine"] == "ray"
+
+
+def cluster_file_run(
+    cases: Sequence[Case], path: Path, spec: dict, depth: int, manifests: list[dict], latency: dict[str, float]
+) -> tuple[list[RunRow], IdsDigest]:
+    """:func:`cluster_owned_search` over a chunk file streamed in chunk_id order
+    (:func:`ragvet.storage.tables.chunk_rows_by_id`), counted on the way
+    (:class:`ragvet.retrieval.chunk_positions.ChunkPass`); returns the rows, each with its
+    ``chunk`` number, and the digest of the sorted chunk ids.
+
+    What the driver holds per chunk: nothing the chunking's size multiplies. The vectors stay
+    on the cluster until their shard is copied; the metadata is read from the file as the
+    shards are copied (:class:`ragvet.storage.tables.ChunkMetadata`: about a document's chunks
+    held at a time); a case's candidates come from the table with their vectors and metadata."""
+    tally = ChunkPass(0, str(path))
+    pairs = tally.pairs_to_search(chunk_rows_by_id(path), bool(cases))
+    if pairs is None:
+        return [], tally.ids
+    metadata = ChunkMetadata(path)
+    try:
+        rows = cluster_owned_search(cases, pairs, metadata.take, spec, depth, latency, manifests)
+    finally:
+        metadata.close()
+    return rows, tally.ids
 
 
 # --- existing mode ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ragvet.schema import Case, Chunk, matches_filter
+from ragvet.schema import Case, Chunk, Scalar, matches_filter
 
 SCORE_PLACES = 6
 
@@ -22,9 +22,14 @@ RunRow = dict[str, Any]
 
 def allowed_mask(case: Case, chunks: Sequence[Chunk]) -> np.ndarray:
     """Which chunks the case's metadata filter admits (all, when it has none)."""
+    return filter_mask(case, [chunk.metadata for chunk in chunks])
+
+
+def filter_mask(case: Case, metadata: Sequence[dict[str, Scalar]]) -> np.ndarray:
+    """Which of the chunks whose ``metadata`` is given the case's filter admits (all, when it has none)."""
     if not case.filter:
-        return np.ones(len(chunks), dtype=bool)
-    return np.array([matches_filter(chunk.metadata, case.filter) for chunk in chunks], dtype=bool)
+        return np.ones(len(metadata), dtype=bool)
+    return np.array([matches_filter(one, case.filter) for one in metadata], dtype=bool)
 
 
 def rounded_scores(scores: np.ndarray) -> np.ndarray:
@@ -74,10 +79,18 @@ def top_ranked(
 def rank_scored(case: Case, scored: Mapping[str, float], chunk_by_id: Mapping[str, Chunk], depth: int) -> list[RunRow]:
     """Rank a case's scored candidates (from fusion, a reranker, a plugin or a run
     file) with the same rounding, tie-breaking and metadata filter as every kind."""
+    return rank_by_metadata(case, scored, {chunk_id: chunk_by_id[chunk_id].metadata for chunk_id in scored}, depth)
+
+
+def rank_by_metadata(
+    case: Case, scored: Mapping[str, float], metadata: Mapping[str, dict[str, Scalar]], depth: int
+) -> list[RunRow]:
+    """:func:`rank_scored` given only each candidate's ``metadata`` (what a filter reads), for
+    a search whose candidates come with it rather than as :class:`Chunk` objects."""
     ids = sorted(scored)
-    candidates = [chunk_by_id[chunk_id] for chunk_id in ids]
     scores = np.array([scored[chunk_id] for chunk_id in ids], dtype=np.float64)
-    return top_ranked(case.case_id, scores, allowed_mask(case, candidates), ids, depth, min_score=None)
+    allowed = filter_mask(case, [metadata[chunk_id] for chunk_id in ids])
+    return top_ranked(case.case_id, scores, allowed, ids, depth, min_score=None)
 
 
 def by_case(rows: Sequence[RunRow]) -> dict[str, list[RunRow]]:

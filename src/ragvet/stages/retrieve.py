@@ -10,8 +10,7 @@ import typer
 from ragvet.errors import user_errors
 from ragvet.inputs.params import fill_path, stage_key, stage_params
 from ragvet.measures.latency import latency_figures, machine_fingerprint
-from ragvet.retrieval.dense import streams_chunk_file
-from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file
+from ragvet.retrieval.kinds import retrieve, retrieve_chunk_file, streams_chunk_file
 from ragvet.retrieval.passages import is_foreign
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.files import write_json
@@ -46,7 +45,7 @@ def main(
     manifests: list[dict] = []
     if streams_chunk_file(spec):  # the chunk file streamed by the search: no chunk held here
         started = time.perf_counter()
-        rows, chunk_ids = retrieve_chunk_file(all_cases, chunks, spec, settings["depth"], manifests)
+        rows, chunk_ids = retrieve_chunk_file(all_cases, chunks, spec, settings["depth"], manifests, timed)
         foreign = False
     else:
         # bm25 reads the chunks as columns (a million Chunk objects would not fit beside its index)

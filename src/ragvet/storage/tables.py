@@ -196,6 +196,58 @@ def _without_token_starts(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def chunk_metadata(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The ``(chunk_id, metadata)`` of each chunk row of a chunk file, in the file's order, one
+    line read at a time (``{}`` for a row without metadata, as :meth:`Chunk.from_row` reads it);
+    a line that is no chunk row or whose metadata is no mapping is an error naming its line."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield _id_and_metadata(line, f"{path}:{number}")
+
+
+def _id_and_metadata(line: bytes, where: str) -> tuple[str, dict[str, Any]]:
+    """A chunk row's id and metadata mapping; anything else an error at ``where``."""
+    try:
+        row = orjson.loads(line)
+        metadata = row.get("metadata") or {}
+        chunk_id = str(row["chunk_id"])
+    except (orjson.JSONDecodeError, KeyError, AttributeError):
+        metadata = None
+    if not isinstance(metadata, dict):
+        what = "not a chunk row with chunk_id and a metadata mapping"
+        raise InputError([Problem(where, what, "re-run the chunk stage")])
+    return chunk_id, metadata
+
+
+class ChunkMetadata:
+    """The metadata of a chunk file's chunks, each taken once, in an order near the file's (chunk_id
+    order: the file is the chunk stage's, in (doc_id, ordinal) order): the file is read forward as
+    far as the chunk asked for, and the metadata of the chunks read on the way is held until they
+    are asked for. Taken in chunk_id order, it holds about one document's chunks at a time, not
+    the chunking's: ``d#10`` is asked for before ``d#2``, so ``d#2`` to ``d#9`` wait (a file far
+    from chunk_id order makes it hold more, up to every chunk's metadata)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows = chunk_metadata(path)
+        self.held: dict[str, dict[str, Any]] = {}
+
+    def take(self, chunk_id: str) -> dict[str, Any]:
+        """The metadata of ``chunk_id``; a chunk the rest of the file does not hold is an error."""
+        while chunk_id not in self.held:
+            found = next(self.rows, None)
+            if found is None:
+                what = f"chunk {chunk_id!r} is not in the file any more: it changed while it was read"
+                raise InputError([Problem(str(self.path), what, "run the stage again once the chunk stage is done")])
+            self.held[found[0]] = found[1]
+        return self.held.pop(chunk_id)
+
+    def close(self) -> None:
+        """Close the file (a generator left open keeps it until it is collected)."""
+        self.rows.close()
+
+
 def read_chunk_texts(path: Path) -> ChunkTexts:
     """The chunk ids, texts and metadata BM25 reads, one line at a time, without a
     :class:`Chunk` per row (a million of them with their metadata dicts cost a
