@@ -123,6 +123,37 @@ def case_batches(
         yield held
 
 
+def in_case_order(source: Path, where: str) -> bool:
+    """Whether a ranking's cases come in ascending case-id order, each case's rows together,
+    as :func:`case_batches` needs them: so when the retrieve stage numbered it
+    (:func:`numbering`; it writes its runs sorted), else as a pass over its case ids finds."""
+    if numbering(source) is not None:
+        return True
+    last = None
+    for frame in parquet_slices(source, BATCH_ROWS, ["case_id"], where):
+        ids = frame["case_id"].cast(pl.String)
+        if _out_of_order(ids, last) is not None:
+            return False
+        last = ids[-1] if len(ids) else last
+    return True
+
+
+def case_ordered(source: Path, target: Path, columns: Sequence[str], where: str) -> Path:
+    """``source`` when its cases come in order (:func:`in_case_order`), else its ``columns``
+    sorted by case id into ``target``: a run another tool wrote in some other order. That
+    sort holds the table whole, which a run in case order never needs."""
+    if in_case_order(source, where):
+        return source
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        scan = pl.scan_parquet(source).select(columns).with_columns(pl.col("case_id").cast(pl.String))
+        scan.sort("case_id", maintain_order=True).sink_parquet(target)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError([Problem(where, f"cannot be sorted by case id ({first})", ORDER_FIX)]) from None
+    return target
+
+
 def numbered_batches(
     source: Path | bytes, where: str, columns: Sequence[str] = NUMBERED_COLUMNS
 ) -> Iterator[pl.DataFrame]:
