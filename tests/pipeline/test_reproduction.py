@@ -361,19 +361,23 @@ def test_verify_refuses_a_commit_whose_summary_its_per_case_table_does_not_give(
 TIE, CHANGED = "q03", "q07"  # a near tie, and a real change of ranking and row
 
 
-def ranked(case_id: str, scores: tuple[float, ...], chunks: str = "abc") -> list[dict]:
+def ranked(
+    case_id: str, scores: tuple[float, ...], chunks: str = "abc", ranks: tuple[int, ...] = (1, 2, 3)
+) -> list[dict]:
+    """Run rows of one case: ``chunks`` with their ``scores`` and ``ranks``, in that row order."""
     return [
         {"case_id": case_id, "rank": rank, "chunk_id": f"{case_id}-{chunk}", "score": score}
-        for rank, (chunk, score) in enumerate(zip(chunks, scores, strict=True), 1)
+        for rank, chunk, score in zip(ranks, chunks, scores, strict=True)
     ]
 
 
 def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
     """A commit of results by hand (26 cases, each ranking three chunks), their figures what the
     table gives; then a work tree recomputed with float noise (every score +3e-5), a near tie
-    (TIE's second and third chunks, 5e-5 apart, swap), a real change (CHANGED's top two chunks
-    swap, and its row moves), q24 dropped, q99 added, and a forged eval recall@5 in its summary;
-    its run's rows in reverse case order when ``reverse`` (not as the retrieve stage writes them)."""
+    (TIE's second and third chunks, 5e-5 apart, swap ranks, their rows left in place), a real
+    change (CHANGED's top two chunks swap, and its row moves), q24 dropped, q99 added, and a
+    forged eval recall@5 in its summary; its run's rows in reverse case order when ``reverse``
+    (not as the retrieve stage writes them)."""
     rows = scored_rows()
     for folder in ("metrics/cases", "metrics/slices", "data/runs"):
         (repo / folder).mkdir(parents=True, exist_ok=True)
@@ -409,7 +413,7 @@ def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
     for row in moved:
         case_id = row["case_id"]
         if case_id == TIE:
-            recomputed += ranked(case_id, (0.90003, 0.50002, 0.50001), "acb")
+            recomputed += ranked(case_id, (0.90003, 0.50001, 0.50002), ranks=(1, 3, 2))  # c above b, rows a b c
         elif case_id == CHANGED:
             recomputed += ranked(case_id, (0.90003, 0.50003, 0.10003), "bac")
         else:

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import yaml
 
@@ -351,11 +352,16 @@ def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, 
 
 
 def _in_ranking_order(run: pl.DataFrame) -> pl.DataFrame:
-    """Run rows in each case's ranking order as :func:`rankings` sorts them (rank, then
-    chunk id), scores as floats, with each row's ``position`` in its case."""
+    """Run rows (a batch of whole cases in case-id order) in each case's ranking order as
+    :func:`rankings` sorts them (rank, then chunk id), scores as floats, with each row's
+    ``position`` in its case. A run as the retrieve stage writes it, each case's ranks
+    ascending, is in that order already, and is not sorted."""
     ordered = run.select(RUN_COLUMNS).with_columns(pl.col("chunk_id").cast(pl.String), pl.col("score").cast(pl.Float64))
-    ordered = ordered.sort("case_id", "rank", "chunk_id", "score")
-    return ordered.with_columns(position=pl.Series(positions_in_case(ordered["case_id"].rle_id().to_numpy())))
+    case, rank = ordered["case_id"].rle_id().to_numpy(), ordered["rank"].to_numpy()
+    if not ((np.diff(case) > 0) | (np.diff(rank) > 0)).all():  # a rank repeated, missing or out of order
+        ordered = ordered.sort("case_id", "rank", "chunk_id", "score")
+        case = ordered["case_id"].rle_id().to_numpy()
+    return ordered.with_columns(position=pl.Series(positions_in_case(case)))
 
 
 def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
@@ -364,7 +370,10 @@ def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon:
     chunks at the same positions, each chunk once, every score within ``epsilon``. A case
     with a missing rank or score, or a NaN, is left out for the kernel."""
     a, b = _in_ranking_order(committed), _in_ranking_order(recomputed)
-    joined = a.join(b, on=["case_id", "position"], how="full", coalesce=True, suffix="~")
+    if a["case_id"].equals(b["case_id"]):  # the same cases, as many chunks each (the usual case): paired by row
+        joined = a.with_columns(b.select(pl.col("rank", "chunk_id", "score").name.suffix("~")))
+    else:
+        joined = a.join(b, on=["case_id", "position"], how="full", coalesce=True, suffix="~")
     delta = (pl.col("score") - pl.col("score~")).abs()
     clean = pl.all_horizontal(pl.col("rank", "rank~", "score", "score~").is_not_null()) & ~delta.is_nan()
     per_case = joined.group_by("case_id").agg(
