@@ -71,9 +71,10 @@ import yaml
 
 from ragvet.errors import InputError
 from ragvet.gating.baselines import Revision, fetch_file, fetched, tables_at
-from ragvet.gating.compare import TABLE_BATCH_ROWS, table_batches
+from ragvet.gating.compare import table_batches
 from ragvet.measures.summary import Summaries, config_summary, summaries
 from ragvet.settings import Budget
+from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import dumps
 from ragvet.storage.rankings import case_batches, case_ordered, paired_batches, positions_in_case
 from ragvet.storage.results import cases_dir, in_id_order, per_case_path, read_results, result_rows
@@ -88,6 +89,9 @@ EPSILON = 1e-4
 SCORE_FIELDS = ("top1_score",)  # the per-case fields that are retriever scores, not ranks
 RUN_COLUMNS = ("case_id", "rank", "chunk_id", "score")
 SHOWN_CASES = 100  # near-tie and differing cases named per configuration; the rest are counted
+# Per-case rows read at once: a row group as evaluate writes them. A batch of a run holds about
+# 10,000 cases, so the tables' batches wait for it, and a larger read would only be held longer.
+TABLE_ROWS = ROW_GROUP_ROWS
 
 
 @dataclass
@@ -369,11 +373,8 @@ def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon:
     nor reordered, with their largest score move, told by comparing columns: the same
     chunks at the same positions, each chunk once, every score within ``epsilon``. A case
     with a missing rank or score, or a NaN, is left out for the kernel."""
-    a, b = _in_ranking_order(committed), _in_ranking_order(recomputed)
-    if a["case_id"].equals(b["case_id"]):  # the same cases, as many chunks each (the usual case): paired by row
-        joined = a.with_columns(b.select(pl.col("rank", "chunk_id", "score").name.suffix("~")))
-    else:
-        joined = a.join(b, on=["case_id", "position"], how="full", coalesce=True, suffix="~")
+    a, b = _same_lengths(_in_ranking_order(committed), _in_ranking_order(recomputed))
+    joined = a.with_columns(b.select(pl.col("rank", "chunk_id", "score").name.suffix("~")))
     delta = (pl.col("score") - pl.col("score~")).abs()
     clean = pl.all_horizontal(pl.col("rank", "rank~", "score", "score~").is_not_null()) & ~delta.is_nan()
     per_case = joined.group_by("case_id").agg(
@@ -383,6 +384,18 @@ def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon:
     )
     found = per_case.filter(pl.col("same") & pl.col("once") & (pl.col("move") <= epsilon))
     return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+
+
+def _same_lengths(committed: pl.DataFrame, recomputed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of the cases both runs rank as many chunks for, which pair row by row: the
+    other cases' rankings differ in length, so none of them is unmoved. Two runs of the
+    same cases and depth (the usual case) are kept as they are."""
+    if committed["case_id"].equals(recomputed["case_id"]):
+        return committed, recomputed
+    lengths = [run.group_by("case_id").len() for run in (committed, recomputed)]
+    kept = lengths[0].join(lengths[1], on="case_id").filter(pl.col("len") == pl.col("len_right"))["case_id"]
+    wanted = pl.col("case_id").is_in(kept.to_list())
+    return committed.filter(wanted), recomputed.filter(wanted)
 
 
 def _ranking_judge(
@@ -582,7 +595,7 @@ def verify_results(
     and each side's summary and slice table against its own per-case table (``settings``:
     the work tree's params; the committed side is checked under its own). The revision's
     files are fetched into a temporary folder, and every table and run is read ``rows``
-    at a time (by default :data:`ragvet.gating.compare.TABLE_BATCH_ROWS` of a table,
+    at a time (by default :data:`TABLE_ROWS` of a table,
     :data:`ragvet.storage.rankings.BATCH_ROWS` of a run): the verdict never depends on it."""
     with fetched(against) as revision:
         assert revision is not None
@@ -663,7 +676,7 @@ def _compared(
     in one pass over both per-case tables and, with both, both runs: their batches paired
     by case id (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
     present = [side for side, path in enumerate(tables) if path is not None]
-    streams = [table_batches(path, None, rows or TABLE_BATCH_ROWS) for path in tables if path is not None]
+    streams = [table_batches(path, None, rows or TABLE_ROWS) for path in tables if path is not None]
     paired, ranked = len(present) == 2, len(present) == 2 and runs is not None
     streams += [case_batches(path, str(path), RUN_COLUMNS, rows=rows) for path in runs or ()] if ranked else []
     comparison = CaseComparison(ranked)
