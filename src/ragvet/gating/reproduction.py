@@ -233,11 +233,8 @@ class CaseComparison:
         def rows_of(case_id: str) -> tuple[list[str], float]:
             return row_differences(before[case_id], after[case_id], self.epsilon)
 
-        def ranking_of(case_id: str) -> RankingOutcome:
-            assert runs is not None
-            return ranking_outcome(runs[0].get(case_id, []), runs[1].get(case_id, []), self.epsilon)
-
-        self._judge(before.keys(), after.keys(), rows_of, ranking_of if runs is not None else None)
+        ranking_of = None if runs is None else _kernel_judge(*runs, self.epsilon)
+        self._judge(before.keys(), after.keys(), rows_of, ranking_of)
         return self
 
     def add_frames(
@@ -398,6 +395,18 @@ def _same_lengths(committed: pl.DataFrame, recomputed: pl.DataFrame) -> tuple[pl
     return committed.filter(wanted), recomputed.filter(wanted)
 
 
+def _kernel_judge(
+    committed: Mapping[str, Ranking], recomputed: Mapping[str, Ranking], epsilon: float
+) -> Callable[[str], RankingOutcome]:
+    """Each case's :func:`ranking_outcome` from the two runs' rankings by case id (a case
+    a run lacks ranks nothing there)."""
+
+    def judge(case_id: str) -> RankingOutcome:
+        return ranking_outcome(committed.get(case_id, []), recomputed.get(case_id, []), epsilon)
+
+    return judge
+
+
 def _ranking_judge(
     committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float
 ) -> Callable[[str], RankingOutcome]:
@@ -405,12 +414,11 @@ def _ranking_judge(
     (:func:`unmoved_rankings`) from their columns, the others through the kernel."""
     unmoved = unmoved_rankings(committed, recomputed, epsilon)
     rest = [rankings_frame(run.filter(~pl.col("case_id").is_in(list(unmoved)))) for run in (committed, recomputed)]
+    kernel = _kernel_judge(*rest, epsilon)
 
     def judge(case_id: str) -> RankingOutcome:
         move = unmoved.get(case_id)
-        if move is not None:
-            return None, False, move
-        return ranking_outcome(rest[0].get(case_id, []), rest[1].get(case_id, []), epsilon)
+        return (None, False, move) if move is not None else kernel(case_id)
 
     return judge
 
