@@ -553,7 +553,9 @@ class SideFigures:
         return f"{self.label}{_figure_path(kind, self.config)}"
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Add the next batch of the side's per-case table."""
+        """Add the next batch of the side's per-case table (nothing to add up without files to check)."""
+        if not self.kinds:
+            return
         if self.whole is not None:
             self.whole.append(frame)
         else:
