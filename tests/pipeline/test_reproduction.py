@@ -17,6 +17,7 @@ from repos import ROOT, commit_all, copy_repo, edit_params, ragvet, sh, untune
 
 from ragvet.gating.reproduction import (
     EPSILON,
+    RUN_COLUMNS,
     CaseComparison,
     check_config,
     ranking_difference,
@@ -32,6 +33,7 @@ from ragvet.project import template_text
 from ragvet.settings import Budget
 from ragvet.storage import results
 from ragvet.storage.files import dumps
+from ragvet.storage.rankings import case_batches
 
 ROW = {
     "case_id": "q1",
@@ -482,3 +484,13 @@ def test_named_cases_stop_at_the_cap_and_the_rest_are_counted():
     lines = render([tied], "HEAD").splitlines()
     assert lines[0].startswith("reproduced c: 5 cases, identical rankings at every k except 5 near-tie case(s)")
     assert lines[1:4] == ["  near tie: q0", "  near tie: q1", "  and 3 more near-tie case(s)"]
+
+
+def test_a_runs_ids_stored_as_categories_are_read_as_text(tmp_path):
+    """The retrieve stage stores ids as categories; verify reads them as strings, since polars
+    keeps every category it decodes for the whole process (a gigabyte at ten million cases)."""
+    run = pl.DataFrame(ranked("q1", (0.9, 0.5, 0.1)) + ranked("q2", (0.8, 0.4, 0.2)))
+    run.with_columns(pl.col("case_id", "chunk_id").cast(pl.Categorical)).write_parquet(tmp_path / "run.parquet")
+    (batch,) = case_batches(tmp_path / "run.parquet", "run", RUN_COLUMNS)
+    assert (batch.schema["case_id"], batch.schema["chunk_id"]) == (pl.String, pl.String)
+    assert batch.equals(run)
