@@ -491,6 +491,6 @@ def test_a_runs_ids_stored_as_categories_are_read_as_text(tmp_path):
     keeps every category it decodes for the whole process (a gigabyte at ten million cases)."""
     run = pl.DataFrame(ranked("q1", (0.9, 0.5, 0.1)) + ranked("q2", (0.8, 0.4, 0.2)))
     run.with_columns(pl.col("case_id", "chunk_id").cast(pl.Categorical)).write_parquet(tmp_path / "run.parquet")
-    (batch,) = case_batches(tmp_path / "run.parquet", "run", RUN_COLUMNS)
+    batch = pl.concat(case_batches(tmp_path / "run.parquet", "run", RUN_COLUMNS))
     assert (batch.schema["case_id"], batch.schema["chunk_id"]) == (pl.String, pl.String)
     assert batch.equals(run)
