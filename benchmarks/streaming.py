@@ -35,7 +35,12 @@ At the ``--gate-sizes``, the verdict and the report against a moved baseline
 HEAD~1`` in a git repository whose previous commit holds the moved baseline's results and
 whose last the evaluate stage's (:func:`against_repo`), the tables committed to git or
 tracked by DVC, each timed beside the gate against the committed baseline folder in the
-same run: their ``gate.json`` must be the same bytes, or the benchmark stops.
+same run: their ``gate.json`` must be the same bytes, or the benchmark stops. At the
+``--verify-sizes``, ``ragvet verify --against HEAD`` in a repository whose HEAD holds the
+evaluate stage's results and run and whose work tree those recomputed with float noise, two
+near ties, two real swaps and a dropped case (:func:`verify_repo`, under ``--verify-root``),
+with this interpreter and each of ``--verify-python`` (another checkout's): the same output,
+or the benchmark stops.
 """
 
 from __future__ import annotations
@@ -426,6 +431,99 @@ def against_commands(folder: Path) -> dict[str, tuple[list[str], Path]]:
     return {**commands, "gate (baseline folder)": (folder_gate, against_repo(folder, "git"))}
 
 
+NOISE = 3e-5  # what --verify-sizes' recomputation moves every score by: float noise, within verify's 1e-4
+
+
+def verify_cases(n_cases: int) -> dict[str, list[int]]:
+    """The cases :func:`verify_repo` changes, by what it does to them: two near ties, two
+    real swaps, and one case the recomputation drops."""
+    half = n_cases // 2
+    return {"tie": [3, half + 3], "swap": [7, half + 7], "dropped": [n_cases // 3]}
+
+
+def _rewritten_run(source: Path, target: Path, change) -> None:
+    """``source`` (a retrieve stage's run) rewritten a batch of a million rows at a time by
+    ``change`` (a frame to a frame), its schema and metadata (the ids' numbering) kept."""
+    import polars as pl
+    import pyarrow.parquet as parquet
+
+    reader = parquet.ParquetFile(source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with parquet.ParquetWriter(target, reader.schema_arrow, compression="zstd") as writer:
+        for batch in reader.iter_batches(batch_size=CASES_PER_GROUP * 100):
+            frame = change(pl.from_arrow(batch))
+            writer.write_table(frame.to_arrow().cast(reader.schema_arrow))
+
+
+def verify_repo(folder: Path, root: Path) -> Path:
+    """A git repository (``<root>/<folder's name>``, built once) for ``ragvet verify --against
+    HEAD``: HEAD commits the evaluate stage's results (summary, per-case table, slices) and
+    its run, that run tracked by DVC as the pipeline keeps runs, with the second chunk of
+    each "tie" case (:func:`verify_cases`) scored 1e-4 below the first; the work tree holds
+    that run recomputed: every score moved by :data:`NOISE`, the first two chunks of the
+    "tie" cases (a near tie) and of the "swap" cases (a real change) swapped, the "dropped"
+    case gone, and the per-case table with the same noise on its top-1 scores and without
+    that case, beside the committed summary and slices (which no longer match it)."""
+    import polars as pl
+    import yaml
+
+    from ragvet.project import template_text
+    from ragvet.storage.results import write_result_batches
+
+    repo, out, changed = root / folder.name, folder / "out", verify_cases(int(folder.name.split("x")[0]))
+    if (repo / ".git").is_dir():
+        return repo
+    (repo / "metrics" / "cases").mkdir(parents=True)
+    (repo / "metrics" / "slices").mkdir()
+    dvc = str(Path(sys.executable).parent / "dvc")
+
+    def run(*args: str) -> None:
+        subprocess.run(args, cwd=repo, check=True, capture_output=True)
+
+    def ids(name: str) -> list[str]:
+        return [case_id(n) for n in changed[name]]
+
+    def committed(frame: pl.DataFrame) -> pl.DataFrame:
+        tie = pl.col("case_id").cast(pl.String).is_in(ids("tie")) & (pl.col("rank") == 2)
+        return frame.with_columns(pl.when(tie).then(pl.col("score").max().over("case_id") - 1e-4).otherwise("score"))
+
+    def recomputed(frame: pl.DataFrame) -> pl.DataFrame:
+        swapped = pl.col("case_id").cast(pl.String).is_in(ids("tie") + ids("swap"))
+        rank = pl.when(swapped & (pl.col("rank") <= 2)).then(3 - pl.col("rank")).otherwise("rank").alias("rank")
+        kept = frame.filter(~pl.col("case_id").cast(pl.String).is_in(ids("dropped")))
+        return kept.with_columns(rank.cast(pl.Int32), pl.col("score") + NOISE)
+
+    run("git", "init", "-q", "-b", "main")
+    run(dvc, "init", "-q")
+    bundled = yaml.safe_load(template_text("params.yaml"))
+    params = {key: bundled[key] for key in ("depth", "split")} | json.loads((folder.parent / "params.yaml").read_text())
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))  # the sections verify requires, the benchmark's own
+    (repo / "metrics" / "bench.json").write_bytes((out / "bench.json").read_bytes())
+    (repo / "metrics" / "slices" / "bench.json").write_bytes((out / "slices" / "bench.json").read_bytes())
+    (repo / "metrics" / "cases" / "bench.parquet").write_bytes((out / "cases" / "bench.parquet").read_bytes())
+    _rewritten_run(folder / "run.parquet", repo / "data" / "runs" / "bench.parquet", committed)
+    run(dvc, "add", "-q", "data/runs")
+    run("git", "add", "-A")
+    run("git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "results")
+    runs = repo / "data" / "runs" / "bench.parquet"
+    _rewritten_run(runs, runs.with_suffix(".new"), recomputed)
+    runs.with_suffix(".new").replace(runs)
+
+    def noisy():
+        table = pl.scan_parquet(out / "cases" / "bench.parquet").filter(~pl.col("case_id").is_in(ids("dropped")))
+        for frame in table.collect_batches(chunk_size=CASE_GROUP):
+            yield frame.with_columns(pl.col("top1_score") + NOISE)
+
+    write_result_batches(repo / "metrics" / "cases" / "new.parquet", noisy())
+    (repo / "metrics" / "cases" / "new.parquet").replace(repo / "metrics" / "cases" / "bench.parquet")
+    return repo
+
+
+def verify_command(python: str) -> list[str]:
+    """``ragvet verify --against HEAD`` run by ``python`` (another checkout's: ``--verify-python``)."""
+    return [python, "-m", "ragvet.cli", "verify", "--against", "HEAD"]
+
+
 def peer_command(script: str, folder: Path) -> list[str]:
     return [sys.executable, "-c", script, str(folder), json.dumps(KS)]
 
@@ -462,6 +560,16 @@ def main() -> None:
     parser.add_argument("--gate-sizes", type=int, nargs="*", default=[], help="sizes to run verdict and report at")
     parser.add_argument(
         "--against-sizes", type=int, nargs="*", default=[], help="sizes to run the gate --against a revision at"
+    )
+    parser.add_argument("--verify-sizes", type=int, nargs="*", default=[], help="sizes to run ragvet verify at")
+    parser.add_argument(
+        "--verify-root", type=Path, default=Path("/tmp/verify-bench"), help="where --verify-sizes' repositories go"
+    )
+    parser.add_argument(
+        "--verify-python",
+        nargs="*",
+        default=[],
+        help="other interpreters (another checkout's venv) whose verify runs beside this one's, its output the same",
     )
     args = parser.parse_args()
     workdir = args.workdir.resolve()
@@ -509,6 +617,17 @@ def main() -> None:
                 written = {(folder / "out" / f"gate-{name}.json").read_bytes() for name in ("git", "dvc", "folder")}
                 if len(written) != 1:
                     raise SystemExit(f"at {size:,} the gate --against a revision differs from the baseline folder's")
+    for size in args.verify_sizes:  # the evaluate stage's results at that size, recomputed with noise
+        repo = verify_repo(workdir / f"{size}x{args.depth}", args.verify_root.resolve())
+        said = set()
+        for python in [sys.executable, *args.verify_python]:
+            measured = timed(verify_command(python), repo, codes=(1,))  # 1: a real change is in it
+            said.add(measured["out"])
+            figures = f"{measured['seconds']:8.1f} s {measured['rss_mb']:7.0f} MB"
+            print(f"{size:>11,} verify ({python}) {figures}", flush=True)
+        if len(said) != 1:
+            raise SystemExit(f"at {size:,} verify says different things with different interpreters")
+        print(next(iter(said)), flush=True)
     print("\n| cases x depth | tool | seconds | peak RSS MB | ragvet / tool (time) | max diff of means |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for size in args.sizes:

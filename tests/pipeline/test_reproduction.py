@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from builders import invoke
@@ -16,17 +17,23 @@ from repos import ROOT, commit_all, copy_repo, edit_params, ragvet, sh, untune
 
 from ragvet.gating.reproduction import (
     EPSILON,
+    RUN_COLUMNS,
+    CaseComparison,
     check_config,
     ranking_difference,
+    rankings,
+    render,
     row_differences,
     slices_differences,
     summary_differences,
+    verify_results,
 )
 from ragvet.measures.summary import config_summary, slice_table
 from ragvet.project import template_text
 from ragvet.settings import Budget
 from ragvet.storage import results
 from ragvet.storage.files import dumps
+from ragvet.storage.rankings import case_batches
 
 ROW = {
     "case_id": "q1",
@@ -349,3 +356,141 @@ def test_verify_refuses_a_commit_whose_summary_its_per_case_table_does_not_give(
         in result.output
     )
     assert f"differs: HEAD:metrics/{SAMPLE_CONFIG}.json: eval.metrics.recall@5 is 0.999" in result.output
+
+
+# --------------------------------------------------------------------------- batches
+
+TIE, CHANGED = "q03", "q07"  # a near tie, and a real change of ranking and row
+
+
+def ranked(
+    case_id: str, scores: tuple[float, ...], chunks: str = "abc", ranks: tuple[int, ...] = (1, 2, 3)
+) -> list[dict]:
+    """Run rows of one case: ``chunks`` with their ``scores`` and ``ranks``, in that row order."""
+    return [
+        {"case_id": case_id, "rank": rank, "chunk_id": f"{case_id}-{chunk}", "score": score}
+        for rank, chunk, score in zip(ranks, chunks, scores, strict=True)
+    ]
+
+
+def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
+    """A commit of results by hand (26 cases, each ranking three chunks), their figures what the
+    table gives; then a work tree recomputed with float noise (every score +3e-5), a near tie
+    (TIE's second and third chunks, 5e-5 apart, swap ranks, their rows left in place), a real
+    change (CHANGED's top two chunks swap, and its row moves), q24 dropped, q99 added, and a
+    forged eval recall@5 in its summary; its run's rows in reverse case order when ``reverse``
+    (not as the retrieve stage writes them)."""
+    rows = scored_rows()
+    for folder in ("metrics/cases", "metrics/slices", "data/runs"):
+        (repo / folder).mkdir(parents=True, exist_ok=True)
+    (repo / "params.yaml").write_text(yaml.safe_dump(settings))
+
+    def write(rows: list[dict], run: list[dict], forged: float | None = None) -> None:
+        table = results.results_frame(rows)
+        results.write_results(repo / "metrics" / "cases" / f"{SAMPLE_CONFIG}.parquet", table)
+        summary, slices = written_figures(table, settings)
+        if forged is not None:
+            summary["eval"]["metrics"]["recall@5"] = forged
+        (repo / "metrics" / f"{SAMPLE_CONFIG}.json").write_text(dumps(summary))
+        (repo / "metrics" / "slices" / f"{SAMPLE_CONFIG}.json").write_text(dumps(slices))
+        pl.DataFrame(run).write_parquet(repo / "data" / "runs" / f"{SAMPLE_CONFIG}.parquet")
+
+    run = [
+        r
+        for row in rows
+        for r in ranked(row["case_id"], (0.9, 0.50005, 0.5) if row["case_id"] == TIE else (0.9, 0.5, 0.1))
+    ]
+    write(rows, run)
+    sh(repo, "git", "init", "-q", "-b", "main")
+    commit_all(repo, "the committed results")
+    moved = [
+        {**row, "first_relevant_rank": 2, "metrics": {**row["metrics"], "mrr": 0.5}}
+        if row["case_id"] == CHANGED
+        else row
+        for row in rows
+        if row["case_id"] != "q24"
+    ]
+    moved = sorted([*moved, {**rows[20], "case_id": "q99"}], key=lambda row: row["case_id"])
+    recomputed = []
+    for row in moved:
+        case_id = row["case_id"]
+        if case_id == TIE:
+            recomputed += ranked(case_id, (0.90003, 0.50001, 0.50002), ranks=(1, 3, 2))  # c above b, rows a b c
+        elif case_id == CHANGED:
+            recomputed += ranked(case_id, (0.90003, 0.50003, 0.10003), "bac")
+        else:
+            recomputed += ranked(case_id, (0.90003, 0.50003, 0.10003))
+    write(moved, recomputed[::-1] if reverse else recomputed, forged=0.999)
+
+
+EXPECTED = [
+    f"DIFFERS {SAMPLE_CONFIG}: 27 cases, identical rankings at every k except 1 near-tie case(s), scores within "
+    "0.0001 (largest move 4.0e-01)",
+    "  near tie: q03",
+    "  differs: case q24: only in the committed table",
+    "  differs: case q99: only in the recomputed table",
+    "  differs: case q07: q07-a scored 0.900000, now 0.500030; first_relevant_rank, metrics.mrr changed",
+    f"  differs: metrics/{SAMPLE_CONFIG}.json: eval.metrics.recall@5 is 0.999, its per-case table gives 0.68",
+    "NOT reproduced: 1 configuration(s) against HEAD",
+]
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in-case-order", "reversed-run"])
+def test_verify_says_the_same_whatever_its_batches(tmp_path, monkeypatch, reverse):
+    """verify reads both tables and both runs a batch of cases at a time: batches of one to
+    three cases give what the default batches give, and what the whole-table kernel
+    (check_config) gives; a run in another order is sorted first, to the same verdict."""
+    settings = {**yaml.safe_load(template_text("params.yaml")), "slices": ["topic"]}
+    committed_project(tmp_path, settings, reverse)
+    monkeypatch.chdir(tmp_path)
+    found = {
+        rows: verify_results([SAMPLE_CONFIG], "HEAD", Path("."), Path("metrics"), Path("data/runs"), settings, rows)
+        for rows in (None, 1, 2, 3)
+    }
+    (check,) = found[None]
+    assert all(checks == [check] for checks in found.values())
+    assert render([check], "HEAD").splitlines() == EXPECTED
+    assert (check.cases, check.near_ties, check.rankings_checked, check.note, check.unread) == (27, [TIE], True, "", "")
+    assert check.max_score_delta == pytest.approx(0.40003)
+    tables = [results.read_results(Path("metrics/cases") / f"{SAMPLE_CONFIG}.parquet")]
+    sh(tmp_path, "git", "stash", "-q")  # the committed side, to read it whole
+    tables.insert(0, results.read_results(Path("metrics/cases") / f"{SAMPLE_CONFIG}.parquet"))
+    committed_run = pl.read_parquet(Path("data/runs") / f"{SAMPLE_CONFIG}.parquet")
+    sh(tmp_path, "git", "stash", "pop", "-q")
+    recomputed_run = pl.read_parquet(Path("data/runs") / f"{SAMPLE_CONFIG}.parquet")
+    runs = (rankings(committed_run.iter_rows(named=True)), rankings(recomputed_run.iter_rows(named=True)))
+    whole = check_config(SAMPLE_CONFIG, *(results.result_rows(table) for table in tables), runs)
+    assert whole.differences == check.differences[:3] and whole.near_ties == check.near_ties
+    assert (whole.cases, whole.max_score_delta) == (check.cases, check.max_score_delta)
+
+
+def test_named_cases_stop_at_the_cap_and_the_rest_are_counted():
+    """Ten million near ties or changed cases are a count, not ten million lines: past the cap
+    (here 2) each list counts the rest, and the output says how many."""
+    before = [row(case_id=f"q{n}") for n in range(5)]
+    after = [row(case_id=f"q{n}", counts={"retrieved": 2}) for n in range(1, 6)]
+    runs = (
+        {f"q{n}": [("a", 0.5), ("b", 0.5)] for n in range(6)},
+        {f"q{n}": [("b", 0.5), ("a", 0.5)] for n in range(6)},
+    )
+    check = CaseComparison(True, cap=2).add(before, after, None).check("c")
+    assert check.differences == [
+        "case q0: only in the committed table",
+        "case q5: only in the recomputed table",
+        "and 4 more case(s)",
+    ]
+    tied = CaseComparison(True, cap=2).add(before, before, runs).check("c")
+    assert (tied.near_ties, tied.more_near_ties, tied.near_tie_cases, tied.differences) == (["q0", "q1"], 3, 5, [])
+    lines = render([tied], "HEAD").splitlines()
+    assert lines[0].startswith("reproduced c: 5 cases, identical rankings at every k except 5 near-tie case(s)")
+    assert lines[1:4] == ["  near tie: q0", "  near tie: q1", "  and 3 more near-tie case(s)"]
+
+
+def test_a_runs_ids_stored_as_categories_are_read_as_text(tmp_path):
+    """The retrieve stage stores ids as categories; verify reads them as strings, since polars
+    keeps every category it decodes for the whole process (a gigabyte at ten million cases)."""
+    run = pl.DataFrame(ranked("q1", (0.9, 0.5, 0.1)) + ranked("q2", (0.8, 0.4, 0.2)))
+    run.with_columns(pl.col("case_id", "chunk_id").cast(pl.Categorical)).write_parquet(tmp_path / "run.parquet")
+    batch = pl.concat(case_batches(tmp_path / "run.parquet", "run", RUN_COLUMNS))
+    assert (batch.schema["case_id"], batch.schema["chunk_id"]) == (pl.String, pl.String)
+    assert batch.equals(run)

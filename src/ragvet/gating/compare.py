@@ -138,14 +138,18 @@ def side_batches(sides: Sequence[Side], wanted: Collection[str]) -> Iterator[lis
     has, so no side is held whole; else every side whole (a file's ``wanted`` columns),
     as one batch."""
     if all(isinstance(side, Path) for side in sides):
-        streams = [
-            case_batches(path, str(path), [c for c in _read_columns(path) if c in wanted], rows=TABLE_BATCH_ROWS)
-            for path in sides
-            if isinstance(path, Path)
-        ]
-        yield from paired_batches(streams)
+        yield from paired_batches(table_batches(path, wanted) for path in sides if isinstance(path, Path))
         return
     yield [_whole(side, wanted) for side in sides]
+
+
+def table_batches(path: Path, wanted: Collection[str] | None, rows: int = TABLE_BATCH_ROWS) -> Iterator[pl.DataFrame]:
+    """The per-case table at ``path`` ``rows`` cases at a time in case-id order
+    (:func:`ragvet.storage.rankings.case_batches`), only the ``wanted`` columns it has
+    (None: all of them): one side of :func:`side_batches`, for
+    :func:`ragvet.storage.rankings.paired_batches`."""
+    columns = [c for c in _read_columns(path) if wanted is None or c in wanted]
+    return case_batches(path, str(path), columns, rows=rows)
 
 
 def _whole(side: Side, wanted: Collection[str]) -> pl.DataFrame:

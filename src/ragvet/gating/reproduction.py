@@ -41,40 +41,63 @@ or DVC where the project keeps them there). Rankings need both runs: the recompu
 the committed one through DVC (cache, else remote). Without the committed run a
 changed case cannot be told from a near tie, so it counts as a difference and
 the message says to ``dvc pull``.
+
+**Memory.** The revision's files are fetched into a temporary folder
+(:func:`ragvet.gating.baselines.fetched`), never held. Both per-case tables and both
+runs are read together a batch of cases at a time, paired by case id
+(:func:`ragvet.storage.rankings.paired_batches`; each is in case-id order as
+evaluate and retrieve write them), and each side's summary and slice table is added
+up batch by batch (:class:`ragvet.measures.summary.Summaries`), so a run of ten
+million cases costs a few batches. Within a batch, rows equal but for scores within
+ε and rankings of the same chunks in the same order are told by column comparisons;
+every other case goes through the kernels below, one case at a time. Named near
+ties and differing cases are kept up to :data:`SHOWN_CASES` each, the rest counted.
+A run in another order (written by another tool) is sorted into a temporary copy
+first, which holds it whole (:func:`ragvet.storage.rankings.case_ordered`); a table
+with recorded answers is summarised whole, as evaluate summarises it.
 """
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import yaml
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import file_at, read_results_at
-from ragvet.measures.summary import config_summary, slice_table
+from ragvet.gating.baselines import Revision, fetch_file, fetched, tables_at
+from ragvet.gating.compare import table_batches
+from ragvet.measures.summary import Summaries, config_summary, summaries
 from ragvet.settings import Budget
+from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import dumps
-from ragvet.storage.results import cases_dir, per_case_path, read_results, result_rows
+from ragvet.storage.rankings import case_batches, case_ordered, paired_batches, positions_in_case
+from ragvet.storage.results import cases_dir, in_id_order, per_case_path, read_results, result_rows
 from ragvet.storage.tables import run_path
 from ragvet.text.escaping import visible
 
 Row = dict[str, Any]
 Ranking = list[tuple[str, float]]  # (chunk_id, score), best first
+RankingOutcome = tuple[str | None, bool, float]  # why it differs (None: a near tie at most), reordered, largest move
 
 EPSILON = 1e-4
 SCORE_FIELDS = ("top1_score",)  # the per-case fields that are retriever scores, not ranks
 RUN_COLUMNS = ("case_id", "rank", "chunk_id", "score")
+SHOWN_CASES = 100  # near-tie and differing cases named per configuration; the rest are counted
+# Per-case rows read at once: a row group as evaluate writes them. A batch of a run holds about
+# 10,000 cases, so the tables' batches wait for it, and a larger read would only be held longer.
+TABLE_ROWS = ROW_GROUP_ROWS
 
 
 @dataclass
 class ConfigCheck:
-    """The verdict for one configuration: near-tie cases and real differences, each named."""
+    """The verdict for one configuration: near-tie cases and real differences, each named
+    (near ties beyond :data:`SHOWN_CASES` counted in ``more_near_ties``)."""
 
     config: str
     cases: int = 0
@@ -84,10 +107,15 @@ class ConfigCheck:
     differences: list[str] = field(default_factory=list)
     note: str = ""  # why rankings could not be checked
     unread: str = ""  # why the committed slice table could not be checked
+    more_near_ties: int = 0
 
     @property
     def reproduced(self) -> bool:
         return not self.differences
+
+    @property
+    def near_tie_cases(self) -> int:
+        return len(self.near_ties) + self.more_near_ties
 
 
 # --------------------------------------------------------------------------- kernels
@@ -150,6 +178,127 @@ def ranking_difference(committed: Ranking, recomputed: Ranking, epsilon: float =
     return None
 
 
+def largest_score_move(committed: Ranking, recomputed: Ranking) -> float:
+    """The largest |score change| of a chunk ranked in both runs; 0.0 when they share none."""
+    before = dict(committed)
+    return max((abs(before[chunk] - score) for chunk, score in recomputed if chunk in before), default=0.0)
+
+
+def ranking_outcome(committed: Ranking, recomputed: Ranking, epsilon: float = EPSILON) -> RankingOutcome:
+    """What one case's two rankings say: why they differ beyond a near tie (None when
+    they do not), whether their chunks come in another order, and the largest score move."""
+    reordered = [chunk for chunk, _ in committed] != [chunk for chunk, _ in recomputed]
+    return ranking_difference(committed, recomputed, epsilon), reordered, largest_score_move(committed, recomputed)
+
+
+@dataclass
+class Named:
+    """Texts found in case order, the first ``cap`` kept and the rest counted: a list
+    that grows with the cases (a million near ties) stays a few lines, in memory and in a log."""
+
+    cap: int = SHOWN_CASES
+    shown: list[str] = field(default_factory=list)
+    more: int = 0
+
+    def add(self, text: str) -> None:
+        if len(self.shown) < self.cap:
+            self.shown.append(text)
+        else:
+            self.more += 1
+
+
+class CaseComparison:
+    """Every per-case verdict of one configuration, added a batch of cases at a time in
+    case-id order (:meth:`add` of rows and rankings, :meth:`add_frames` of table and run
+    batches), the same whatever the batches: the cases only one table holds, then each
+    shared case's row differences and, with both runs (``ranked``), whether its ranking
+    moved beyond a near tie. Named cases are kept up to ``cap`` per list (:class:`Named`)."""
+
+    def __init__(self, ranked: bool, epsilon: float = EPSILON, cap: int = SHOWN_CASES):
+        self.ranked, self.epsilon, self.cap = ranked, epsilon, cap
+        self.cases, self.max_score_delta = 0, 0.0
+        self.only, self.changed, self.near_ties = Named(cap), Named(cap), Named(cap)
+
+    def add(
+        self,
+        committed_rows: Sequence[Row],
+        recomputed_rows: Sequence[Row],
+        runs: tuple[Mapping[str, Ranking], Mapping[str, Ranking]] | None,
+    ) -> CaseComparison:
+        """Add the rows of a run of cases (both sides' rows of the same cases, after every
+        case added before) and, when ranked, their rankings by case id."""
+        before = {row["case_id"]: row for row in committed_rows}
+        after = {row["case_id"]: row for row in recomputed_rows}
+
+        def rows_of(case_id: str) -> tuple[list[str], float]:
+            return row_differences(before[case_id], after[case_id], self.epsilon)
+
+        ranking_of = None if runs is None else _kernel_judge(*runs, self.epsilon)
+        self._judge(before.keys(), after.keys(), rows_of, ranking_of)
+        return self
+
+    def add_frames(
+        self, committed: pl.DataFrame, recomputed: pl.DataFrame, runs: tuple[pl.DataFrame, pl.DataFrame] | None
+    ) -> CaseComparison:
+        """:meth:`add` of a batch of both per-case tables and, when ranked, of both runs
+        (``RUN_COLUMNS``), the same cases: the rows and rankings the column comparisons
+        find unmoved (:func:`unmoved_rows`, :func:`unmoved_rankings`) are judged without
+        building them in Python; every other case goes through the kernels."""
+        if not (in_id_order(committed["case_id"]) and in_id_order(recomputed["case_id"])):
+            rankings_of = None if runs is None else (rankings_frame(runs[0]), rankings_frame(runs[1]))
+            return self.add(result_rows(committed), result_rows(recomputed), rankings_of)
+        rows = unmoved_rows(committed, recomputed, self.epsilon)
+        before, after = (_rows_by_id(frame, rows) for frame in (committed, recomputed))
+
+        def rows_of(case_id: str) -> tuple[list[str], float]:
+            same = rows.get(case_id)
+            return ([], same) if same is not None else row_differences(before[case_id], after[case_id], self.epsilon)
+
+        ranking_of = None if runs is None else _ranking_judge(*runs, self.epsilon)
+        ids = (set(committed["case_id"].to_list()), set(recomputed["case_id"].to_list()))
+        self._judge(*ids, rows_of, ranking_of)
+        return self
+
+    def _judge(
+        self,
+        before: Set[str],
+        after: Set[str],
+        rows_of: Callable[[str], tuple[list[str], float]],
+        ranking_of: Callable[[str], RankingOutcome] | None,
+    ) -> None:
+        """The verdict on each case of a batch (``before``, ``after``: the ids each table
+        holds), from its row differences and its ranking outcome (None: no committed run)."""
+        self.cases += len(before | after)
+        for case_id in sorted(before ^ after):
+            side = "committed" if case_id in before else "recomputed"
+            self.only.add(f"case {case_id}: only in the {side} table")
+        for case_id in sorted(before & after):
+            moved, largest = rows_of(case_id)
+            self.max_score_delta = max(self.max_score_delta, largest)
+            if ranking_of is None:
+                if moved:
+                    self.changed.add(f"case {case_id}: {', '.join(moved)} changed (committed run not available)")
+                continue
+            reason, reordered, move = ranking_of(case_id)
+            self.max_score_delta = max(self.max_score_delta, move)
+            if reason is not None:
+                self.changed.add(f"case {case_id}: {reason}" + (f"; {', '.join(moved)} changed" if moved else ""))
+            elif reordered:
+                self.near_ties.add(case_id)
+            elif moved:
+                self.changed.add(f"case {case_id}: {', '.join(moved)} changed, though its ranking did not")
+
+    def check(self, config: str) -> ConfigCheck:
+        """The configuration's check: the cases only one table holds come first, then the
+        changed ones, at most ``cap`` named and the rest counted in a last line."""
+        named = self.only.shown + self.changed.shown
+        hidden = self.only.more + self.changed.more + max(0, len(named) - self.cap)
+        differences = named[: self.cap] + ([f"and {hidden} more case(s)"] if hidden else [])
+        check = ConfigCheck(config, self.cases, self.ranked, self.max_score_delta, self.near_ties.shown, differences)
+        check.more_near_ties = self.near_ties.more
+        return check
+
+
 def check_config(
     config: str,
     committed_rows: Sequence[Row] | None,
@@ -158,40 +307,120 @@ def check_config(
     epsilon: float = EPSILON,
 ) -> ConfigCheck:
     """Compare one configuration's per-case rows, and its rankings when both runs are given."""
-    check = ConfigCheck(config, rankings_checked=runs is not None)
     if committed_rows is None or recomputed_rows is None:
-        side = "committed" if committed_rows is None else "recomputed"
-        check.differences.append(f"no {side} per-case table")
-        return check
-    before = {row["case_id"]: row for row in committed_rows}
-    after = {row["case_id"]: row for row in recomputed_rows}
-    check.cases = len(before.keys() | after.keys())
-    for case_id in sorted(before.keys() ^ after.keys()):
-        side = "committed" if case_id in before else "recomputed"
-        check.differences.append(f"case {case_id}: only in the {side} table")
-    for case_id in sorted(before.keys() & after.keys()):
-        moved, largest = row_differences(before[case_id], after[case_id], epsilon)
-        check.max_score_delta = max(check.max_score_delta, largest)
-        if runs is None:
-            if moved:
-                check.differences.append(f"case {case_id}: {', '.join(moved)} changed (committed run not available)")
-            continue
-        committed, recomputed = runs[0].get(case_id, []), runs[1].get(case_id, [])
-        check.max_score_delta = max(check.max_score_delta, largest_score_move(committed, recomputed))
-        reason = ranking_difference(committed, recomputed, epsilon)
-        if reason is not None:
-            check.differences.append(f"case {case_id}: {reason}" + (f"; {', '.join(moved)} changed" if moved else ""))
-        elif [c for c, _ in committed] != [c for c, _ in recomputed]:
-            check.near_ties.append(case_id)
-        elif moved:
-            check.differences.append(f"case {case_id}: {', '.join(moved)} changed, though its ranking did not")
-    return check
+        return _unpaired(config, committed_rows is None, runs is not None)
+    return CaseComparison(runs is not None, epsilon).add(committed_rows, recomputed_rows, runs).check(config)
 
 
-def largest_score_move(committed: Ranking, recomputed: Ranking) -> float:
-    """The largest |score change| of a chunk ranked in both runs; 0.0 when they share none."""
-    before = dict(committed)
-    return max((abs(before[chunk] - score) for chunk, score in recomputed if chunk in before), default=0.0)
+def _unpaired(config: str, committed_missing: bool, ranked: bool) -> ConfigCheck:
+    """The check of a configuration one side has no per-case table for."""
+    side = "committed" if committed_missing else "recomputed"
+    return ConfigCheck(config, rankings_checked=ranked, differences=[f"no {side} per-case table"])
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
+    """The shared cases whose rows :func:`row_differences` finds nothing moved in, with
+    their largest score move, told by comparing columns: every field equal (null to null),
+    every score within ``epsilon`` or missing on both sides. A case it cannot tell so is
+    left out for the kernel: tables of other columns or types, NaN, a list of numbers."""
+    schema = committed.schema
+    if schema.keys() != recomputed.schema.keys() or any(recomputed.schema[n] != t for n, t in schema.items()):
+        return {}
+    if any(dtype.is_nested() and dtype != pl.List(pl.String) for dtype in schema.values()):
+        return {}
+    same, move = pl.lit(True), pl.lit(0.0)
+    for name, dtype in schema.items():
+        a, b = pl.col(name), pl.col(f"{name}~")
+        if name in SCORE_FIELDS:
+            delta = (a.cast(pl.Float64) - b.cast(pl.Float64)).abs()
+            same &= ((a.is_null() & b.is_null()) | (delta <= epsilon)).fill_null(False)
+            move = pl.max_horizontal(move, delta.fill_null(0.0))
+        elif name != "case_id":
+            equal = a.eq_missing(b)
+            same &= equal & ~(a.is_nan() | b.is_nan()).fill_null(False) if dtype.is_float() else equal
+    joined = committed.join(recomputed, on="case_id", how="inner", suffix="~")
+    found = joined.select("case_id", same.alias("same"), move.alias("move")).filter("same")
+    return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+
+
+def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, Row]:
+    """The nested rows (:func:`result_rows`) of the cases not in ``unmoved``, by case id."""
+    rest = frame.filter(~pl.col("case_id").is_in(list(unmoved)))
+    return {row["case_id"]: row for row in result_rows(rest)}
+
+
+def _in_ranking_order(run: pl.DataFrame) -> pl.DataFrame:
+    """Run rows (a batch of whole cases in case-id order) in each case's ranking order as
+    :func:`rankings` sorts them (rank, then chunk id), scores as floats, with each row's
+    ``position`` in its case. A run as the retrieve stage writes it, each case's ranks
+    ascending, is in that order already, and is not sorted."""
+    ordered = run.select(RUN_COLUMNS).with_columns(pl.col("chunk_id").cast(pl.String), pl.col("score").cast(pl.Float64))
+    case, rank = ordered["case_id"].rle_id().to_numpy(), ordered["rank"].to_numpy()
+    if not ((np.diff(case) > 0) | (np.diff(rank) > 0)).all():  # a rank repeated, missing or out of order
+        ordered = ordered.sort("case_id", "rank", "chunk_id", "score")
+        case = ordered["case_id"].rle_id().to_numpy()
+    return ordered.with_columns(position=pl.Series(positions_in_case(case)))
+
+
+def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
+    """The cases whose two rankings (run rows) :func:`ranking_outcome` finds neither changed
+    nor reordered, with their largest score move, told by comparing columns: the same
+    chunks at the same positions, each chunk once, every score within ``epsilon``. A case
+    with a missing rank or score, or a NaN, is left out for the kernel."""
+    a, b = _same_lengths(_in_ranking_order(committed), _in_ranking_order(recomputed))
+    joined = a.with_columns(b.select(pl.col("rank", "chunk_id", "score").name.suffix("~")))
+    delta = (pl.col("score") - pl.col("score~")).abs()
+    clean = pl.all_horizontal(pl.col("rank", "rank~", "score", "score~").is_not_null()) & ~delta.is_nan()
+    per_case = joined.group_by("case_id").agg(
+        same=(pl.col("chunk_id").eq_missing(pl.col("chunk_id~")) & clean.fill_null(False)).all(),
+        once=pl.col("chunk_id").n_unique() == pl.len(),
+        move=delta.max(),
+    )
+    found = per_case.filter(pl.col("same") & pl.col("once") & (pl.col("move") <= epsilon))
+    return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+
+
+def _same_lengths(committed: pl.DataFrame, recomputed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of the cases both runs rank as many chunks for, which pair row by row: the
+    other cases' rankings differ in length, so none of them is unmoved. Two runs of the
+    same cases and depth (the usual case) are kept as they are."""
+    if committed["case_id"].equals(recomputed["case_id"]):
+        return committed, recomputed
+    lengths = [run.group_by("case_id").len() for run in (committed, recomputed)]
+    kept = lengths[0].join(lengths[1], on="case_id").filter(pl.col("len") == pl.col("len_right"))["case_id"]
+    wanted = pl.col("case_id").is_in(kept.to_list())
+    return committed.filter(wanted), recomputed.filter(wanted)
+
+
+def _kernel_judge(
+    committed: Mapping[str, Ranking], recomputed: Mapping[str, Ranking], epsilon: float
+) -> Callable[[str], RankingOutcome]:
+    """Each case's :func:`ranking_outcome` from the two runs' rankings by case id (a case
+    a run lacks ranks nothing there)."""
+
+    def judge(case_id: str) -> RankingOutcome:
+        return ranking_outcome(committed.get(case_id, []), recomputed.get(case_id, []), epsilon)
+
+    return judge
+
+
+def _ranking_judge(
+    committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float
+) -> Callable[[str], RankingOutcome]:
+    """Each case's :func:`ranking_outcome` for a batch of both runs: the unmoved ones
+    (:func:`unmoved_rankings`) from their columns, the others through the kernel."""
+    unmoved = unmoved_rankings(committed, recomputed, epsilon)
+    rest = [rankings_frame(run.filter(~pl.col("case_id").is_in(list(unmoved)))) for run in (committed, recomputed)]
+    kernel = _kernel_judge(*rest, epsilon)
+
+    def judge(case_id: str) -> RankingOutcome:
+        move = unmoved.get(case_id)
+        return (None, False, move) if move is not None else kernel(case_id)
+
+    return judge
 
 
 # --------------------------------------------------------------------------- reading
@@ -205,35 +434,20 @@ def rankings(rows: Iterable[Mapping[str, Any]]) -> dict[str, Ranking]:
     return {case: [(chunk, float(score)) for _, chunk, score in sorted(ranked)] for case, ranked in grouped.items()}
 
 
-def run_rankings(source: Any) -> dict[str, Ranking]:
-    """Each case's ranking in a run file (a path or a binary file object of its bytes)."""
-    return rankings(pl.read_parquet(source, columns=list(RUN_COLUMNS)).iter_rows(named=True))
+def rankings_frame(run: pl.DataFrame) -> dict[str, Ranking]:
+    """:func:`rankings` of a batch of run rows."""
+    return rankings(run.select(RUN_COLUMNS).iter_rows(named=True))
 
 
-def recomputed_rankings(path: Path) -> dict[str, Ranking] | None:
-    """The run the work tree holds at ``path``; None when there is none."""
-    return run_rankings(path) if path.is_file() else None
-
-
-def committed_rankings(path: str, rev: str, repo: Path) -> tuple[dict[str, Ranking] | None, str]:
-    """The run at ``path`` as committed at ``rev``, through DVC (its cache, else the remote).
-
-    Returns ``(None, why)`` when DVC cannot provide it: no remote configured, the
-    object missing there, or a revision that never had that output.
-    """
-    data, why = _committed_bytes(rev, path, repo)
-    return (None, why) if data is None else (run_rankings(io.BytesIO(data)), "")
-
-
-def _committed_bytes(rev: str, path: str, repo: Path) -> tuple[bytes | None, str]:
-    """``path`` as committed at ``rev`` (git, else DVC), or ``(None, why)`` when neither
-    can provide it: a file DVC keeps that this clone's cache and remote lack is a
-    check left undone, said so, never a failed verification."""
+def _fetched_file(revision: Revision, path: str, repo: Path) -> tuple[Path | None, str]:
+    """``path`` as committed at the revision, fetched into its folder (git, else DVC), or
+    ``(None, why)`` when neither can provide it: a file DVC keeps that this clone's cache
+    and remote lack is a check left undone, said so, never a failed verification."""
     try:
-        data = file_at(rev, path, repo)
+        found = fetch_file(revision.name, path, repo, revision.folder)
     except InputError as err:
         return None, "; ".join(problem.what for problem in err.problems)
-    return (None, f"{rev} has no {path}") if data is None else (data, "")
+    return (None, f"{revision.name} has no {path}") if found is None else (found, "")
 
 
 # --------------------------------------------------------------------------- figures
@@ -273,11 +487,17 @@ def _measured(settings: Mapping[str, Any]) -> tuple[list[int], tuple[int, ...]]:
 
 
 def summary_differences(
-    config: str, table: pl.DataFrame, summary: Mapping[str, Any], settings: Mapping[str, Any], where: str
+    config: str,
+    table: pl.DataFrame | Summaries,
+    summary: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    where: str,
 ) -> list[str]:
-    """What the metrics JSON ``summary`` says that ``table`` does not give, recomputed with
-    :func:`config_summary`. What no table holds is taken as the summary records it: the
-    spec names, the fingerprints, the abstention threshold, its source and a stale mark."""
+    """What the metrics JSON ``summary`` says that ``table`` (a per-case table, or its
+    :class:`Summaries` added up under these ``settings`` and the summary's threshold)
+    does not give, recomputed with :func:`config_summary`. What no table holds is taken as
+    the summary records it: the spec names, the fingerprints, the abstention threshold,
+    its source and a stale mark."""
     ks, budgets = _measured(settings)
     abstention = summary.get("abstention") or {}
     spec = {"chunking": summary.get("chunking"), "retriever": summary.get("retriever")}
@@ -294,35 +514,65 @@ def summary_differences(
 
 
 def slices_differences(
-    table: pl.DataFrame, slices: Mapping[str, Any], settings: Mapping[str, Any], where: str
+    table: pl.DataFrame | Summaries, slices: Mapping[str, Any], settings: Mapping[str, Any], where: str
 ) -> list[str]:
-    """What the slice table ``slices`` says that ``table`` does not give (:func:`slice_table`)."""
+    """What the slice table ``slices`` says that ``table`` (a per-case table, or its
+    :class:`Summaries` under these ``settings``) does not give (its slice table)."""
     ks, budgets = _measured(settings)
-    return figure_differences(slices, slice_table(table, list(settings.get("slices") or []), ks, budgets), where)
+    keys = list(settings.get("slices") or [])
+    tallied = table if isinstance(table, Summaries) else summaries(table, ks, budgets=budgets, slice_keys=keys)
+    return figure_differences(slices, tallied.slice_table(), where)
 
 
-def _side_differences(
-    config: str, table: pl.DataFrame | None, texts: Mapping[str, str | None], settings: Any, label: str
-) -> list[str]:
-    """The figure differences of one side (``texts``: its summary and slice JSON, None when
-    absent); ``label`` prefixes the file names (``REV:`` for the committed side)."""
-    if table is None or settings is None:
-        return []
-    found: list[str] = []
-    for kind, text in texts.items():
-        where = f"{label}{_figure_path(kind, config)}"
-        if text is None:
-            continue
-        try:
-            written = json.loads(text)
-        except json.JSONDecodeError as err:
-            found.append(f"{where}: malformed JSON ({err.msg}, line {err.lineno})")
-            continue
-        if kind == "summary":
-            found += summary_differences(config, table, written, settings, where)
+class SideFigures:
+    """One side's summary and slice table (``texts``: their JSON, None when absent),
+    checked against its per-case table added up a batch at a time (:meth:`add`) under
+    that side's ``settings``; ``label`` prefixes the file names (``REV:`` for the
+    committed side). A table with recorded answers (``human_review`` columns) is held
+    whole, as evaluate holds it: their figures need every row."""
+
+    def __init__(self, config: str, texts: Mapping[str, str | None], settings: Any, label: str, columns: Sequence[str]):
+        self.config, self.settings, self.label = config, settings, label
+        self.written: dict[str, Any] = {}
+        self.malformed: dict[str, str] = {}
+        for kind, text in texts.items():
+            if text is None:
+                continue
+            try:
+                self.written[kind] = json.loads(text)
+            except json.JSONDecodeError as err:
+                self.malformed[kind] = f"{self._where(kind)}: malformed JSON ({err.msg}, line {err.lineno})"
+        self.kinds = [kind for kind in texts if kind in self.written or kind in self.malformed]
+        summary = self.written.get("summary")
+        abstention = (summary.get("abstention") or {}) if isinstance(summary, Mapping) else {}
+        ks, budgets = _measured(settings)
+        self.tallied = Summaries(ks, abstention.get("abstain_below"), budgets, list(settings.get("slices") or []))
+        self.whole: list[pl.DataFrame] | None = [] if any(c.startswith("human_review.") for c in columns) else None
+
+    def _where(self, kind: str) -> str:
+        return f"{self.label}{_figure_path(kind, self.config)}"
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Add the next batch of the side's per-case table (nothing to add up without files to check)."""
+        if not self.kinds:
+            return
+        if self.whole is not None:
+            self.whole.append(frame)
         else:
-            found += slices_differences(table, written, settings, where)
-    return found
+            self.tallied.add(frame)
+
+    def differences(self) -> list[str]:
+        """Every figure the side's files say that its table does not give, file by file."""
+        table = pl.concat(self.whole) if self.whole is not None else self.tallied
+        found: list[str] = []
+        for kind in self.kinds:
+            if kind in self.malformed:
+                found.append(self.malformed[kind])
+            elif kind == "summary":
+                found += summary_differences(self.config, table, self.written[kind], self.settings, self._where(kind))
+            else:
+                found += slices_differences(table, self.written[kind], self.settings, self._where(kind))
+        return found
 
 
 def _figure_path(kind: str, config: str) -> str:
@@ -330,13 +580,16 @@ def _figure_path(kind: str, config: str) -> str:
     return f"metrics/{config}.json" if kind == "summary" else f"metrics/slices/{config}.json"
 
 
-def _params_at(rev: str, repo: Path) -> Any:
-    """The params ``rev`` committed (what produced its figures), or None without them."""
-    data = file_at(rev, "params.yaml", repo)
+def _params_at(revision: Revision, repo: Path) -> Any:
+    """The params the revision committed (what produced its figures), or None without them."""
+    path, _ = _fetched_file(revision, "params.yaml", repo)
     try:
-        return yaml.safe_load(data.decode("utf-8")) if data is not None else None
+        return yaml.safe_load(path.read_text(encoding="utf-8")) if path is not None else None
     except (yaml.YAMLError, UnicodeDecodeError):
         return None
+
+
+# --------------------------------------------------------------------------- verifying
 
 
 def verify_results(
@@ -346,36 +599,110 @@ def verify_results(
     metrics_dir: Path,
     runs_dir: Path,
     settings: Mapping[str, Any] | None = None,
+    rows: int | None = None,
 ) -> list[ConfigCheck]:
     """Check each configuration's work-tree results against those committed at ``against``,
     and each side's summary and slice table against its own per-case table (``settings``:
-    the work tree's params; the committed side is checked under its own)."""
-    committed = read_results_at(against, configs, repo)
-    committed_settings = _params_at(against, repo)
-    checks = []
-    for config in sorted(configs):
-        table = per_case_path(cases_dir(metrics_dir), config)
-        recomputed = read_results(table) if table.is_file() else None
-        run = run_path(runs_dir, config)
-        before, why = committed_rankings(run.as_posix(), against, repo)
-        after = recomputed_rankings(repo / run)
-        runs = (before, after) if before is not None and after is not None else None
-        result = committed.get(config)
-        recomputed_rows = None if recomputed is None else result_rows(recomputed)
-        check = check_config(config, None if result is None else result_rows(result[1]), recomputed_rows, runs)
-        if runs is None:
-            check.note = why or f"no recomputed run at {run}"
-        work_tree = {kind: _read_text(metrics_dir, kind, config) for kind in ("summary", "slices")}
-        check.differences += _side_differences(config, recomputed, work_tree, settings, "")
-        if result is not None:
-            slices, check.unread = _committed_bytes(against, _figure_path("slices", config), repo)
-            at_rev = {
-                "summary": json.dumps(result[0]),
-                "slices": None if slices is None else slices.decode("utf-8", "replace"),
-            }
-            check.differences += _side_differences(config, result[1], at_rev, committed_settings, f"{against}:")
-        checks.append(check)
-    return checks
+    the work tree's params; the committed side is checked under its own). The revision's
+    files are fetched into a temporary folder, and every table and run is read ``rows``
+    at a time (by default :data:`TABLE_ROWS` of a table,
+    :data:`ragvet.storage.rankings.BATCH_ROWS` of a run): the verdict never depends on it."""
+    with fetched(against) as revision:
+        assert revision is not None
+        committed = tables_at(against, configs, repo, revision.folder)
+        sides_settings = (_params_at(revision, repo), settings)
+        return [
+            _verify_config(config, revision, committed.get(config), repo, (metrics_dir, runs_dir), sides_settings, rows)
+            for config in sorted(configs)
+        ]
+
+
+def _verify_config(
+    config: str,
+    revision: Revision,
+    committed: tuple[Mapping[str, Any], Path] | None,
+    repo: Path,
+    folders: tuple[Path, Path],
+    settings: tuple[Any, Any],
+    rows: int | None,
+) -> ConfigCheck:
+    """One configuration's check (:func:`verify_results`): its tables, runs and figures
+    found, then read in one pass (:func:`_compared`)."""
+    metrics_dir, runs_dir = folders
+    table = per_case_path(cases_dir(metrics_dir), config)
+    tables = (None if committed is None else committed[1], table if table.is_file() else None)
+    runs, why = _runs(revision, run_path(runs_dir, config), repo)
+    figures, unread = _figures(config, revision, committed, metrics_dir, tables, settings, repo)
+    check = _compared(config, tables, runs, figures, rows)
+    check.note, check.unread = why, unread
+    check.differences += [line for side in (figures[1], figures[0]) if side is not None for line in side.differences()]
+    return check
+
+
+def _runs(revision: Revision, run: Path, repo: Path) -> tuple[tuple[Path, Path] | None, str]:
+    """The committed run (fetched) and the recomputed one (in the work tree), each in case
+    order (:func:`ragvet.storage.rankings.case_ordered`), or ``(None, why not)``."""
+    before, why = _fetched_file(revision, run.as_posix(), repo)
+    if before is None or not (repo / run).is_file():
+        return None, why or f"no recomputed run at {run}"
+    ordered = revision.folder / "in-case-order"
+    committed = case_ordered(before, ordered / "committed" / run.name, RUN_COLUMNS, str(before))
+    return (committed, case_ordered(repo / run, ordered / "recomputed" / run.name, RUN_COLUMNS, str(run))), ""
+
+
+def _figures(
+    config: str,
+    revision: Revision,
+    committed: tuple[Mapping[str, Any], Path] | None,
+    metrics_dir: Path,
+    tables: tuple[Path | None, Path | None],
+    settings: tuple[Any, Any],
+    repo: Path,
+) -> tuple[list[SideFigures | None], str]:
+    """Each side's :class:`SideFigures` (None without a table or params), and why the
+    committed slice table could not be read ("" when it could, or the revision has no results)."""
+    work_tree = {kind: _read_text(metrics_dir, kind, config) for kind in ("summary", "slices")}
+    texts: list[Mapping[str, str | None]] = [{}, work_tree]
+    unread = ""
+    if committed is not None:
+        slices, unread = _fetched_file(revision, _figure_path("slices", config), repo)
+        text = None if slices is None else slices.read_bytes().decode("utf-8", "replace")
+        texts[0] = {"summary": json.dumps(committed[0]), "slices": text}
+    labels = (f"{revision.name}:", "")
+    return [
+        None if path is None or found is None else SideFigures(config, written, found, label, _columns(path))
+        for path, written, found, label in zip(tables, texts, settings, labels, strict=True)
+    ], unread
+
+
+def _compared(
+    config: str,
+    tables: tuple[Path | None, Path | None],
+    runs: tuple[Path, Path] | None,
+    figures: Sequence[SideFigures | None],
+    rows: int | None,
+) -> ConfigCheck:
+    """The case comparison of one configuration and the tallies of each side's figures,
+    in one pass over both per-case tables and, with both, both runs: their batches paired
+    by case id (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
+    present = [side for side, path in enumerate(tables) if path is not None]
+    streams = [table_batches(path, None, rows or TABLE_ROWS) for path in tables if path is not None]
+    paired, ranked = len(present) == 2, len(present) == 2 and runs is not None
+    streams += [case_batches(path, str(path), RUN_COLUMNS, rows=rows) for path in runs or ()] if ranked else []
+    comparison = CaseComparison(ranked)
+    for batch in paired_batches(streams) if streams else ():
+        for side, frame in zip(present, batch):
+            tally = figures[side]
+            if tally is not None:
+                tally.add(frame)
+        if paired:
+            comparison.add_frames(batch[0], batch[1], (batch[2], batch[3]) if ranked else None)
+    return comparison.check(config) if paired else _unpaired(config, tables[0] is None, runs is not None)
+
+
+def _columns(table: Path) -> list[str]:
+    """The columns of a per-case table, refused (exit 2) when it is not one."""
+    return read_results(table, rows=0).columns
 
 
 def _read_text(metrics_dir: Path, kind: str, config: str) -> str | None:
@@ -394,7 +721,7 @@ def render(checks: Sequence[ConfigCheck], against: str) -> str:
         status = "reproduced" if check.reproduced else "DIFFERS"
         how = "identical rankings at every k" if check.rankings_checked else "identical per-case metrics"
         lines.append(
-            f"{status} {check.config}: {check.cases} cases, {how} except {len(check.near_ties)} near-tie "
+            f"{status} {check.config}: {check.cases} cases, {how} except {check.near_tie_cases} near-tie "
             f"case(s), scores within {EPSILON:g} (largest move {check.max_score_delta:.1e})"
         )
         if check.note:
@@ -402,6 +729,7 @@ def render(checks: Sequence[ConfigCheck], against: str) -> str:
         if check.unread:
             lines.append(f"  {against}'s slice table not checked: {check.unread}; `dvc pull` brings it")
         lines += [f"  near tie: {visible(case_id)}" for case_id in check.near_ties]
+        lines += [f"  and {check.more_near_ties} more near-tie case(s)"] if check.more_near_ties else []
         lines += [f"  differs: {visible(what, None)}" for what in check.differences]
     ok = all(check.reproduced for check in checks)
     verdict = "reproduced" if ok else "NOT reproduced"

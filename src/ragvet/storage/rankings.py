@@ -36,6 +36,9 @@ from ragvet.storage.tables import RUN_METADATA, parquet_slices
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 NUMBERED_COLUMNS = ("case", "rank", "chunk")  # a numbered ranking's integers (:func:`numbering`)
 BATCH_ROWS = 1 << 20  # rows read at once: about 10,000 cases of a run at depth 100
+# Ids read as strings however the file stores them (a run keeps them as categories), so that a
+# pass over millions of them does not grow polars' category mapping (tables.parquet_slices).
+ID_COLUMNS = ("case_id", "chunk_id")
 NUMBERS_FIX = "re-run the retrieve stage (dvc repro), then `ragvet baseline accept` for a kept ranking"
 ORDER_FIX = "write it sorted by case_id (the retrieve stage and `ragvet baseline accept` do): re-run them"
 
@@ -104,7 +107,7 @@ def case_batches(
     held back and joined to the next slice's, so a batch is about ``rows`` rows
     (:data:`BATCH_ROWS` by default) plus one case."""
     held, read, yielded = None, 0, False
-    for frame in parquet_slices(source, rows or BATCH_ROWS, list(columns), where):
+    for frame in parquet_slices(source, rows or BATCH_ROWS, list(columns), where, text=ID_COLUMNS):
         if "case_id" in columns:
             frame = frame.with_columns(pl.col("case_id").cast(pl.String))
         wrong = _out_of_order(frame[key], held[key][-1] if held is not None else None)
@@ -121,6 +124,37 @@ def case_batches(
         held = held.slice(last)
     if held is not None and (held.height or not yielded):
         yield held
+
+
+def in_case_order(source: Path, where: str) -> bool:
+    """Whether a ranking's cases come in ascending case-id order, each case's rows together,
+    as :func:`case_batches` needs them: so when the retrieve stage numbered it
+    (:func:`numbering`; it writes its runs sorted), else as a pass over its case ids finds."""
+    if numbering(source) is not None:
+        return True
+    last = None
+    for frame in parquet_slices(source, BATCH_ROWS, ["case_id"], where, text=ID_COLUMNS):
+        ids = frame["case_id"].cast(pl.String)
+        if _out_of_order(ids, last) is not None:
+            return False
+        last = ids[-1] if len(ids) else last
+    return True
+
+
+def case_ordered(source: Path, target: Path, columns: Sequence[str], where: str) -> Path:
+    """``source`` when its cases come in order (:func:`in_case_order`), else its ``columns``
+    sorted by case id into ``target``: a run another tool wrote in some other order. That
+    sort holds the table whole, which a run in case order never needs."""
+    if in_case_order(source, where):
+        return source
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        scan = pl.scan_parquet(source).select(columns).with_columns(pl.col("case_id").cast(pl.String))
+        scan.sort("case_id", maintain_order=True).sink_parquet(target)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError([Problem(where, f"cannot be sorted by case id ({first})", ORDER_FIX)]) from None
+    return target
 
 
 def numbered_batches(

@@ -719,15 +719,20 @@ UNREADABLE_FIX = "re-run the stage that wrote it (dvc repro); a baseline's: `rag
 
 
 def parquet_slices(
-    path: Path | bytes, rows: int, columns: Sequence[str] | None = None, where: str | None = None
+    path: Path | bytes,
+    rows: int,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    text: Sequence[str] = (),
 ) -> Iterator[pl.DataFrame]:
     """A Parquet file's rows (at ``path``, or its bytes) ``rows`` at a time (only ``columns``), at least one frame.
     Each slice is its own read, which opens only the row groups it needs: polars'
     ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
-    while the engine scored its first batches). A file that cannot be read, whole or
+    while the engine scored its first batches). The ``text`` columns the file stores as
+    categories are read as strings (:func:`_scan`). A file that cannot be read, whole or
     in any slice, stops with the problem at ``where`` (default: the path), exit 2."""
     try:
-        scan = pl.scan_parquet(path)
+        scan = _scan(path, text)
         scan = scan if columns is None else scan.select(columns)
         total = pl.scan_parquet(path).select(pl.len()).collect().item()
         for start in range(0, max(total, 1), rows):
@@ -736,6 +741,18 @@ def parquet_slices(
         label = where or (str(path) if isinstance(path, Path) else "Parquet table")
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError([Problem(label, f"not a readable Parquet table ({first})", UNREADABLE_FIX)]) from None
+
+
+def _scan(path: Path | bytes, text: Sequence[str]) -> pl.LazyFrame:
+    """A scan of the Parquet file that reads its ``text`` columns stored as categories as
+    plain strings: polars keeps every category it decodes in one mapping for the whole
+    process, never shrunk, so reading a run's ten million case ids as categories grew a
+    pass over it by a gigabyte."""
+    schema = pl.read_parquet_schema(path) if text else {}
+    read = {name: pl.String if name in text and dtype == pl.Categorical else dtype for name, dtype in schema.items()}
+    if read == schema:
+        return pl.scan_parquet(path)
+    return pl.scan_parquet(path, schema=read, cast_options=pl.ScanCastOptions(categorical_to_string="allow"))
 
 
 def _case_order(path: Path) -> tuple[str, list[str]] | None:
