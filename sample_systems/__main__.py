@@ -35,12 +35,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import typer
 import yaml
 
 from ragvet.errors import InputError, Problem, user_errors
 from ragvet.gating.baselines import files_at, read_results_at
-from ragvet.gating.reproduction import check_config, run_rankings
+from ragvet.gating.reproduction import RUN_COLUMNS, check_config, rankings_frame
 from ragvet.reporting.latency_page import render_latency
 from ragvet.storage.results import result_rows
 from ragvet.storage.tables import read_docs, run_path
@@ -160,6 +161,11 @@ def run_experiment(systems: Mapping[str, Any]) -> str:
     return subprocess.run(["git", "rev-parse", ref], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _rankings(run: bytes) -> dict[str, list[tuple[str, float]]]:
+    """Each case's ranking in a run file's bytes (two sample systems' runs: small)."""
+    return rankings_frame(pl.read_parquet(io.BytesIO(run), columns=list(RUN_COLUMNS)))
+
+
 def identical(rev: str, pairs: Mapping[str, str]) -> tuple[bool, list[str]]:
     """Each pair's rankings and per-case rows compared exactly (no tolerance, no near tie)."""
     names = sorted({*pairs, *pairs.values()})
@@ -169,7 +175,7 @@ def identical(rev: str, pairs: Mapping[str, str]) -> tuple[bool, list[str]]:
     ok, lines = True, []
     for config, other in pairs.items():
         rows = [None if results[name] is None else result_rows(results[name][1]) for name in (other, config)]
-        ranked = [None if runs[name] is None else run_rankings(io.BytesIO(runs[name])) for name in (other, config)]
+        ranked = [None if runs[name] is None else _rankings(runs[name]) for name in (other, config)]
         check = check_config(config, rows[0], rows[1], None if None in ranked else tuple(ranked), epsilon=0.0)
         if not check.rankings_checked:
             check.differences.append("a run is missing")
