@@ -717,3 +717,49 @@ def test_sample_plot_csvs_unchanged(tmp_path):
     write_plots(tmp_path, settings, summaries, slices)
     for name in PLOT_FILES:
         assert (tmp_path / name).read_bytes() == (root / "metrics" / "plots" / name).read_bytes()
+
+
+def test_a_report_that_decides_its_verdict_reads_each_configurations_tables_once(work_repo, monkeypatch):
+    """Without ``--verdict`` the report decides the verdict itself: the gate's figures and the
+    report's come from one pairing per configuration (:func:`report_pairings`), so each
+    compared configuration's two tables are read in one pass, and the report is the
+    pipeline's own. On the session's reproduced sample."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from ragvet.cli import app
+
+    passes: list[str] = []  # the configurations whose baseline table was paired with their current one
+    wide_batches = compare._wide_batches
+
+    def counted(baseline, current, metrics, tags=()):
+        if "baseline" in Path(baseline).parts:  # not the side-by-side table's pairs of configurations
+            passes.append(current.stem)
+        return wide_batches(baseline, current, metrics, tags)
+
+    monkeypatch.setattr(compare, "_wide_batches", counted)
+    monkeypatch.chdir(work_repo)
+    done = CliRunner().invoke(app, ["report"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == (work_repo / "metrics" / "report.md").read_text()
+    gated = yaml.safe_load((work_repo / "params.yaml").read_text())["gate"]["configs"]
+    assert sorted(passes) == sorted(gated)  # every gated config compared once, none twice
+
+
+def test_a_pairing_covers_the_figures_of_a_narrower_one_and_reads_one_pair_of_tables():
+    """What the gate may take from the report's pairing: its metrics, its slices and its k,
+    from a pairing of the same two tables, read once."""
+    Pairing = compare.Pairing
+    wide = Pairing(["mrr", "hit@5", "recall@5"], "recall@5", ["kind"], 5)
+    assert wide.covers(Pairing(["hit@5", "mrr"], None, (), None))
+    assert wide.covers(Pairing(["mrr"], "recall@5", ["kind"], 5))
+    assert not wide.covers(Pairing(["mrr", "recall@10"]))
+    assert not wide.covers(Pairing(["mrr"], "mrr", ["kind"]))
+    assert not wide.covers(Pairing(["mrr"], "recall@5", ["tenant"]))
+    assert not wide.covers(Pairing(["mrr"], None, (), 10))
+    base = [{"case_id": "a", "split": "eval", "metrics": {"mrr": 0.5, "hit@5": 1.0, "recall@5": 1.0}, "tags": {}}]
+    cur = [{"case_id": "a", "split": "eval", "metrics": {"mrr": 1.0, "hit@5": 1.0, "recall@5": 1.0}, "tags": {}}]
+    assert wide.read(base, cur).read(base, cur).cases == 1  # read again: as it was, not twice
+    assert wide.sample("mrr").deltas.tolist() == [0.5]
+    with pytest.raises(ValueError, match="one pair of tables"):
+        wide.read(cur, base)

@@ -176,9 +176,26 @@ class Pairing:
         self.missed: list[pl.Series] = []
         self.found: list[pl.Series] = []
         self.cases = 0
+        self.sides: tuple[Side, Side] | None = None  # the two tables read, once read
+
+    def covers(self, wanted: Pairing) -> bool:
+        """Whether this pairing gathers every figure ``wanted`` would: its metrics, its slices
+        and its newly missed cases' k (a caller then takes them from this one)."""
+        return (
+            set(wanted.metrics) <= set(self.metrics)
+            and (wanted.slice_metric is None or (wanted.slice_metric, wanted.keys) == (self.slice_metric, self.keys))
+            and (wanted.k is None or wanted.k == self.k)
+        )
 
     def read(self, baseline: Side, current: Side) -> Pairing:
-        """Add every paired case of the two tables; the slices of the keys the current side tags."""
+        """Add every paired case of the two tables; the slices of the keys the current side tags.
+        A pairing already read of these same two tables is as it was: callers sharing one
+        (the gate's decision and the report's comparison) read the tables once."""
+        if self.sides is not None:
+            if self.sides[0] is baseline and self.sides[1] is current:
+                return self
+            raise ValueError("a Pairing reads one pair of tables")
+        self.sides = (baseline, current)
         tagged = _read_columns(current) if isinstance(current, Path) else _table(current).columns
         tags = [column("tags", key) for key in self.keys]
         self.slices = {key: {} for key, tag in zip(self.keys, tags) if tag in tagged}
@@ -200,6 +217,10 @@ class Pairing:
             i = self.columns.index(f"hit@{self.k}")
             self.missed.append(wide.filter(_lost(pl.col(f"b{i}"), pl.col(f"c{i}")))["case_id"])
             self.found.append(wide.filter(_lost(pl.col(f"c{i}"), pl.col(f"b{i}")))["case_id"])
+
+    def sample(self, metric: str) -> PairedSample:
+        """The paired sample of one of the pairing's metrics."""
+        return self.samples[self.metrics.index(metric)].sample()
 
     def _values(self, wide: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
         i = self.columns.index(metric)
@@ -394,14 +415,14 @@ def compare_metrics(
     ones), the random draws shared by the metrics over the same paired cases
     (:func:`_statistics`).
     With ``stats``, the CIs and p-values are left for its :meth:`Statistics.fill`.
-    ``pairing``, when given, has read the two tables already with ``metrics``."""
+    ``pairing``, when given, has read the two tables with every one of ``metrics``."""
     own = stats is None
     stats = Statistics(gate) if stats is None else stats
     out = []
     if pairing is None:
         pairing = Pairing(metrics).read(baseline_rows, current_rows)
-    for metric, sample in zip(metrics, (builder.sample() for builder in pairing.samples), strict=True):
-        entry = _compare(sample, math.inf, higher_is_better(metric), stats, {"metric": metric})
+    for metric in metrics:
+        entry = _compare(pairing.sample(metric), math.inf, higher_is_better(metric), stats, {"metric": metric})
         del entry["exceeds"]
         out.append(entry)
     if own:
@@ -525,6 +546,7 @@ def _measure_config(
     gate: Gate,
     against: str | None,
     stats: Statistics,
+    shared: Pairing | None = None,
 ) -> dict:
     """Measure one gated configuration against its baseline; nothing decided yet.
 
@@ -543,7 +565,8 @@ def _measure_config(
     compared on the cases in both, for reviewers to read, and is invalid all the same.
     ``against`` names the git revision the baseline was read from, when it is not the committed baseline folder.
     The CIs and p-values are left for ``stats`` (:meth:`Statistics.fill`), so that
-    every configuration's draws are shared.
+    every configuration's draws are shared. A ``shared`` pairing that covers the gate's
+    figures (:meth:`Pairing.covers`) is read, or taken as read, instead of a pairing of its own.
     """
     metrics: list[str] = list(gate.metrics)
     k_missed = newly_missed_k(metrics)
@@ -592,8 +615,10 @@ def _measure_config(
     chunking = chunking_reason(baseline_fp, current_fp)
     metrics, skipped = comparable_split(metrics, chunking)
     sliced = bool(comparable_split([gate.slice_metric], chunking)[0])
-    pairing = Pairing(metrics, gate.slice_metric if sliced else None, gate.slices if sliced else (), k_missed)
-    pairing.read(baseline_rows, current_rows)  # one pass over both tables for every figure below
+    wanted = Pairing(metrics, gate.slice_metric if sliced else None, gate.slices if sliced else (), k_missed)
+    if shared is not None and shared.covers(wanted):
+        wanted = shared  # the report's pairing, which gathers these figures with its own
+    pairing = wanted.read(baseline_rows, current_rows)  # one pass over both tables for every figure below
     if not pairing.cases:
         reasons.append(
             "no paired cases: no eval-split case is in both the baseline and the current results; "
@@ -610,10 +635,10 @@ def _measure_config(
         )
         return result
 
-    for metric, builder in zip(metrics, pairing.samples):
+    for metric in metrics:
         higher = higher_is_better(metric)
         entry = _compare(
-            builder.sample(), result["max_drop"], higher, stats, {"metric": metric, "higher_is_better": higher}
+            pairing.sample(metric), result["max_drop"], higher, stats, {"metric": metric, "higher_is_better": higher}
         )
         if entry["cases"] == 0:
             fix = (
@@ -684,6 +709,7 @@ def gate_all(
     rebaselined: Collection[str] = (),
     latency: Mapping[str, tuple[dict | None, dict | None]] | None = None,
     chunkings: Mapping[str, str | None] | None = None,
+    pairings: Mapping[str, Pairing] | None = None,
 ) -> dict:
     """The verdict over every gated configuration: ``baselines`` maps a config to
     its ``(summary, rows)`` (``(None, None)`` when absent), ``current`` to its
@@ -695,7 +721,9 @@ def gate_all(
     ``(baseline, current)`` latency records (:mod:`ragvet.gating.latency`), and a
     p95 rise beyond it fails the configuration. ``chunkings`` maps a config to the
     chunking fingerprint of its current results (its ``metrics/<config>.json``); without
-    it, ``fingerprints`` stands for every configuration's."""
+    it, ``fingerprints`` stands for every configuration's. ``pairings`` maps a config to
+    a :class:`Pairing` of its two tables the caller reads too (the report's), used when it
+    covers the gate's figures, so the tables are read once."""
     measured = []
     stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
     for config in gate.configs:
@@ -710,6 +738,7 @@ def gate_all(
             gate,
             against,
             stats,
+            (pairings or {}).get(config),
         )
         measured.append(result)
     stats.fill()

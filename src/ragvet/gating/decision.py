@@ -38,7 +38,7 @@ from ragvet.gating.baselines import (
     missing_latency,
     rebaselined,
 )
-from ragvet.gating.compare import chunking_reason, gate_all, gate_metrics, split_fingerprints
+from ragvet.gating.compare import Pairing, chunking_reason, gate_all, gate_metrics, split_fingerprints
 from ragvet.gating.freshness import refuse_stale, stale_guards
 from ragvet.gating.movement import (
     Measured,
@@ -72,6 +72,7 @@ def decide(
     runs: Path = RUNS,
     depth: int | None = None,
     moves: Sink | None = None,
+    pairings: Mapping[str, Pairing] | None = None,
 ) -> dict:
     """The verdict over the gated configurations: their per-case tables in
     ``cases_dir`` against the committed ``baseline`` folder, or against ``against``'s
@@ -88,7 +89,8 @@ def decide(
     (``moved``: :func:`ragvet.gating.movement.moved_by_config`), and ``moves``, when
     given, receives the per-case figures a batch at a time (:func:`ragvet.gating.movement.table_rows`).
     Both come from one pass over each configuration's two rankings
-    (:func:`ragvet.gating.movement.measure_movement`)."""
+    (:func:`ragvet.gating.movement.measure_movement`). ``pairings`` are a caller's pairings
+    of the same tables (:func:`ragvet.gating.compare.gate_all`'s)."""
     configs, metrics = list(gate.configs), gate_metrics(gate)
     with fetched(against) as revision:  # a revision's tables and runs, removed when decided
         if current is None:
@@ -108,6 +110,7 @@ def decide(
             rebaselined(configs, baseline, cases_dir, against),
             latency,
             chunkings,
+            pairings,
         )
         # chunk ids name other passages under another chunking: movement by id would mean nothing
         other_chunking = {

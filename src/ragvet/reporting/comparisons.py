@@ -10,7 +10,7 @@ guarded metric is the figure the gate decided on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragvet.gating.compare import (
@@ -47,6 +47,17 @@ def compared_metrics(ks: Sequence[int], gate: Gate) -> list[str]:
     return list(dict.fromkeys([*gate_metrics(gate), *report_metrics(k, gate.metrics), f"hit@{k}"]))
 
 
+def report_pairings(configs: Iterable[str], ks: Sequence[int], gate: Gate) -> dict[str, Pairing]:
+    """Each configuration's :class:`Pairing` of what its comparison shows, not yet read: the
+    metrics of :func:`report_metrics` (a gated one's guarded metrics among them), the gate's
+    slices and the newly missed and found cases at :func:`report_k`. Handed to the gate's
+    decision as well (:func:`ragvet.gating.decision.decide`), it covers the gate's figures,
+    so a report that decides its verdict reads each configuration's tables once."""
+    k = report_k(ks, gate)
+    shown = {config: report_metrics(k, gate.metrics if config in gate.configs else ()) for config in configs}
+    return {config: Pairing(metrics, gate.slice_metric, gate.slices, k) for config, metrics in shown.items()}
+
+
 def compare_configs(
     current: dict[str, Side],
     baselines: dict[str, tuple[Summary | None, Side | None]],
@@ -55,6 +66,7 @@ def compare_configs(
     gate: Gate,
     against: str | None = None,
     top_slices: int = 5,
+    pairings: Mapping[str, Pairing] | None = None,
 ) -> list[dict]:
     """Paired comparison of every configuration with its baseline, sorted by name.
 
@@ -63,10 +75,12 @@ def compare_configs(
     (largest absolute delta, among slices with at least ``min_slice_cases``), and
     the newly missed and newly found cases at ``hit@k``. ``reason`` is set, and
     nothing is compared, when there is no baseline or the fingerprints differ.
-    Each configuration's two tables are read once for all of these (:class:`Pairing`):
-    two Parquet files a batch of cases at a time, so neither is held whole.
+    Each configuration's two tables are read once for all of these (its pairing of
+    :func:`report_pairings`, taken as it is when the gate's decision has read it): two
+    Parquet files a batch of cases at a time, so neither is held whole.
     """
     k = report_k(ks, gate)
+    pairings = report_pairings(current, ks, gate) if pairings is None else pairings
     out = []
     stats = Statistics(gate)  # one draw per paired case set, shared by every configuration
     for config in sorted(current):
@@ -86,9 +100,8 @@ def compare_configs(
             out.append(entry)
             continue
         guarded = gate.metrics if gated else ()
-        metrics = report_metrics(k, guarded)
-        pairing = Pairing(metrics, gate.slice_metric, gate.slices, k).read(base_rows, rows)
-        entry["metrics"] = compare_metrics(base_rows, rows, metrics, gate, stats, pairing)
+        pairing = pairings[config].read(base_rows, rows)
+        entry["metrics"] = compare_metrics(base_rows, rows, pairing.metrics, gate, stats, pairing)
         for compared in entry["metrics"]:  # in place: stats.fill() below fills these dicts
             compared["guarded"] = compared["metric"] in guarded
         moved = [s for s in slice_comparisons(base_rows, rows, gate, stats, pairing) if s["delta"] is not None]

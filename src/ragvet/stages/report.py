@@ -38,7 +38,7 @@ from ragvet.gating.side_by_side import comparable_metrics, side_by_side
 from ragvet.inputs.params import settled, stage_params
 from ragvet.reporting.cases import case_details, listed_cases
 from ragvet.reporting.charts import report_figures
-from ragvet.reporting.comparisons import compare_configs, compared_metrics
+from ragvet.reporting.comparisons import compare_configs, compared_metrics, report_pairings
 from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
 from ragvet.reporting.explorer import EXPLORER_CASES, explorer_data, explorer_ids, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
@@ -252,16 +252,17 @@ def main(
     ranked = format is Format.html or moves is not None  # the moves read each case's first relevant rank
     with fetched(against) as revision:  # a revision's tables, removed once the report is written
         bases = baselines_for(configs, baseline, revision, metrics, extra=(RANK,) if ranked else ())
+        pairings = report_pairings(configs, settings["ks"], gate)  # each config's tables, read once for both uses
         if verdict is not None:
             decided = read_verdict(verdict)  # the verdict stage decided it once: rendered here, never decided again
         else:
             p95_limit = gate.max_p95_rise if latency_dir is not None else None
             timed = latency_pairs(p95_limit, list(gate.configs), baseline, latency_dir, against)
             depth = max(settings["ks"])  # what moved at the deepest k, as the verdict stage measures it
-            decided = decide(gate, cases_dir, split, baseline, against, timed, rows, bases, summaries_dir, depth=depth)
-        comparisons = compare_configs(
-            {c: rows[c] for c in configs if c in rows}, bases, fingerprints, settings["ks"], gate, against
-        )
+            sides = (rows, bases, summaries_dir)
+            decided = decide(gate, cases_dir, split, baseline, against, timed, *sides, depth=depth, pairings=pairings)
+        current = {c: rows[c] for c in configs if c in rows}
+        comparisons = compare_configs(current, bases, fingerprints, settings["ks"], gate, against, pairings=pairings)
         contents = _contents(settings, gate, summaries, comparisons, decided, rows, bases, against, cases, corpus)
         text = render_report(contents, against, comment, COMMENT_LIMIT if comment else None)
         moving = _moving(comparisons, rows, bases, list(gate.configs))
