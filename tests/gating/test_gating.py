@@ -1030,6 +1030,17 @@ def test_files_at_reads_a_revisions_files_in_one_batch_from_any_folder_of_the_re
     }
 
 
+def test_files_at_without_git_says_so_with_the_fix(tmp_path, monkeypatch):
+    """Every git call reading a revision goes through one runner: without git on the PATH,
+    reading a revision's files is a clear error, not a traceback."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # a folder without git
+    with pytest.raises(InputError) as raised:
+        files_at("HEAD", ["a.md"], tmp_path)
+    assert [(p.what, p.fix) for p in raised.value.problems] == [
+        ("git is not installed", "install git to compare with a revision")
+    ]
+
+
 def test_cases_left_out_of_the_eval_split_are_named_the_rest_compared_and_the_gate_refuses(tmp_path):
     """Case c's label was orphaned by a corpus edit (`status: orphaned`): it left the eval split,
     so its fingerprint moved; the gate compares a, b and d, names c, and passes only once the

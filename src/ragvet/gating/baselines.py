@@ -504,13 +504,16 @@ def accept_baseline(
     return written
 
 
-def _git(repo: Path, *args: str, binary: bool = False, into: BinaryIO | None = None) -> subprocess.CompletedProcess:
-    """``git *args`` in ``repo``; its output as text, as bytes when ``binary``, or written
-    straight into the file ``into``."""
-    text = {} if binary or into else {"text": True, "encoding": "utf-8"}
+def _git(
+    repo: Path, *args: str, binary: bool = False, into: BinaryIO | None = None, given: bytes | None = None
+) -> subprocess.CompletedProcess:
+    """``git *args`` in ``repo``, ``given`` on its input (bytes); its output as text, as bytes
+    when ``binary`` or ``given``, or written straight into the file ``into``. A missing git
+    is an error with the fix, as every git call here makes it."""
+    text = {} if binary or into or given is not None else {"text": True, "encoding": "utf-8"}
     out = {"stdout": into, "stderr": subprocess.PIPE} if into else {"capture_output": True}
     try:
-        return subprocess.run(["git", *args], cwd=repo, check=False, **out, **text)
+        return subprocess.run(["git", *args], cwd=repo, check=False, input=given, **out, **text)
     except FileNotFoundError:
         raise InputError(
             [Problem(str(repo), "git is not installed", "install git to compare with a revision")]
@@ -675,9 +678,7 @@ def folder_at(rev: str, folder: str, repo: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative to ``repo``) as ``rev`` has it, by its path
     relative to ``folder``: committed to git there, else tracked by DVC (read as
     :func:`file_at` reads one). Empty when ``rev`` has no such folder."""
-    listed = subprocess.run(
-        ["git", "ls-tree", "-r", "-z", "--name-only", rev, "--", folder], cwd=repo, capture_output=True, check=False
-    )
+    listed = _git(repo, "ls-tree", "-r", "-z", "--name-only", rev, "--", folder, binary=True)
     if listed.returncode != 0:
         what = listed.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown revision"]
         raise InputError([Problem(f"--from {rev}", f"git cannot read that revision: {what[0]}", _REV_FIX)])
@@ -712,15 +713,15 @@ def _git_blobs(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes]:
     seconds. A name the batch protocol cannot carry (a newline in it) is read on its own."""
     found: dict[str, bytes] = {}
     for path in (path for path in paths if "\n" in path):
-        done = subprocess.run(["git", "show", f"{rev}:./{path}"], cwd=repo, capture_output=True, check=False)
+        done = _git(repo, "show", f"{rev}:./{path}", binary=True)
         if done.returncode == 0:
             found[path] = done.stdout
     batch = [path for path in paths if "\n" not in path]
-    prefix = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=repo, capture_output=True, check=False)
+    prefix = _git(repo, "rev-parse", "--show-prefix")
     if not batch or prefix.returncode != 0:
         return found
-    names = "".join(f"{rev}:{prefix.stdout.decode('utf-8').strip()}{path}\n" for path in batch)
-    done = subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=names.encode(), capture_output=True)
+    names = "".join(f"{rev}:{prefix.stdout.strip()}{path}\n" for path in batch)
+    done = _git(repo, "cat-file", "--batch", given=names.encode())
     out, at = done.stdout, 0
     for path in batch if done.returncode == 0 else ():
         header_end = out.index(b"\n", at)
