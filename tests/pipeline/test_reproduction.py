@@ -509,19 +509,21 @@ def test_a_runs_ids_stored_as_categories_are_read_as_text(tmp_path):
 
 def test_verify_pairs_runs_numbered_alike_by_their_numbers_to_the_same_verdict(tmp_path, monkeypatch):
     """Two runs numbered alike are compared by their case and chunk numbers, their ids read
-    only where a case moved: the same verdict, whatever the batches, as their ids give."""
+    only where a case moved: whatever the batches, the verdict their ids give."""
     settings = {**yaml.safe_load(template_text("params.yaml")), "slices": ["topic"]}
-    committed_project(tmp_path, settings, reverse=False, numbered=True)
-    monkeypatch.chdir(tmp_path)
-    assert numbering(Path("data/runs") / f"{SAMPLE_CONFIG}.parquet") is not None
-    found = {
-        rows: verify_results([SAMPLE_CONFIG], "HEAD", Path("."), Path("metrics"), Path("data/runs"), settings, rows)
-        for rows in (None, 1, 2, 3)
-    }
-    (check,) = found[None]
-    assert all(checks == [check] for checks in found.values())
-    assert render([check], "HEAD").splitlines() == EXPECTED
-    assert check.max_score_delta == pytest.approx(0.40003)
+    verdicts = {}
+    for numbered in (False, True):
+        (tmp_path / str(numbered)).mkdir()
+        committed_project(tmp_path / str(numbered), settings, reverse=False, numbered=numbered)
+        monkeypatch.chdir(tmp_path / str(numbered))
+        run = Path("data/runs") / f"{SAMPLE_CONFIG}.parquet"
+        assert (numbering(run) is not None) == numbered
+        folders = (Path("metrics"), Path("data/runs"))
+        verdicts[numbered] = [
+            verify_results([SAMPLE_CONFIG], "HEAD", Path("."), *folders, settings, rows) for rows in (None, 1, 2, 3)
+        ]
+    assert all(checks == verdicts[False][0] for checks in verdicts[True])
+    assert render(verdicts[True][0], "HEAD").splitlines() == EXPECTED
 
 
 def test_numbered_runs_give_each_case_the_outcome_their_ids_give(tmp_path):
