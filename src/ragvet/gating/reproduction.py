@@ -86,7 +86,6 @@ from ragvet.storage.rankings import (
     numbered_rows,
     numbering,
     paired_batches,
-    positions_in_case,
 )
 from ragvet.storage.results import cases_dir, in_id_order, per_case_path, read_results, result_rows
 from ragvet.storage.tables import run_path
@@ -372,16 +371,15 @@ def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, 
 def _in_ranking_order(run: pl.DataFrame, case: str, chunk: str) -> pl.DataFrame:
     """Run rows (a batch of whole cases in case order, ``case`` and ``chunk`` naming them:
     ids, or a numbered run's numbers, which sort as the ids do) in each case's ranking order
-    as :func:`rankings` sorts them (rank, then chunk), scores as floats, with each row's
-    ``position`` in its case. A run as the retrieve stage writes it, each case's ranks
-    ascending, is in that order already, and is not sorted."""
+    as :func:`rankings` sorts them (rank, then chunk), scores as floats: two cases ranking
+    as many chunks then pair row by row. A run as the retrieve stage writes it, each case's
+    ranks ascending, is in that order already, and is not sorted."""
     ordered = run.select(case, "rank", chunk, pl.col("score").cast(pl.Float64))
     ordered = ordered.with_columns(pl.col(chunk).cast(pl.String)) if chunk in ID_COLUMNS else ordered
     case_rle, rank = ordered[case].rle_id().to_numpy(), ordered["rank"].to_numpy()
-    if not ((np.diff(case_rle) > 0) | (np.diff(rank) > 0)).all():  # a rank repeated, missing or out of order
-        ordered = ordered.sort(case, "rank", chunk, "score")
-        case_rle = ordered[case].rle_id().to_numpy()
-    return ordered.with_columns(position=pl.Series(positions_in_case(case_rle)))
+    if ((np.diff(case_rle) > 0) | (np.diff(rank) > 0)).all():
+        return ordered
+    return ordered.sort(case, "rank", chunk, "score")  # a rank repeated, missing or out of order
 
 
 def unmoved_rankings(
@@ -494,7 +492,7 @@ def _numbered_outcomes(
     numbers = unmoved["case"].to_numpy()
     first = committed.group_by("case").agg(pl.col("rank").min())["rank"].max()
     named = unmoved.join(case_ids_of(runs[0], numbers, first), on="case", how="left")
-    cases = np.union1d(committed["case"].to_numpy(), recomputed["case"].to_numpy())
+    cases = np.union1d(committed["case"].unique().to_numpy(), recomputed["case"].unique().to_numpy())
     others = np.setdiff1d(cases, numbers, assume_unique=True)
     committed_rest, recomputed_rest = (rankings_frame(numbered_rows(path, others, RUN_COLUMNS)) for path in runs)
     return _outcomes(named, (committed_rest, recomputed_rest), epsilon)
