@@ -259,18 +259,26 @@ class CaseComparison:
     ) -> CaseComparison:
         """:meth:`add` of a batch of both per-case tables and, when ranked, of their cases'
         ranking outcomes (:func:`ranking_outcomes`; a case they lack ranks nothing on either
-        side): the rows the column comparisons find unmoved (:func:`unmoved_rows`) are judged
-        without building them in Python; every other row goes through the kernel."""
-        ranking_of = None if outcomes is None else _outcome_judge(outcomes)
+        side). The cases with nothing to name (:func:`_quiet`) are counted and their score
+        moves taken by columns; only the others are judged one by one in Python, their rows
+        the column comparisons find unmoved (:func:`unmoved_rows`) without the kernel."""
         if not (in_id_order(committed["case_id"]) and in_id_order(recomputed["case_id"])):
+            ranking_of = None if outcomes is None else _outcome_judge(outcomes)
             return self._add_rows(result_rows(committed), result_rows(recomputed), ranking_of)
         rows = unmoved_rows(committed, recomputed, self.epsilon)
-        before, after = (_rows_by_id(frame, rows) for frame in (committed, recomputed))
+        quiet = _quiet(rows, outcomes)
+        self.cases += quiet.height
+        self.max_score_delta = max(self.max_score_delta, float(quiet["move"].max() or 0.0))
+        loud = ~pl.col("case_id").is_in(quiet["case_id"].implode())
+        committed, recomputed, rows = (frame.filter(loud) for frame in (committed, recomputed, rows))
+        same = dict(zip(rows["case_id"].to_list(), rows["move"].to_list(), strict=True))
+        before, after = (_rows_by_id(frame, same) for frame in (committed, recomputed))
 
         def rows_of(case_id: str) -> tuple[list[str], float]:
-            same = rows.get(case_id)
-            return ([], same) if same is not None else row_differences(before[case_id], after[case_id], self.epsilon)
+            move = same.get(case_id)
+            return ([], move) if move is not None else row_differences(before[case_id], after[case_id], self.epsilon)
 
+        ranking_of = None if outcomes is None else _outcome_judge(outcomes.filter(loud))
         ids = (set(committed["case_id"].to_list()), set(recomputed["case_id"].to_list()))
         self._judge(*ids, rows_of, ranking_of)
         return self
@@ -337,16 +345,16 @@ def _unpaired(config: str, committed_missing: bool, ranked: bool) -> ConfigCheck
 # --------------------------------------------------------------------------- batches
 
 
-def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
+def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> pl.DataFrame:
     """The shared cases whose rows :func:`row_differences` finds nothing moved in, with
-    their largest score move, told by comparing columns: every field equal (null to null),
+    their largest score ``move`` (``case_id, move``), told by comparing columns: every field equal (null to null),
     every score within ``epsilon`` or missing on both sides. A case it cannot tell so is
     left out for the kernel: tables of other columns or types, NaN, a list of numbers."""
-    schema = committed.schema
+    schema, none = committed.schema, pl.DataFrame(schema={"case_id": pl.String, "move": pl.Float64})
     if schema.keys() != recomputed.schema.keys() or any(recomputed.schema[n] != t for n, t in schema.items()):
-        return {}
+        return none
     if any(dtype.is_nested() and dtype != pl.List(pl.String) for dtype in schema.values()):
-        return {}
+        return none
     same, move = pl.lit(True), pl.lit(0.0)
     for name, dtype in schema.items():
         a, b = pl.col(name), pl.col(f"{name}~")
@@ -358,8 +366,19 @@ def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: flo
             equal = a.eq_missing(b)
             same &= equal & ~(a.is_nan() | b.is_nan()).fill_null(False) if dtype.is_float() else equal
     joined = committed.join(recomputed, on="case_id", how="inner", suffix="~")
-    found = joined.select("case_id", same.alias("same"), move.alias("move")).filter("same")
-    return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+    return joined.select("case_id", move.alias("move"), same.alias("same")).filter("same").drop("same")
+
+
+def _quiet(rows: pl.DataFrame, outcomes: pl.DataFrame | None) -> pl.DataFrame:
+    """The cases of ``rows`` (:func:`unmoved_rows`) that :meth:`CaseComparison._judge`
+    would neither name nor count as near ties: without runs all of them, with runs those
+    whose ranking outcome is neither a change nor a reordering, or that neither run ranks;
+    ``move`` the larger of their row's and their ranking's score moves."""
+    if outcomes is None:
+        return rows
+    joined = rows.join(outcomes, on="case_id", how="left", suffix="~")
+    calm = pl.col("reason").is_null() & ~pl.col("reordered").fill_null(False)
+    return joined.filter(calm).select("case_id", pl.max_horizontal("move", pl.col("move~").fill_null(0.0)))
 
 
 def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, Row]:
