@@ -50,7 +50,10 @@ evaluate and retrieve write them), and each side's summary and slice table is ad
 up batch by batch (:class:`ragvet.measures.summary.Summaries`), so a run of ten
 million cases costs a few batches. Within a batch, rows equal but for scores within
 ε and rankings of the same chunks in the same order are told by column comparisons;
-every other case goes through the kernels below, one case at a time. Named near
+every other case goes through the kernels below, one case at a time. Two runs the
+retrieve stage numbered alike are paired and compared by their case and chunk
+numbers (:func:`ranking_outcomes`): of their billions of string ids, only one per
+unmoved case and the rows of the other cases are read. Named near
 ties and differing cases are kept up to :data:`SHOWN_CASES` each, the rest counted.
 A run in another order (written by another tool) is sorted into a temporary copy
 first, which holds it whole (:func:`ragvet.storage.rankings.case_ordered`); a table
