@@ -21,6 +21,7 @@ from ragvet.gating.reproduction import (
     CaseComparison,
     check_config,
     ranking_difference,
+    ranking_outcomes,
     rankings,
     render,
     row_differences,
@@ -33,7 +34,8 @@ from ragvet.project import template_text
 from ragvet.settings import Budget
 from ragvet.storage import results
 from ragvet.storage.files import dumps
-from ragvet.storage.rankings import case_batches
+from ragvet.storage.rankings import case_batches, numbering
+from ragvet.storage.tables import write_run_frame
 
 ROW = {
     "case_id": "q1",
@@ -373,13 +375,14 @@ def ranked(
     ]
 
 
-def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
+def committed_project(repo: Path, settings: dict, reverse: bool, numbered: bool = False) -> None:
     """A commit of results by hand (26 cases, each ranking three chunks), their figures what the
     table gives; then a work tree recomputed with float noise (every score +3e-5), a near tie
     (TIE's second and third chunks, 5e-5 apart, swap ranks, their rows left in place), a real
     change (CHANGED's top two chunks swap, and its row moves), q24 dropped, q99 added, and a
     forged eval recall@5 in its summary; its run's rows in reverse case order when ``reverse``
-    (not as the retrieve stage writes them)."""
+    (not as the retrieve stage writes them); both runs numbered alike when ``numbered``, as
+    the retrieve stage numbers them (:func:`numbered_run`)."""
     rows = scored_rows()
     for folder in ("metrics/cases", "metrics/slices", "data/runs"):
         (repo / folder).mkdir(parents=True, exist_ok=True)
@@ -393,7 +396,8 @@ def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
             summary["eval"]["metrics"]["recall@5"] = forged
         (repo / "metrics" / f"{SAMPLE_CONFIG}.json").write_text(dumps(summary))
         (repo / "metrics" / "slices" / f"{SAMPLE_CONFIG}.json").write_text(dumps(slices))
-        pl.DataFrame(run).write_parquet(repo / "data" / "runs" / f"{SAMPLE_CONFIG}.parquet")
+        path = repo / "data" / "runs" / f"{SAMPLE_CONFIG}.parquet"
+        numbered_run(path, run) if numbered else pl.DataFrame(run).write_parquet(path)
 
     run = [
         r
@@ -421,6 +425,13 @@ def committed_project(repo: Path, settings: dict, reverse: bool) -> None:
         else:
             recomputed += ranked(case_id, (0.90003, 0.50003, 0.10003))
     write(moved, recomputed[::-1] if reverse else recomputed, forged=0.999)
+
+
+def numbered_run(path: Path, run: list[dict]) -> None:
+    """``run`` as the retrieve stage writes it, its ids numbered among every case id of
+    :func:`committed_project` (its cases file: q99 too) and every chunk id of those cases."""
+    cases = [row["case_id"] for row in scored_rows()] + ["q99"]
+    write_run_frame(path, pl.DataFrame(run), cases, [f"{case}-{chunk}" for case in cases for chunk in "abc"])
 
 
 EXPECTED = [
@@ -494,3 +505,64 @@ def test_a_runs_ids_stored_as_categories_are_read_as_text(tmp_path):
     batch = pl.concat(case_batches(tmp_path / "run.parquet", "run", RUN_COLUMNS))
     assert (batch.schema["case_id"], batch.schema["chunk_id"]) == (pl.String, pl.String)
     assert batch.equals(run)
+
+
+def test_verify_pairs_runs_numbered_alike_by_their_numbers_to_the_same_verdict(tmp_path, monkeypatch):
+    """Two runs numbered alike are compared by their case and chunk numbers, their ids read
+    only where a case moved: whatever the batches, the verdict their ids give."""
+    settings = {**yaml.safe_load(template_text("params.yaml")), "slices": ["topic"]}
+    verdicts = {}
+    for numbered in (False, True):
+        (tmp_path / str(numbered)).mkdir()
+        committed_project(tmp_path / str(numbered), settings, reverse=False, numbered=numbered)
+        monkeypatch.chdir(tmp_path / str(numbered))
+        run = Path("data/runs") / f"{SAMPLE_CONFIG}.parquet"
+        assert (numbering(run) is not None) == numbered
+        folders = (Path("metrics"), Path("data/runs"))
+        verdicts[numbered] = [
+            verify_results([SAMPLE_CONFIG], "HEAD", Path("."), *folders, settings, rows) for rows in (None, 1, 2, 3)
+        ]
+    assert all(checks == verdicts[False][0] for checks in verdicts[True])
+    assert render(verdicts[True][0], "HEAD").splitlines() == EXPECTED
+
+
+def test_numbered_runs_give_each_case_the_outcome_their_ids_give(tmp_path):
+    """A case's ranking outcome by numbers is the one by ids: unmoved within ε, a near tie,
+    a real swap, a case one run ranks and the other does not, a chunk only one run ranks."""
+    committed = [
+        *ranked("q1", (0.9, 0.5, 0.1)),
+        *ranked("q2", (0.9, 0.50005, 0.5)),
+        *ranked("q3", (0.9, 0.5, 0.1)),
+        *ranked("q4", (0.7, 0.6, 0.5)),
+        *ranked("q6", (0.8, 0.7, 0.6)),
+    ]
+    recomputed = [
+        *ranked("q1", (0.90003, 0.50003, 0.10003)),
+        *ranked("q2", (0.90003, 0.50001, 0.50002), ranks=(1, 3, 2)),  # b and c swap, 5e-5 apart
+        *ranked("q3", (0.90003, 0.50003, 0.10003), "bac"),  # a and b swap, 0.4 apart
+        *ranked("q5", (0.4, 0.3, 0.2)),
+        *ranked("q6", (0.80001, 0.70002, 0.6), "abd"),  # d for c, both at the cut (0.6)
+    ]
+    cases = ["q1", "q2", "q3", "q4", "q5", "q6"]
+    chunks = [f"{case}-{chunk}" for case in cases for chunk in "abcd"]
+    for name, run in (("committed", committed), ("recomputed", recomputed)):
+        write_run_frame(tmp_path / f"{name}.parquet", pl.DataFrame(run), cases, chunks)
+        pl.DataFrame(run).write_parquet(tmp_path / f"{name}-ids.parquet")
+    numbered = (tmp_path / "committed.parquet", tmp_path / "recomputed.parquet")
+    by_ids = (tmp_path / "committed-ids.parquet", tmp_path / "recomputed-ids.parquet")
+    assert numbering(numbered[0]) == numbering(numbered[1]) is not None and numbering(by_ids[0]) is None
+    outcomes = {
+        (rows, name): pl.concat(ranking_outcomes(sides, rows)).rows()
+        for rows in (None, 1, 2, 3)
+        for name, sides in (("numbers", numbered), ("ids", by_ids))
+    }
+    expected = [
+        ("q1", None, False, pytest.approx(3e-5)),
+        ("q2", None, True, pytest.approx(4e-5)),
+        ("q3", "q3-a scored 0.900000, now 0.500030", True, pytest.approx(0.40003)),
+        ("q4", "q4-a entered or left the ranking with score 0.700000, not at the cut", True, 0.0),
+        ("q5", "q5-a entered or left the ranking with score 0.400000, not at the cut", True, 0.0),
+        ("q6", None, True, pytest.approx(2e-5)),
+    ]
+    for found in outcomes.values():
+        assert found == expected

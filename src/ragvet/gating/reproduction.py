@@ -50,7 +50,10 @@ evaluate and retrieve write them), and each side's summary and slice table is ad
 up batch by batch (:class:`ragvet.measures.summary.Summaries`), so a run of ten
 million cases costs a few batches. Within a batch, rows equal but for scores within
 ε and rankings of the same chunks in the same order are told by column comparisons;
-every other case goes through the kernels below, one case at a time. Named near
+every other case goes through the kernels below, one case at a time. Two runs the
+retrieve stage numbered alike are paired and compared by their case and chunk
+numbers (:func:`ranking_outcomes`): of their billions of string ids, only one per
+unmoved case and the rows of the other cases are read. Named near
 ties and differing cases are kept up to :data:`SHOWN_CASES` each, the rest counted.
 A run in another order (written by another tool) is sorted into a temporary copy
 first, which holds it whole (:func:`ragvet.storage.rankings.case_ordered`); a table
@@ -60,7 +63,7 @@ with recorded answers is summarised whole, as evaluate summarises it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +79,17 @@ from ragvet.measures.summary import Summaries, config_summary, summaries
 from ragvet.settings import Budget
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import dumps
-from ragvet.storage.rankings import case_batches, case_ordered, paired_batches, positions_in_case
+from ragvet.storage.rankings import (
+    ID_COLUMNS,
+    NUMBERED_COLUMNS,
+    case_batches,
+    case_ids_of,
+    case_ordered,
+    numbered_batches,
+    numbered_rows,
+    numbering,
+    paired_batches,
+)
 from ragvet.storage.results import cases_dir, in_id_order, per_case_path, read_results, result_rows
 from ragvet.storage.tables import run_path
 from ragvet.text.escaping import visible
@@ -84,6 +97,7 @@ from ragvet.text.escaping import visible
 Row = dict[str, Any]
 Ranking = list[tuple[str, float]]  # (chunk_id, score), best first
 RankingOutcome = tuple[str | None, bool, float]  # why it differs (None: a near tie at most), reordered, largest move
+Judge = Callable[[str], RankingOutcome]  # a case's ranking outcome by its id
 
 EPSILON = 1e-4
 SCORE_FIELDS = ("top1_score",)  # the per-case fields that are retriever scores, not ranks
@@ -227,34 +241,47 @@ class CaseComparison:
     ) -> CaseComparison:
         """Add the rows of a run of cases (both sides' rows of the same cases, after every
         case added before) and, when ranked, their rankings by case id."""
+        ranking_of = None if runs is None else _kernel_judge(*runs, self.epsilon)
+        return self._add_rows(committed_rows, recomputed_rows, ranking_of)
+
+    def _add_rows(
+        self, committed_rows: Sequence[Row], recomputed_rows: Sequence[Row], ranking_of: Judge | None
+    ) -> CaseComparison:
+        """:meth:`add`, each case's rankings judged by ``ranking_of``."""
         before = {row["case_id"]: row for row in committed_rows}
         after = {row["case_id"]: row for row in recomputed_rows}
 
         def rows_of(case_id: str) -> tuple[list[str], float]:
             return row_differences(before[case_id], after[case_id], self.epsilon)
 
-        ranking_of = None if runs is None else _kernel_judge(*runs, self.epsilon)
         self._judge(before.keys(), after.keys(), rows_of, ranking_of)
         return self
 
     def add_frames(
-        self, committed: pl.DataFrame, recomputed: pl.DataFrame, runs: tuple[pl.DataFrame, pl.DataFrame] | None
+        self, committed: pl.DataFrame, recomputed: pl.DataFrame, outcomes: pl.DataFrame | None
     ) -> CaseComparison:
-        """:meth:`add` of a batch of both per-case tables and, when ranked, of both runs
-        (``RUN_COLUMNS``), the same cases: the rows and rankings the column comparisons
-        find unmoved (:func:`unmoved_rows`, :func:`unmoved_rankings`) are judged without
-        building them in Python; every other case goes through the kernels."""
+        """:meth:`add` of a batch of both per-case tables and, when ranked, of their cases'
+        ranking outcomes (:func:`ranking_outcomes`; a case they lack ranks nothing on either
+        side). The cases with nothing to name (:func:`_quiet`) are counted and their score
+        moves taken by columns; only the others are judged one by one in Python, their rows
+        the column comparisons find unmoved (:func:`unmoved_rows`) without the kernel."""
         if not (in_id_order(committed["case_id"]) and in_id_order(recomputed["case_id"])):
-            rankings_of = None if runs is None else (rankings_frame(runs[0]), rankings_frame(runs[1]))
-            return self.add(result_rows(committed), result_rows(recomputed), rankings_of)
+            ranking_of = None if outcomes is None else _outcome_judge(outcomes)
+            return self._add_rows(result_rows(committed), result_rows(recomputed), ranking_of)
         rows = unmoved_rows(committed, recomputed, self.epsilon)
-        before, after = (_rows_by_id(frame, rows) for frame in (committed, recomputed))
+        quiet = _quiet(rows, outcomes)
+        self.cases += quiet.height
+        self.max_score_delta = max(self.max_score_delta, float(quiet["move"].max() or 0.0))
+        loud = ~pl.col("case_id").is_in(quiet["case_id"].implode())
+        committed, recomputed, rows = (frame.filter(loud) for frame in (committed, recomputed, rows))
+        same = dict(zip(rows["case_id"].to_list(), rows["move"].to_list(), strict=True))
+        before, after = (_rows_by_id(frame, same) for frame in (committed, recomputed))
 
         def rows_of(case_id: str) -> tuple[list[str], float]:
-            same = rows.get(case_id)
-            return ([], same) if same is not None else row_differences(before[case_id], after[case_id], self.epsilon)
+            move = same.get(case_id)
+            return ([], move) if move is not None else row_differences(before[case_id], after[case_id], self.epsilon)
 
-        ranking_of = None if runs is None else _ranking_judge(*runs, self.epsilon)
+        ranking_of = None if outcomes is None else _outcome_judge(outcomes.filter(loud))
         ids = (set(committed["case_id"].to_list()), set(recomputed["case_id"].to_list()))
         self._judge(*ids, rows_of, ranking_of)
         return self
@@ -264,7 +291,7 @@ class CaseComparison:
         before: Set[str],
         after: Set[str],
         rows_of: Callable[[str], tuple[list[str], float]],
-        ranking_of: Callable[[str], RankingOutcome] | None,
+        ranking_of: Judge | None,
     ) -> None:
         """The verdict on each case of a batch (``before``, ``after``: the ids each table
         holds), from its row differences and its ranking outcome (None: no committed run)."""
@@ -321,16 +348,17 @@ def _unpaired(config: str, committed_missing: bool, ranked: bool) -> ConfigCheck
 # --------------------------------------------------------------------------- batches
 
 
-def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
+def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> pl.DataFrame:
     """The shared cases whose rows :func:`row_differences` finds nothing moved in, with
-    their largest score move, told by comparing columns: every field equal (null to null),
+    their largest score ``move`` (``case_id, move``), told by comparing columns: every field equal (null to null),
     every score within ``epsilon`` or missing on both sides. A case it cannot tell so is
     left out for the kernel: tables of other columns or types, NaN, a list of numbers."""
-    schema = committed.schema
-    if schema.keys() != recomputed.schema.keys() or any(recomputed.schema[n] != t for n, t in schema.items()):
-        return {}
+    schema, other = committed.schema, recomputed.schema
+    none = pl.DataFrame(schema={"case_id": pl.String, "move": pl.Float64})
+    if schema.keys() != other.keys() or any(other[name] != dtype for name, dtype in schema.items()):
+        return none
     if any(dtype.is_nested() and dtype != pl.List(pl.String) for dtype in schema.values()):
-        return {}
+        return none
     same, move = pl.lit(True), pl.lit(0.0)
     for name, dtype in schema.items():
         a, b = pl.col(name), pl.col(f"{name}~")
@@ -341,9 +369,23 @@ def unmoved_rows(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: flo
         elif name != "case_id":
             equal = a.eq_missing(b)
             same &= equal & ~(a.is_nan() | b.is_nan()).fill_null(False) if dtype.is_float() else equal
-    joined = committed.join(recomputed, on="case_id", how="inner", suffix="~")
-    found = joined.select("case_id", same.alias("same"), move.alias("move")).filter("same")
-    return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+    if committed["case_id"].equals(recomputed["case_id"]):  # the usual batch: the same cases, row by row
+        joined = pl.concat([committed, recomputed.drop("case_id").select(pl.all().name.suffix("~"))], how="horizontal")
+    else:
+        joined = committed.join(recomputed, on="case_id", how="inner", suffix="~")
+    return joined.select("case_id", move.alias("move"), same.alias("same")).filter("same").drop("same")
+
+
+def _quiet(rows: pl.DataFrame, outcomes: pl.DataFrame | None) -> pl.DataFrame:
+    """The cases of ``rows`` (:func:`unmoved_rows`) that :meth:`CaseComparison._judge`
+    would neither name nor count as near ties: without runs all of them, with runs those
+    whose ranking outcome is neither a change nor a reordering, or that neither run ranks;
+    ``move`` the larger of their row's and their ranking's score moves."""
+    if outcomes is None:
+        return rows
+    joined = rows.join(outcomes, on="case_id", how="left", suffix="~")
+    calm = pl.col("reason").is_null() & ~pl.col("reordered").fill_null(False)
+    return joined.filter(calm).select("case_id", pl.max_horizontal("move", pl.col("move~").fill_null(0.0)))
 
 
 def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, Row]:
@@ -352,52 +394,55 @@ def _rows_by_id(frame: pl.DataFrame, unmoved: Mapping[str, float]) -> dict[str, 
     return {row["case_id"]: row for row in result_rows(rest)}
 
 
-def _in_ranking_order(run: pl.DataFrame) -> pl.DataFrame:
-    """Run rows (a batch of whole cases in case-id order) in each case's ranking order as
-    :func:`rankings` sorts them (rank, then chunk id), scores as floats, with each row's
-    ``position`` in its case. A run as the retrieve stage writes it, each case's ranks
-    ascending, is in that order already, and is not sorted."""
-    ordered = run.select(RUN_COLUMNS).with_columns(pl.col("chunk_id").cast(pl.String), pl.col("score").cast(pl.Float64))
-    case, rank = ordered["case_id"].rle_id().to_numpy(), ordered["rank"].to_numpy()
-    if not ((np.diff(case) > 0) | (np.diff(rank) > 0)).all():  # a rank repeated, missing or out of order
-        ordered = ordered.sort("case_id", "rank", "chunk_id", "score")
-        case = ordered["case_id"].rle_id().to_numpy()
-    return ordered.with_columns(position=pl.Series(positions_in_case(case)))
+def _in_ranking_order(run: pl.DataFrame, case: str, chunk: str) -> pl.DataFrame:
+    """Run rows (a batch of whole cases in case order, ``case`` and ``chunk`` naming them:
+    ids, or a numbered run's numbers, which sort as the ids do) in each case's ranking order
+    as :func:`rankings` sorts them (rank, then chunk), scores as floats: two cases ranking
+    as many chunks then pair row by row. A run as the retrieve stage writes it, each case's
+    ranks ascending, is in that order already, and is not sorted."""
+    ordered = run.select(case, "rank", chunk, pl.col("score").cast(pl.Float64))
+    ordered = ordered.with_columns(pl.col(chunk).cast(pl.String)) if chunk in ID_COLUMNS else ordered
+    case_rle, rank = ordered[case].rle_id().to_numpy(), ordered["rank"].to_numpy()
+    if ((np.diff(case_rle) > 0) | (np.diff(rank) > 0)).all():
+        return ordered
+    return ordered.sort(case, "rank", chunk, "score")  # a rank repeated, missing or out of order
 
 
-def unmoved_rankings(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON) -> dict[str, float]:
+def unmoved_rankings(
+    committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float = EPSILON, names: tuple[str, str] = ID_COLUMNS
+) -> pl.DataFrame:
     """The cases whose two rankings (run rows) :func:`ranking_outcome` finds neither changed
-    nor reordered, with their largest score move, told by comparing columns: the same
+    nor reordered, with their largest score ``move``, told by comparing columns: the same
     chunks at the same positions, each chunk once, every score within ``epsilon``. A case
-    with a missing rank or score, or a NaN, is left out for the kernel."""
-    a, b = _same_lengths(_in_ranking_order(committed), _in_ranking_order(recomputed))
-    joined = a.with_columns(b.select(pl.col("rank", "chunk_id", "score").name.suffix("~")))
+    with a missing rank or score, or a NaN, is left out for the kernel. ``names`` are the
+    case and chunk columns: the ids, or the numbers of two runs numbered alike."""
+    case, chunk = names
+    a, b = _same_lengths(_in_ranking_order(committed, *names), _in_ranking_order(recomputed, *names), case)
+    joined = a.with_columns(b.select(pl.col("rank", chunk, "score").name.suffix("~")))
     delta = (pl.col("score") - pl.col("score~")).abs()
     clean = pl.all_horizontal(pl.col("rank", "rank~", "score", "score~").is_not_null()) & ~delta.is_nan()
-    per_case = joined.group_by("case_id").agg(
-        same=(pl.col("chunk_id").eq_missing(pl.col("chunk_id~")) & clean.fill_null(False)).all(),
-        once=pl.col("chunk_id").n_unique() == pl.len(),
+    ascending = joined.with_columns(pl.col(case).set_sorted())  # as case_batches gives them: a faster group-by
+    per_case = ascending.group_by(case, maintain_order=True).agg(
+        same=(pl.col(chunk).eq_missing(pl.col(f"{chunk}~")) & clean.fill_null(False)).all(),
+        once=pl.col(chunk).n_unique() == pl.len(),
         move=delta.max(),
     )
-    found = per_case.filter(pl.col("same") & pl.col("once") & (pl.col("move") <= epsilon))
-    return dict(zip(found["case_id"].to_list(), found["move"].to_list(), strict=True))
+    return per_case.filter(pl.col("same") & pl.col("once") & (pl.col("move") <= epsilon)).select(case, "move")
 
 
-def _same_lengths(committed: pl.DataFrame, recomputed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _same_lengths(committed: pl.DataFrame, recomputed: pl.DataFrame, case: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The rows of the cases both runs rank as many chunks for, which pair row by row: the
     other cases' rankings differ in length, so none of them is unmoved. Two runs of the
     same cases and depth (the usual case) are kept as they are."""
-    if committed["case_id"].equals(recomputed["case_id"]):
+    if committed[case].equals(recomputed[case]):
         return committed, recomputed
-    lengths = [run.group_by("case_id").len() for run in (committed, recomputed)]
-    kept = lengths[0].join(lengths[1], on="case_id").filter(pl.col("len") == pl.col("len_right"))["case_id"]
-    wanted = pl.col("case_id").is_in(kept.to_list())
+    lengths = [run.group_by(case).len() for run in (committed, recomputed)]
+    kept = lengths[0].join(lengths[1], on=case).filter(pl.col("len") == pl.col("len_right"))[case]
+    wanted = pl.col(case).is_in(kept.implode())
     return committed.filter(wanted), recomputed.filter(wanted)
 
 
-def _kernel_judge(
-    committed: Mapping[str, Ranking], recomputed: Mapping[str, Ranking], epsilon: float
-) -> Callable[[str], RankingOutcome]:
+def _kernel_judge(committed: Mapping[str, Ranking], recomputed: Mapping[str, Ranking], epsilon: float) -> Judge:
     """Each case's :func:`ranking_outcome` from the two runs' rankings by case id (a case
     a run lacks ranks nothing there)."""
 
@@ -407,20 +452,77 @@ def _kernel_judge(
     return judge
 
 
-def _ranking_judge(
-    committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float
-) -> Callable[[str], RankingOutcome]:
-    """Each case's :func:`ranking_outcome` for a batch of both runs: the unmoved ones
-    (:func:`unmoved_rankings`) from their columns, the others through the kernel."""
+OUTCOMES = {"case_id": pl.String, "reason": pl.String, "reordered": pl.Boolean, "move": pl.Float64}
+
+
+def _outcome_judge(outcomes: pl.DataFrame) -> Judge:
+    """Each case's outcome as :func:`ranking_outcomes` found it; a case it lacks ranks
+    nothing on either side (:func:`ranking_outcome` of two empty rankings)."""
+    found = dict(zip(outcomes["case_id"].to_list(), outcomes.select("reason", "reordered", "move").iter_rows()))
+    return lambda case_id: found.get(case_id, (None, False, 0.0))
+
+
+def _outcomes(
+    unmoved: pl.DataFrame, rest: tuple[Mapping[str, Ranking], Mapping[str, Ranking]], epsilon: float
+) -> pl.DataFrame:
+    """The :data:`OUTCOMES` of a batch's cases in case-id order: the ``unmoved`` ones
+    (``case_id, move``) as they are, the ``rest`` (each run's rankings of the others)
+    through the kernel."""
+    judge = _kernel_judge(*rest, epsilon)
+    judged = [(case_id, *judge(case_id)) for case_id in sorted(rest[0].keys() | rest[1].keys())]
+    kernel = pl.DataFrame(judged, schema=OUTCOMES, orient="row")
+    kept = unmoved.select(
+        pl.col("case_id").cast(pl.String), reason=pl.lit(None, pl.String), reordered=pl.lit(False), move=pl.col("move")
+    )
+    return pl.concat([kept, kernel]).sort("case_id")
+
+
+def ranking_outcomes(
+    runs: tuple[Path, Path], rows: int | None = None, epsilon: float = EPSILON
+) -> Iterator[pl.DataFrame]:
+    """Each case's :func:`ranking_outcome` between the two runs (in case order), as frames
+    of :data:`OUTCOMES` in case-id order, a batch of whole cases at a time (at least one
+    frame). The cases :func:`unmoved_rankings` tells by columns are never built in Python.
+    Two runs numbered alike (:func:`ragvet.storage.rankings.numbering`) are paired and
+    compared by their case and chunk numbers, and only their unmoved cases' ids and the
+    other cases' rows are read as text (:func:`ragvet.storage.rankings.numbered_rows`):
+    the ids are most of a run's bytes. Other runs are paired by their ids."""
+    numbered = numbering(runs[0])
+    if numbered is None or numbered != numbering(runs[1]):
+        pairs = paired_batches([case_batches(path, str(path), RUN_COLUMNS, rows=rows) for path in runs])
+        found = (_id_outcomes(committed, recomputed, epsilon) for committed, recomputed in pairs)
+    else:
+        columns = [*NUMBERED_COLUMNS, "score"]
+        streams = [numbered_batches(path, str(path), columns, rows) for path in runs]
+        found = (_numbered_outcomes(runs, *pair, epsilon) for pair in paired_batches(streams, key="case"))
+    first = next(found, None)
+    yield pl.DataFrame(schema=OUTCOMES) if first is None else first
+    yield from found
+
+
+def _id_outcomes(committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float) -> pl.DataFrame:
+    """:func:`ranking_outcomes` of a batch of both runs' rows (``RUN_COLUMNS``)."""
     unmoved = unmoved_rankings(committed, recomputed, epsilon)
-    rest = [rankings_frame(run.filter(~pl.col("case_id").is_in(list(unmoved)))) for run in (committed, recomputed)]
-    kernel = _kernel_judge(*rest, epsilon)
+    moved = ~pl.col("case_id").is_in(unmoved["case_id"].implode())
+    rest = (rankings_frame(committed.filter(moved)), rankings_frame(recomputed.filter(moved)))
+    return _outcomes(unmoved, rest, epsilon)
 
-    def judge(case_id: str) -> RankingOutcome:
-        move = unmoved.get(case_id)
-        return (None, False, move) if move is not None else kernel(case_id)
 
-    return judge
+def _numbered_outcomes(
+    runs: tuple[Path, Path], committed: pl.DataFrame, recomputed: pl.DataFrame, epsilon: float
+) -> pl.DataFrame:
+    """:func:`ranking_outcomes` of a batch of two runs numbered alike (``case, rank, chunk,
+    score``): the unmoved cases' ids read from the committed run, one row per case (each
+    case has a row at or above the highest of their first ranks), the other cases' rows
+    with their ids from each run."""
+    unmoved = unmoved_rankings(committed, recomputed, epsilon, ("case", "chunk"))
+    numbers = unmoved["case"].to_numpy()
+    first = committed.group_by("case").agg(pl.col("rank").min())["rank"].max()
+    named = unmoved.join(case_ids_of(runs[0], numbers, first), on="case", how="left")
+    cases = np.union1d(committed["case"].unique().to_numpy(), recomputed["case"].unique().to_numpy())
+    others = np.setdiff1d(cases, numbers, assume_unique=True)
+    committed_rest, recomputed_rest = (rankings_frame(numbered_rows(path, others, RUN_COLUMNS)) for path in runs)
+    return _outcomes(named, (committed_rest, recomputed_rest), epsilon)
 
 
 # --------------------------------------------------------------------------- reading
@@ -683,12 +785,13 @@ def _compared(
     rows: int | None,
 ) -> ConfigCheck:
     """The case comparison of one configuration and the tallies of each side's figures,
-    in one pass over both per-case tables and, with both, both runs: their batches paired
-    by case id (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
+    in one pass over both per-case tables and, with both, their cases' ranking outcomes
+    (:func:`ranking_outcomes`): their batches paired by case id
+    (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
     present = [side for side, path in enumerate(tables) if path is not None]
     streams = [table_batches(path, None, rows or TABLE_ROWS) for path in tables if path is not None]
     paired, ranked = len(present) == 2, len(present) == 2 and runs is not None
-    streams += [case_batches(path, str(path), RUN_COLUMNS, rows=rows) for path in runs or ()] if ranked else []
+    streams += [ranking_outcomes(runs, rows)] if ranked and runs is not None else []
     comparison = CaseComparison(ranked)
     for batch in paired_batches(streams) if streams else ():
         for side, frame in zip(present, batch):
@@ -696,7 +799,7 @@ def _compared(
             if tally is not None:
                 tally.add(frame)
         if paired:
-            comparison.add_frames(batch[0], batch[1], (batch[2], batch[3]) if ranked else None)
+            comparison.add_frames(batch[0], batch[1], batch[2] if ranked else None)
     return comparison.check(config) if paired else _unpaired(config, tables[0] is None, runs is not None)
 
 

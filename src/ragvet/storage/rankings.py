@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem
-from ragvet.storage.tables import RUN_METADATA, parquet_slices
+from ragvet.storage.tables import RUN_METADATA, parquet_slices, text_scan
 
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 NUMBERED_COLUMNS = ("case", "rank", "chunk")  # a numbered ranking's integers (:func:`numbering`)
@@ -57,12 +57,26 @@ def numbering(source: Path | bytes) -> str | None:
     return found
 
 
-def case_ids_of(source: Path | bytes, numbers: np.ndarray) -> pl.DataFrame:
-    """``case, case_id`` of the given case ``numbers`` in a numbered ranking: one scan that
-    reads only the row groups whose ``case`` range holds some of them."""
+def numbered_rows(
+    source: Path | bytes, numbers: np.ndarray, columns: Sequence[str], ranked: int | None = None
+) -> pl.DataFrame:
+    """The ``columns`` (ids as strings) of the rows of the case ``numbers`` in a numbered
+    ranking, only those ranked at most ``ranked`` when given: one scan that reads only the
+    row groups whose ``case`` range holds some of them, and decodes the other columns of
+    the matching rows only, so a few cases' ids cost a few cases' rows, not a billion."""
+    if not len(numbers):
+        return text_scan(source, ID_COLUMNS).select(columns).head(0).collect()
     wanted = pl.col("case").is_between(int(numbers.min()), int(numbers.max())) & pl.col("case").is_in(numbers.tolist())
-    found = pl.scan_parquet(source).select("case", "case_id").filter(wanted).unique("case").collect()
-    return found.with_columns(pl.col("case_id").cast(pl.String))
+    if ranked is not None:
+        wanted &= pl.col("rank") <= ranked
+    return text_scan(source, ID_COLUMNS).filter(wanted).select(columns).collect()
+
+
+def case_ids_of(source: Path | bytes, numbers: np.ndarray, ranked: int | None = None) -> pl.DataFrame:
+    """``case, case_id`` of the given case ``numbers`` in a numbered ranking
+    (:func:`numbered_rows`); with ``ranked``, a rank each of those cases has a row at or
+    above (the highest of their first ranks), only those rows are read: about one per case."""
+    return numbered_rows(source, numbers, ["case", "case_id"], ranked).unique("case")
 
 
 def in_rank_order(case: np.ndarray, rank: np.ndarray, chunk: np.ndarray) -> bool:
@@ -158,11 +172,12 @@ def case_ordered(source: Path, target: Path, columns: Sequence[str], where: str)
 
 
 def numbered_batches(
-    source: Path | bytes, where: str, columns: Sequence[str] = NUMBERED_COLUMNS
+    source: Path | bytes, where: str, columns: Sequence[str] = NUMBERED_COLUMNS, rows: int | None = None
 ) -> Iterator[pl.DataFrame]:
-    """:func:`case_batches` of a numbered ranking by its case numbers, each batch's ranks
-    and chunk numbers checked: every row has both, and no chunk number is negative."""
-    for frame in case_batches(source, where, columns, key="case"):
+    """:func:`case_batches` of a numbered ranking by its case numbers (about ``rows`` rows
+    at a time), each batch's ranks and chunk numbers checked: every row has both, and no
+    chunk number is negative."""
+    for frame in case_batches(source, where, columns, key="case", rows=rows):
         missing = frame.select(pl.col("rank", "chunk").null_count().sum()).sum_horizontal().item()
         if missing or (frame["chunk"] < 0).any():
             what = "a row without a rank or a chunk number, or with a negative chunk number"

@@ -729,10 +729,10 @@ def parquet_slices(
     Each slice is its own read, which opens only the row groups it needs: polars'
     ``collect_batches`` reads ahead of a slow consumer without bound (700 MB of a run
     while the engine scored its first batches). The ``text`` columns the file stores as
-    categories are read as strings (:func:`_scan`). A file that cannot be read, whole or
+    categories are read as strings (:func:`text_scan`). A file that cannot be read, whole or
     in any slice, stops with the problem at ``where`` (default: the path), exit 2."""
     try:
-        scan = _scan(path, text)
+        scan = text_scan(path, text)
         scan = scan if columns is None else scan.select(columns)
         total = pl.scan_parquet(path).select(pl.len()).collect().item()
         for start in range(0, max(total, 1), rows):
@@ -743,7 +743,7 @@ def parquet_slices(
         raise InputError([Problem(label, f"not a readable Parquet table ({first})", UNREADABLE_FIX)]) from None
 
 
-def _scan(path: Path | bytes, text: Sequence[str]) -> pl.LazyFrame:
+def text_scan(path: Path | bytes, text: Sequence[str]) -> pl.LazyFrame:
     """A scan of the Parquet file that reads its ``text`` columns stored as categories as
     plain strings: polars keeps every category it decodes in one mapping for the whole
     process, never shrunk, so reading a run's ten million case ids as categories grew a
