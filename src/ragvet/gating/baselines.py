@@ -34,9 +34,9 @@ from ragvet.storage.rankings import (
     RANKING_COLUMNS,
     RowIds,
     case_batches,
+    first_rows,
     in_rank_order,
     numbering,
-    positions_in_case,
 )
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import (
@@ -332,7 +332,7 @@ def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
     for frame in case_batches(run, run.as_posix(), NUMBERED_COLUMNS, key="case"):
         numbers = [frame[name].to_numpy() for name in NUMBERED_COLUMNS]
         ranked = in_rank_order(*numbers)
-        rows = np.flatnonzero(positions_in_case(numbers[0]) < depth) if ranked else np.arange(frame.height)
+        rows = first_rows(numbers[0], depth) if ranked else np.arange(frame.height)
         kept = pl.concat([ids.take(start + rows), frame[rows]], how="horizontal").select(list(schema)).cast(schema)
         start += frame.height
         yield kept if ranked else _first_ranks(kept, depth)
