@@ -364,6 +364,16 @@ def test_a_numbered_run_in_row_groups_keeps_the_ranks_its_ids_give(tmp_path: Pat
     assert kept.select(list(RANKING)).equals(pl.concat(ranking_of(tmp_path / "ids.parquet", 2)))
 
 
+def test_a_numbered_run_without_its_chunk_ids_is_refused(tmp_path: Path):
+    run = pl.DataFrame([("q01", 1, 1, 1)], schema=["case_id", "rank", "case", "chunk"], orient="row")
+    write_parquet(tmp_path / "run.parquet", run, metadata={RUN_METADATA: NUMBERING})  # numbered, no chunk_id
+    with pytest.raises(InputError) as err:
+        list(ranking_of(tmp_path / "run.parquet", 2))
+    (problem,) = err.value.problems
+    assert problem.where == (tmp_path / "run.parquet").as_posix()
+    assert problem.what == "not a readable Parquet table (unable to find column 'chunk_id')"
+
+
 def test_the_first_rows_of_each_case_by_hand():
     """Cases 3, 5 and 8 of 3, 1 and 2 rows: their first 2 rows are rows 0, 1, 3, 4 and 5; none at depth 0."""
     case = np.array([3, 3, 3, 5, 8, 8], dtype=np.int32)

@@ -192,6 +192,9 @@ class RowIds:
         import pyarrow.parquet as parquet  # deferred: only keeping a numbered run's ranking reads with it
 
         self._where, self._group, self._table = where, -1, None
+        lacking = [name for name in ID_COLUMNS if name not in parquet.read_schema(source).names]  # numbering() read it
+        if lacking:
+            raise unreadable(where, f"unable to find column {lacking[0]!r}")
         self._file = parquet.ParquetFile(source, read_dictionary=list(ID_COLUMNS))
         groups = self._file.metadata
         self._ends = np.cumsum([groups.row_group(index).num_rows for index in range(groups.num_row_groups)])

@@ -741,8 +741,8 @@ def parquet_slices(
         raise unreadable(where or (str(path) if isinstance(path, Path) else "Parquet table"), err) from None
 
 
-def unreadable(where: str, err: Exception) -> InputError:
-    """The error (exit 2) for a Parquet table at ``where`` a reader failed on, naming the reader's first line."""
+def unreadable(where: str, err: Exception | str) -> InputError:
+    """The error (exit 2) for a Parquet table at ``where`` a reader failed on, naming the first line of its error."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return InputError([Problem(where, f"not a readable Parquet table ({first})", UNREADABLE_FIX)])
 
