@@ -272,7 +272,7 @@ DEFERRED = {
     "statsmodels": "over a second to import, needed only when a family has p-values to correct",
     "dvc": "DVC's API costs a second: stale-result checks, other revisions, storage moves",
     "networkx": "the stage graph of a stale-result check, with DVC's API",
-    "pyarrow": "a rare path: a table written in more than one row group (65,536 rows)",
+    "pyarrow": "a rare path: a table written in more than one row group (65,536 rows), a numbered run's kept ids",
 }
 
 

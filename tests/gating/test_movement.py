@@ -340,6 +340,48 @@ def test_a_ranking_kept_of_a_numbered_run_keeps_its_numbers(tmp_path: Path, monk
     assert (tmp_path / "again.parquet").read_bytes() == (tmp_path / "kept.parquet").read_bytes()
 
 
+@pytest.mark.parametrize("backwards", [False, True])
+def test_a_numbered_run_in_row_groups_keeps_the_ranks_its_ids_give(tmp_path: Path, monkeypatch, backwards: bool):
+    """A numbered run with dictionary-encoded ids (as the retrieve stage writes them) in row
+    groups of 3 rows, read 4 rows at a time: a case across two groups, a batch across
+    three. Its first 2 ranks per case, ids taken from the groups holding the kept rows, are
+    the hand-made ones and what the same run without numbers keeps by its ids; so also
+    when one case lists its ranks backwards (its batch is then sorted by its ids)."""
+    q03 = [("q03", 1, "c5"), ("q03", 2, "c3"), ("q03", 3, "c1"), ("q03", 3, "c2")]
+    rows = [("q01", 1, "c4"), ("q01", 2, "c1"), ("q01", 3, "c0"), ("q02", 1, "c2")]
+    rows += [*(q03[::-1] if backwards else q03), ("q05", 1, "c0"), ("q05", 2, "c3")]
+    run = pl.DataFrame(rows, schema=RANKING, orient="row")
+    numbers = [pl.col(f"{name}_id").str.slice(1).cast(pl.Int32).alias(name) for name in ("case", "chunk")]
+    table = run.with_columns(*numbers, pl.col("case_id", "chunk_id").cast(pl.Categorical)).to_arrow()
+    pq.write_table(table.replace_schema_metadata({RUN_METADATA: NUMBERING}), tmp_path / "run.parquet", row_group_size=3)
+    run.write_parquet(tmp_path / "ids.parquet")
+    monkeypatch.setattr(rankings, "BATCH_ROWS", 4)
+    kept = pl.concat(ranking_of(tmp_path / "run.parquet", 2))
+    expected = [("q01", 1, "c4"), ("q01", 2, "c1"), ("q02", 1, "c2"), ("q03", 1, "c5"), ("q03", 2, "c3")]
+    expected += [("q05", 1, "c0"), ("q05", 2, "c3")]
+    assert kept.select(list(RANKING)).rows() == expected
+    assert kept.select("case", "chunk").rows() == [(int(case[1:]), int(chunk[1:])) for case, _, chunk in expected]
+    assert kept.select(list(RANKING)).equals(pl.concat(ranking_of(tmp_path / "ids.parquet", 2)))
+
+
+def test_a_numbered_run_without_its_chunk_ids_is_refused(tmp_path: Path):
+    run = pl.DataFrame([("q01", 1, 1, 1)], schema=["case_id", "rank", "case", "chunk"], orient="row")
+    write_parquet(tmp_path / "run.parquet", run, metadata={RUN_METADATA: NUMBERING})  # numbered, no chunk_id
+    with pytest.raises(InputError) as err:
+        list(ranking_of(tmp_path / "run.parquet", 2))
+    (problem,) = err.value.problems
+    assert problem.where == (tmp_path / "run.parquet").as_posix()
+    assert problem.what == "not a readable Parquet table (unable to find column 'chunk_id')"
+
+
+def test_the_first_rows_of_each_case_by_hand():
+    """Cases 3, 5 and 8 of 3, 1 and 2 rows: their first 2 rows are rows 0, 1, 3, 4 and 5; none at depth 0."""
+    case = np.array([3, 3, 3, 5, 8, 8], dtype=np.int32)
+    assert rankings.first_rows(case, 2).tolist() == [0, 1, 3, 4, 5]
+    assert rankings.first_rows(case, 1).tolist() == [0, 3, 4]
+    assert rankings.first_rows(case, 0).tolist() == rankings.first_rows(case[:0], 2).tolist() == []
+
+
 def test_the_verdict_names_a_kept_ranking_of_ids_beside_a_numbered_run(tmp_path: Path):
     """Only a ranking kept without numbers, beside a numbered run, is paired the slow way."""
     _, run, _ = traffic(tmp_path)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem, raise_if
@@ -31,10 +32,11 @@ from ragvet.storage.rankings import (
     BATCH_ROWS,
     NUMBERED_COLUMNS,
     RANKING_COLUMNS,
+    RowIds,
     case_batches,
+    first_rows,
     in_rank_order,
     numbering,
-    positions_in_case,
 )
 from ragvet.storage.records import SplitOutline, listed_ids, object_problems
 from ragvet.storage.results import (
@@ -316,15 +318,30 @@ def ranking_of(run: Path, depth: int) -> Iterator[pl.DataFrame]:
     ``chunk`` numbers when it has them (:func:`ragvet.storage.rankings.numbering`), a batch
     of whole cases at a time (:func:`ragvet.storage.rankings.case_batches`: a run not in
     case order is refused): what a baseline keeps of a run to tell later how far a change
-    moved each case's top k (:mod:`ragvet.measures.overlap`)."""
-    numbered = numbering(run) is not None
-    schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbered else {})
-    for frame in case_batches(run, run.as_posix(), list(schema)):
-        if numbered and in_rank_order(*(frame[name].to_numpy() for name in NUMBERED_COLUMNS)):
-            yield frame.filter(positions_in_case(frame["case"].to_numpy()) < depth).cast(schema)
-            continue  # as the retrieve stage writes it: the first ranks kept by numbers, then converted
-        ranked = frame.cast(schema).sort(list(RANKING_COLUMNS))
-        yield ranked.filter(pl.int_range(pl.len()).over("case_id") < depth)
+    moved each case's top k (:mod:`ragvet.measures.overlap`).
+
+    A numbered run is read by its integers, and the ids only of the rows kept
+    (:class:`ragvet.storage.rankings.RowIds`): in rank order, as the retrieve stage writes
+    it, those are each case's first ``depth`` rows, kept without a sort; a batch in any
+    other order has all its ids read and is sorted by them, as a run without numbers is."""
+    if numbering(run) is None:
+        for frame in case_batches(run, run.as_posix(), list(RANKING_SCHEMA)):
+            yield _first_ranks(frame.cast(RANKING_SCHEMA), depth)
+        return
+    schema, ids, start = RANKING_SCHEMA | NUMBERS_SCHEMA, RowIds(run, run.as_posix()), 0
+    for frame in case_batches(run, run.as_posix(), NUMBERED_COLUMNS, key="case"):
+        numbers = [frame[name].to_numpy() for name in NUMBERED_COLUMNS]
+        ranked = in_rank_order(*numbers)
+        rows = first_rows(numbers[0], depth) if ranked else np.arange(frame.height)
+        kept = pl.concat([ids.take(start + rows), frame[rows]], how="horizontal").select(list(schema)).cast(schema)
+        start += frame.height
+        yield kept if ranked else _first_ranks(kept, depth)
+
+
+def _first_ranks(frame: pl.DataFrame, depth: int) -> pl.DataFrame:
+    """The first ``depth`` rows of each case of ``frame`` once sorted by ``case_id, rank, chunk_id``."""
+    ranked = frame.sort(list(RANKING_COLUMNS))
+    return ranked.filter(pl.int_range(pl.len()).over("case_id") < depth)
 
 
 def write_ranking(path: Path, run: Path, depth: int) -> None:

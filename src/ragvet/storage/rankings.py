@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from ragvet.errors import InputError, Problem
-from ragvet.storage.tables import RUN_METADATA, parquet_slices, text_scan
+from ragvet.storage.tables import RUN_METADATA, parquet_slices, text_scan, unreadable
 
 RANKING_COLUMNS = ("case_id", "rank", "chunk_id")  # what a ranking is, as a run or a kept baseline
 NUMBERED_COLUMNS = ("case", "rank", "chunk")  # a numbered ranking's integers (:func:`numbering`)
@@ -95,6 +95,16 @@ def positions_in_case(case: np.ndarray) -> np.ndarray:
     together: for a ranking in rank order, its place in that case's list."""
     first = np.flatnonzero(np.r_[True, case[1:] != case[:-1]])[: len(case)]
     return np.arange(len(case)) - np.repeat(first, np.diff(np.r_[first, len(case)]))
+
+
+def first_rows(case: np.ndarray, depth: int) -> np.ndarray:
+    """The positions, ascending, of each case's first ``depth`` rows (the rows of a case
+    together): those :func:`positions_in_case` places below ``depth``, found from each
+    case's first row and length, so that keeping 10 of a case's 100 ranks builds arrays
+    of the rows kept, not of every row."""
+    first = np.flatnonzero(np.r_[True, case[1:] != case[:-1]])[: len(case)]
+    kept = np.minimum(np.diff(np.r_[first, len(case)]), max(depth, 0))
+    return np.repeat(first - (np.cumsum(kept) - kept), kept) + np.arange(kept.sum())
 
 
 def _out_of_order(ids: pl.Series, before: str | int | None) -> int | None:
@@ -183,6 +193,43 @@ def numbered_batches(
             what = "a row without a rank or a chunk number, or with a negative chunk number"
             raise InputError([Problem(where, what, NUMBERS_FIX)])
         yield frame
+
+
+class RowIds:
+    """The text ids (:data:`ID_COLUMNS`) of chosen rows of a Parquet ranking, turned into
+    strings for those rows only. A run stores its ids dictionary-encoded; pyarrow reads a
+    row group of them as the dictionaries' indices (``read_dictionary``), the chosen rows
+    are taken from those and only they are decoded: keeping the first 10 of a run's 100
+    ranks per case decodes a tenth of its ids, where reading them as strings decoded all.
+    The rows asked for ascend from call to call (the last row group read is held)."""
+
+    def __init__(self, source: Path, where: str) -> None:
+        import pyarrow.parquet as parquet  # deferred: only keeping a numbered run's ranking reads with it
+
+        self._where, self._group, self._table = where, -1, None
+        lacking = [name for name in ID_COLUMNS if name not in parquet.read_schema(source).names]  # numbering() read it
+        if lacking:
+            raise unreadable(where, f"unable to find column {lacking[0]!r}")
+        self._file = parquet.ParquetFile(source, read_dictionary=list(ID_COLUMNS))
+        groups = self._file.metadata
+        self._ends = np.cumsum([groups.row_group(index).num_rows for index in range(groups.num_row_groups)])
+
+    def take(self, rows: np.ndarray) -> pl.DataFrame:
+        """``case_id, chunk_id`` as strings of the file's ``rows`` (ascending positions)."""
+        import pyarrow as pa  # deferred with the reader
+
+        text = pa.schema([(name, pa.string()) for name in ID_COLUMNS])
+        groups = np.searchsorted(self._ends, rows, side="right")
+        parts = [pa.table({name: pa.array([], pa.string()) for name in ID_COLUMNS})]
+        try:
+            for group in np.unique(groups).tolist():
+                if group != self._group:
+                    self._table, self._group = self._file.read_row_group(group, columns=list(ID_COLUMNS)), group
+                start = int(self._ends[group]) - self._table.num_rows
+                parts.append(self._table.take(rows[groups == group] - start).cast(text))
+        except (OSError, pa.ArrowException) as err:
+            raise unreadable(self._where, err) from None
+        return pl.from_arrow(pa.concat_tables(parts))
 
 
 def paired_batches(tables: Iterable[Iterator[pl.DataFrame]], key: str = "case_id") -> Iterator[list[pl.DataFrame]]:

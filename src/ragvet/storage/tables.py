@@ -738,9 +738,13 @@ def parquet_slices(
         for start in range(0, max(total, 1), rows):
             yield scan.slice(start, rows).collect()
     except (OSError, pl.exceptions.PolarsError) as err:
-        label = where or (str(path) if isinstance(path, Path) else "Parquet table")
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError([Problem(label, f"not a readable Parquet table ({first})", UNREADABLE_FIX)]) from None
+        raise unreadable(where or (str(path) if isinstance(path, Path) else "Parquet table"), err) from None
+
+
+def unreadable(where: str, err: Exception | str) -> InputError:
+    """The error (exit 2) for a Parquet table at ``where`` a reader failed on, naming the first line of its error."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return InputError([Problem(where, f"not a readable Parquet table ({first})", UNREADABLE_FIX)])
 
 
 def text_scan(path: Path | bytes, text: Sequence[str]) -> pl.LazyFrame:
