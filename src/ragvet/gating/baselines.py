@@ -522,12 +522,12 @@ def accept_baseline(
 
 
 def _git(
-    repo: Path, *args: str, binary: bool = False, into: BinaryIO | None = None, given: bytes | None = None
+    repo: Path, *args: str, binary: bool = False, into: BinaryIO | None = None, given: bytes | str | None = None
 ) -> subprocess.CompletedProcess:
-    """``git *args`` in ``repo``, ``given`` on its input (bytes); its output as text, as bytes
-    when ``binary`` or ``given``, or written straight into the file ``into``. A missing git
-    is an error with the fix, as every git call here makes it."""
-    text = {} if binary or into or given is not None else {"text": True, "encoding": "utf-8"}
+    """``git *args`` in ``repo``, ``given`` on its input; its output as text, as bytes when
+    ``binary`` (``given`` is then bytes too), or written straight into the file ``into``.
+    A missing git is an error with the fix, for every git call here."""
+    text = {} if binary or into else {"text": True, "encoding": "utf-8"}
     out = {"stdout": into, "stderr": subprocess.PIPE} if into else {"capture_output": True}
     try:
         return subprocess.run(["git", *args], cwd=repo, check=False, input=given, **out, **text)
@@ -738,7 +738,7 @@ def _git_blobs(rev: str, paths: Sequence[str], repo: Path) -> dict[str, bytes]:
     if not batch or prefix.returncode != 0:
         return found
     names = "".join(f"{rev}:{prefix.stdout.strip()}{path}\n" for path in batch)
-    done = _git(repo, "cat-file", "--batch", given=names.encode())
+    done = _git(repo, "cat-file", "--batch", binary=True, given=names.encode())
     out, at = done.stdout, 0
     for path in batch if done.returncode == 0 else ():
         header_end = out.index(b"\n", at)

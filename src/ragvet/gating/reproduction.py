@@ -321,9 +321,8 @@ class CaseComparison:
         named = self.only.shown + self.changed.shown
         hidden = self.only.more + self.changed.more + max(0, len(named) - self.cap)
         differences = named[: self.cap] + ([f"and {hidden} more case(s)"] if hidden else [])
-        check = ConfigCheck(config, self.cases, self.ranked, self.max_score_delta, self.near_ties.shown, differences)
-        check.more_near_ties = self.near_ties.more
-        return check
+        figures = (self.cases, self.ranked, self.max_score_delta, self.near_ties.shown, differences)
+        return ConfigCheck(config, *figures, more_near_ties=self.near_ties.more)
 
 
 def check_config(
