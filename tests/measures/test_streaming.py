@@ -24,6 +24,7 @@ from ragvet.measures.tally import ExactColumns, ExactSum, exact_total
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
+from ragvet.storage.pipelining import ahead
 from ragvet.storage.records import split_membership
 from ragvet.storage.results import read_results, round_results, write_result_batches
 from ragvet.storage.tables import read_case_table, read_run_table, run_batches, write_case_table, write_run
@@ -135,7 +136,8 @@ def project(tmp_path_factory):
 
 
 def streamed(project, batch: int, tmp_path) -> tuple[str, str, pl.DataFrame]:
-    """The per-case table's bytes' digest, the summary and slices as JSON, evaluated ``batch`` cases at a time."""
+    """The per-case table's bytes' digest, the summary and slices as JSON, evaluated ``batch``
+    cases at a time, read, scored, tallied and written in threads a batch apart as the stage does."""
     root, chunks, texts, split = project
     batched = run_batches(root / "run.parquet", root / "cases.parquet", chunks.chunk_ids, batch)
     assert batched is not None  # numbered for these cases and chunks
@@ -148,8 +150,8 @@ def streamed(project, batch: int, tmp_path) -> tuple[str, str, pl.DataFrame]:
             yield frame
 
     out = tmp_path / f"cases-{batch}.parquet"
-    frames = evaluated_batches(pairs, chunks, lambda ids: split, texts, measuring(KS), tag_keys)
-    write_result_batches(out, tallying(frames))
+    frames = ahead(evaluated_batches(ahead(pairs), chunks, lambda ids: split, texts, measuring(KS), tag_keys))
+    write_result_batches(out, ahead(tallying(frames)))
     figures = json.dumps([tallied.summary(), tallied.slice_table()], sort_keys=True)
     return hashlib.sha256(out.read_bytes()).hexdigest(), figures, read_results(out)
 
@@ -217,7 +219,7 @@ def test_a_numbered_run_out_of_case_order_is_a_problem_at_the_run(project, tmp_p
     run.reverse().write_parquet(shuffled, metadata=metadata)
     _, pairs = run_batches(shuffled, root / "cases.parquet", chunks.chunk_ids, 100)
     with pytest.raises(InputError) as raised:
-        list(pairs)
+        list(ahead(pairs))  # raised in the reading thread, raised here
     (problem,) = raised.value.problems
     assert problem.where == str(shuffled) and "not in case order" in problem.what
     assert "near row 13" in problem.what  # reversed: the last case's 12 rows, then an earlier case's

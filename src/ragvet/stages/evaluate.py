@@ -28,6 +28,7 @@ from ragvet.settings import Measuring
 from ragvet.storage.atomic import outputs_together
 from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
+from ragvet.storage.pipelining import ahead
 from ragvet.storage.records import split_membership
 from ragvet.storage.results import result_rows, results_frame, round_results, write_result_batches
 from ragvet.storage.tables import (
@@ -127,8 +128,10 @@ def main(
         batched = run_batches(run, cases, all_chunks.chunk_ids, batch_cases)
     recorded = reviewed = None  # reviewed: the whole table, when it carries recorded answers
     if batched is not None:  # a numbered Parquet run and case table: scored a batch of cases at a time
-        tag_keys, pairs = batched
-        frames = evaluated_batches(pairs, all_chunks, split_of, texts, measuring, tag_keys, passages is None)
+        tag_keys, pairs = batched  # read, scored, tallied and written in four threads, a batch apart
+        frames = ahead(
+            evaluated_batches(ahead(pairs), all_chunks, split_of, texts, measuring, tag_keys, passages is None)
+        )
     else:
         recorded_of = functools.partial(config_answers, answers, config, chunking=spec["chunking"])
         chunk_level = passages is None  # a run of foreign passages has no chunk-level metrics
@@ -138,7 +141,7 @@ def main(
     tallied = Summaries(settings["ks"], abstain_below, measuring.budget.values, settings["slices"])
     dev: Counter = Counter()
     with outputs_together(per_case, slices, metrics, sweep_out, headline_out):  # never a summary beside old rows
-        write_result_batches(per_case, tallying(frames, tallied, dev))
+        write_result_batches(per_case, ahead(tallying(frames, tallied, dev)))
         summary = config_summary(
             config,
             spec,
