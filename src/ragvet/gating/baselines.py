@@ -672,18 +672,25 @@ class Revision:
 
 
 @contextmanager
-def fetched(rev: str | None) -> Iterator[Revision | None]:
+def revision_folder(rev: str) -> Iterator[Revision]:
     """``rev`` with a temporary folder for the files a comparison reads of it (:func:`fetch_file`),
     removed when the comparison ends, also on error, so nothing is left half-written; a
-    problem found in one of its files names it ``REV:path``. None without a revision."""
-    if rev is None:
-        yield None
-        return
+    problem found in one of its files names it ``REV:path``."""
     with tempfile.TemporaryDirectory(prefix="ragvet-revision-") as folder:
         try:
             yield Revision(rev, Path(folder))
         except InputError as err:
             raise InputError(_renamed(err.problems, f"{folder}{os.sep}", f"{rev}:")) from None
+
+
+@contextmanager
+def fetched(rev: str | None) -> Iterator[Revision | None]:
+    """:func:`revision_folder` for a comparison that may have no revision (None then)."""
+    if rev is None:
+        yield None
+        return
+    with revision_folder(rev) as revision:
+        yield revision
 
 
 def _renamed(problems: Iterable[Problem], prefix: str, name: str) -> list[Problem]:
@@ -825,7 +832,7 @@ def read_results_at(
 ) -> dict[str, tuple[Summary, pl.DataFrame] | None]:
     """:func:`tables_at`, each table read whole (its ``columns``; all of them by default):
     for the readers that hold it anyway (a reproduction check, the experiments' table)."""
-    with fetched(rev) as revision:
+    with revision_folder(rev) as revision:
         found = tables_at(rev, configs, repo, revision.folder, columns)
         return {
             config: None if pair is None else (pair[0], read_results(pair[1], columns=columns))

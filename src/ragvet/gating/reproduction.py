@@ -43,7 +43,7 @@ changed case cannot be told from a near tie, so it counts as a difference and
 the message says to ``dvc pull``.
 
 **Memory.** The revision's files are fetched into a temporary folder
-(:func:`ragvet.gating.baselines.fetched`), never held. Both per-case tables and both
+(:func:`ragvet.gating.baselines.revision_folder`), never held. Both per-case tables and both
 runs are read together a batch of cases at a time, paired by case id
 (:func:`ragvet.storage.rankings.paired_batches`; each is in case-id order as
 evaluate and retrieve write them), and each side's summary and slice table is added
@@ -73,7 +73,7 @@ import polars as pl
 import yaml
 
 from ragvet.errors import InputError
-from ragvet.gating.baselines import Revision, fetch_file, fetched, tables_at
+from ragvet.gating.baselines import Revision, fetch_file, revision_folder, tables_at
 from ragvet.gating.compare import table_batches
 from ragvet.measures.summary import Summaries, config_summary, summaries
 from ragvet.settings import Budget
@@ -708,8 +708,7 @@ def verify_results(
     files are fetched into a temporary folder, and every table and run is read ``rows``
     at a time (by default :data:`TABLE_ROWS` of a table,
     :data:`ragvet.storage.rankings.BATCH_ROWS` of a run): the verdict never depends on it."""
-    with fetched(against) as revision:
-        assert revision is not None
+    with revision_folder(against) as revision:
         committed = tables_at(against, configs, repo, revision.folder)
         sides_settings = (_params_at(revision, repo), settings)
         return [
