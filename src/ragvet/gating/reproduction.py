@@ -79,6 +79,7 @@ from ragvet.measures.summary import Summaries, config_summary, summaries
 from ragvet.settings import Budget
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import dumps
+from ragvet.storage.pipelining import ahead
 from ragvet.storage.rankings import (
     ID_COLUMNS,
     NUMBERED_COLUMNS,
@@ -784,12 +785,13 @@ def _compared(
 ) -> ConfigCheck:
     """The case comparison of one configuration and the tallies of each side's figures,
     in one pass over both per-case tables and, with both, their cases' ranking outcomes
-    (:func:`ranking_outcomes`): their batches paired by case id
-    (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
+    (:func:`ranking_outcomes`, found a batch ahead in a thread of their own while the
+    tables' batch is compared: :func:`ragvet.storage.pipelining.ahead`): their batches
+    paired by case id (:func:`ragvet.storage.rankings.paired_batches`), ``rows`` at a time."""
     present = [side for side, path in enumerate(tables) if path is not None]
     streams = [table_batches(path, None, rows or TABLE_ROWS) for path in tables if path is not None]
     paired, ranked = len(present) == 2, len(present) == 2 and runs is not None
-    streams += [ranking_outcomes(runs, rows)] if ranked and runs is not None else []
+    streams += [ahead(ranking_outcomes(runs, rows))] if ranked and runs is not None else []
     comparison = CaseComparison(ranked)
     for batch in paired_batches(streams) if streams else ():
         for side, frame in zip(present, batch):
