@@ -27,6 +27,7 @@ from ragvet.measures.latency import accepted_latency
 from ragvet.schema import DEV, EVAL
 from ragvet.storage.atomic import outputs_together, remove_output, write_copy, write_parquet
 from ragvet.storage.files import read_json, write_json
+from ragvet.storage.pipelining import ahead
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
 from ragvet.storage.rankings import (
     BATCH_ROWS,
@@ -345,16 +346,17 @@ def _first_ranks(frame: pl.DataFrame, depth: int) -> pl.DataFrame:
 
 
 def write_ranking(path: Path, run: Path, depth: int) -> None:
-    """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time, with the run's
-    numbering in its metadata when it has one: a later run numbered alike is then paired
-    with it by numbers (:mod:`ragvet.gating.movement`). A ranking without them is paired
-    by its ids: the same figures, read slower."""
+    """Keep :func:`ranking_of` ``run`` at ``path``, a row group at a time, the next one
+    found in a thread while this one is written (:func:`ragvet.storage.pipelining.ahead`);
+    with the run's numbering in its metadata when it has one: a later run numbered alike
+    is then paired with it by numbers (:mod:`ragvet.gating.movement`). A ranking without
+    them is paired by its ids: the same figures, read slower."""
     numbered = numbering(run)
     schema = RANKING_SCHEMA | (NUMBERS_SCHEMA if numbered is not None else {})
     metadata = None if numbered is None else {RUN_METADATA: numbered}
     whole = functools.partial(write_parquet, metadata=metadata) if metadata else write_parquet
     with row_group_writer(path, whole, pl.DataFrame(schema=schema), metadata) as write:
-        for frame in ranking_of(run, depth):
+        for frame in ahead(ranking_of(run, depth)):
             write(frame)
 
 
