@@ -155,6 +155,29 @@ def test_evaluate_out_of_space_halfway_changes_none_of_its_outputs(work_repo, mo
     assert temps(work_repo / "metrics") == []
 
 
+def test_evaluate_stopped_by_its_reading_thread_names_the_run_and_changes_none_of_its_outputs(work_repo, monkeypatch):
+    """The run is read in a thread of its own a batch ahead of the scoring (a configuration
+    without recorded answers is scored in batches); a problem found there stops the stage
+    as one found in the main thread would: exit 2, the run named, no traceback, the old
+    outputs kept."""
+    monkeypatch.chdir(work_repo)
+    config = "fixed-300-bm25"
+    run = Path(f"data/runs/{config}.parquet")
+    metadata = pl.read_parquet_metadata(run)
+    pl.read_parquet(run).reverse().write_parquet(run, metadata=metadata)  # numbered, but out of case order
+    outputs = [f"metrics/cases/{config}.parquet", f"metrics/slices/{config}.json", f"metrics/{config}.json"]
+    before = [Path(path).read_bytes() for path in outputs]
+    args = ["evaluate", config, "--run", str(run), "--chunks", "data/chunks/fixed-300.jsonl"]
+    args += ["--corpus", "data/validated/corpus.jsonl", "--cases", "data/validated/cases.parquet"]
+    args += ["--split", "data/split.json", "--metrics", outputs[2], "--per-case", outputs[0], "--slices", outputs[1]]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"{run}: rows not in case order" in result.output and "re-run the retrieve stage" in result.output
+    assert "Traceback" not in result.output
+    assert [Path(path).read_bytes() for path in outputs] == before
+    assert temps(work_repo / "metrics") == []
+
+
 def test_report_out_of_space_in_its_plot_data_keeps_the_old_report(work_repo, monkeypatch):
     monkeypatch.chdir(work_repo)
     before = snapshot(work_repo / "metrics")
