@@ -37,6 +37,7 @@ from ragvet.errors import Problem
 from ragvet.formats.imported import json_object_line, question_text
 from ragvet.formats.runfiles import checked_rank_score
 from ragvet.storage.files import decode_utf8, dumps_line
+from ragvet.storage.progress import progress_bar
 from ragvet.text.values import (
     SURROGATE_FIX,
     as_id,
@@ -411,7 +412,7 @@ class LogImport:
 
     def lines(self) -> Iterator[tuple[str, str]]:
         shape, hashes = _Shape(), array("q")
-        for query in self._queries():
+        for query in progress_bar(self._queries(), desc="import log", unit=" queries"):
             hashes.append(hash(query.query_id))
             self._order(query, shape)
             if self.problems:

@@ -80,6 +80,7 @@ from ragvet.settings import Budget
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.files import dumps
 from ragvet.storage.pipelining import ahead
+from ragvet.storage.progress import progress_bar
 from ragvet.storage.rankings import (
     ID_COLUMNS,
     NUMBERED_COLUMNS,
@@ -793,7 +794,7 @@ def _compared(
     paired, ranked = len(present) == 2, len(present) == 2 and runs is not None
     streams += [ahead(ranking_outcomes(runs, rows))] if ranked and runs is not None else []
     comparison = CaseComparison(ranked)
-    for batch in paired_batches(streams) if streams else ():
+    for batch in progress_bar(paired_batches(streams), desc=f"verify {config}", unit=" batches") if streams else ():
         for side, frame in zip(present, batch):
             tally = figures[side]
             if tally is not None:

@@ -6,6 +6,7 @@ figures DVC's own views show (``--headline``); and the dev-split abstention swee
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -29,10 +30,12 @@ from ragvet.storage.atomic import outputs_together
 from ragvet.storage.columns import ChunkTable
 from ragvet.storage.files import write_json
 from ragvet.storage.pipelining import ahead
+from ragvet.storage.progress import progress_bar
 from ragvet.storage.records import split_membership
 from ragvet.storage.results import result_rows, results_frame, round_results, write_result_batches
 from ragvet.storage.tables import (
     foreign_passage_ids,
+    parquet_rows,
     read_case_table,
     read_chunk_table,
     read_docs,
@@ -129,6 +132,7 @@ def main(
     recorded = reviewed = None  # reviewed: the whole table, when it carries recorded answers
     if batched is not None:  # a numbered Parquet run and case table: scored a batch of cases at a time
         tag_keys, pairs = batched  # read, scored, tallied and written in four threads, a batch apart
+        batches = math.ceil(parquet_rows(cases) / batch_cases)  # for the progress bar
         frames = ahead(
             evaluated_batches(ahead(pairs), all_chunks, split_of, texts, measuring, tag_keys, passages is None)
         )
@@ -137,11 +141,14 @@ def main(
         chunk_level = passages is None  # a run of foreign passages has no chunk-level metrics
         table, recorded = _whole_table(run, cases, all_chunks, split_of, texts, measuring, chunk_level, recorded_of)
         reviewed = table if recorded is not None else None
-        frames = [table]
+        frames, batches = [table], 1
     tallied = Summaries(settings["ks"], abstain_below, measuring.budget.values, settings["slices"])
     dev: Counter = Counter()
     with outputs_together(per_case, slices, metrics, sweep_out, headline_out):  # never a summary beside old rows
-        write_result_batches(per_case, ahead(tallying(frames, tallied, dev)))
+        tallied_frames = ahead(tallying(frames, tallied, dev))
+        write_result_batches(
+            per_case, progress_bar(tallied_frames, total=batches, desc=f"evaluate {config}", unit=" batches")
+        )
         summary = config_summary(
             config,
             spec,

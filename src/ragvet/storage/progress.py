@@ -9,7 +9,7 @@ from typing import Any
 from tqdm import tqdm
 
 
-def progress_bar(items: Iterable[Any] | None = None, *, total: int | None = None, desc: str) -> Any:
-    """A tqdm bar over ``items`` (or advanced by hand up to ``total``); stage logs stay clean
-    because it is disabled whenever stderr is not a terminal."""
-    return tqdm(items, total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)
+def progress_bar(items: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str = "it") -> Any:
+    """A tqdm bar over ``items`` (or advanced by hand up to ``total``), counting ``unit``s;
+    stage logs stay clean because it is disabled whenever stderr is not a terminal."""
+    return tqdm(items, total=total, desc=desc, unit=unit, disable=not sys.stderr.isatty(), leave=False)

@@ -734,11 +734,16 @@ def parquet_slices(
     try:
         scan = text_scan(path, text)
         scan = scan if columns is None else scan.select(columns)
-        total = pl.scan_parquet(path).select(pl.len()).collect().item()
+        total = parquet_rows(path)
         for start in range(0, max(total, 1), rows):
             yield scan.slice(start, rows).collect()
     except (OSError, pl.exceptions.PolarsError) as err:
         raise unreadable(where or (str(path) if isinstance(path, Path) else "Parquet table"), err) from None
+
+
+def parquet_rows(path: Path | bytes) -> int:
+    """How many rows a Parquet file holds, from its footer alone."""
+    return pl.scan_parquet(path).select(pl.len()).collect().item()
 
 
 def unreadable(where: str, err: Exception | str) -> InputError:
