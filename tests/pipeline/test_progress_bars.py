@@ -56,7 +56,8 @@ def piped(command: list[str], cwd: Path) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
-def evaluate(sample_repo: Path, out: Path) -> list[str]:
+def evaluate(out: Path) -> list[str]:
+    """The evaluate stage of ``CONFIG`` on the sample, its outputs in ``out``."""
     outputs = ["--metrics", f"{out}/m.json", "--per-case", f"{out}/c.parquet", "--slices", f"{out}/s.json"]
     return [sys.executable, "-m", "ragvet.cli", "evaluate", CONFIG, "--run", f"data/runs/{CONFIG}.parquet",
             "--chunks", "data/chunks/fixed-300.jsonl", "--corpus", "data/validated/corpus.jsonl",
@@ -78,12 +79,10 @@ def test_the_bar_draws_on_a_terminal_only(monkeypatch):
 
 
 def test_the_evaluate_stage_draws_its_batches_on_a_terminal_and_nothing_in_a_log(sample_repo, tmp_path):
-    code, drawn = on_terminal(evaluate(sample_repo, tmp_path / "tty"), sample_repo)
+    code, drawn = on_terminal(evaluate(tmp_path / "tty"), sample_repo)
     assert code == 0, drawn
-    assert (
-        f"evaluate {CONFIG}:" in drawn and "0/1 [00:00<?, ? batches/s]" in drawn
-    )  # the sample's cases: one batch of 10,000
-    code, logged = piped(evaluate(sample_repo, tmp_path / "pipe"), sample_repo)
+    assert f"evaluate {CONFIG}: " in drawn and "0/1 [00:00<?, ? batches/s]" in drawn  # 181 cases: one batch
+    code, logged = piped(evaluate(tmp_path / "pipe"), sample_repo)
     assert code == 0, logged
     assert f"evaluate {CONFIG}" not in logged
     assert (tmp_path / "tty/c.parquet").read_bytes() == (tmp_path / "pipe/c.parquet").read_bytes()
@@ -96,16 +95,8 @@ def test_import_log_counts_its_queries_on_a_terminal(tmp_path):
         for n in range(3)
     ]
     log.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    command = [
-        sys.executable,
-        "-m",
-        "ragvet.cli",
-        "import",
-        "log",
-        str(log),
-        f"--out-cases={tmp_path}/c.jsonl",
-        f"--out-run={tmp_path}/r.jsonl",
-    ]
+    outs = [f"--out-cases={tmp_path}/c.jsonl", f"--out-run={tmp_path}/r.jsonl"]
+    command = [sys.executable, "-m", "ragvet.cli", "import", "log", str(log), *outs]
     code, drawn = on_terminal(command, tmp_path)
     assert code == 0, drawn
     assert "import log: 0 queries" in drawn
