@@ -1,7 +1,8 @@
 """Long work shows a progress bar on a terminal and stays quiet when its stderr is a pipe
-or a file (CI's logs): the evaluate stage, ``ragvet import log`` and ``ragvet verify``
-draw one through ``ragvet.storage.progress.progress_bar``. Each command runs as a user
-runs it, in a fresh process whose stderr is a real pseudo-terminal or a pipe."""
+or a file (CI's logs): the evaluate stage, ``ragvet import log``, ``ragvet verify`` and
+the ranking ``ragvet baseline accept`` keeps draw one through
+``ragvet.storage.progress.progress_bar``. Each command runs as a user runs it, in a fresh
+process whose stderr is a real pseudo-terminal or a pipe."""
 
 from __future__ import annotations
 
@@ -113,3 +114,13 @@ def test_verify_draws_each_configuration_on_a_terminal(work_repo):
     code, logged = piped(command, work_repo)
     assert code == 0, logged
     assert "verify " not in logged
+
+
+def test_baseline_accept_draws_the_ranking_it_keeps_on_a_terminal(work_repo):
+    command = [sys.executable, "-m", "ragvet.cli", "baseline", "accept"]
+    code, drawn = on_terminal(command, work_repo)
+    assert code == 0, drawn
+    assert "keep sentences-600-bm25's ranking: 0 batches" in drawn
+    code, logged = piped(command, work_repo)
+    assert code == 0, logged
+    assert "ranking" not in logged

@@ -29,6 +29,7 @@ from ragvet.storage.atomic import outputs_together, remove_output, write_copy, w
 from ragvet.storage.files import read_json, write_json
 from ragvet.storage.pipelining import ahead
 from ragvet.storage.placement import dvc_pointer, tables_in_dvc, track_with_dvc
+from ragvet.storage.progress import progress_bar
 from ragvet.storage.rankings import (
     BATCH_ROWS,
     NUMBERED_COLUMNS,
@@ -356,7 +357,7 @@ def write_ranking(path: Path, run: Path, depth: int) -> None:
     metadata = None if numbered is None else {RUN_METADATA: numbered}
     whole = functools.partial(write_parquet, metadata=metadata) if metadata else write_parquet
     with row_group_writer(path, whole, pl.DataFrame(schema=schema), metadata) as write:
-        for frame in ahead(ranking_of(run, depth)):
+        for frame in progress_bar(ahead(ranking_of(run, depth)), desc=f"keep {run.stem}'s ranking", unit=" batches"):
             write(frame)
 
 
