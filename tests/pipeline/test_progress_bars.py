@@ -1,6 +1,7 @@
 """Long work shows a progress bar on a terminal and stays quiet when its stderr is a pipe
-or a file (CI's logs): the evaluate stage, ``ragvet import log``, ``ragvet verify`` and
-the ranking ``ragvet baseline accept`` keeps draw one through
+or a file (CI's logs): the evaluate stage, ``ragvet import log``, ``ragvet verify``, the
+ranking ``ragvet baseline accept`` keeps and the verdict's pairing of each table with its
+baseline draw one through
 ``ragvet.storage.progress.progress_bar``. Each command runs as a user runs it, in a fresh
 process whose stderr is a real pseudo-terminal or a pipe."""
 
@@ -124,3 +125,18 @@ def test_baseline_accept_draws_the_ranking_it_keeps_on_a_terminal(work_repo):
     code, logged = piped(command, work_repo)
     assert code == 0, logged
     assert "ranking" not in logged
+
+
+def test_the_verdict_draws_each_pairing_on_a_terminal(sample_repo, tmp_path):
+    def verdict(out: Path) -> list[str]:
+        return [sys.executable, "-m", "ragvet.cli", "verdict", "--cases-dir", "metrics/cases",
+                "--split", "data/split.json", "--baseline", "metrics/baseline",
+                "--out", f"{out}/gate.json", "--verdict", f"{out}/verdict.json"]  # fmt: skip
+
+    code, drawn = on_terminal(verdict(tmp_path / "tty"), sample_repo)
+    assert code == 0, drawn
+    assert "pair sentences-600-bm25: 0 batches" in drawn  # the gated configuration
+    code, logged = piped(verdict(tmp_path / "pipe"), sample_repo)
+    assert code == 0, logged
+    assert "pair " not in logged
+    assert (tmp_path / "tty/verdict.json").read_bytes() == (tmp_path / "pipe/verdict.json").read_bytes()

@@ -48,6 +48,7 @@ from ragvet.measures.registry import METRICS, comparable_across_chunkings, highe
 from ragvet.schema import EVAL
 from ragvet.settings import Gate
 from ragvet.storage.files import FLOAT_PLACES
+from ragvet.storage.progress import progress_bar
 from ragvet.storage.rankings import case_batches, paired_batches
 from ragvet.storage.results import column, in_id_order, read_results, results_frame
 from ragvet.text.escaping import visible
@@ -190,7 +191,8 @@ class Pairing:
     def read(self, baseline: Side, current: Side) -> Pairing:
         """Add every paired case of the two tables; the slices of the keys the current side tags.
         A pairing already read of these same two tables is as it was: callers sharing one
-        (the gate's decision and the report's comparison) read the tables once."""
+        (the gate's decision and the report's comparison) read the tables once. On a
+        terminal, a bar counts the batches read (tens of seconds at millions of cases)."""
         if self.sides is not None:
             if self.sides[0] is baseline and self.sides[1] is current:
                 return self
@@ -199,7 +201,8 @@ class Pairing:
         tagged = _read_columns(current) if isinstance(current, Path) else _table(current).columns
         tags = [column("tags", key) for key in self.keys]
         self.slices = {key: {} for key, tag in zip(self.keys, tags) if tag in tagged}
-        for wide in _wide_batches(baseline, current, self.columns, tags):
+        desc = f"pair {current.stem}" if isinstance(current, Path) else "pair"  # a per-case table: <config>.parquet
+        for wide in progress_bar(_wide_batches(baseline, current, self.columns, tags), desc=desc, unit=" batches"):
             self.add(wide)
         return self
 
