@@ -11,7 +11,7 @@ from ragvet.errors import InputError
 from ragvet.schema import Case, Chunk, Claim, EvidenceUnit
 from ragvet.storage.atomic import ROW_GROUP_ROWS
 from ragvet.storage.columns import TokenStarts
-from ragvet.storage.files import each_jsonl, write_jsonl
+from ragvet.storage.files import each_jsonl, each_jsonl_of, write_jsonl
 from ragvet.storage.rankings import case_batches
 from ragvet.storage.tables import (
     RUN_METADATA,
@@ -304,6 +304,42 @@ def test_each_jsonl_reads_a_value_a_line_and_stops_at_the_first_bad_line_naming_
     with pytest.raises(InputError) as undecodable:
         list(each_jsonl(path))
     assert undecodable.value.problems[0].where == f"{path}:2"
+
+
+LINES = [
+    '{"answerable":true,"filter":{"id":"c"},"id":"a","question":"q a"}',  # a nested pair of a wanted value
+    '{"id": "b", "tags": {"t": "d"}}',  # json.dumps' spacing; d, a wanted id, as a value
+    "",
+    '{"id":"say \\"hi\\" \\\\ there","n":1}',  # escaped as dumps_line writes it
+    '{"id": "caf\\u00e9"}',  # escaped as json.dumps writes non-ASCII
+    '{"id" :\t"d", "filter": {"id": "d"}}',  # other spacing; the line's own value nested again
+    '{"id":"café","n":2}',
+    '{"id":"c"}',
+]
+
+
+def test_each_jsonl_of_decodes_the_lines_of_the_wanted_ids_alone_at_any_block_size(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(LINES), encoding="utf-8")  # the last line without its newline
+    every = list(each_jsonl(path))
+    for wanted in ({"a"}, {"c", "d"}, {'say "hi" \\ there', "café"}, {"b", "x"}, set(), {v["id"] for v in every}):
+        expected = [value for value in every if value["id"] in wanted]
+        for block in (1, 7, 40, 1 << 24):
+            assert list(each_jsonl_of(path, "id", wanted, block=block)) == expected, (wanted, block)
+    assert [v.get("n") for v in each_jsonl_of(path, "id", {"café"})] == [None, 2]  # both lines, by value
+    assert list(each_jsonl_of(path, "id", {"c"})) == [{"id": "c"}]  # not the line of the nested "c"
+    assert list(each_jsonl_of(path, "id", {"d"})) == [{"id": "d", "filter": {"id": "d"}}]  # once
+
+
+def test_each_jsonl_of_names_a_bad_wanted_line_and_skips_bad_lines_it_does_not_decode(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_bytes(b'{"id":"a"}\n{"id":"b",\n\n{"id":"c","q":"\xff"}\n{"id":"d"}\n')
+    assert list(each_jsonl_of(path, "id", {"a", "d"}, block=5)) == [{"id": "a"}, {"id": "d"}]
+    for wanted, line in (("b", 2), ("c", 4)):
+        for block in (5, 1 << 24):
+            with pytest.raises(InputError) as bad:
+                list(each_jsonl_of(path, "id", {wanted}, block=block))
+            assert bad.value.problems[0].where == f"{path}:{line}"
 
 
 def test_a_table_corrupt_past_its_schema_is_a_problem_at_the_file_in_any_slice(tmp_path):

@@ -49,7 +49,7 @@ from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Budget, Gate, Judged
 from ragvet.storage.atomic import outputs_together, remove_output, write_lines
-from ragvet.storage.files import each_jsonl, read_json, read_jsonl, write_text
+from ragvet.storage.files import each_jsonl_of, read_json, read_jsonl, write_text
 from ragvet.storage.records import split_outline
 from ragvet.storage.results import per_case_path
 
@@ -84,12 +84,12 @@ def _current(configs: list[str], cases_dir: Path, metrics: list[str] | None) -> 
 
 
 def _case_info(cases: Path, corpus: Path, comparisons: list[dict]) -> dict[str, dict]:
-    """Questions and evidence of the newly missed and found cases only, the cases read a line at a time."""
+    """Questions and evidence of the newly missed and found cases only, their lines alone decoded."""
     ids = listed_cases(comparisons)
     if not ids:
         return {}
     texts = {doc["doc_id"]: doc["text"] for doc in read_jsonl(corpus)}
-    return case_details(each_jsonl(cases), texts, ids)
+    return case_details(each_jsonl_of(cases, "id", ids), texts, ids)
 
 
 def _moving(comparisons: list[dict], rows: dict[str, Path], bases: dict, gated: list[str]) -> list[tuple]:
@@ -126,8 +126,9 @@ def _explorer(
     sides = {c: (there[c], here[c]) for c in moves}
     listed = max((count for _, count in firsts.values()), default=0)
     label = against.name if against is not None else str(baseline)
+    questions = each_jsonl_of(cases, "id", shown)  # the shown cases' lines of millions
     data = explorer_data(
-        each_jsonl(cases), texts, moves, sides, ["first_rank", *metrics], settings["slices"], k, label, ids, listed
+        questions, texts, moves, sides, ["first_rank", *metrics], settings["slices"], k, label, ids, listed
     )
     return explorer_section(data)
 

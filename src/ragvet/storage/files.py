@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,16 +138,71 @@ def each_jsonl(path: str | Path) -> Iterator[Any]:
     path = Path(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            text, problem = decode_utf8(raw, str(path))
-            if problem is not None:
-                raise InputError([Problem(f"{path}:{number}", problem.what, problem.fix)])
-            if not text.strip():
-                continue
-            try:
-                yield loads(text)
-            except json.JSONDecodeError as err:
-                fix = "rewrite it with the stage that writes it (dvc repro)"
-                raise InputError([Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", fix)]) from None
+            if raw.strip():
+                yield _line_value(raw, path, number)
+
+
+def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: int = 1 << 24) -> Iterator[dict]:
+    """The objects of a JSONL file ragvet wrote (the validated cases) whose ``key`` is one
+    of ``values``, in file order, each line once: the report's few thousand cases among millions.
+
+    Only their lines are decoded. The file is read ``block`` bytes at a time and searched
+    for ``"key": "value"`` pairs; a pair written as :func:`dumps_line` or ``json.dumps``
+    write it is compared as bytes, any other (escapes, other spacing) decoded first. A
+    line a pair is on is decoded and kept when its own ``key`` is wanted (a nested pair
+    alone does not make it). A decoded line that is not UTF-8 or not JSON stops the read,
+    named by its line; lines not decoded are not checked."""
+    wanted = set(values)
+    name = json.dumps(key).encode()
+    pair = re.compile(re.escape(name) + rb'[ \t\r\n]*:[ \t\r\n]*"[^"\\]*(?:\\.[^"\\]*)*"')
+    exact = {name + sep + json.dumps(v, ensure_ascii=False).encode() for v in wanted for sep in (b":", b": ")}
+    plain = (name + b':"', name + b': "')
+    path, lines, rest = Path(path), 0, b""
+    with open(path, "rb") as handle:
+        while wanted:
+            more = handle.read(block)
+            text = rest + more
+            cut = text.rfind(b"\n") + 1 if more else len(text)
+            text, rest = text[:cut], text[cut:]
+            cursor, last, counted = 0, -1, 0
+            for found in pair.findall(text):
+                if found not in exact and (
+                    (found.startswith(plain) and b"\\" not in found) or _pair_value(found, name) not in wanted
+                ):
+                    continue
+                at = text.find(found, cursor)  # this pair: every earlier one of the same text was found before
+                cursor, start = at + len(found), text.rfind(b"\n", 0, at) + 1
+                if start == last:
+                    continue
+                lines, counted = lines + text.count(b"\n", counted, start), start
+                end = text.find(b"\n", at)
+                value = _line_value(text[start : len(text) if end < 0 else end], path, lines + 1)
+                last = start
+                if isinstance(value, dict) and value.get(key) in wanted:
+                    yield value
+            if not more:
+                return
+            lines += text.count(b"\n", counted)
+
+
+def _pair_value(found: bytes, name: bytes) -> str | None:
+    """The value of a ``"key": "value"`` pair :func:`each_jsonl_of` found; None when its escapes are not JSON."""
+    try:
+        return json.loads(found[len(name) :].lstrip(b" \t\r\n:"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _line_value(raw: bytes, path: Path, number: int) -> Any:
+    """The JSON value of line ``number`` of a file ragvet wrote; its problem at its line."""
+    text, problem = decode_utf8(raw, str(path))
+    if problem is not None:
+        raise InputError([Problem(f"{path}:{number}", problem.what, problem.fix)])
+    try:
+        return loads(text)
+    except json.JSONDecodeError as err:
+        fix = "rewrite it with the stage that writes it (dvc repro)"
+        raise InputError([Problem(f"{path}:{number}", f"malformed JSON: {err.msg}", fix)]) from None
 
 
 def read_jsonl(path: str | Path) -> list[Any]:
