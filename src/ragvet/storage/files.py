@@ -142,7 +142,7 @@ def each_jsonl(path: str | Path) -> Iterator[Any]:
                 yield _line_value(raw, path, number)
 
 
-def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: int = 1 << 24) -> Iterator[dict]:
+def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: int = 1 << 22) -> Iterator[dict]:
     """The objects of a JSONL file ragvet wrote (the validated cases) whose ``key`` is one
     of ``values``, in file order, each line once: the report's few thousand cases among millions.
 
