@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -126,11 +127,16 @@ def test_first_moves_keeps_each_status_first_rows_of_batches_in_case_order():
     def row(case_id: str, status: str) -> dict:
         return {"case_id": case_id, "status": status}
 
+    def frames() -> Iterator[pl.DataFrame]:
+        schema = {"case_id": pl.String, "status": pl.String}
+        return (pl.DataFrame(rows, schema=schema) for rows in batches)
+
     missed, found, same = "newly missed", "newly found", "unchanged"
     batches = [[row("a", same), row("b", missed)], [row("c", found), row("d", same), row("e", missed)], []]
-    assert first_moves(iter(batches), 2) == ([row("b", missed), row("e", missed)], 5)
-    assert first_moves(iter(batches), 4)[0] == [row("b", missed), row("e", missed), row("c", found), row("a", same)]
-    assert [r["case_id"] for r in first_moves(iter(batches))[0]] == ["b", "e", "c", "a", "d"]
+    assert first_moves(frames(), 2) == ([row("b", missed), row("e", missed)], 5)
+    assert first_moves(frames(), 4)[0] == [row("b", missed), row("e", missed), row("c", found), row("a", same)]
+    assert [r["case_id"] for r in first_moves(frames())[0]] == ["b", "e", "c", "a", "d"]
+    assert first_moves(frames(), 1) == ([row("b", missed)], 5)  # each status's first row, then the move order
 
 
 def test_top_k_and_named_chunks_read_a_run_and_a_chunk_table(tmp_path: Path):

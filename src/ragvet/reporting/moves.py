@@ -5,7 +5,7 @@ its evidence first arrived, and the guarded metrics on each side.
 One table feeds both the HTML report's case explorer and the ``dvc plots`` CSV
 (``data/moves.csv``), so what a reviewer clicks through and what DVC draws agree. It
 grows with the cases, so DVC's cache keeps the CSV, not git, and the report makes it a
-batch of cases at a time (:func:`move_batches`) and writes it a line at a time
+batch of cases at a time (:func:`move_frames`) and writes it a line at a time
 (:func:`moves_lines`): memory holds the moved cases' rows, not the table.
 """
 
@@ -45,12 +45,12 @@ def _side(table: pl.DataFrame | None, metrics: Sequence[str], prefix: str) -> pl
     )
 
 
-def move_batches(
+def move_frames(
     comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]
-) -> Iterator[list[dict]]:
-    """One row per eval case either side holds, in batches of up to :data:`ROW_BATCH` rows
-    in case-id order (:func:`ragvet.gating.compare.side_batches`: two Parquet files are
-    never held whole; :func:`case_moves` puts them in move order): ``config``, ``case_id``, ``status``,
+) -> Iterator[pl.DataFrame]:
+    """One row per eval case either side holds, a frame per batch of cases in case-id order
+    (:func:`ragvet.gating.compare.side_batches`: two Parquet files are never held whole;
+    :func:`first_moves` puts them in move order): ``config``, ``case_id``, ``status``,
     ``baseline_first_rank`` and ``first_rank`` (None where no chunk of the run overlaps
     its evidence, or the side lacks the case), then ``baseline_<metric>`` and
     ``<metric>`` for each of ``metrics``. ``current`` and ``baseline`` are per-case
@@ -66,39 +66,45 @@ def move_batches(
         base = _side(next(tables) if baseline is not None else None, metrics, "baseline_")
         cur = _side(next(tables) if current is not None else None, metrics, "")
         joined = base.join(cur, on="case_id", how="full", coalesce=True).sort("case_id")
-        for start in range(0, joined.height, ROW_BATCH):  # rows as dicts a slice at a time
-            yield [
-                {
-                    "config": comparison["config"],
-                    "case_id": row["case_id"],
-                    "status": status.get(row["case_id"], STATUSES[2]),
-                }
-                | {key: row[key] for key in order}
-                for row in joined.slice(start, ROW_BATCH).iter_rows(named=True)
-            ]
+        moved = pl.col("case_id").replace_strict(status, default=STATUSES[2], return_dtype=pl.String)
+        yield joined.select(pl.lit(comparison["config"]).alias("config"), "case_id", moved.alias("status"), *order)
+
+
+def move_batches(
+    comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]
+) -> Iterator[list[dict]]:
+    """The rows of :func:`move_frames` as dicts, in batches of up to :data:`ROW_BATCH`."""
+    for frame in move_frames(comparison, current, baseline, metrics):
+        for start in range(0, frame.height, ROW_BATCH):
+            yield frame.slice(start, ROW_BATCH).to_dicts()
 
 
 def case_moves(comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]) -> list[dict]:
-    """Every row of :func:`move_batches`, newly missed first, then newly found, then
+    """Every row of :func:`move_frames`, newly missed first, then newly found, then
     unchanged, each by case id."""
-    return first_moves(move_batches(comparison, current, baseline, metrics))[0]
+    return first_moves(move_frames(comparison, current, baseline, metrics))[0]
 
 
-def first_moves(batches: Iterable[list[dict]], limit: int | None = None) -> tuple[list[dict], int]:
-    """The first ``limit`` rows (all of them when None) of :func:`move_batches`' ``batches`` in
-    move order (newly missed, newly found, unchanged, each by case id), and how many rows
-    came. The batches come in case-id order, so each status keeps only its first ``limit``
-    rows: at ten million cases the rows held stay at most three times ``limit``."""
+def first_moves(frames: Iterable[pl.DataFrame], limit: int | None = None) -> tuple[list[dict], int]:
+    """The first ``limit`` rows (all of them when None) of :func:`move_frames`' ``frames`` in
+    move order (:func:`move_order`), as dicts, and how many rows came. The frames come in
+    case-id order, so each status keeps only its first ``limit`` rows, and only those
+    become dicts: at ten million cases the rows held stay at most three times ``limit``."""
     kept: dict[str, list[dict]] = {status: [] for status in STATUSES}
     count = 0
-    for batch in batches:
-        count += len(batch)
-        for row in batch:
-            rows = kept[row["status"]]
-            if limit is None or len(rows) < limit:
-                rows.append(row)
-    ordered = [row for status in STATUSES for row in sorted(kept[status], key=lambda row: row["case_id"])]
-    return ordered[:limit], count
+    for frame in frames:
+        count += frame.height
+        for status, rows in kept.items():
+            room = None if limit is None else limit - len(rows)
+            if room != 0:
+                chosen = frame.filter(pl.col("status") == status)
+                rows += (chosen if room is None else chosen.head(room)).to_dicts()
+    return sorted((row for rows in kept.values() for row in rows), key=move_order)[:limit], count
+
+
+def move_order(row: dict) -> tuple[int, str]:
+    """Where a move row goes: newly missed first, then newly found, then unchanged, each by case id."""
+    return STATUSES.index(row["status"]), row["case_id"]
 
 
 def moves_lines(configs: Iterable[Iterable[list[dict]]]) -> Iterator[str]:
@@ -119,7 +125,7 @@ def moves_lines(configs: Iterable[Iterable[list[dict]]]) -> Iterator[str]:
                 unchanged = [row for row in batch if row["status"] == STATUSES[2]]
                 spill.write(csv_body(unchanged, fields or []))
             if moved:
-                yield csv_body(first_moves([moved])[0], fields or [])
+                yield csv_body(sorted(moved, key=move_order), fields or [])
             spill.seek(0)
             yield from spill
     if fields is None:

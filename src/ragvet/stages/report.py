@@ -43,7 +43,7 @@ from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
 from ragvet.reporting.explorer import EXPLORER_CASES, explorer_data, explorer_ids, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
-from ragvet.reporting.moves import RANK, first_moves, move_batches, moves_lines
+from ragvet.reporting.moves import RANK, first_moves, move_batches, move_frames, moves_lines
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
@@ -112,7 +112,7 @@ def _explorer(
     into its folder: a baseline folder keeps no runs)."""
     metrics = list(gate.metrics)
     k = next((c["k"] for c, _, _ in moving), summary_k(settings["ks"]))
-    firsts = {c["config"]: first_moves(move_batches(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
+    firsts = {c["config"]: first_moves(move_frames(c, cur, base, metrics), EXPLORER_CASES) for c, cur, base in moving}
     moves = {config: rows for config, (rows, _) in firsts.items()}
     ids = explorer_ids(moves)
     shown = set(ids)
