@@ -30,10 +30,10 @@ falls on all of them. Each peer's means are checked against ragvet's summary (re
 MRR over the answerable cases): they agree within 5e-7 (ragvet rounds each case's value
 to 6 places) or the benchmark stops.
 
-At the ``--gate-sizes``, the verdict and the report against a moved baseline
-(:func:`moved_baseline`); at the ``--against-sizes`` (after those), ``ragvet gate --against
-HEAD~1`` in a git repository whose previous commit holds the moved baseline's results and
-whose last the evaluate stage's (:func:`against_repo`), the tables committed to git or
+At the ``--gate-sizes``, the verdict, the report (markdown and the moves CSV, as dvc.yaml
+runs it) and the report's html page against a moved baseline (:func:`moved_baseline`); at
+the ``--against-sizes`` (after those), ``ragvet gate --against HEAD~1`` in a git repository
+whose previous commit holds the moved baseline's results and whose last the evaluate stage's (:func:`against_repo`), the tables committed to git or
 tracked by DVC, each timed beside the gate against the committed baseline folder in the
 same run: their ``gate.json`` must be the same bytes, or the benchmark stops. At the
 ``--verify-sizes``, ``ragvet verify --against HEAD`` in a repository whose HEAD holds the
@@ -374,7 +374,9 @@ def moved_baseline(folder: Path) -> None:
 
 
 def gate_commands(folder: Path) -> dict[str, list[str]]:
-    """The verdict and report stages as dvc.yaml runs them, against the moved baseline."""
+    """The verdict and report stages as dvc.yaml runs them (the report's markdown and the moves
+    CSV of every case), against the moved baseline, and the report's html page (its case
+    explorer) from the same verdict."""
     out = folder / "out"
     verdict = [sys.executable, "-m", "ragvet.cli", "verdict", "--cases-dir", f"{out}/cases",
                "--split", f"{folder}/split.json", "--baseline", f"{out}/baseline", "--out", f"{out}/gate.json",
@@ -382,9 +384,13 @@ def gate_commands(folder: Path) -> dict[str, list[str]]:
     report = [sys.executable, "-m", "ragvet.cli", "report", "--cases-dir", f"{out}/cases",
               "--summaries-dir", str(out), "--slices-dir", f"{out}/slices", "--split", f"{folder}/split.json",
               "--baseline", f"{out}/baseline", "--verdict", f"{out}/verdict.json",
-              "--cases", f"{folder}/cases.jsonl", "--corpus", "corpus.jsonl", "--out", f"{out}/report.md",
-              "--plots", f"{out}/plots"]  # fmt: skip
-    return {"verdict": verdict, "report": report}
+              "--cases", f"{folder}/cases.jsonl", "--corpus", "corpus.jsonl", "--plots", f"{out}/plots"]  # fmt: skip
+    markdown = [*report, "--out", f"{out}/report.md", "--moves", f"{out}/moves.csv"]
+    return {
+        "verdict": verdict,
+        "report": markdown,
+        "report html": [*report, "--out", f"{out}/report.html", "--format", "html"],
+    }
 
 
 def against_repo(folder: Path, kind: str) -> Path:
@@ -633,11 +639,11 @@ def main() -> None:
     for size in args.sizes:
         base = min(m["seconds"] for m in results[size, "ragvet"])
         folder_gate = min((m["seconds"] for m in results.get((size, "gate (baseline folder)"), [])), default=None)
-        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval", "verdict", "report", *AGAINST):
+        for tool in ("ragvet", "duckdb", "polars", "pytrec_eval", "verdict", "report", "report html", *AGAINST):
             if (size, tool) not in results:
                 continue
             best = min(results[size, tool], key=lambda m: m["seconds"])
-            ratio = "" if tool in ("ragvet", "verdict", "report") else f"{base / best['seconds']:.2f}"
+            ratio = "" if tool in ("ragvet", "verdict", "report", "report html") else f"{base / best['seconds']:.2f}"
             if tool in AGAINST:  # the gate --against a revision: its time over the baseline folder's
                 ratio = f"{best['seconds'] / folder_gate:.2f} (of the folder's)"
             diff = f"{best['diff']:.1e}" if "diff" in best else ""
