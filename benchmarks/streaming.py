@@ -33,14 +33,14 @@ to 6 places) or the benchmark stops.
 At the ``--gate-sizes``, the verdict, the report (markdown and the moves CSV, as dvc.yaml
 runs it) and the report's html page against a moved baseline (:func:`moved_baseline`); at
 the ``--against-sizes`` (after those), ``ragvet gate --against HEAD~1`` in a git repository
-whose previous commit holds the moved baseline's results and whose last the evaluate stage's (:func:`against_repo`), the tables committed to git or
-tracked by DVC, each timed beside the gate against the committed baseline folder in the
-same run: their ``gate.json`` must be the same bytes, or the benchmark stops. At the
-``--verify-sizes``, ``ragvet verify --against HEAD`` in a repository whose HEAD holds the
-evaluate stage's results and run and whose work tree those recomputed with float noise, two
-near ties, two real swaps and a dropped case (:func:`verify_repo`, under ``--verify-root``),
-with this interpreter and each of ``--verify-python`` (another checkout's): the same output,
-or the benchmark stops.
+whose previous commit holds the moved baseline's results and whose last the evaluate stage's
+(:func:`against_repo`), the tables committed to git or tracked by DVC, each timed beside the
+gate against the committed baseline folder in the same run: their ``gate.json`` must be the
+same bytes, or the benchmark stops. At the ``--verify-sizes``, ``ragvet verify --against
+HEAD`` in a repository whose HEAD holds the evaluate stage's results and run and whose work
+tree those recomputed with float noise, two near ties, two real swaps and a dropped case
+(:func:`verify_repo`, under ``--verify-root``), with this interpreter and each of
+``--verify-python`` (another checkout's): the same output, or the benchmark stops.
 """
 
 from __future__ import annotations
