@@ -126,7 +126,7 @@ def _explorer(
     sides = {c: (there[c], here[c]) for c in moves}
     listed = max((count for _, count in firsts.values()), default=0)
     label = against.name if against is not None else str(baseline)
-    questions = each_jsonl_of(cases, "id", shown)  # the shown cases' lines of millions
+    questions = each_jsonl_of(cases, "id", shown)  # only the shown cases' lines decoded
     data = explorer_data(
         questions, texts, moves, sides, ["first_rank", *metrics], settings["slices"], k, label, ids, listed
     )

@@ -144,7 +144,7 @@ def each_jsonl(path: str | Path) -> Iterator[Any]:
 
 def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: int = 1 << 22) -> Iterator[dict]:
     """The objects of a JSONL file ragvet wrote (the validated cases) whose ``key`` is one
-    of ``values``, in file order, each line once: the report's few thousand cases among millions.
+    of ``values``, in file order, each line once: the cases a report shows, among millions.
 
     Only their lines are decoded. The file is read ``block`` bytes at a time and searched
     for ``"key": "value"`` pairs; a pair written as :func:`dumps_line` or ``json.dumps``
