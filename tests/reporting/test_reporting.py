@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 from xml.etree import ElementTree
 
+import polars as pl
 import pytest
 from builders import gate_of
 
@@ -21,7 +22,7 @@ from ragvet.reporting.comparisons import compare_configs
 from ragvet.reporting.document import COMMENT_MARKER, VERDICT_DETAILS, Contents, render_report
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.page import render_html
-from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
+from ragvet.reporting.plots import budget_rows, csv_body, csv_frame_body, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
 from ragvet.settings import Judged
 from ragvet.stages.report import PLOT_FILES, write_plots
@@ -212,7 +213,7 @@ def test_compare_configs_pairs_eval_cases_with_deltas_slices_and_case_lists():
 def test_the_report_read_a_batch_of_cases_at_a_time_is_the_report_of_the_whole_tables(tmp_path, monkeypatch):
     """Against Parquet files (row groups of 2, read 2 rows at a time: a batch cut between
     the newly missed case a and the newly found d), the comparisons, the side-by-side table
-    and the moves CSV (2 rows a slice, the unchanged set aside) are those of the tables
+    and the moves CSV (a frame of 2 cases at a time, the unchanged set aside) are those of the tables
     passed whole; g is an eval case only the current side holds."""
     ranks = {"a": 1, "b": 2, "c": 1, "d": None, "e": 3, "f": 1}
     base_rows = [row | {"first_relevant_rank": ranks[row["case_id"]]} for row in BASE_ROWS]
@@ -224,7 +225,6 @@ def test_the_report_read_a_batch_of_cases_at_a_time_is_the_report_of_the_whole_t
     for frame, path in zip(frames, paths):
         frame.write_parquet(path, row_group_size=2)
     monkeypatch.setattr(compare, "TABLE_BATCH_ROWS", 2)
-    monkeypatch.setattr(moves, "ROW_BATCH", 2)
     settings, base_summary = gate_of(GATE, ["kind"]), {"fingerprints": dict(FP)}
 
     def report(base, cur) -> tuple:
@@ -250,7 +250,7 @@ def test_the_report_read_a_batch_of_cases_at_a_time_is_the_report_of_the_whole_t
     # measured by the current table: the baseline's over the 5 cases both hold, .7; itself over its 6, 4.5 / 6
     assert [(e["name"], e["metrics"][0]["current"]) for e in table["entries"]] == [(OTHER, 0.7), (CFG, 0.75)]
     metric = ["evidence_recall@5"]
-    lines = "".join(moves.moves_lines([moves.move_batches(comp, paths[1], paths[0], metric)]))
+    lines = "".join(moves.moves_lines([moves.move_frames(comp, paths[1], paths[0], metric)]))
     assert lines == csv_text(moves.case_moves(comp, frames[1], frames[0], metric))
     assert lines == (
         "config,case_id,status,baseline_first_rank,first_rank,baseline_evidence_recall@5,evidence_recall@5\n"
@@ -704,6 +704,23 @@ def test_plot_csvs_quote_cells_a_spreadsheet_would_run(tmp_path):
     budget = list(csv.reader(io.StringIO((tmp_path / "budget.csv").read_text())))
     assert budget[1] == ["'-cfg", "7.0", "chars in the top 1", "0.25"]
     assert csv_text([{"a": "\tx", "b": "\rx", "c": "x=1", "d": "'", "e": -1}]) == "a,b,c,d,e\n'\tx,'\rx,x=1,',-1\n"
+
+
+def test_a_frames_csv_lines_are_its_rows_csv_lines():
+    frame = pl.DataFrame(
+        {
+            "config": ["=cfg", "-x", "plain"],
+            "rank": [1, None, 3],
+            "value": [0.12345678, -0.0000001, float("nan")],
+            "other": [None, 2.5, -1.0],
+            "unused": ["a", "b", "c"],
+        }
+    )
+    fields = ["config", "rank", "value", "missing", "other"]
+    text = csv_frame_body(frame, fields)
+    assert text == "'=cfg,1,0.123457,,\n'-x,,0.0,,2.5\nplain,3,,,-1.0\n"  # rounded, -0.0 as 0.0, NaN empty
+    assert text == csv_body(frame.to_dicts(), fields)
+    assert csv_frame_body(frame.clear(), fields) == ""
 
 
 def test_sample_plot_csvs_unchanged(tmp_path):

@@ -17,13 +17,12 @@ from collections.abc import Iterable, Iterator, Sequence
 import polars as pl
 
 from ragvet.gating.compare import Side, side_batches
-from ragvet.reporting.plots import csv_body, csv_header
+from ragvet.reporting.plots import csv_body, csv_frame_body, csv_header
 from ragvet.schema import EVAL
 from ragvet.storage.results import column
 
 RANK = "first_relevant_rank"  # the per-case table's rank of the first chunk overlapping any evidence (None: none)
 STATUSES = ("newly missed", "newly found", "unchanged")  # the order moved cases are listed in
-ROW_BATCH = 1 << 16  # rows made into dicts, and formatted, at once
 
 
 def _side(table: pl.DataFrame | None, metrics: Sequence[str], prefix: str) -> pl.DataFrame:
@@ -70,15 +69,6 @@ def move_frames(
         yield joined.select(pl.lit(comparison["config"]).alias("config"), "case_id", moved.alias("status"), *order)
 
 
-def move_batches(
-    comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]
-) -> Iterator[list[dict]]:
-    """The rows of :func:`move_frames` as dicts, in batches of up to :data:`ROW_BATCH`."""
-    for frame in move_frames(comparison, current, baseline, metrics):
-        for start in range(0, frame.height, ROW_BATCH):
-            yield frame.slice(start, ROW_BATCH).to_dicts()
-
-
 def case_moves(comparison: dict, current: Side | None, baseline: Side | None, metrics: Sequence[str]) -> list[dict]:
     """Every row of :func:`move_frames`, newly missed first, then newly found, then
     unchanged, each by case id."""
@@ -107,25 +97,26 @@ def move_order(row: dict) -> tuple[int, str]:
     return STATUSES.index(row["status"]), row["case_id"]
 
 
-def moves_lines(configs: Iterable[Iterable[list[dict]]]) -> Iterator[str]:
-    """The moves CSV (:func:`ragvet.reporting.plots.csv_body`, the first row's fields as
-    the header) of each configuration's :func:`move_batches`, in turn, each in
-    :func:`case_moves`' order, a few lines at a time. The unchanged rows, which are most of
+def moves_lines(configs: Iterable[Iterable[pl.DataFrame]]) -> Iterator[str]:
+    """The moves CSV (:func:`ragvet.reporting.plots.csv_frame_body`, the first row's fields
+    as the header) of each configuration's :func:`move_frames`, in turn, each in
+    :func:`case_moves`' order, a batch at a time. The unchanged rows, which are most of
     them, go to a temporary file as CSV lines until the configuration's moved rows are
     out, so memory holds only the rows that moved."""
     fields: list[str] | None = None
-    for batches in configs:
-        moved: list[dict] = []
+    for frames in configs:
+        moved: list[pl.DataFrame] = []
         with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as spill:
-            for batch in batches:
-                if fields is None and batch:
-                    fields = list(batch[0])
+            for frame in frames:
+                if fields is None and frame.height:
+                    fields = frame.columns
                     yield csv_header(fields)
-                moved += [row for row in batch if row["status"] != STATUSES[2]]
-                unchanged = [row for row in batch if row["status"] == STATUSES[2]]
-                spill.write(csv_body(unchanged, fields or []))
-            if moved:
-                yield csv_body(sorted(moved, key=move_order), fields or [])
+                unchanged = pl.col("status") == STATUSES[2]
+                moved.append(frame.filter(~unchanged))
+                spill.write(csv_frame_body(frame.filter(unchanged), fields or []))
+            rows = first_moves(moved)[0]
+            if rows:
+                yield csv_body(rows, fields or [])
             spill.seek(0)
             yield from spill
     if fields is None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import polars as pl
 
 from ragvet.reporting.summaries import Summary, split_figures
 from ragvet.schema import EVAL
@@ -27,9 +30,30 @@ def csv_header(fields: Sequence[str]) -> str:
 def csv_body(rows: Sequence[dict], fields: Sequence[str]) -> str:
     """The CSV lines of ``rows`` (``fields`` of each, empty where a row lacks one), floats
     rounded as in every output and each cell inert in a spreadsheet."""
+    return _csv_lines([csv_cell(row.get(key, "")) for key in fields] for row in round_floats(list(rows)))
+
+
+def csv_frame_body(frame: pl.DataFrame, fields: Sequence[str]) -> str:
+    """:func:`csv_body` of a frame's rows, the same text, made a column at a time: only
+    float columns rounded, only text columns made inert (millions of rows in seconds)."""
+    columns = []
+    for key in fields:
+        if key not in frame.columns:
+            columns.append([""] * frame.height)
+            continue
+        series = frame[key]
+        values = series.to_list()
+        if series.dtype.is_float():
+            values = round_floats(values)
+        elif series.dtype == pl.String:
+            values = [csv_cell(value) for value in values]
+        columns.append(values)
+    return _csv_lines(zip(*columns)) if frame.height else ""
+
+
+def _csv_lines(rows: Iterable[Sequence[Any]]) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows([csv_cell(row.get(key, "")) for key in fields] for row in round_floats(list(rows)))
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
     return buffer.getvalue()
 
 

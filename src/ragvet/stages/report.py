@@ -13,7 +13,7 @@ ends with the case explorer (:mod:`ragvet.reporting.explorer`), which also reads
 runs and chunks of both sides (:mod:`ragvet.gating.retrieved`).
 
 Every comparison reads the two per-case tables a batch of cases at a time
-(:class:`ragvet.gating.compare.Pairing`, :func:`ragvet.reporting.moves.move_batches`; a
+(:class:`ragvet.gating.compare.Pairing`, :func:`ragvet.reporting.moves.move_frames`; a
 revision's table fetched into a temporary folder first, :func:`ragvet.gating.baselines.fetched`),
 so the markdown report and the moves CSV never hold a table. The html page holds what it
 shows: the explorer's first :data:`ragvet.reporting.explorer.EXPLORER_CASES` cases (newly
@@ -43,7 +43,7 @@ from ragvet.reporting.document import COMMENT_LIMIT, Contents, render_report
 from ragvet.reporting.explorer import EXPLORER_CASES, explorer_data, explorer_ids, explorer_section
 from ragvet.reporting.judged import judged_references, judged_warnings
 from ragvet.reporting.latency_page import render_latency
-from ragvet.reporting.moves import RANK, first_moves, move_batches, move_frames, moves_lines
+from ragvet.reporting.moves import RANK, first_moves, move_frames, moves_lines
 from ragvet.reporting.page import render_html
 from ragvet.reporting.plots import budget_rows, csv_text, plot_rows, slice_rows
 from ragvet.reporting.summaries import summary_k
@@ -277,7 +277,7 @@ def main(
             if plots is not None:
                 write_plots(plots, settings, summaries, slices)
             if moves is not None:  # each comparison's evidence_recall@k, what the dvc plots CSV holds
-                found = (move_batches(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
+                found = (move_frames(c, cur, base, [f"evidence_recall@{c['k']}"]) for c, cur, base in moving)
                 write_lines(moves, moves_lines(found))
             if latency_out is not None and latency_dir is not None:
                 write_text(latency_out, _latency_page(summaries, latency_dir, settings["ks"]))
