@@ -294,7 +294,7 @@ def test_a_run_past_one_row_group_is_written_in_groups_a_batch_reader_decodes_on
 
 def test_each_jsonl_reads_a_value_a_line_and_stops_at_the_first_bad_line_naming_it(tmp_path):
     path = tmp_path / "cases.jsonl"
-    path.write_bytes(b'{"id": "a"}\n\n{"id": "b"}\n')
+    path.write_bytes(b'{"id": "a"}\n\n\xc2\xa0\n{"id": "b"}\n')  # a blank line, and one of a no-break space
     assert list(each_jsonl(path)) == [{"id": "a"}, {"id": "b"}]
     path.write_bytes(b'{"id": "a"}\n{"id": \n')
     with pytest.raises(InputError) as bad:

@@ -138,8 +138,9 @@ def each_jsonl(path: str | Path) -> Iterator[Any]:
     path = Path(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield _line_value(raw, path, number)
+            value = _line_value(raw, path, number)
+            if value is not _BLANK:
+                yield value
 
 
 def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: int = 1 << 22) -> Iterator[dict]:
@@ -193,11 +194,17 @@ def _pair_value(found: bytes, name: bytes) -> str | None:
         return None
 
 
+_BLANK = object()  # what :func:`_line_value` gives a blank line
+
+
 def _line_value(raw: bytes, path: Path, number: int) -> Any:
-    """The JSON value of line ``number`` of a file ragvet wrote; its problem at its line."""
+    """The JSON value of line ``number`` of a file ragvet wrote (:data:`_BLANK` when blank);
+    its problem at its line."""
     text, problem = decode_utf8(raw, str(path))
     if problem is not None:
         raise InputError([Problem(f"{path}:{number}", problem.what, problem.fix)])
+    if not text.strip():
+        return _BLANK
     try:
         return loads(text)
     except json.JSONDecodeError as err:
