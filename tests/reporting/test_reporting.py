@@ -714,11 +714,12 @@ def test_a_frames_csv_lines_are_its_rows_csv_lines():
             "value": [0.12345678, -0.0000001, float("nan")],
             "other": [None, 2.5, -1.0],
             "unused": ["a", "b", "c"],
+            "kind": pl.Series(["@k", "k", None], dtype=pl.Categorical),
         }
     )
-    fields = ["config", "rank", "value", "missing", "other"]
+    fields = ["config", "rank", "value", "missing", "other", "kind"]
     text = csv_frame_body(frame, fields)
-    assert text == "'=cfg,1,0.123457,,\n'-x,,0.0,,2.5\nplain,3,,,-1.0\n"  # rounded, -0.0 as 0.0, NaN empty
+    assert text == "'=cfg,1,0.123457,,,'@k\n'-x,,0.0,,2.5,k\nplain,3,,,-1.0,\n"  # rounded, -0.0 as 0.0, NaN empty
     assert text == csv_body(frame.to_dicts(), fields)
     assert csv_frame_body(frame.clear(), fields) == ""
 

@@ -35,7 +35,7 @@ def csv_body(rows: Sequence[dict], fields: Sequence[str]) -> str:
 
 def csv_frame_body(frame: pl.DataFrame, fields: Sequence[str]) -> str:
     """:func:`csv_body` of a frame's rows, the same text, made a column at a time: only
-    float columns rounded, only text columns made inert (millions of rows in seconds)."""
+    float columns rounded, only columns that can hold text made inert (millions of rows in seconds)."""
     columns = []
     for key in fields:
         if key not in frame.columns:
@@ -45,7 +45,7 @@ def csv_frame_body(frame: pl.DataFrame, fields: Sequence[str]) -> str:
         values = series.to_list()
         if series.dtype.is_float():
             values = round_floats(values)
-        elif series.dtype == pl.String:
+        elif not series.dtype.is_numeric():  # text, categories, anything csv_cell may change
             values = [csv_cell(value) for value in values]
         columns.append(values)
     return _csv_lines(zip(*columns)) if frame.height else ""

@@ -158,32 +158,39 @@ def each_jsonl_of(path: str | Path, key: str, values: Collection[str], block: in
     pair = re.compile(re.escape(name) + rb'[ \t\r\n]*:[ \t\r\n]*"[^"\\]*(?:\\.[^"\\]*)*"')
     exact = {name + sep + json.dumps(v, ensure_ascii=False).encode() for v in wanted for sep in (b":", b": ")}
     plain = (name + b':"', name + b': "')
-    path, lines, rest = Path(path), 0, b""
+    path, lines = Path(path), 0
+    for text in _line_blocks(path, block) if wanted else ():
+        cursor, last, counted = 0, -1, 0
+        for found in pair.findall(text):
+            if found not in exact and (
+                (found.startswith(plain) and b"\\" not in found) or _pair_value(found, name) not in wanted
+            ):
+                continue
+            at = text.find(found, cursor)  # this pair: every earlier one of the same text was found before
+            cursor, start = at + len(found), text.rfind(b"\n", 0, at) + 1
+            if start == last:
+                continue
+            lines, counted = lines + text.count(b"\n", counted, start), start
+            end = text.find(b"\n", at)
+            value = _line_value(text[start : len(text) if end < 0 else end], path, lines + 1)
+            last = start
+            if isinstance(value, dict) and value.get(key) in wanted:
+                yield value
+        lines += text.count(b"\n", counted)
+
+
+def _line_blocks(path: Path, size: int) -> Iterator[bytes]:
+    """The file ``size`` bytes at a time, each block cut after its last newline and the rest
+    carried into the next: whole lines only (the last without its newline, if it has none)."""
+    rest = b""
     with open(path, "rb") as handle:
-        while wanted:
-            more = handle.read(block)
+        while more := handle.read(size):
             text = rest + more
-            cut = text.rfind(b"\n") + 1 if more else len(text)
-            text, rest = text[:cut], text[cut:]
-            cursor, last, counted = 0, -1, 0
-            for found in pair.findall(text):
-                if found not in exact and (
-                    (found.startswith(plain) and b"\\" not in found) or _pair_value(found, name) not in wanted
-                ):
-                    continue
-                at = text.find(found, cursor)  # this pair: every earlier one of the same text was found before
-                cursor, start = at + len(found), text.rfind(b"\n", 0, at) + 1
-                if start == last:
-                    continue
-                lines, counted = lines + text.count(b"\n", counted, start), start
-                end = text.find(b"\n", at)
-                value = _line_value(text[start : len(text) if end < 0 else end], path, lines + 1)
-                last = start
-                if isinstance(value, dict) and value.get(key) in wanted:
-                    yield value
-            if not more:
-                return
-            lines += text.count(b"\n", counted)
+            cut = text.rfind(b"\n") + 1
+            yield text[:cut]
+            rest = text[cut:]
+    if rest:
+        yield rest
 
 
 def _pair_value(found: bytes, name: bytes) -> str | None:
