@@ -594,7 +594,7 @@ _VALUES = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(_VALUES)
 def test_property_the_surrogate_fast_path_agrees_with_the_walk(value):
-    """One json.dumps proving strict UTF-8 gives the walk's answer: the same first text, or none."""
+    """One orjson.dumps proving strict UTF-8 gives the walk's answer: the same first text, or none."""
     assert lone_surrogate(value) == _surrogate_walk(value)
 
 

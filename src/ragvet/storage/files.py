@@ -15,18 +15,22 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ragvet.errors import InputError, Problem, raise_if
 from ragvet.storage.atomic import write_lines, write_text
 from ragvet.text.located_yaml import load_located_yaml
 from ragvet.text.nesting import loads
 
 FLOAT_PLACES = 6
+_PLAIN = frozenset({str, int, bool, type(None)})  # kept as they are, checked without a call
 
 
 def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
     """Round every float in a JSON-like value; NaN and infinities become None.
 
-    JSON has no NaN, and ``-0.0`` would print differently from ``0.0``.
+    JSON has no NaN, and ``-0.0`` would print differently from ``0.0``. A text, integer,
+    boolean or None inside a mapping or list is kept without a call: most of a line is.
     """
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -34,9 +38,12 @@ def round_floats(value: Any, places: int = FLOAT_PLACES) -> Any:
         rounded = round(value, places)
         return 0.0 if rounded == 0 else rounded
     if isinstance(value, dict):
-        return {str(k): round_floats(v, places) for k, v in value.items()}
+        return {
+            key if type(key) is str else str(key): item if type(item) in _PLAIN else round_floats(item, places)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [round_floats(v, places) for v in value]
+        return [item if type(item) in _PLAIN else round_floats(item, places) for item in value]
     return value
 
 
@@ -45,9 +52,33 @@ def dumps(value: Any) -> str:
     return json.dumps(round_floats(value), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
+_LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# orjson raises for what json would write another way: a subclass of str, int, dict or
+# list, a dataclass or a date (json calls them by their base type, or refuses them).
+_ORJSON_LINE = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+# How orjson writes a float below 1e-4, which json writes as 1e-06: 0.00005, or 2e-6.
+_ORJSON_SMALL_FLOAT = re.compile(rb"0\.0000|\de-\d")
+
+
 def dumps_line(value: Any) -> str:
-    """Canonical single-line JSON for JSONL files: sorted keys, rounded floats."""
-    return json.dumps(round_floats(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """Canonical single-line JSON for JSONL files: sorted keys, rounded floats.
+
+    The text is ``json.dumps``' (sort_keys, ensure_ascii=False, no spaces). orjson writes
+    the same text about ten times faster, except a float below 1e-4 (``1e-6`` for
+    ``1e-06``), an integer beyond 64 bits, text that is not UTF-8 and types json would
+    take by their base type: orjson refuses those, and a line whose text could hold
+    such a float is written by json too."""
+    rounded = round_floats(value)
+    try:
+        fast = orjson.dumps(rounded, option=_ORJSON_LINE)
+    except orjson.JSONEncodeError:
+        return _LINE.encode(rounded)
+    return fast.decode() if _ORJSON_SMALL_FLOAT.search(fast) is None else _LINE.encode(rounded)
 
 
 def write_json(path: str | Path, value: Any) -> None:
