@@ -12,7 +12,8 @@ import pytest
 from builders import invoke, jsonl
 
 from ragvet.chunking import chunk_corpus
-from ragvet.formats.logs import MAX_PROBLEMS, LogImport, _Shape, graded
+from ragvet.formats import logs
+from ragvet.formats.logs import MAX_PROBLEMS, LogImport, _Shape, graded, query_fields
 from ragvet.formats.runfiles import read_external_run
 from ragvet.inputs.cases import load_cases
 from ragvet.retrieval.passages import PassageLocator
@@ -248,6 +249,34 @@ def test_a_malformed_log_row_is_refused_at_its_line_with_nothing_written(tmp_pat
     assert f"{log.parent / where}: " in result.output and what in result.output, result.output
     assert not any(path.exists() for path in outs.values())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]  # no temporary file left either
+
+
+def test_each_row_of_a_query_is_checked_though_its_query_fields_are_checked_once(tmp_path, monkeypatch):
+    """A per-passage row whose query fields are the row before's text is not checked
+    again; one that only looks equal in Python (tenant 1, 1.0, true) is, and so is the
+    rest of every row."""
+    calls = []
+    monkeypatch.setattr(logs, "query_fields", lambda *args: calls.append(args[0]) or query_fields(*args))
+    row = {"query_id": "q1", "question": "Carry?", "tenant": 1, "rank": 1, "clicked": True}
+    rows = [{**row, "doc_id": "leave"}, {**row, "doc_id": "travel", "rank": 2}, {**row, "doc_id": "remote", "rank": 3}]
+    log = tmp_path / "log.jsonl"
+    log.write_text(jsonl([*rows, {**rows[0], "query_id": "q2"}, {**rows[1], "query_id": "q2"}]))
+    conversion = LogImport(log)
+    assert len(list(conversion.lines())) == 5 + 2 and not conversion.problems
+    assert calls == [f"{log}:1", f"{log}:4"]
+    calls.clear()
+    yes = {**rows[2], "tenant": True}
+    odd = [{**rows[1], "tenant": 1.0}, yes, {**yes, "rank": 4, "doc_id": "x\ud800"}]  # the last: row 3's fields
+    log.write_text(jsonl([rows[0], *odd]))
+    conversion = LogImport(log)
+    assert list(conversion.lines()) == []
+    other = "query 'q1' has another question or tags than at its first row"
+    assert [(p.where, p.what.split(" (")[0]) for p in conversion.problems] == [
+        (f"{log}:2", other),
+        (f"{log}:3", other),
+        (f"{log}:4", "text 'x\\ud800' holds half of a UTF-16 surrogate pair"),
+    ]
+    assert calls == [f"{log}:{n}" for n in (1, 2, 3, 4)]
 
 
 def test_a_line_that_is_not_json_and_rows_of_one_query_apart_are_refused(tmp_path):

@@ -28,9 +28,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 import polars as pl
 
 from ragvet.errors import Problem
@@ -63,9 +64,10 @@ EXAMPLE = '{"query_id": "q1", "question": "...", "results": [{"chunk_id": "doc#0
 Row = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Result:
-    """One returned passage: ``passage`` holds its keys of :data:`PASSAGE_KEYS`."""
+class Result(NamedTuple):
+    """One returned passage: ``passage`` holds its keys of :data:`PASSAGE_KEYS`. A named
+    tuple, made in one call for every passage of a log (a frozen dataclass sets each
+    field by a call of its own)."""
 
     where: str
     passage: dict[str, Any]
@@ -409,6 +411,7 @@ class LogImport:
     problems: list[Problem] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     layout: str | None = None
+    _fields_of: tuple[bytes, tuple[str, str, dict[str, str]]] | None = field(default=None, init=False, repr=False)
 
     def lines(self) -> Iterator[tuple[str, str]]:
         shape, hashes = _Shape(), array("q")
@@ -453,18 +456,31 @@ class LogImport:
             row = _present(row)
             if self.layout is None:
                 self.layout = "query" if "results" in row else "passage"
-            fields = query_fields(where, row)
             if self.layout == "query":
-                query = self._query_row(where, row, fields)
+                query = self._query_row(where, row, query_fields(where, row))
                 if query is not None:
                     yield query
                 continue
-            query = self._passage_row(where, row, fields, current)
+            query = self._passage_row(where, row, self._passage_fields(where, row), current)
             if query is not current and current is not None:
                 yield current
             current = query
         if current is not None:
             yield current
+
+    def _passage_fields(self, where: str, row: Row) -> tuple[str, str, dict[str, str]] | list[Problem]:
+        """:func:`query_fields` of a per-passage row, the row before's when its query's
+        fields are the same JSON text (a query's rows repeat them) and no text of the row
+        is half a UTF-16 pair: checked once a query, not once a returned passage."""
+        try:
+            written = orjson.dumps([row.get(key) for key in QUERY_KEYS])  # 1, 1.0 and true differ
+        except orjson.JSONEncodeError:
+            return query_fields(where, row)
+        if self._fields_of is not None and self._fields_of[0] == written and lone_surrogate(row) is None:
+            return self._fields_of[1]
+        fields = query_fields(where, row)
+        self._fields_of = None if isinstance(fields, list) else (written, fields)
+        return fields
 
     def _query_row(self, where: str, row: Row, fields: Any) -> Query | None:
         problems = _unknown(where, row, (*QUERY_KEYS, "results"), "query row")
