@@ -279,6 +279,18 @@ def test_each_row_of_a_query_is_checked_though_its_query_fields_are_checked_once
     assert calls == [f"{log}:{n}" for n in (1, 2, 3, 4)]
 
 
+def test_a_repeated_rank_or_passage_of_a_query_is_refused_naming_the_first(tmp_path):
+    log = tmp_path / "log.jsonl"
+    results = [{"doc_id": "a", "rank": 1}, {"doc_id": "b", "rank": 1}, {"doc_id": "a", "rank": 3, "clicked": True}]
+    log.write_text(jsonl([{"query_id": "q1", "question": "?", "results": results}]))
+    conversion = LogImport(log)
+    assert list(conversion.lines()) == []
+    assert [(p.where, p.what) for p in conversion.problems] == [
+        (f"{log}:1 (result 2)", f"query 'q1' has rank 1 twice (also at {log}:1 (result 1))"),
+        (f"{log}:1 (result 3)", f"query 'q1' has a passage twice (also at {log}:1 (result 1))"),
+    ]
+
+
 def test_a_line_that_is_not_json_and_rows_of_one_query_apart_are_refused(tmp_path):
     log = tmp_path / "log.jsonl"
     passage = {"question": "?", "doc_id": "leave", "rank": 1}

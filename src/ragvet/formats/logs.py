@@ -538,18 +538,18 @@ class LogImport:
             query.results.sort(key=lambda result: -(result.score or 0.0))
         ranks: dict[int, str] = {}
         passages: dict[tuple, str] = {}
-        for result in query.results:
-            for seen, key, what in ((ranks, result.rank, f"rank {result.rank}"), (passages, result.key, "a passage")):
-                if key is not None and key in seen:
+        for result in query.results:  # each result's where is its own: another one there is a repeat
+            for seen, key in ((ranks, result.rank), (passages, result.key)):
+                first = result.where if key is None else seen.setdefault(key, result.where)
+                if first != result.where:
+                    what = f"rank {key}" if seen is ranks else "a passage"
                     self.problems.append(
                         Problem(
                             result.where,
-                            f"query {query.query_id!r} has {what} twice (also at {seen[key]})",
+                            f"query {query.query_id!r} has {what} twice (also at {first})",
                             "give each passage of a query one row and its own rank",
                         )
                     )
-                if key is not None:
-                    seen.setdefault(key, result.where)
 
     def _query_lines(self, query: Query) -> Iterator[tuple[str, str]]:
         """A labelled query's run lines and case; an unlabelled one's row of the log."""
