@@ -23,6 +23,7 @@ meet, to tell where).
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -56,6 +57,8 @@ LOG_SUFFIXES = (".jsonl", ".parquet")
 QUERY_KEYS = ("query_id", "question", "tenant", "tags")
 PASSAGE_KEYS = ("chunk_id", "doc_id", "start", "end", "text", "occurrence")
 RESULT_KEYS = (*PASSAGE_KEYS, "rank", "score", "clicked", "grade")
+QUERY_ROW_KEYS = (*QUERY_KEYS, "results")
+PASSAGE_ROW_KEYS = (*QUERY_KEYS, *RESULT_KEYS)
 CLICK_GRADE = 1  # a clicked result without a grade of its own
 MAX_PROBLEMS = 1000  # reading stops here: a log with a wrong column would otherwise list every row
 BATCH_ROWS = 8192  # Parquet rows held at once
@@ -270,7 +273,12 @@ class _Shape:
         return None
 
 
+_KEY_SET = functools.cache(frozenset)  # each key tuple's set, made once: a row's keys are checked in one step
+
+
 def _unknown(where: str, row: Row, keys: tuple[str, ...], what: str) -> list[Problem]:
+    if row.keys() <= _KEY_SET(keys):
+        return []
     return [
         Problem(where, f"unknown {what} field `{key}`", f"{did_you_mean(key, keys)}a {what} has: {', '.join(keys)}")
         for key in row
@@ -483,7 +491,7 @@ class LogImport:
         return fields
 
     def _query_row(self, where: str, row: Row, fields: Any) -> Query | None:
-        problems = _unknown(where, row, (*QUERY_KEYS, "results"), "query row")
+        problems = _unknown(where, row, QUERY_ROW_KEYS, "query row")
         if isinstance(fields, list):
             problems += fields
         results = row.get("results")
@@ -502,11 +510,11 @@ class LogImport:
         return Query(where, *fields, results=checked)
 
     def _passage_row(self, where: str, row: Row, fields: Any, current: Query | None) -> Query | None:
-        problems = _unknown(where, row, (*QUERY_KEYS, *RESULT_KEYS), "passage row")
+        problems = _unknown(where, row, PASSAGE_ROW_KEYS, "passage row")
         if isinstance(fields, list):
             self.problems += problems + fields
             return current
-        result = _result(where, {key: value for key, value in row.items() if key in RESULT_KEYS})
+        result = _result(where, {key: value for key, value in row.items() if key in _KEY_SET(RESULT_KEYS)})
         problems += result if isinstance(result, list) else []
         if problems:
             self.problems += problems
