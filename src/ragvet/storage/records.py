@@ -69,8 +69,9 @@ def read_split_record(path: Path) -> dict:
 
 LARGE_SPLIT = 1 << 24  # bytes (about 180,000 cases): a larger split record is read a block at a time
 _BLOCK = 1 << 22
-# One case's entry as the split stage writes it (sorted keys, indented): its id and split.
-_ENTRY = re.compile(rb'"((?:[^"\\\n]|\\.)*)": \{\s*"fingerprint": "[^"\n]*",\s*"split": "(dev|eval)"\s*\}')
+# One case's entry as the split stage writes it (sorted keys, indented): its id and split. The id is
+# matched a run of plain characters at a time, escapes between them.
+_ENTRY = re.compile(rb'"([^"\\\n]*(?:\\.[^"\\\n]*)*)": \{\s*"fingerprint": "[^"\n]*",\s*"split": "(dev|eval)"\s*\}')
 _AFTER_CASES = b'\n  "fingerprints": '
 
 
