@@ -7,6 +7,8 @@ import enum
 import json
 import math
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +31,11 @@ class Name(str):
 def test_small_floats_big_integers_and_subclasses_are_written_as_json_writes_them():
     value = {"b": 1e-06, "a": [0.5, 2.5e-05, 0.0001, 12.0], "é": "x"}
     assert dumps_line(value) == '{"a":[0.5,2.5e-05,0.0001,12.0],"b":1e-06,"é":"x"}' == json_line(value)
-    value = {"Z": 2**70, "lvl": Level.HIGH, Name("n"): Name("v")}
-    assert dumps_line(value) == '{"Z":1180591620717411303424,"lvl":3,"n":"v"}' == json_line(value)
+    value = {"Z": 2**70, "lvl": Level.HIGH, Name("n"): Name("v"), "np": [np.float64(0.1), np.float64(2e-5)]}
+    assert dumps_line(value) == '{"Z":1180591620717411303424,"lvl":3,"n":"v","np":[0.1,2e-05]}' == json_line(value)
+    with pytest.raises(TypeError, match="float32 is not JSON serializable") as refused:
+        dumps_line({"a": np.float32(0.5)})  # refused as json refuses it, one error with no other behind it
+    assert refused.value.__context__ is None
     # Text that reads like a small float is kept as it is.
     assert dumps_line({"q": "0.00001 or 2e-5?"}) == '{"q":"0.00001 or 2e-5?"}'
     # Every control character escaped as json escapes it; U+2028 and DEL kept as they are.

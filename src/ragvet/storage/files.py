@@ -77,8 +77,10 @@ def dumps_line(value: Any) -> str:
     try:
         fast = orjson.dumps(rounded, option=_ORJSON_LINE)
     except orjson.JSONEncodeError:
+        fast = None  # json writes it, or raises its own error outside this handler
+    if fast is None or _ORJSON_SMALL_FLOAT.search(fast) is not None:
         return _LINE.encode(rounded)
-    return fast.decode() if _ORJSON_SMALL_FLOAT.search(fast) is None else _LINE.encode(rounded)
+    return fast.decode()
 
 
 def write_json(path: str | Path, value: Any) -> None:
