@@ -49,7 +49,7 @@ def test_small_floats_big_integers_and_subclasses_are_written_as_json_writes_the
 
 
 def test_a_lone_surrogate_is_written_as_json_writes_it():
-    """No file takes it (its writer refuses it at its line), but the line is json's."""
+    """No UTF-8 file can hold it (the readers refuse it at its line first), but the line is json's."""
     assert dumps_line({"id": "a\ud800"}) == '{"id":"a\ud800"}'
 
 
