@@ -514,7 +514,8 @@ class LogImport:
         if isinstance(fields, list):
             self.problems += problems + fields
             return current
-        result = _result(where, {key: value for key, value in row.items() if key in _KEY_SET(RESULT_KEYS)})
+        kept = _KEY_SET(RESULT_KEYS)
+        result = _result(where, {key: value for key, value in row.items() if key in kept})
         problems += result if isinstance(result, list) else []
         if problems:
             self.problems += problems
