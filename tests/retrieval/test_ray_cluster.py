@@ -52,6 +52,9 @@ from ragvet.storage.tables import chunk_texts_by_id, ids_digest, write_chunks, w
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
+# Each model actor loads sentence-transformers and the model (several CPU-seconds), so a test
+# starts one (ray_actors: 1) unless two are what it checks: shards from two actors on two nodes
+# (the chunk file streamed, the sample's stage, a worker killed).
 WORDS = "cat dog rain spain market sun river bread train music garden winter".split()
 TEXTS = [f"{WORDS[i % 12]} and {WORDS[(i * 5) % 12]} number {i}" for i in range(48)]
 CHUNKS = [Chunk(f"c{i:03d}", f"d{i % 4}", i, 0, len(t), t, {"doc": f"d{i % 4}"}) for i, t in enumerate(TEXTS)]
@@ -123,7 +126,7 @@ def same_run_file(folder: Path, cases, given: tuple, listed: tuple) -> bool:
 
 
 def test_vectors_and_runs_are_one_process_bytes_and_a_second_run_computes_nothing(cluster, tmp_path, capsys):
-    spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "vectors")}
+    spec = {"kind": "dense", "engine": "ray", "shard_rows": 16, "ray_actors": 1, "vectors": str(tmp_path / "vectors")}
     rows = dense_run(CASES, CHUNKS, spec, 10)
     assert "0 shards stored, 3 computed" in capsys.readouterr().out
     assert stored(tmp_path / "vectors") == local_shards(CHUNKS, 16)  # 3 files, by content hash, same bytes
@@ -247,7 +250,7 @@ def s3_client(server):
 
 
 def test_hnsw_on_cluster_vectors_and_its_ann_recall_against_the_cluster_exact_search(cluster, tmp_path):
-    base = {"kind": "dense", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
+    base = {"kind": "dense", "engine": "ray", "shard_rows": 16, "ray_actors": 1, "vectors": str(tmp_path / "v")}
     hnsw = {**base, "index": "hnsw", "hnsw_m": 4, "ef_construction": 8, "ef_search": 1}
     approx = dense_run(CASES, CHUNKS, hnsw, 5)
     assert approx == dense_run(
@@ -276,7 +279,7 @@ def test_fast_precision_on_the_cluster_is_within_verify_tolerance_and_a_changed_
     a run whose top chunk changed."""
     spec = {"kind": "dense", "precision": "fast", "shard_rows": 8, "vectors": str(tmp_path / "v")}
     chunks = CHUNKS[:16]
-    there = dense_run(CASES, chunks, {**spec, "engine": "ray", "batch_size": 3}, 5)
+    there = dense_run(CASES, chunks, {**spec, "engine": "ray", "ray_actors": 1, "batch_size": 3}, 5)
     here = dense_run(CASES, chunks, spec, 5)
     assert there == here
     portable = dense_run(CASES, chunks, {"kind": "dense"}, 5)
@@ -533,7 +536,7 @@ def test_a_pgvector_table_filled_from_the_cluster_ranks_as_one_filled_here(clust
     pytest.importorskip("psycopg", reason="needs the pgvector extra")
     monkeypatch.setenv("RAGVET_TEST_PG_DSN", pg_dsn)
     spec = {"kind": "pgvector", "dsn_env": "RAGVET_TEST_PG_DSN", "table": "ragvet_ray"}
-    ray_spec = {**spec, "engine": "ray", "shard_rows": 8, "vectors": str(tmp_path / "v")}
+    ray_spec = {**spec, "engine": "ray", "shard_rows": 8, "ray_actors": 1, "vectors": str(tmp_path / "v")}
     manifests: list[dict] = []
     rows = retrieve(CASES, CHUNKS[:16], ray_spec, 5, manifests=manifests)
     assert rows == retrieve(CASES, CHUNKS[:16], spec, 5)
@@ -565,7 +568,8 @@ def test_a_pgvector_table_filled_shard_by_shard_from_a_streamed_chunk_file_ranks
         Case("q7", "bread and music", filter={"year": 2021}),
     ]
     local = {"kind": "pgvector", "dsn_env": "RAGVET_TEST_PG_DSN", "table": "ragvet_local"}
-    streamed = {**local, "table": "ragvet_streamed", "engine": "ray", "shard_rows": 16, "vectors": str(tmp_path / "v")}
+    streamed = {**local, "table": "ragvet_streamed", "engine": "ray", "shard_rows": 16, "ray_actors": 1}
+    streamed["vectors"] = str(tmp_path / "v")
     assert streams_chunk_file(streamed) and not streams_chunk_file(local)
     assert not streams_chunk_file({**streamed, "mode": "existing"})
     manifests: list[dict] = []
