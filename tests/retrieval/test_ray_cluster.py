@@ -273,7 +273,7 @@ def verdict(committed: list[dict], recomputed: list[dict]):
 
 
 def test_fast_precision_on_the_cluster_is_within_verify_tolerance_and_a_changed_chunk_is_not(cluster, tmp_path):
-    """float32 in unpadded batches: the actors (one thread each, batches of 3) give this process's
+    """float32 in unpadded batches: the actor (one thread, batches of 3) gives this process's
     fast run (batches of 32), the same bits on one CPU family; ragvet verify's check passes it
     against that run and against the portable one, whose scores float32 noise moved, and fails
     a run whose top chunk changed."""
