@@ -283,9 +283,29 @@ def test_kernels_are_pinned_only_with_avx2_and_never_over_the_users_choice(monke
     assert embedding.pin_float_kernels(mine)["ATEN_CPU_CAPABILITY"] == "default"
     assert embedding.pin_float_kernels({"RAGVET_FLOAT_KERNELS": "native"}) == {}
     assert embedding.kernel_label({"RAGVET_FLOAT_KERNELS": "native"}) == "native"
+    monkeypatch.setattr(embedding, "mkl_mode", lambda: None)  # no MKL to ask: the variable stands
     assert embedding.kernel_label({}) == "ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,STRICT,ONEDNN_MAX_CPU_ISA=AVX2"
+    monkeypatch.setattr(embedding, "mkl_mode", lambda: "AUTO")  # MKL ignored the pinned branch (an AMD CPU)
+    assert embedding.kernel_label({}) == "ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AUTO,ONEDNN_MAX_CPU_ISA=AVX2"
     monkeypatch.setattr(embedding, "_cpu_has_avx2", lambda: False)
     assert embedding.pin_float_kernels({}) == {} and embedding.kernel_label({}) == "native"
+
+
+def test_mkl_reports_the_mode_it_runs_not_the_variable():
+    """What MKL itself says in a fresh process: it takes AUTO, without a word, for a value it does
+    not parse (its branch names are upper case); these values mean the same on any x86-64 CPU."""
+    settings = {"COMPATIBLE": "COMPATIBLE", "AUTO,STRICT": "AUTO,STRICT", "avx2,strict": "AUTO"}
+    script = "from ragvet.retrieval.embedding import mkl_mode; print(mkl_mode())"
+    running = {
+        value: subprocess.Popen(
+            [sys.executable, "-c", script], env={**os.environ, "MKL_CBWR": value}, stdout=subprocess.PIPE, text=True
+        )
+        for value in settings
+    }
+    found = {value: process.communicate()[0].strip() for value, process in running.items()}
+    if set(found.values()) == {"None"}:
+        pytest.skip("torch links no MKL here")
+    assert found == settings
 
 
 def test_cpu_flags_decide_avx2(tmp_path, monkeypatch):

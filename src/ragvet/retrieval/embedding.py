@@ -25,12 +25,16 @@ MKL and oneDNN, and so how their sums round. Two precisions (``precision``):
 Portable texts are encoded in sentence-transformers' own padded batches of similar
 length: padding, like the batch a text lands in, changes a float64 vector by noise
 of the same size, which the grid absorbs (measured with it). Fast texts are encoded
-in batches of equal token length (no padding, so a float32 vector does not depend on
-its company, and a warm cache gives a cold one's bytes), which costs about twice the
-time on texts of many lengths. Both run under torch, MKL and oneDNN kernels pinned to
-AVX2 (:func:`pin_float_kernels`), which removes most float32 noise on one CPU
-family. Vectors are stored *and* returned as grid points, so a cached vector is
-the one the same call returned when it was computed.
+in batches of equal token length (no padding), which costs about twice the time on
+texts of many lengths. A float32 vector then does not depend on its company, and a
+warm cache gives a cold one's bytes, where MKL runs its matrix products in strict
+mode on its AVX2 or AVX-512 branch (measured; ragvet pins AVX2 strict, which MKL
+honours on Intel CPUs). In MKL's other modes (its COMPATIBLE branch, any branch
+without STRICT, the AUTO it falls back to on an AMD CPU) a vector's last bits can
+follow the size of its batch, within ``ragvet verify``'s tolerance. Both precisions
+run under torch, MKL and oneDNN kernels pinned to AVX2 (:func:`pin_float_kernels`),
+which removes most float32 noise on one CPU family. Vectors are stored *and* returned
+as grid points, so a cached vector is the one the same call returned when it was computed.
 
 **Exact scores.** A grid vector is ``k / 2**14`` with integers ``|k| <= 2**14``, so
 :func:`exact_scores` computes dot products on those integers in float64. Every
@@ -44,7 +48,8 @@ file and makes each write an atomic transaction, so a killed run cannot leave a
 torn entry and two stages writing at once wait for each other. The model id
 (:func:`model_id`) hashes the content of the model's weight, config and tokenizer
 files, the versions of torch, transformers and sentence-transformers, the
-precision and, in fast mode, the float kernels in force (:func:`kernel_label`), so
+precision and, in fast mode, the float kernels in force (:func:`kernel_label`, MKL's
+mode as MKL reports it), so
 two different models, or one model under two library versions, never share
 entries, while the same weights at two paths do. The cache never changes results;
 if its file cannot be opened or written, ragvet says so on stderr and goes on
@@ -53,6 +58,7 @@ without it.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import importlib.metadata
@@ -170,9 +176,45 @@ def pin_float_kernels(environ: MutableMapping[str, str] = os.environ) -> dict[st
 
 
 def kernel_label(environ: Mapping[str, str] = os.environ) -> str:
-    """The float kernels vectors are computed with, for the cache key: ``native`` or the pinned settings."""
+    """The float kernels vectors are computed with, for the cache key: ``native`` or the pinned settings.
+
+    MKL's setting is the mode MKL reports in force in this process (:func:`mkl_mode`), not
+    the variable: MKL offers its named branches on Intel CPUs only and falls back to AUTO,
+    silently, elsewhere or on a value it does not parse, so an AMD CPU's vectors get a key
+    of their own. Where MKL cannot be asked, the variable stands.
+    """
     settings = pin_float_kernels(dict(environ))
+    if settings and (mode := mkl_mode()) is not None:
+        settings["MKL_CBWR"] = mode
     return ",".join(f"{name}={value}" for name, value in sorted(settings.items())) or NATIVE
+
+
+# MKL's code branches by number (mkl_service.h: MKL_CBWR_BRANCH_OFF ... MKL_CBWR_AVX512_E1).
+_MKL_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX"}
+_MKL_BRANCHES |= {10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+_MKL_CBWR_BRANCH, _MKL_CBWR_ALL, _MKL_CBWR_STRICT = 1, -1, 0x10000
+
+
+def mkl_mode() -> str | None:
+    """MKL's reproducibility mode in force in this process, spelt as ``MKL_CBWR`` spells it
+    (``AVX2,STRICT``, ``AUTO``, ``OFF``); None where torch links no MKL it can be asked.
+
+    Why: MKL reads ``MKL_CBWR`` once, honours a named branch on Intel CPUs only and takes
+    AUTO without a word for anything else, so only MKL itself can say which kernels ran.
+    Imports torch (after :func:`pin_float_kernels`, which :func:`kernel_label` has run).
+    """
+    pin_float_kernels()
+    try:
+        import torch  # deferred: the dense extra is optional and heavy
+    except ImportError:
+        return None
+    try:
+        get = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_serv_cbwr_get
+    except (OSError, AttributeError):  # not Linux, or a build without MKL
+        return None
+    get.argtypes, get.restype = [ctypes.c_int], ctypes.c_int
+    branch = _MKL_BRANCHES.get(get(_MKL_CBWR_BRANCH), str(get(_MKL_CBWR_BRANCH)))
+    return f"{branch},STRICT" if get(_MKL_CBWR_ALL) & _MKL_CBWR_STRICT else branch
 
 
 def _warn_if_unpinned() -> None:
@@ -507,8 +549,8 @@ def embed_texts(
     if unique:
         model = load_encoder(model_name, precision)
         with progress_bar(total=len(unique), desc="embedding") as bar:
-            # Stored slice by slice, so an interrupted run keeps what it computed. A
-            # vector does not depend on its company, so slicing cannot change it.
+            # Stored slice by slice, so an interrupted run keeps what it computed. Slicing
+            # changes no vector (a fast one's last bits only outside strict MKL: module doc).
             for start in range(0, len(unique), SAVE_EVERY):
                 part = unique[start : start + SAVE_EVERY]
                 vectors = encode_grid(model, [prefix + text for _, text in part], batch_size, precision, bar)
