@@ -49,11 +49,10 @@ torn entry and two stages writing at once wait for each other. The model id
 (:func:`model_id`) hashes the content of the model's weight, config and tokenizer
 files, the versions of torch, transformers and sentence-transformers, the
 precision and, in fast mode, the float kernels in force (:func:`kernel_label`, MKL's
-mode as MKL reports it), so
-two different models, or one model under two library versions, never share
-entries, while the same weights at two paths do. The cache never changes results;
-if its file cannot be opened or written, ragvet says so on stderr and goes on
-without it.
+mode as MKL reports it), so two different models, or one model under two library
+versions, never share entries, while the same weights at two paths do. The cache
+never changes results; if its file cannot be opened or written, ragvet says so on
+stderr and goes on without it.
 """
 
 from __future__ import annotations
@@ -199,9 +198,10 @@ def mkl_mode() -> str | None:
     """MKL's reproducibility mode in force in this process, spelt as ``MKL_CBWR`` spells it
     (``AVX2,STRICT``, ``AUTO``, ``OFF``); None where torch links no MKL it can be asked.
 
-    Why: MKL reads ``MKL_CBWR`` once, honours a named branch on Intel CPUs only and takes
-    AUTO without a word for anything else, so only MKL itself can say which kernels ran.
-    Imports torch (after :func:`pin_float_kernels`, which :func:`kernel_label` has run).
+    Why: MKL reads ``MKL_CBWR`` at its first call, honours a named branch on Intel CPUs
+    only and takes AUTO without a word for anything else, so only MKL itself can say which
+    kernels ran. Pins this process's kernels first (:func:`pin_float_kernels`), as loading
+    a model does, since asking is MKL's first call when no model has run yet.
     """
     pin_float_kernels()
     try:
@@ -213,7 +213,8 @@ def mkl_mode() -> str | None:
     except (OSError, AttributeError):  # not Linux, or a build without MKL
         return None
     get.argtypes, get.restype = [ctypes.c_int], ctypes.c_int
-    branch = _MKL_BRANCHES.get(get(_MKL_CBWR_BRANCH), str(get(_MKL_CBWR_BRANCH)))
+    number = get(_MKL_CBWR_BRANCH)
+    branch = _MKL_BRANCHES.get(number, str(number))
     return f"{branch},STRICT" if get(_MKL_CBWR_ALL) & _MKL_CBWR_STRICT else branch
 
 
