@@ -208,9 +208,11 @@ def mkl_mode() -> str | None:
         import torch  # deferred: the dense extra is optional and heavy
     except ImportError:
         return None
+    if not torch.backends.mkl.is_available():
+        return None
     try:
         get = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_serv_cbwr_get
-    except (OSError, AttributeError):  # not Linux, or a build without MKL
+    except (OSError, AttributeError):  # not Linux: torch's library has another name there
         return None
     get.argtypes, get.restype = [ctypes.c_int], ctypes.c_int
     number = get(_MKL_CBWR_BRANCH)
